@@ -1,0 +1,216 @@
+-- array.lua — tf.Array: a host value (an owned mf_tensor) seen from Lua.
+local ffi = require("ffi")
+local core = require("moonflow.core")
+local C = core.C
+
+local Array = {}
+Array.__index = Array
+
+local function release(ptr) C.mf_tensor_release(ptr) end
+
+-- Wraps a new reference to an mf_tensor (takes ownership).
+function Array.wrap(ptr)
+  local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(ptr))]
+  local rank = C.mf_tensor_rank(ptr)
+  local cdims = C.mf_tensor_dims(ptr)
+  local dims = {}
+  for i = 0, rank - 1 do dims[i + 1] = tonumber(cdims[i]) end
+  return setmetatable({
+    ptr = ffi.gc(ptr, release), dtype = dtype, _dims = dims,
+    _size = tonumber(C.mf_tensor_size(ptr)),
+    _data = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr)),
+  }, Array)
+end
+
+function Array.is(x) return getmetatable(x) == Array end
+
+-- Shape of a nested Lua table (rectangular), or an error naming the ragged level.
+local function table_shape(t, dims, depth)
+  if type(t) ~= "table" then return end
+  local n = #t
+  dims[depth] = n
+  if n > 0 then table_shape(t[1], dims, depth + 1) end
+end
+
+local function fill_from_table(t, data, dims, depth, offset, convert)
+  local n = dims[depth]
+  if type(t) ~= "table" or #t ~= n then
+    error("tf.array: ragged nested table: expected " .. n .. " elements at depth " .. depth, 0)
+  end
+  if depth == #dims then
+    for i = 1, n do data[offset + i - 1] = convert(t[i]) end
+    return offset + n
+  end
+  for i = 1, n do offset = fill_from_table(t[i], data, dims, depth + 1, offset, convert) end
+  return offset
+end
+
+local function converter(dtype)
+  if dtype.name == "bool" then
+    return function(v)
+      if type(v) ~= "boolean" then error("tf.array: expected booleans for dtype bool, got " .. type(v), 0) end
+      return v
+    end
+  end
+  return function(v)
+    if type(v) == "boolean" then return v and 1 or 0 end
+    if type(v) ~= "number" and type(v) ~= "cdata" then
+      error("tf.array: expected numbers, got " .. type(v), 0)
+    end
+    return v
+  end
+end
+
+-- The dtype a Lua value suggests: booleans become bool, numbers float32.
+function Array.default_dtype(value)
+  local v = value
+  while type(v) == "table" and not Array.is(v) do v = v[1] end
+  if Array.is(v) then return v.dtype end
+  if type(v) == "boolean" then return core.dtypes.bool end
+  return core.dtypes.float32
+end
+
+-- Allocates a zeroed array of dtype and shape (a Lua list).
+function Array.new(dtype, shape)
+  dtype = core.as_dtype(dtype)
+  local rank = #shape
+  local dims = core.dims_buffer(rank > 0 and rank or 1)
+  for i = 1, rank do dims[i - 1] = shape[i] end
+  local ptr = C.mf_tensor_new(dtype.enum, rank, dims, core.status)
+  if ptr == nil then core.check() end
+  return Array.wrap(ptr)
+end
+
+-- tf.array(value, dtype): from a number, boolean, nested table or Array.
+function Array.from(value, dtype)
+  if Array.is(value) then
+    if dtype == nil or core.as_dtype(dtype) == value.dtype then return value end
+    local out = Array.new(dtype, value:shape())
+    dtype = core.as_dtype(dtype)
+    local convert = converter(dtype)
+    for i = 0, value._size - 1 do
+      local v = value._data[i]
+      if dtype.name == "bool" then out._data[i] = (v ~= 0 and v ~= false) else out._data[i] = convert(v) end
+    end
+    return out
+  end
+  dtype = dtype and core.as_dtype(dtype) or Array.default_dtype(value)
+  local dims = {}
+  if type(value) == "table" then table_shape(value, dims, 1)
+  elseif type(value) ~= "number" and type(value) ~= "boolean" then
+    error("tf.array: cannot convert a " .. type(value) .. " to an array", 0)
+  end
+  local out = Array.new(dtype, dims)
+  local convert = converter(dtype)
+  if #dims == 0 then out._data[0] = convert(value)
+  elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert) end
+  return out
+end
+
+-- Wraps caller memory without copying; `keep` is kept alive with the array.
+function Array.from_pointer(ptr, shape, dtype, keep)
+  dtype = core.as_dtype(dtype)
+  local rank = #shape
+  local dims = core.dims_buffer(rank > 0 and rank or 1)
+  for i = 1, rank do dims[i - 1] = shape[i] end
+  local t = C.mf_tensor_wrap(dtype.enum, rank, dims, ffi.cast("void*", ptr), nil, nil, core.status)
+  if t == nil then core.check() end
+  local a = Array.wrap(t)
+  a._keep = keep or ptr
+  return a
+end
+
+function Array:shape()
+  local s = {}
+  for i, d in ipairs(self._dims) do s[i] = d end
+  return s
+end
+function Array:rank() return #self._dims end
+function Array:size() return self._size end
+function Array:data() return self._data end
+
+local function scalar_of(dtype, v)
+  if dtype.name == "bool" then return v end
+  return tonumber(v)
+end
+
+-- Flat offset of 0-based indices, with bounds checks.
+local function offset_of(self, ...)
+  local n = select("#", ...)
+  local dims = self._dims
+  if n ~= #dims then
+    error("Array:get/set: expected " .. #dims .. " indices, got " .. n, 3)
+  end
+  local off = 0
+  for k = 1, n do
+    local i = select(k, ...)
+    if i < 0 or i >= dims[k] or i % 1 ~= 0 then
+      error("Array: index " .. tostring(i) .. " is out of range for dimension " .. (k - 1) ..
+            " of size " .. dims[k], 3)
+    end
+    off = off * dims[k] + i
+  end
+  return off
+end
+
+function Array:get(...) return scalar_of(self.dtype, self._data[offset_of(self, ...)]) end
+
+-- a:set(i, j, ..., value) with 0-based indices.
+function Array:set(...)
+  local n = select("#", ...)
+  local idx = {...}
+  local v = idx[n]
+  local off = offset_of(self, unpack(idx, 1, n - 1))
+  if self.dtype.name == "bool" then self._data[off] = v and true or false else self._data[off] = v end
+end
+
+function Array:totable()
+  local dims, data, dtype = self._dims, self._data, self.dtype
+  if #dims == 0 then return scalar_of(dtype, data[0]) end
+  local pos = 0
+  local function build(depth)
+    local t = {}
+    if depth == #dims then
+      for i = 1, dims[depth] do t[i] = scalar_of(dtype, data[pos]); pos = pos + 1 end
+    else
+      for i = 1, dims[depth] do t[i] = build(depth + 1) end
+    end
+    return t
+  end
+  return build(1)
+end
+
+local function format_scalar(dtype, v)
+  if dtype.name == "bool" then return v and "True" or "False" end
+  v = tonumber(v)
+  if dtype.is_floating then
+    if v ~= v then return "nan" end
+    if v == math.huge then return "inf" end
+    if v == -math.huge then return "-inf" end
+    if v == math.floor(v) and math.abs(v) < 1e16 then return string.format("%d.", v) end
+    return string.format("%.6g", v)
+  end
+  return string.format("%d", v)
+end
+
+-- NumPy-like printing: [[1, 2], [3, 4]].
+function Array:__tostring()
+  local dims, data, dtype = self._dims, self._data, self.dtype
+  if #dims == 0 then return format_scalar(dtype, data[0]) end
+  local pos = 0
+  local function build(depth)
+    local parts = {}
+    for i = 1, dims[depth] do
+      if depth == #dims then
+        parts[i] = format_scalar(dtype, data[pos]); pos = pos + 1
+      else
+        parts[i] = build(depth + 1)
+      end
+    end
+    local sep = depth == #dims and ", " or (",\n" .. string.rep(" ", depth))
+    return "[" .. table.concat(parts, sep) .. "]"
+  end
+  return build(1)
+end
+
+return Array

@@ -1,0 +1,3 @@
+-- array_ops.lua — op wrappers.
+return function(tf, ops)
+end

@@ -1,0 +1,99 @@
+-- core.lua — loads the C library, dtypes, status checking and source locations.
+local ffi = require("ffi")
+
+ffi.cdef(require("moonflow.cdef"))
+
+local M = {}
+
+-- The directory holding this file, to find the library next to the module
+-- (installed) or in the checkout's build/ directory.
+local here = debug.getinfo(1, "S").source:match("^@(.*)[/\\]") or "."
+M.module_dir = here
+
+local function load_library()
+  local candidates = {}
+  if os.getenv("MOONFLOW_LIB") then candidates[#candidates + 1] = os.getenv("MOONFLOW_LIB") end
+  candidates[#candidates + 1] = here .. "/libmoonflow.so"
+  candidates[#candidates + 1] = here .. "/../../build/libmoonflow.so"
+  local errors = {}
+  for _, path in ipairs(candidates) do
+    local f = io.open(path, "rb")
+    if f then
+      f:close()
+      local ok, lib = pcall(ffi.load, path)
+      if ok then return lib, path end
+      errors[#errors + 1] = tostring(lib)
+    else
+      errors[#errors + 1] = path .. ": not found"
+    end
+  end
+  error("moonflow: cannot load libmoonflow.so (run `make` first):\n  " .. table.concat(errors, "\n  "), 0)
+end
+
+M.C, M.library_path = load_library()
+local C = M.C
+
+-- dtypes ---------------------------------------------------------------------
+local DType = {}
+DType.__index = DType
+DType.__tostring = function(d) return "<dtype: '" .. d.name .. "'>" end
+
+M.dtypes = {}      -- by name
+M.by_enum = {}     -- by C enum value
+local function dtype(name, enum, ctype, is_float, is_int)
+  local d = setmetatable({name = name, enum = enum, ctype = ctype, size = tonumber(C.mf_dtype_size(enum)),
+                          is_floating = is_float, is_integer = is_int,
+                          ptr_ctype = ffi.typeof(ctype .. "*")}, DType)
+  M.dtypes[name] = d
+  M.by_enum[enum] = d
+  return d
+end
+dtype("float32", C.MF_FLOAT32, "float", true, false)
+dtype("float64", C.MF_FLOAT64, "double", true, false)
+dtype("int32", C.MF_INT32, "int32_t", false, true)
+dtype("int64", C.MF_INT64, "int64_t", false, true)
+dtype("bool", C.MF_BOOL, "bool", false, false)
+dtype("uint8", C.MF_UINT8, "uint8_t", false, true)
+M.DType = DType
+
+-- Accepts a DType or its name ("float32"); errors on anything else.
+function M.as_dtype(d, what)
+  if getmetatable(d) == DType then return d end
+  if type(d) == "string" and M.dtypes[d] then return M.dtypes[d] end
+  error((what or "dtype") .. ": expected a dtype such as tf.float32, got " .. tostring(d), 3)
+end
+
+-- status ---------------------------------------------------------------------
+-- One status object per library load: every call finishes with it before the
+-- next starts (the engine is single-threaded from Lua's side).
+M.status = ffi.gc(C.mf_status_new(), C.mf_status_free)
+
+-- Raises the status message as a Lua error when a call failed.
+function M.check(status)
+  local s = status or M.status
+  if C.mf_status_code(s) ~= 0 then error(ffi.string(C.mf_status_message(s)), 0) end
+end
+
+-- Source locations -----------------------------------------------------------
+-- The first stack frame outside moonflow's own modules: the user's line that
+-- built an op, quoted in every error about that op.
+local own_prefix = here .. "/"
+function M.user_location()
+  for level = 3, 50 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    local src = info.source
+    if src:sub(1, 1) == "@" and src:sub(2, #own_prefix + 1) ~= own_prefix and info.currentline > 0 then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+  return "?"
+end
+
+-- Buffers for passing lists of ports/ops/values to C.
+M.ports = ffi.typeof("mf_output[?]")
+M.op_ptrs = ffi.typeof("mf_op*[?]")
+M.value_ptrs = ffi.typeof("mf_tensor*[?]")
+M.dims_buffer = ffi.typeof("int64_t[?]")
+
+return M

@@ -1,0 +1,417 @@
+-- graph.lua — Graph, Operation and Tensor, and the one function that builds ops.
+local ffi = require("ffi")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local C = core.C
+
+local M = {}
+
+-- Op wrappers register here (add, reduce_sum, …) so that every op is also a
+-- Tensor method and so that operators can find them.
+M.ops = {}
+
+local Graph, Operation, Tensor, TensorShape = {}, {}, {}, {}
+M.Graph, M.Operation, M.Tensor, M.TensorShape = Graph, Operation, Tensor, TensorShape
+
+local function is_tensor(x) return getmetatable(x) == Tensor end
+local function is_operation(x) return getmetatable(x) == Operation end
+M.is_tensor, M.is_operation = is_tensor, is_operation
+
+-- TensorShape ------------------------------------------------------------------
+TensorShape.__index = TensorShape
+
+-- dims: a Lua list with -1 for unknown dimensions, or nil for unknown rank.
+function TensorShape.new(dims) return setmetatable({dims = dims, ndims = dims and #dims or nil}, TensorShape) end
+
+function TensorShape.from_c(s)
+  if s.rank < 0 then return TensorShape.new(nil) end
+  local dims = {}
+  for i = 0, s.rank - 1 do dims[i + 1] = tonumber(s.dims[i]) end
+  return TensorShape.new(dims)
+end
+
+function TensorShape:as_list()
+  if not self.dims then error("as_list() is not defined on an unknown TensorShape", 2) end
+  local out = {}
+  for i, d in ipairs(self.dims) do out[i] = d end
+  return out
+end
+function TensorShape:is_fully_defined()
+  if not self.dims then return false end
+  for _, d in ipairs(self.dims) do if d < 0 then return false end end
+  return true
+end
+function TensorShape:num_elements()
+  if not self:is_fully_defined() then return nil end
+  local n = 1
+  for _, d in ipairs(self.dims) do n = n * d end
+  return n
+end
+function TensorShape:__tostring()
+  if not self.dims then return "<unknown>" end
+  local parts = {}
+  for i, d in ipairs(self.dims) do parts[i] = d < 0 and "?" or tostring(d) end
+  if #parts == 1 then return "(" .. parts[1] .. ",)" end
+  return "(" .. table.concat(parts, ", ") .. ")"
+end
+function TensorShape.__eq(a, b)
+  if (a.dims == nil) ~= (b.dims == nil) then return false end
+  if not a.dims then return true end
+  if #a.dims ~= #b.dims then return false end
+  for i = 1, #a.dims do if a.dims[i] ~= b.dims[i] then return false end end
+  return true
+end
+
+-- Fills an mf_shape from a Lua list (nil = unknown rank).
+function M.c_shape(dims)
+  local s = ffi.new("mf_shape")
+  if dims == nil then s.rank = -1; return s end
+  if #dims > C.MF_MAX_RANK then error("shapes have at most " .. C.MF_MAX_RANK .. " dimensions", 3) end
+  s.rank = #dims
+  for i = 1, #dims do s.dims[i - 1] = dims[i] end
+  return s
+end
+
+-- Graph ----------------------------------------------------------------------------
+Graph.__index = Graph
+
+function Graph.new()
+  local ptr = C.mf_graph_new()
+  if ptr == nil then error("out of memory creating a graph", 2) end
+  return setmetatable({
+    ptr = ffi.gc(ptr, C.mf_graph_release),
+    _ops = {},            -- Operation objects by op id, so identity holds
+    _control_deps = {},   -- stack of lists of ops (tf.control_dependencies)
+    _devices = {},        -- stack of device strings (tf.device)
+    collections = {},
+  }, Graph)
+end
+
+local default_graphs = {Graph.new()}
+
+function M.get_default_graph() return default_graphs[#default_graphs] end
+
+function M.reset_default_graph()
+  if #default_graphs > 1 then
+    error("reset_default_graph: not allowed inside a graph's as_default block", 2)
+  end
+  default_graphs[1] = Graph.new()
+end
+
+-- Runs fn with a stack entry pushed, popping it even when fn errors.
+function M.with_pushed(stack, value, fn, ...)
+  stack[#stack + 1] = value
+  local results = {pcall(fn, ...)}
+  table.remove(stack)
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
+
+function Graph:as_default(fn) return M.with_pushed(default_graphs, self, fn) end
+
+function Graph:_op(ptr)
+  local id = C.mf_op_id(ptr)
+  local op = self._ops[id]
+  if not op then
+    op = setmetatable({ptr = ptr, graph = self}, Operation)
+    self._ops[id] = op
+  end
+  return op
+end
+
+function Graph:get_operations()
+  local out = {}
+  for i = 0, C.mf_graph_num_ops(self.ptr) - 1 do out[i + 1] = self:_op(C.mf_graph_op(self.ptr, i)) end
+  return out
+end
+
+function Graph:get_operation_by_name(name)
+  local ptr = C.mf_graph_op_by_name(self.ptr, name)
+  if ptr == nil then error("The name '" .. name .. "' refers to an Operation not in the graph.", 2) end
+  return self:_op(ptr)
+end
+
+function Graph:get_tensor_by_name(name)
+  local opname, index = tostring(name):match("^(.*):(%d+)$")
+  if not opname then
+    error("The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
+          "Tensor names must be of the form \"<op_name>:<output_index>\".", 2)
+  end
+  local ptr = C.mf_graph_op_by_name(self.ptr, opname)
+  if ptr == nil then
+    error("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+          opname .. "', does not exist in the graph.", 2)
+  end
+  index = tonumber(index)
+  if index >= C.mf_op_num_outputs(ptr) then
+    error("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+          opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs.", 2)
+  end
+  return self:_op(ptr):output(index)
+end
+
+function Graph:finalize() C.mf_graph_finalize(self.ptr) end
+function Graph:num_ops() return C.mf_graph_num_ops(self.ptr) end
+function Graph:__tostring() return "<moonflow.Graph with " .. self:num_ops() .. " ops>" end
+
+-- Operation --------------------------------------------------------------------
+local op_props = {
+  name = function(op) return ffi.string(C.mf_op_name(op.ptr)) end,
+  type = function(op) return ffi.string(C.mf_op_type(op.ptr)) end,
+  device = function(op) return ffi.string(C.mf_op_device(op.ptr)) end,
+  origin = function(op) return ffi.string(C.mf_op_origin(op.ptr)) end,
+  inputs = function(op)
+    local out = {}
+    for i = 0, C.mf_op_num_inputs(op.ptr) - 1 do
+      local o = C.mf_op_input(op.ptr, i)
+      out[i + 1] = op.graph:_op(o.op):output(o.index)
+    end
+    return out
+  end,
+  control_inputs = function(op)
+    local out = {}
+    for i = 0, C.mf_op_num_control_inputs(op.ptr) - 1 do
+      out[i + 1] = op.graph:_op(C.mf_op_control_input(op.ptr, i))
+    end
+    return out
+  end,
+  outputs = function(op)
+    local out = {}
+    for i = 0, C.mf_op_num_outputs(op.ptr) - 1 do out[i + 1] = op:output(i) end
+    return out
+  end,
+}
+local op_methods = {}
+
+function Operation.__index(op, k)
+  local m = op_methods[k]
+  if m then return m end
+  local p = op_props[k]
+  if p then return p(op) end
+end
+
+function op_methods.output(op, i)
+  op._outputs = op._outputs or {}
+  local t = op._outputs[i]
+  if not t then
+    t = setmetatable({op = op, value_index = i,
+                      dtype = core.by_enum[tonumber(C.mf_op_output_dtype(op.ptr, i))]}, Tensor)
+    op._outputs[i] = t
+  end
+  return t
+end
+
+function op_methods.get_attr(op, name)
+  local i64 = ffi.new("int64_t[1]")
+  if C.mf_op_attr_int(op.ptr, name, i64) then return tonumber(i64[0]) end
+  local f = ffi.new("double[1]")
+  if C.mf_op_attr_float(op.ptr, name, f) then return f[0] end
+  local b = ffi.new("bool[1]")
+  if C.mf_op_attr_bool(op.ptr, name, b) then return b[0] end
+  local t = ffi.new("mf_dtype[1]")
+  if C.mf_op_attr_type(op.ptr, name, t) then return core.by_enum[tonumber(t[0])] end
+  local p = ffi.new("const int64_t*[1]")
+  local n = C.mf_op_attr_ints(op.ptr, name, p)
+  if n >= 0 then
+    local out = {}
+    for i = 0, n - 1 do out[i + 1] = tonumber(p[0][i]) end
+    return out
+  end
+  local s = C.mf_op_attr_string(op.ptr, name)
+  if s ~= nil then return ffi.string(s) end
+  local v = C.mf_op_attr_tensor(op.ptr, name)
+  if v ~= nil then return Array.wrap(C.mf_tensor_retain(v)) end
+  error("Operation '" .. op.name .. "' has no attr named '" .. name .. "'.", 2)
+end
+
+function Operation.__tostring(op)
+  return "<tf.Operation '" .. op.name .. "' type=" .. op.type .. ">"
+end
+
+-- Tensor -------------------------------------------------------------------------
+local tensor_props = {
+  name = function(t) return t.op.name .. ":" .. t.value_index end,
+  graph = function(t) return t.op.graph end,
+  shape = function(t) return t:get_shape() end,
+  device = function(t) return t.op.device end,
+}
+local tensor_methods = {}
+M.tensor_methods = tensor_methods
+
+function Tensor.__index(t, k)
+  local m = tensor_methods[k]
+  if m then return m end
+  local p = tensor_props[k]
+  if p then return p(t) end
+  if type(k) == "number" then return M.ops.index_first_axis(t, k) end
+  return M.ops[k]
+end
+
+function tensor_methods.get_shape(t)
+  local s = ffi.new("mf_shape")
+  C.mf_op_output_shape(t.op.ptr, t.value_index, s)
+  return TensorShape.from_c(s)
+end
+
+function tensor_methods.set_shape(t, shape)
+  local dims = getmetatable(shape) == TensorShape and shape.dims or shape
+  if C.mf_op_set_output_shape(t.op.ptr, t.value_index, M.c_shape(dims), core.status) ~= 0 then
+    core.check()
+  end
+end
+
+function tensor_methods.port(t) return ffi.new("mf_output", t.op.ptr, t.value_index) end
+
+function tensor_methods.consumers(t)
+  local out = {}
+  for _, op in ipairs(t.graph:get_operations()) do
+    for _, input in ipairs(op.inputs) do
+      if input == t then out[#out + 1] = op; break end
+    end
+  end
+  return out
+end
+
+function Tensor.__tostring(t)
+  return string.format('Tensor("%s", shape=%s, dtype=%s)', t.name, tostring(t:get_shape()), t.dtype.name)
+end
+
+-- Operators: M.ops entries are looked up when called, so op modules can load later.
+local function operator(name)
+  return function(a, b) return M.ops[name](a, b) end
+end
+Tensor.__add = operator("add")
+Tensor.__sub = operator("subtract")
+Tensor.__mul = operator("multiply")
+Tensor.__div = operator("divide")
+Tensor.__mod = operator("mod")
+Tensor.__pow = operator("pow")
+Tensor.__unm = function(a) return M.ops.negative(a) end
+
+-- Attributes ---------------------------------------------------------------------------
+-- Op wrappers tag numbers and lists with their kind: attr.int(3), attr.ints{0, 1},
+-- attr.float(0.5), attr.shape{-1, 3}, attr.value(array). Booleans, strings and
+-- dtypes need no tag.
+local attr = {}
+M.attr = attr
+for _, kind in ipairs({"int", "float", "ints", "shape", "value", "graph"}) do
+  attr[kind] = function(v) return {kind = kind, v = v} end
+end
+
+local function set_attr(desc, name, a)
+  if type(a) == "boolean" then C.mf_op_desc_set_attr_bool(desc, name, a)
+  elseif type(a) == "string" then C.mf_op_desc_set_attr_string(desc, name, a)
+  elseif getmetatable(a) == core.DType then C.mf_op_desc_set_attr_type(desc, name, a.enum)
+  elseif type(a) == "table" and a.kind == "int" then C.mf_op_desc_set_attr_int(desc, name, a.v)
+  elseif type(a) == "table" and a.kind == "float" then C.mf_op_desc_set_attr_float(desc, name, a.v)
+  elseif type(a) == "table" and a.kind == "ints" then
+    local n = #a.v
+    local buf = core.dims_buffer(n > 0 and n or 1)
+    for i = 1, n do buf[i - 1] = a.v[i] end
+    C.mf_op_desc_set_attr_ints(desc, name, buf, n)
+  elseif type(a) == "table" and a.kind == "shape" then
+    local s = M.c_shape(a.v)
+    C.mf_op_desc_set_attr_shape(desc, name, s.dims, s.rank)
+  elseif type(a) == "table" and a.kind == "value" then C.mf_op_desc_set_attr_tensor(desc, name, a.v.ptr)
+  elseif type(a) == "table" and a.kind == "graph" then C.mf_op_desc_set_attr_graph(desc, name, a.v.ptr)
+  else error("attribute '" .. name .. "' has an unsupported value " .. tostring(a), 0) end
+end
+
+-- Building ops ----------------------------------------------------------------------------
+-- The graph shared by a list of tensors, or an error naming the two that differ.
+function M.graph_of(inputs)
+  local g, first
+  for _, t in ipairs(inputs) do
+    if is_tensor(t) then
+      if g == nil then g, first = t.graph, t
+      elseif t.graph ~= g then
+        error(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
+                            "build all ops of a computation inside one graph", t.name, first.name), 0)
+      end
+    end
+  end
+  return g or M.get_default_graph()
+end
+
+-- Creates an op. spec = {type, inputs = {tensors}, attrs = {name = value},
+-- name = "optional", control_inputs = {ops}, graph = g}. Returns the Operation.
+function M.build(spec)
+  local inputs = spec.inputs or {}
+  local g = spec.graph or M.graph_of(inputs)
+  local origin = core.user_location()
+  for _, t in ipairs(inputs) do
+    if not is_tensor(t) then
+      error(spec[1] .. ": expected a Tensor input, got " .. tostring(t) .. " (at " .. origin .. ")", 0)
+    end
+    if t.graph ~= g then
+      error(string.format('%s: Tensor("%s") must be from the same graph as the op it feeds; ' ..
+                          "build all ops of a computation inside one graph (at %s)",
+                          spec[1], t.name, origin), 0)
+    end
+  end
+  local desc = C.mf_op_desc_new(g.ptr, spec[1], spec.name)
+  for _, t in ipairs(inputs) do
+    C.mf_op_desc_add_input(desc, ffi.new("mf_output", t.op.ptr, t.value_index))
+  end
+  for _, op in ipairs(spec.control_inputs or {}) do C.mf_op_desc_add_control_input(desc, op.ptr) end
+  for _, deps in ipairs(g._control_deps) do
+    for _, op in ipairs(deps) do C.mf_op_desc_add_control_input(desc, op.ptr) end
+  end
+  if spec.attrs then
+    for name, a in pairs(spec.attrs) do set_attr(desc, name, a) end
+  end
+  local device = spec.device or g._devices[#g._devices]
+  if device then C.mf_op_desc_set_device(desc, device) end
+  C.mf_op_desc_set_origin(desc, origin)
+  local ptr = C.mf_op_desc_finish(desc, core.status)
+  if ptr == nil then core.check() end
+  local op = g:_op(ptr)
+  if g.on_op_created then g.on_op_created(op, origin) end
+  return op
+end
+
+-- Builds an op and returns its outputs as multiple values.
+function M.op(spec)
+  local op = M.build(spec)
+  local n = C.mf_op_num_outputs(op.ptr)
+  if n == 1 then return op:output(0) end
+  local outs = {}
+  for i = 1, n do outs[i] = op:output(i - 1) end
+  return unpack(outs, 1, n)
+end
+
+-- Constants and conversion -------------------------------------------------------------------
+-- tf.constant(value, dtype | {dtype=, shape=, name=}).
+function M.constant(value, dtype_or_opts, shape, name)
+  local opts = type(dtype_or_opts) == "table" and getmetatable(dtype_or_opts) == nil and dtype_or_opts or
+               {dtype = dtype_or_opts, shape = shape, name = name}
+  local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
+  local a = Array.from(value, dtype)
+  if opts.shape then
+    local want = opts.shape
+    local n = 1
+    for _, d in ipairs(want) do n = n * d end
+    if a:size() == 1 and n ~= 1 then
+      local filled = Array.new(a.dtype, want)
+      for i = 0, n - 1 do filled._data[i] = a._data[0] end
+      a = filled
+    elseif a:size() == n then
+      local reshaped = Array.new(a.dtype, want)
+      ffi.copy(reshaped._data, a._data, n * a.dtype.size)
+      a = reshaped
+    else
+      error(string.format("tf.constant: %d values cannot fill shape {%s}", a:size(), table.concat(want, ", ")), 2)
+    end
+  end
+  return M.op{"Const", attrs = {value = attr.value(a)}, name = opts.name, graph = opts.graph}
+end
+
+-- Turns a Lua value into a tensor (a Tensor passes through); `dtype` is the dtype
+-- numbers take, `graph` the graph a new constant joins.
+function M.convert(x, dtype, graph)
+  if is_tensor(x) then return x end
+  if Array.is(x) then return M.constant(x, {graph = graph}) end
+  return M.constant(x, {dtype = dtype, graph = graph})
+end
+
+return M

@@ -1,0 +1,68 @@
+-- moonflow — symbolic tensor graphs for LuaJIT, in the manner of TensorFlow 1.x.
+--   local tf = require("moonflow")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+local S = require("moonflow.session")
+local C = core.C
+
+local tf = {}
+
+for name, d in pairs(core.dtypes) do tf[name] = d end
+tf.double = tf.float64
+tf.DType = core.DType
+tf.as_dtype = core.as_dtype
+
+tf.Array = Array
+function tf.array(value, dtype) return Array.from(value, dtype) end
+
+tf.Graph = G.Graph.new
+tf.Tensor = G.Tensor
+tf.Operation = G.Operation
+tf.TensorShape = G.TensorShape.new
+tf.get_default_graph = G.get_default_graph
+tf.reset_default_graph = G.reset_default_graph
+tf.constant = G.constant
+tf.convert_to_tensor = function(x, dtype) return G.convert(x, dtype and core.as_dtype(dtype)) end
+tf.is_tensor = G.is_tensor
+
+tf.Session = S.new
+
+-- tf.placeholder(dtype, shape, name) or tf.placeholder(dtype, {shape=, name=}).
+function tf.placeholder(dtype, shape, name)
+  dtype = core.as_dtype(dtype, "tf.placeholder")
+  if type(shape) == "table" and getmetatable(shape) == nil and #shape == 0 and next(shape) ~= nil then
+    shape, name = shape.shape, shape.name
+  end
+  if getmetatable(shape) == G.TensorShape then shape = shape.dims end
+  local attrs = {dtype = dtype}
+  if shape ~= nil then attrs.shape = G.attr.shape(shape) end
+  return G.op{"Placeholder", attrs = attrs, name = name}
+end
+
+-- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
+function tf.name_scope(name, fn, ...)
+  if type(fn) ~= "function" then error("tf.name_scope(name, fn): fn must be a function", 2) end
+  local g = G.get_default_graph()
+  local scope = C.mf_graph_push_name_scope(g.ptr, name or "", core.status)
+  if scope == nil then core.check() end
+  local results = {pcall(fn, ...)}
+  C.mf_graph_pop_name_scope(g.ptr)
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
+
+-- Every op wrapper is also a Tensor method (x:reduce_sum(0)).
+local ops = G.ops
+setmetatable(tf, {__index = ops})
+tf.ops = ops
+
+for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops"}) do
+  require("moonflow." .. module)(tf, ops)
+end
+
+-- tf.identity and tf.no_op live with the core.
+function ops.identity(x, name) return G.op{"Identity", inputs = {G.convert(x)}, name = name} end
+function ops.no_op(name) return G.build{"NoOp", name = name} end
+
+return tf

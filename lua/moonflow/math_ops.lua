@@ -1,0 +1,3 @@
+-- math_ops.lua — op wrappers.
+return function(tf, ops)
+end

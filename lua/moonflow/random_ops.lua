@@ -1,0 +1,3 @@
+-- random_ops.lua — op wrappers.
+return function(tf, ops)
+end

@@ -1,0 +1,3 @@
+-- reduce_ops.lua — op wrappers.
+return function(tf, ops)
+end

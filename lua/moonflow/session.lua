@@ -1,0 +1,234 @@
+-- session.lua — tf.Session: run, make_callable, close.
+local ffi = require("ffi")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+local C = core.C
+
+local Session = {}
+Session.__index = Session
+
+local M = {Session = Session}
+
+function M.new(arg)
+  local g
+  if getmetatable(arg) == G.Graph then g = arg
+  elseif type(arg) == "table" and arg.graph then g = arg.graph
+  else g = G.get_default_graph() end
+  local ptr = C.mf_session_new(g.ptr, core.status)
+  if ptr == nil then core.check() end
+  return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g,
+                       options = type(arg) == "table" and getmetatable(arg) == nil and arg or {}}, Session)
+end
+
+function Session:close()
+  C.mf_session_close(self.ptr)
+  self.closed = true
+end
+
+function Session:__tostring() return "<moonflow.Session>" end
+
+-- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op).
+local function resolve(graph, x)
+  if type(x) ~= "string" then return x end
+  if x:find(":%d+$") then return graph:get_tensor_by_name(x) end
+  return graph:get_operation_by_name(x)
+end
+
+-- Flattens a fetch structure into tensors and target ops; returns a template
+-- that rebuild() fills: an index into the fetched values, false for an op, or
+-- a table of templates.
+local function flatten(graph, fetch, tensors, targets)
+  fetch = resolve(graph, fetch)
+  if G.is_tensor(fetch) then
+    tensors[#tensors + 1] = fetch
+    return #tensors
+  elseif G.is_operation(fetch) then
+    targets[#targets + 1] = fetch
+    return false
+  elseif type(fetch) == "table" and getmetatable(fetch) == nil then
+    local template = {}
+    for k, v in pairs(fetch) do template[k] = flatten(graph, v, tensors, targets) end
+    return template
+  end
+  error("Fetch argument " .. tostring(fetch) .. " has invalid type " .. type(fetch) ..
+        ": expected a Tensor, an Operation, a name, or a table of them", 0)
+end
+
+local function rebuild(template, values)
+  if type(template) == "number" then return values[template] end
+  if template == false then return nil end
+  local out = {}
+  for k, v in pairs(template) do out[k] = rebuild(v, values) end
+  return out
+end
+
+-- A fetched mf_tensor* (new reference) as a Lua value: scalars become numbers
+-- (booleans for bool), anything else an Array.
+local function to_lua(ptr)
+  if C.mf_tensor_rank(ptr) == 0 then
+    local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(ptr))]
+    local v = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))[0]
+    C.mf_tensor_release(ptr)
+    if dtype.name == "bool" then return v end
+    return tonumber(v)
+  end
+  return Array.wrap(ptr)
+end
+M.to_lua = to_lua
+
+-- A feed value as an mf_tensor* for a tensor of `dtype`. Returns the pointer and
+-- whether the caller must release it after the run.
+local function to_value(v, dtype)
+  if Array.is(v) then return v.ptr, false end
+  if type(v) == "number" or type(v) == "boolean" then
+    local ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
+    if ptr == nil then core.check() end
+    local data = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))
+    if dtype.name == "bool" then
+      if type(v) ~= "boolean" then C.mf_tensor_release(ptr); error("cannot feed a number to a bool tensor", 0) end
+      data[0] = v
+    else
+      data[0] = type(v) == "boolean" and (v and 1 or 0) or v
+    end
+    return ptr, true
+  end
+  if type(v) == "table" then
+    local a = Array.from(v, dtype)
+    return C.mf_tensor_retain(a.ptr), true
+  end
+  error("cannot feed a " .. type(v) .. ": use a number, boolean, nested table or tf.Array", 0)
+end
+
+-- Reusable C buffers, grown on demand, so a run allocates no cdata.
+local function buffers(self, nfeeds, nfetches, ntargets)
+  local b = self._buf
+  if not b or b.nfeeds < nfeeds or b.nfetches < nfetches or b.ntargets < ntargets then
+    b = {nfeeds = math.max(nfeeds, 4), nfetches = math.max(nfetches, 4), ntargets = math.max(ntargets, 4)}
+    b.feed_ports = core.ports(b.nfeeds)
+    b.feed_values = core.value_ptrs(b.nfeeds)
+    b.feed_owned = {}
+    b.fetch_ports = core.ports(b.nfetches)
+    b.fetch_values = core.value_ptrs(b.nfetches)
+    b.targets = core.op_ptrs(b.ntargets)
+    self._buf = b
+  end
+  return b
+end
+
+local function release_owned_feeds(b, nfeeds)
+  for i = 0, nfeeds - 1 do
+    if b.feed_owned[i] then C.mf_tensor_release(b.feed_values[i]); b.feed_owned[i] = false end
+  end
+end
+
+-- Converts feeds {[tensor or "x:0"] = value} into the buffers; returns the count.
+local function set_feeds(self, b, feeds)
+  local n = 0
+  for k, v in pairs(feeds) do
+    local t = resolve(self.graph, k)
+    if not G.is_tensor(t) then
+      release_owned_feeds(b, n)
+      error("Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor", 0)
+    end
+    b.feed_ports[n].op = t.op.ptr
+    b.feed_ports[n].index = t.value_index
+    local ok, ptr, owned = pcall(to_value, v, t.dtype)
+    if not ok then
+      release_owned_feeds(b, n)
+      error("feed for " .. t.name .. ": " .. tostring(ptr), 0)
+    end
+    b.feed_values[n] = ptr
+    b.feed_owned[n] = owned
+    n = n + 1
+  end
+  return n
+end
+
+local function count_feeds(feeds)
+  local n = 0
+  if feeds then for _ in pairs(feeds) do n = n + 1 end end
+  return n
+end
+
+-- sess:run(fetches, feeds): fetches is a tensor, op, name or nested table.
+function Session:run(fetches, feeds)
+  local graph = self.graph
+  local tensors, targets = {}, {}
+  local template = flatten(graph, fetches, tensors, targets)
+  local b = buffers(self, count_feeds(feeds), #tensors, #targets)
+  for i, t in ipairs(tensors) do
+    if t.graph ~= graph then
+      error("Fetch argument " .. tostring(t) .. " is not an element of this session's graph", 0)
+    end
+    b.fetch_ports[i - 1].op = t.op.ptr
+    b.fetch_ports[i - 1].index = t.value_index
+  end
+  for i, op in ipairs(targets) do b.targets[i - 1] = op.ptr end
+  local nfeeds = feeds and set_feeds(self, b, feeds) or 0
+  local rc = C.mf_session_run(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
+                              b.fetch_values, #tensors, b.targets, #targets, core.status)
+  release_owned_feeds(b, nfeeds)
+  if rc ~= 0 then core.check() end
+  if self.on_run then self.on_run(self, tensors, targets) end
+  local values = {}
+  for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end
+  return rebuild(template, values)
+end
+
+-- sess:make_callable(fetches, feed_list): a function taking the feed values in
+-- feed_list order and returning what run would.
+function Session:make_callable(fetches, feed_list)
+  local graph = self.graph
+  local tensors, targets = {}, {}
+  local template = flatten(graph, fetches, tensors, targets)
+  feed_list = feed_list or {}
+  local nfeeds, nfetches = #feed_list, #tensors
+  local feed_ports = core.ports(math.max(nfeeds, 1))
+  local feed_tensors = {}
+  for i, k in ipairs(feed_list) do
+    local t = resolve(graph, k)
+    if not G.is_tensor(t) then error("make_callable: feed " .. tostring(k) .. " is not a Tensor", 2) end
+    feed_tensors[i] = t
+    feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index
+  end
+  local fetch_ports = core.ports(math.max(nfetches, 1))
+  for i, t in ipairs(tensors) do fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index end
+  local target_ptrs = core.op_ptrs(math.max(#targets, 1))
+  for i, op in ipairs(targets) do target_ptrs[i - 1] = op.ptr end
+  local callable = C.mf_session_make_callable(self.ptr, feed_ports, nfeeds, fetch_ports, nfetches,
+                                              target_ptrs, #targets, core.status)
+  if callable == nil then core.check() end
+  local feed_values = core.value_ptrs(math.max(nfeeds, 1))
+  local fetch_values = core.value_ptrs(math.max(nfetches, 1))
+  local owned = {}
+  local session = self  -- keeps the session (and so the callable) alive
+  local single = type(template) == "number"
+  return function(...)
+    if session.closed then
+      error("Attempted to use a closed Session: create a new tf.Session to run again", 2)
+    end
+    for i = 1, nfeeds do
+      local ok, ptr, own = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype)
+      if not ok then
+        for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feed_values[j - 1]) end end
+        error("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr), 2)
+      end
+      feed_values[i - 1], owned[i] = ptr, own
+    end
+    local rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
+    for i = 1, nfeeds do if owned[i] then C.mf_tensor_release(feed_values[i - 1]) end end
+    if rc ~= 0 then core.check() end
+    if single then return to_lua(fetch_values[0]) end
+    local values = {}
+    for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
+    return rebuild(template, values)
+  end
+end
+
+-- Number of execution plans cached (one per feeds/fetches/targets signature).
+function Session:num_plans() return C.mf_session_num_plans(self.ptr) end
+-- Buffers allocated by all runs so far.
+function Session:num_allocations() return tonumber(C.mf_session_num_allocations(self.ptr)) end
+
+return M

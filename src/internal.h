@@ -1,0 +1,235 @@
+/* internal.h — structures shared by the engine's files. Not installed. */
+#ifndef MF_INTERNAL_H
+#define MF_INTERNAL_H
+
+#include "moonflow.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#define MF_UNUSED(x) ((void)(x))
+#define MF_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* --- status --- */
+struct mf_status {
+  mf_code code;
+  char msg[1024];
+};
+#if defined(__GNUC__)
+#define MF_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define MF_PRINTF(a, b)
+#endif
+/* Sets code and a printf-formatted message; returns code. */
+mf_code mf_status_set(mf_status *s, mf_code code, const char *fmt, ...) MF_PRINTF(3, 4);
+/* Appends to the message of an error status. */
+void mf_status_append(mf_status *s, const char *fmt, ...) MF_PRINTF(2, 3);
+static inline bool mf_ok(const mf_status *s) { return s->code == MF_OK; }
+
+/* --- memory: the one allocator hook --- */
+void *mf_malloc(size_t n);               /* NULL on failure */
+void *mf_calloc(size_t count, size_t n);
+void *mf_realloc(void *p, size_t n);
+void mf_free(void *p);
+char *mf_strdup(const char *s);
+void *mf_aligned_alloc(size_t n);        /* MF_ALIGNMENT-aligned, zeroed */
+void mf_aligned_free(void *p);
+
+/* --- values --- */
+struct mf_tensor {
+  atomic_int refcount;
+  mf_dtype dtype;
+  mf_device_type device;
+  int rank;
+  int64_t dims[MF_MAX_RANK];
+  int64_t size;          /* number of elements */
+  void *data;
+  size_t capacity;       /* bytes owned at data (0 for views and wrapped memory) */
+  mf_tensor *base;       /* a view keeps its base alive */
+  void (*release)(void *data, void *arg);
+  void *release_arg;
+};
+/* A new header sharing t's data with another shape of the same size. */
+mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status *s);
+/* Reshapes a buffer the caller owns alone (refcount 1) in place; false when
+ * its capacity is too small for the new shape. Used for buffer reuse. */
+bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims);
+int64_t mf_shape_num_elements(int rank, const int64_t *dims); /* -1 if any dim unknown */
+
+/* --- shapes --- */
+static inline mf_shape mf_shape_unknown(void) { mf_shape s = {.rank = -1}; return s; }
+static inline mf_shape mf_shape_scalar(void) { mf_shape s = {.rank = 0}; return s; }
+mf_shape mf_shape_make(int rank, const int64_t *dims);
+mf_shape mf_shape_of(const mf_tensor *t);
+bool mf_shape_fully_defined(const mf_shape *s);
+bool mf_shape_compatible(const mf_shape *a, const mf_shape *b);
+/* Writes "[2,-1]" or "<unknown>" into buf; returns buf. */
+char *mf_shape_str(const mf_shape *s, char *buf, size_t n);
+/* Writes "(2, ?)" as TensorFlow prints shapes; returns buf. */
+char *mf_shape_str_tf(const mf_shape *s, char *buf, size_t n);
+/* NumPy broadcasting of static shapes; an error names the op. */
+mf_code mf_broadcast_shape(const char *op, const mf_shape *a, const mf_shape *b,
+                           mf_shape *out, mf_status *s);
+/* Normalizes an axis in [-rank, rank) to [0, rank); error names op. */
+mf_code mf_normalize_axis(const char *op, int64_t axis, int rank, int *out, mf_status *s);
+
+/* --- attributes --- */
+typedef enum mf_attr_kind {
+  MF_ATTR_INT, MF_ATTR_FLOAT, MF_ATTR_BOOL, MF_ATTR_TYPE, MF_ATTR_INTS,
+  MF_ATTR_SHAPE, MF_ATTR_STRING, MF_ATTR_TENSOR, MF_ATTR_GRAPH
+} mf_attr_kind;
+
+typedef struct mf_attr {
+  char *name;
+  mf_attr_kind kind;
+  union {
+    int64_t i;
+    double f;
+    bool b;
+    mf_dtype type;
+    struct { int64_t *v; int n; } ints;
+    mf_shape shape;
+    char *s;
+    mf_tensor *tensor;
+    mf_graph *graph;     /* function-valued attribute: a subgraph */
+  } v;
+} mf_attr;
+
+typedef struct mf_attrs { mf_attr *items; int n; } mf_attrs;
+const mf_attr *mf_attrs_find(const mf_attrs *a, const char *name, mf_attr_kind kind);
+/* Convenience getters with defaults, for shape functions and kernels. */
+int64_t mf_attr_int(const mf_attrs *a, const char *name, int64_t dflt);
+double mf_attr_float(const mf_attrs *a, const char *name, double dflt);
+bool mf_attr_bool(const mf_attrs *a, const char *name, bool dflt);
+mf_dtype mf_attr_type(const mf_attrs *a, const char *name, mf_dtype dflt);
+/* Returns the count and sets *out, or -1 when absent. */
+int mf_attr_ints(const mf_attrs *a, const char *name, const int64_t **out);
+
+/* --- op registry --- */
+typedef struct mf_op_def mf_op_def;
+
+/* Shape and dtype inference. Runs when the op is built (static shapes, some
+ * dims unknown; in_values holds the values of constant inputs, else NULL) and
+ * again at run time when any static output shape is not fully defined (then
+ * every input shape is concrete and every in_values entry is set). It checks
+ * inputs and attributes and fills out_dtypes/out_shapes. */
+typedef struct mf_infer_ctx {
+  const char *op_name;
+  const mf_op_def *def;
+  const mf_attrs *attrs;
+  int num_inputs;
+  const mf_dtype *in_dtypes;
+  const mf_shape *in_shapes;
+  mf_tensor *const *in_values;
+  int num_outputs;           /* preset to def->num_outputs; set it for variadic outputs */
+  mf_dtype *out_dtypes;      /* room for MF_MAX_OUTPUTS unless mf_infer_reserve grew it */
+  mf_shape *out_shapes;
+  mf_status *status;
+  bool runtime;              /* true when called by the executor */
+} mf_infer_ctx;
+typedef mf_code (*mf_infer_fn)(mf_infer_ctx *ic);
+enum { MF_MAX_OUTPUTS_INLINE = 8 };
+/* Makes room for n outputs (variadic ops such as Unstack); sets num_outputs. */
+mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);
+
+typedef struct mf_kernel_ctx {
+  const mf_op *op;
+  const mf_attrs *attrs;
+  int num_inputs;
+  mf_tensor **inputs;
+  int num_outputs;
+  mf_tensor **outputs;       /* preallocated unless the def sets MF_OP_SETS_OUTPUTS */
+  mf_status *status;
+  mf_session *session;
+  void **state;              /* this op's per-session state slot (variables, RNG counters) */
+  void (**state_free)(void *);
+  struct mf_plan *plan;      /* for mf_kernel_alloc_output */
+} mf_kernel_ctx;
+typedef mf_code (*mf_kernel_fn)(mf_kernel_ctx *ctx);
+/* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
+mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
+                                  const int64_t *dims);
+
+/* Gradient rules build graph ops; the autodiff driver defines the context. */
+typedef struct mf_grad_ctx mf_grad_ctx;
+typedef mf_code (*mf_grad_fn)(mf_grad_ctx *gc);
+
+enum mf_op_flags {
+  MF_OP_STATEFUL = 1 << 0,           /* never pruned as a duplicate, runs once per run */
+  MF_OP_SETS_OUTPUTS = 1 << 1,       /* kernel sets ctx->outputs itself (forwarding, views) */
+  MF_OP_NOT_DIFFERENTIABLE = 1 << 2, /* declared so on purpose: gradients stop here */
+  MF_OP_VARIADIC_INPUTS = 1 << 3,    /* num_inputs is a minimum */
+};
+
+struct mf_op_def {
+  const char *name;
+  int num_inputs;
+  int num_outputs;           /* -1: set by infer */
+  unsigned flags;
+  mf_infer_fn infer;
+  mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
+  mf_grad_fn grad;
+};
+
+const mf_op_def *mf_registry_lookup(const char *name);
+
+/* Each ops_*.c file exports one table; registry.c lists the tables. */
+typedef struct mf_op_table { const mf_op_def *defs; size_t count; } mf_op_table;
+#define MF_OP_TABLE(ident, arr) const mf_op_table ident = {arr, MF_ARRAY_LEN(arr)}
+
+/* --- graphs and ops --- */
+typedef struct mf_strmap mf_strmap;  /* string -> pointer/int hash map */
+mf_strmap *mf_strmap_new(void);
+void mf_strmap_free(mf_strmap *m);
+void **mf_strmap_slot(mf_strmap *m, const char *key, bool create); /* NULL if absent and !create */
+
+struct mf_op {
+  mf_graph *graph;
+  int id;
+  char *name;
+  char *origin;
+  char *device;
+  const mf_op_def *def;
+  mf_attrs attrs;
+  int num_inputs;
+  mf_output *inputs;
+  int num_control;
+  mf_op **control_inputs;
+  int num_outputs;
+  mf_dtype *out_dtypes;
+  mf_shape *out_shapes;
+  bool outputs_fully_defined; /* every static output shape is fully defined */
+};
+
+struct mf_graph {
+  atomic_int refcount;
+  mf_op **ops;
+  int num_ops, cap_ops;
+  mf_strmap *names;          /* op name -> op */
+  mf_strmap *name_counts;    /* base name -> next suffix (TensorFlow's unique_name) */
+  char **scopes;             /* name scope stack; each entry "a/b/" */
+  int num_scopes, cap_scopes;
+  bool finalized;
+  int64_t seed;
+};
+
+/* Sets the error "<op>: ... (created at <origin>)" style suffix. */
+void mf_status_append_origin(mf_status *s, const mf_op *op);
+
+/* --- helpers for kernels --- */
+/* Element loops dispatch on dtype with these X-macros. */
+#define MF_FOR_NUMERIC_TYPES(X) \
+  X(MF_FLOAT32, float) X(MF_FLOAT64, double) X(MF_INT32, int32_t) \
+  X(MF_INT64, int64_t) X(MF_UINT8, uint8_t)
+#define MF_FOR_ALL_TYPES(X) MF_FOR_NUMERIC_TYPES(X) X(MF_BOOL, bool)
+
+static inline bool mf_dtype_is_float(mf_dtype t) { return t == MF_FLOAT32 || t == MF_FLOAT64; }
+static inline bool mf_dtype_is_integer(mf_dtype t) {
+  return t == MF_INT32 || t == MF_INT64 || t == MF_UINT8;
+}
+/* Reads element i of any dtype as double / writes a double into any dtype. */
+double mf_load_double(const void *data, mf_dtype t, int64_t i);
+int64_t mf_load_int64(const void *data, mf_dtype t, int64_t i);
+void mf_store_double(void *data, mf_dtype t, int64_t i, double v);
+
+#endif

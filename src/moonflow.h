@@ -1,0 +1,178 @@
+/* moonflow.h — the public C API of moonflow, a symbolic tensor graph engine.
+ *
+ * Handles are opaque. Every fallible call takes an mf_status* and returns an
+ * mf_code (or NULL); nothing aborts on user error. Ownership is written beside
+ * each declaration: "new reference" means the caller must release it.
+ *
+ * The block between MF_CDEF_BEGIN and MF_CDEF_END is turned into LuaJIT FFI
+ * declarations by tools/gencdef.sh: keep it free of preprocessor directives.
+ */
+#ifndef MOONFLOW_H
+#define MOONFLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* MF_CDEF_BEGIN */
+enum { MF_MAX_RANK = 8, MF_ALIGNMENT = 64 };
+
+typedef enum mf_dtype {
+  MF_FLOAT32 = 1, MF_FLOAT64 = 2, MF_INT32 = 3, MF_INT64 = 4, MF_BOOL = 5, MF_UINT8 = 6
+} mf_dtype;
+
+/* TensorFlow's status codes. */
+typedef enum mf_code {
+  MF_OK = 0, MF_CANCELLED = 1, MF_UNKNOWN = 2, MF_INVALID_ARGUMENT = 3,
+  MF_NOT_FOUND = 5, MF_ALREADY_EXISTS = 6, MF_RESOURCE_EXHAUSTED = 8,
+  MF_FAILED_PRECONDITION = 9, MF_OUT_OF_RANGE = 11, MF_UNIMPLEMENTED = 12,
+  MF_INTERNAL = 13
+} mf_code;
+
+typedef enum mf_device_type { MF_CPU = 0, MF_CUDA = 1, MF_NUM_DEVICE_TYPES = 2 } mf_device_type;
+
+typedef struct mf_status mf_status;
+typedef struct mf_tensor mf_tensor;     /* a refcounted value */
+typedef struct mf_graph mf_graph;       /* refcounted */
+typedef struct mf_op mf_op;             /* owned by its graph */
+typedef struct mf_op_desc mf_op_desc;   /* an op under construction */
+typedef struct mf_session mf_session;
+typedef struct mf_callable mf_callable; /* owned by its session */
+
+/* A port: output `index` of `op`. */
+typedef struct mf_output { mf_op *op; int index; } mf_output;
+
+/* A static shape: rank -1 is unknown rank, a dim of -1 is unknown. */
+typedef struct mf_shape { int rank; int64_t dims[MF_MAX_RANK]; } mf_shape;
+
+/* --- status --- */
+mf_status *mf_status_new(void);                 /* new; free with mf_status_free */
+void mf_status_free(mf_status *s);
+mf_code mf_status_code(const mf_status *s);
+const char *mf_status_message(const mf_status *s); /* owned by s */
+void mf_status_clear(mf_status *s);
+
+/* --- dtypes --- */
+size_t mf_dtype_size(mf_dtype t);               /* 0 for an invalid dtype */
+const char *mf_dtype_name(mf_dtype t);          /* "float32", …; static */
+
+/* --- values --- */
+/* New zero-filled value, 64-byte aligned, on the CPU. New reference. */
+mf_tensor *mf_tensor_new(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
+/* Wraps caller memory without copying. `release(data, arg)` runs when the
+ * last reference goes (may be NULL). data must be aligned for dtype. */
+mf_tensor *mf_tensor_wrap(mf_dtype dtype, int rank, const int64_t *dims, void *data,
+                          void (*release)(void *data, void *arg), void *arg, mf_status *s);
+mf_tensor *mf_tensor_retain(mf_tensor *t);      /* returns t */
+void mf_tensor_release(mf_tensor *t);           /* NULL is fine */
+int mf_tensor_refcount(const mf_tensor *t);
+mf_dtype mf_tensor_dtype(const mf_tensor *t);
+int mf_tensor_rank(const mf_tensor *t);
+const int64_t *mf_tensor_dims(const mf_tensor *t); /* owned by t */
+int64_t mf_tensor_size(const mf_tensor *t);     /* number of elements */
+size_t mf_tensor_nbytes(const mf_tensor *t);
+void *mf_tensor_data(mf_tensor *t);             /* owned by t */
+mf_device_type mf_tensor_device(const mf_tensor *t);
+
+/* --- graphs --- */
+mf_graph *mf_graph_new(void);                   /* new reference */
+mf_graph *mf_graph_retain(mf_graph *g);
+void mf_graph_release(mf_graph *g);
+int mf_graph_num_ops(const mf_graph *g);
+mf_op *mf_graph_op(const mf_graph *g, int i);   /* in creation order */
+mf_op *mf_graph_op_by_name(const mf_graph *g, const char *name); /* NULL if none */
+void mf_graph_finalize(mf_graph *g);
+bool mf_graph_finalized(const mf_graph *g);
+/* Enters a name scope. `name` is made unique ("s", "s_1") unless it ends with
+ * '/', which re-enters that exact scope; "" returns to the root. Returns the
+ * full scope ("outer/s/"), owned by the graph until the scope is left. */
+const char *mf_graph_push_name_scope(mf_graph *g, const char *name, mf_status *s);
+void mf_graph_pop_name_scope(mf_graph *g);
+const char *mf_graph_name_scope(const mf_graph *g); /* "" or "a/b/" */
+/* Graph-level random seed: -1 when unset. */
+void mf_graph_set_seed(mf_graph *g, int64_t seed);
+int64_t mf_graph_seed(const mf_graph *g);
+
+/* --- building ops --- */
+/* name may be NULL (the op type is used); it is prefixed with the current
+ * name scope and made unique. */
+mf_op_desc *mf_op_desc_new(mf_graph *g, const char *type, const char *name);
+void mf_op_desc_add_input(mf_op_desc *d, mf_output in);
+void mf_op_desc_add_control_input(mf_op_desc *d, mf_op *op);
+void mf_op_desc_set_attr_int(mf_op_desc *d, const char *name, int64_t v);
+void mf_op_desc_set_attr_float(mf_op_desc *d, const char *name, double v);
+void mf_op_desc_set_attr_bool(mf_op_desc *d, const char *name, bool v);
+void mf_op_desc_set_attr_type(mf_op_desc *d, const char *name, mf_dtype v);
+void mf_op_desc_set_attr_ints(mf_op_desc *d, const char *name, const int64_t *v, int n);
+void mf_op_desc_set_attr_shape(mf_op_desc *d, const char *name, const int64_t *dims, int rank);
+void mf_op_desc_set_attr_string(mf_op_desc *d, const char *name, const char *v);
+void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v); /* retains v */
+void mf_op_desc_set_attr_graph(mf_op_desc *d, const char *name, mf_graph *v);   /* retains v */
+/* Where the op was created, e.g. "train.lua:12"; quoted in its errors. */
+void mf_op_desc_set_origin(mf_op_desc *d, const char *where);
+void mf_op_desc_set_device(mf_op_desc *d, const char *device);
+/* Validates, infers shapes and adds the op. Always consumes d. Returns the op
+ * (owned by the graph) or NULL with s set; on error the graph is unchanged. */
+mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s);
+
+/* --- inspecting ops --- */
+const char *mf_op_name(const mf_op *op);
+const char *mf_op_type(const mf_op *op);
+const char *mf_op_origin(const mf_op *op);      /* "" if unknown */
+const char *mf_op_device(const mf_op *op);      /* "" if unset */
+mf_graph *mf_op_graph(const mf_op *op);         /* borrowed */
+int mf_op_id(const mf_op *op);                  /* index in creation order */
+int mf_op_num_inputs(const mf_op *op);
+mf_output mf_op_input(const mf_op *op, int i);
+int mf_op_num_control_inputs(const mf_op *op);
+mf_op *mf_op_control_input(const mf_op *op, int i);
+int mf_op_num_outputs(const mf_op *op);
+mf_dtype mf_op_output_dtype(const mf_op *op, int i);
+void mf_op_output_shape(const mf_op *op, int i, mf_shape *out);
+/* Refines a static shape (Tensor.set_shape); incompatible shapes are an error. */
+mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_status *s);
+/* Attribute getters: false when the op has no such attribute of that kind. */
+bool mf_op_attr_int(const mf_op *op, const char *name, int64_t *out);
+bool mf_op_attr_float(const mf_op *op, const char *name, double *out);
+bool mf_op_attr_bool(const mf_op *op, const char *name, bool *out);
+bool mf_op_attr_type(const mf_op *op, const char *name, mf_dtype *out);
+int mf_op_attr_ints(const mf_op *op, const char *name, const int64_t **out); /* -1 if absent */
+const char *mf_op_attr_string(const mf_op *op, const char *name);          /* NULL if absent */
+mf_tensor *mf_op_attr_tensor(const mf_op *op, const char *name);           /* borrowed */
+/* Op registry: whether an op type exists. */
+bool mf_op_type_registered(const char *type);
+
+/* --- sessions --- */
+mf_session *mf_session_new(mf_graph *g, mf_status *s); /* retains g */
+/* Releases the session's values and plans; idempotent. Runs on a closed
+ * session fail with FAILED_PRECONDITION. */
+void mf_session_close(mf_session *sess);
+void mf_session_free(mf_session *sess);         /* closes; NULL is fine */
+/* Runs the graph pruned to what `fetches` and `targets` need, with `feeds`
+ * replacing the values of those ports. fetch_values receives new references. */
+mf_code mf_session_run(mf_session *sess,
+                       const mf_output *feeds, mf_tensor *const *feed_values, int nfeeds,
+                       const mf_output *fetches, mf_tensor **fetch_values, int nfetches,
+                       mf_op *const *targets, int ntargets, mf_status *s);
+/* A prepared (feeds, fetches, targets) signature: the cheapest way to run the
+ * same step many times. Owned by the session, valid until it is freed. */
+mf_callable *mf_session_make_callable(mf_session *sess,
+                                      const mf_output *feeds, int nfeeds,
+                                      const mf_output *fetches, int nfetches,
+                                      mf_op *const *targets, int ntargets, mf_status *s);
+mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values,
+                        mf_tensor **fetch_values, mf_status *s);
+/* Number of cached plans (for tests of plan caching). */
+int mf_session_num_plans(const mf_session *sess);
+/* Buffers allocated by the session's runs so far (for tests of buffer reuse). */
+uint64_t mf_session_num_allocations(const mf_session *sess);
+/* MF_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

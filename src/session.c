@@ -1,0 +1,547 @@
+/* session.c — sessions, execution plans and the executor.
+ *
+ * A plan is built once per (feeds, fetches, targets) signature: the ops the
+ * fetches need in topological order (op ids are already topological, since an
+ * op's inputs exist before it), one value slot per port, and for each slot the
+ * step after which it is dead. Dead buffers go to the plan's pool and are
+ * handed to later outputs, in this run and the next ones, so a steady-state
+ * run allocates nothing. */
+#include "internal.h"
+
+#include <string.h>
+
+typedef struct mf_step {
+  mf_op *op;
+  mf_kernel_fn kernel;
+  int *in_slots;         /* one per input */
+  int out_slot;          /* outputs use out_slot .. out_slot + num_outputs - 1 */
+  int *dead;             /* slots whose last reader is this step */
+  int num_dead;
+  bool infer_at_runtime;
+  bool has_fed_output;
+} mf_step;
+
+typedef struct mf_plan {
+  mf_session *sess;
+  uint64_t hash;
+  mf_output *feeds;
+  int nfeeds;
+  mf_output *fetches;
+  int nfetches;
+  mf_op **targets;
+  int ntargets;
+  int num_slots;
+  mf_tensor **slots;
+  bool *slot_fetched;
+  int *feed_slots;
+  int *fetch_slots;
+  mf_step *steps;
+  int num_steps;
+  mf_tensor **pool;      /* idle buffers owned by the plan */
+  int pool_len, pool_cap;
+  mf_tensor **last_fetched; /* our reference to the last results, reclaimed when the caller drops them */
+  mf_dtype *rt_dtypes;   /* runtime shape inference scratch */
+  mf_shape *rt_in_shapes, *rt_out_shapes;
+  int rt_cap_in, rt_cap_out;
+} mf_plan;
+
+struct mf_callable { mf_plan plan; };
+
+typedef struct op_state { void *ptr; void (*free)(void *); } op_state;
+
+struct mf_session {
+  mf_graph *graph;
+  bool closed;
+  mf_callable **plans;
+  int num_plans, cap_plans;
+  op_state *states;      /* per op id: variable values, RNG counters */
+  int num_states;
+  uint64_t num_allocations;
+};
+
+/* ---------- buffers ---------- */
+
+static void pool_put(mf_plan *p, mf_tensor *t) {
+  if (!t) return;
+  bool reusable = mf_tensor_refcount(t) == 1 && t->capacity && !t->base && t->device == MF_CPU;
+  if (reusable && p->pool_len < p->pool_cap) p->pool[p->pool_len++] = t;
+  else mf_tensor_release(t);
+}
+
+static mf_tensor *plan_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+  int64_t n = mf_shape_num_elements(rank, dims);
+  size_t bytes = (size_t)(n > 0 ? n : 0) * mf_dtype_size(dtype);
+  int best = -1;
+  for (int i = 0; i < p->pool_len; i++) {
+    size_t cap = p->pool[i]->capacity;
+    if (cap >= bytes && cap <= 2 * bytes + MF_ALIGNMENT &&
+        (best < 0 || cap < p->pool[best]->capacity))
+      best = i;
+  }
+  if (best >= 0) {
+    mf_tensor *t = p->pool[best];
+    p->pool[best] = p->pool[--p->pool_len];
+    mf_tensor_reshape_owned(t, dtype, rank, dims);
+    return t;
+  }
+  p->sess->num_allocations++;
+  return mf_tensor_new(dtype, rank, dims, s);
+}
+
+mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
+                                  const int64_t *dims) {
+  mf_tensor *t = plan_alloc(ctx->plan, dtype, rank, dims, ctx->status);
+  if (t) {
+    mf_tensor_release(ctx->outputs[i]);
+    ctx->outputs[i] = t;
+  }
+  return t;
+}
+
+/* ---------- sessions ---------- */
+
+mf_session *mf_session_new(mf_graph *g, mf_status *s) {
+  mf_session *sess = mf_calloc(1, sizeof *sess);
+  if (!sess) {
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    return NULL;
+  }
+  sess->graph = mf_graph_retain(g);
+  return sess;
+}
+
+static void plan_free(mf_plan *p) {
+  for (int i = 0; i < p->num_steps; i++) {
+    mf_free(p->steps[i].in_slots);
+    mf_free(p->steps[i].dead);
+  }
+  for (int i = 0; i < p->num_slots; i++) mf_tensor_release(p->slots[i]);
+  for (int i = 0; i < p->pool_len; i++) mf_tensor_release(p->pool[i]);
+  for (int i = 0; i < p->nfetches; i++) mf_tensor_release(p->last_fetched[i]);
+  mf_free(p->steps);
+  mf_free(p->slots);
+  mf_free(p->slot_fetched);
+  mf_free(p->feeds);
+  mf_free(p->fetches);
+  mf_free(p->targets);
+  mf_free(p->feed_slots);
+  mf_free(p->fetch_slots);
+  mf_free(p->pool);
+  mf_free(p->last_fetched);
+  mf_free(p->rt_dtypes);
+  mf_free(p->rt_in_shapes);
+  mf_free(p->rt_out_shapes);
+  mf_free(p);
+}
+
+/* Closing drops every buffer but keeps the plans themselves, so a callable
+ * used after close reports the closed session instead of touching freed memory. */
+void mf_session_close(mf_session *sess) {
+  if (!sess || sess->closed) return;
+  sess->closed = true;
+  for (int i = 0; i < sess->num_plans; i++) {
+    mf_plan *p = &sess->plans[i]->plan;
+    for (int k = 0; k < p->pool_len; k++) mf_tensor_release(p->pool[k]);
+    p->pool_len = 0;
+    for (int k = 0; k < p->nfetches; k++) {
+      mf_tensor_release(p->last_fetched[k]);
+      p->last_fetched[k] = NULL;
+    }
+  }
+  for (int i = 0; i < sess->num_states; i++)
+    if (sess->states[i].ptr && sess->states[i].free) sess->states[i].free(sess->states[i].ptr);
+  mf_free(sess->states);
+  sess->states = NULL;
+  sess->num_states = 0;
+}
+
+void mf_session_free(mf_session *sess) {
+  if (!sess) return;
+  mf_session_close(sess);
+  for (int i = 0; i < sess->num_plans; i++) plan_free(&sess->plans[i]->plan);
+  mf_free(sess->plans);
+  mf_graph_release(sess->graph);
+  mf_free(sess);
+}
+
+int mf_session_num_plans(const mf_session *sess) { return sess->num_plans; }
+uint64_t mf_session_num_allocations(const mf_session *sess) { return sess->num_allocations; }
+
+/* ---------- plans ---------- */
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+static uint64_t signature_hash(const mf_output *feeds, int nfeeds, const mf_output *fetches,
+                               int nfetches, mf_op *const *targets, int ntargets) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < nfeeds; i++) h = mix(mix(h, (uintptr_t)feeds[i].op), (uint64_t)feeds[i].index);
+  h = mix(h, 0x9e3779b9);
+  for (int i = 0; i < nfetches; i++) h = mix(mix(h, (uintptr_t)fetches[i].op), (uint64_t)fetches[i].index);
+  h = mix(h, 0x85ebca6b);
+  for (int i = 0; i < ntargets; i++) h = mix(h, (uintptr_t)targets[i]);
+  return h;
+}
+
+static bool same_ports(const mf_output *a, const mf_output *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (a[i].op != b[i].op || a[i].index != b[i].index) return false;
+  return true;
+}
+
+static mf_code check_port(mf_session *sess, const char *what, mf_output o, mf_status *s) {
+  if (!o.op) return mf_status_set(s, MF_INVALID_ARGUMENT, "a %s is NULL", what);
+  if (o.op->graph != sess->graph)
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Tensor %s:%d (a %s) is not an element of this session's graph", o.op->name,
+                         o.index, what);
+  if (o.index < 0 || o.index >= o.op->num_outputs)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "op '%s' has no output %d", o.op->name, o.index);
+  return MF_OK;
+}
+
+static mf_code grow_states(mf_session *sess, mf_status *s) {
+  int n = sess->graph->num_ops;
+  if (n <= sess->num_states) return MF_OK;
+  op_state *st = mf_realloc(sess->states, (size_t)n * sizeof *st);
+  if (!st) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+  memset(st + sess->num_states, 0, (size_t)(n - sess->num_states) * sizeof *st);
+  sess->states = st;
+  sess->num_states = n;
+  return MF_OK;
+}
+
+static bool port_is_fed(const mf_plan *p, mf_output o) {
+  for (int i = 0; i < p->nfeeds; i++)
+    if (p->feeds[i].op == o.op && p->feeds[i].index == o.index) return true;
+  return false;
+}
+
+#define PLAN_ALLOC(ptr, count) \
+  ((ptr) = mf_calloc((size_t)((count) > 0 ? (count) : 1), sizeof *(ptr)), (ptr) != NULL)
+
+static mf_code plan_build(mf_plan *p, mf_status *s) {
+  mf_graph *g = p->sess->graph;
+  int n = g->num_ops;
+  mf_code rc = MF_RESOURCE_EXHAUSTED;
+  bool *needed = NULL, *fed_op = NULL;
+  int *slot_base = NULL, *last_use = NULL;
+  if (!PLAN_ALLOC(needed, n) || !PLAN_ALLOC(fed_op, n) || !PLAN_ALLOC(slot_base, n)) goto done;
+
+  for (int i = 0; i < p->nfeeds; i++) fed_op[p->feeds[i].op->id] = true;
+  /* A port is fed when some feed names it. */
+#define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
+  for (int i = 0; i < p->nfetches; i++)
+    if (!PORT_FED(p->fetches[i])) needed[p->fetches[i].op->id] = true;
+  for (int i = 0; i < p->ntargets; i++) needed[p->targets[i]->id] = true;
+  for (int id = n - 1; id >= 0; id--) {
+    if (!needed[id]) continue;
+    mf_op *op = g->ops[id];
+    for (int k = 0; k < op->num_inputs; k++)
+      if (!PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
+    for (int k = 0; k < op->num_control; k++) needed[op->control_inputs[k]->id] = true;
+  }
+
+  /* Slots for every port of a needed or fed op. */
+  int num_slots = 0, num_steps = 0;
+  for (int id = 0; id < n; id++) {
+    slot_base[id] = -1;
+    if (needed[id] || fed_op[id]) {
+      slot_base[id] = num_slots;
+      num_slots += g->ops[id]->num_outputs;
+    }
+    num_steps += needed[id];
+  }
+  p->num_slots = num_slots;
+  if (!PLAN_ALLOC(p->slots, num_slots) || !PLAN_ALLOC(p->slot_fetched, num_slots) ||
+      !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) ||
+      !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches) ||
+      !PLAN_ALLOC(p->last_fetched, p->nfetches) || !PLAN_ALLOC(p->pool, num_slots + p->nfetches))
+    goto done;
+  p->pool_cap = num_slots + p->nfetches;
+  for (int i = 0; i < num_slots; i++) last_use[i] = -1;
+  for (int i = 0; i < p->nfeeds; i++) p->feed_slots[i] = slot_base[p->feeds[i].op->id] + p->feeds[i].index;
+  for (int i = 0; i < p->nfetches; i++) {
+    p->fetch_slots[i] = slot_base[p->fetches[i].op->id] + p->fetches[i].index;
+    p->slot_fetched[p->fetch_slots[i]] = true;
+  }
+
+  int max_in = 0, max_out = 0;
+  for (int id = 0; id < n; id++) {
+    if (!needed[id]) continue;
+    mf_op *op = g->ops[id];
+    mf_step *st = &p->steps[p->num_steps];
+    st->op = op;
+    st->kernel = op->def->kernel[MF_CPU];
+    if (!st->kernel) {
+      rc = mf_status_set(s, MF_UNIMPLEMENTED, "No CPU kernel registered for op %s ('%s')",
+                         op->def->name, op->name);
+      mf_status_append_origin(s, op);
+      goto done;
+    }
+    st->out_slot = slot_base[id];
+    st->infer_at_runtime = !op->outputs_fully_defined;
+    st->has_fed_output = fed_op[id];
+    if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
+    for (int k = 0; k < op->num_inputs; k++) {
+      st->in_slots[k] = slot_base[op->inputs[k].op->id] + op->inputs[k].index;
+      last_use[st->in_slots[k]] = p->num_steps;
+    }
+    for (int k = 0; k < op->num_outputs; k++)   /* an output nobody reads dies at once */
+      if (last_use[st->out_slot + k] < p->num_steps) last_use[st->out_slot + k] = p->num_steps;
+    if (op->num_inputs > max_in) max_in = op->num_inputs;
+    if (op->num_outputs > max_out) max_out = op->num_outputs;
+    p->num_steps++;
+  }
+  for (int i = 0; i < num_slots; i++)
+    if (!p->slot_fetched[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
+  for (int i = 0; i < p->num_steps; i++)
+    if (!PLAN_ALLOC(p->steps[i].dead, p->steps[i].num_dead)) goto done;
+  for (int i = 0; i < p->num_steps; i++) p->steps[i].num_dead = 0;
+  for (int i = 0; i < num_slots; i++)
+    if (!p->slot_fetched[i] && last_use[i] >= 0) {
+      mf_step *st = &p->steps[last_use[i]];
+      st->dead[st->num_dead++] = i;
+    }
+  p->rt_cap_in = max_in;
+  p->rt_cap_out = max_out > MF_MAX_OUTPUTS_INLINE ? max_out : MF_MAX_OUTPUTS_INLINE;
+  if (!PLAN_ALLOC(p->rt_dtypes, p->rt_cap_in) || !PLAN_ALLOC(p->rt_in_shapes, p->rt_cap_in) ||
+      !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out))
+    goto done;
+  rc = grow_states(p->sess, s);
+done:
+  if (rc == MF_RESOURCE_EXHAUSTED && mf_ok(s)) mf_status_set(s, rc, "out of memory building a plan");
+  mf_free(needed);
+  mf_free(fed_op);
+  mf_free(slot_base);
+  mf_free(last_use);
+#undef PORT_FED
+  return s->code;
+}
+
+static mf_callable *plan_new(mf_session *sess, uint64_t hash, const mf_output *feeds, int nfeeds,
+                             const mf_output *fetches, int nfetches, mf_op *const *targets,
+                             int ntargets, mf_status *s) {
+  for (int i = 0; i < nfeeds; i++) {
+    if (check_port(sess, "feed", feeds[i], s)) return NULL;
+    for (int j = 0; j < i; j++)
+      if (feeds[j].op == feeds[i].op && feeds[j].index == feeds[i].index) {
+        mf_status_set(s, MF_INVALID_ARGUMENT, "%s:%d is fed twice", feeds[i].op->name, feeds[i].index);
+        return NULL;
+      }
+  }
+  for (int i = 0; i < nfetches; i++)
+    if (check_port(sess, "fetch", fetches[i], s)) return NULL;
+  for (int i = 0; i < ntargets; i++)
+    if (!targets[i] || targets[i]->graph != sess->graph) {
+      mf_status_set(s, MF_INVALID_ARGUMENT, "a target op is not an element of this session's graph");
+      return NULL;
+    }
+  mf_callable *c = mf_calloc(1, sizeof *c);
+  mf_plan *p = c ? &c->plan : NULL;
+  if (!c || !PLAN_ALLOC(p->feeds, nfeeds) || !PLAN_ALLOC(p->fetches, nfetches) ||
+      !PLAN_ALLOC(p->targets, ntargets)) {
+    if (c) plan_free(p);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building a plan");
+    return NULL;
+  }
+  p->sess = sess;
+  p->hash = hash;
+  if (nfeeds) memcpy(p->feeds, feeds, (size_t)nfeeds * sizeof *feeds);
+  if (nfetches) memcpy(p->fetches, fetches, (size_t)nfetches * sizeof *fetches);
+  if (ntargets) memcpy(p->targets, targets, (size_t)ntargets * sizeof *targets);
+  p->nfeeds = nfeeds;
+  p->nfetches = nfetches;
+  p->ntargets = ntargets;
+  if (plan_build(p, s)) {
+    plan_free(p);
+    return NULL;
+  }
+  if (sess->num_plans == sess->cap_plans) {
+    int cap = sess->cap_plans ? sess->cap_plans * 2 : 8;
+    mf_callable **plans = mf_realloc(sess->plans, (size_t)cap * sizeof *plans);
+    if (!plans) {
+      plan_free(p);
+      mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory caching a plan");
+      return NULL;
+    }
+    sess->plans = plans;
+    sess->cap_plans = cap;
+  }
+  sess->plans[sess->num_plans++] = c;
+  return c;
+}
+
+static mf_code closed_error(mf_status *s) {
+  return mf_status_set(s, MF_FAILED_PRECONDITION,
+                       "Attempted to use a closed Session: create a new tf.Session to run again");
+}
+
+mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, int nfeeds,
+                                      const mf_output *fetches, int nfetches,
+                                      mf_op *const *targets, int ntargets, mf_status *s) {
+  mf_status_clear(s);
+  if (sess->closed) {
+    closed_error(s);
+    return NULL;
+  }
+  uint64_t h = signature_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
+  for (int i = 0; i < sess->num_plans; i++) {
+    mf_plan *p = &sess->plans[i]->plan;
+    if (p->hash == h && p->nfeeds == nfeeds && p->nfetches == nfetches && p->ntargets == ntargets &&
+        same_ports(p->feeds, feeds, nfeeds) && same_ports(p->fetches, fetches, nfetches) &&
+        (ntargets == 0 || memcmp(p->targets, targets, (size_t)ntargets * sizeof *targets) == 0))
+      return sess->plans[i];
+  }
+  return plan_new(sess, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+}
+
+/* ---------- execution ---------- */
+
+static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
+  mf_output o = p->feeds[i];
+  if (!v) return mf_status_set(s, MF_INVALID_ARGUMENT, "no value given for feed %s:%d", o.op->name, o.index);
+  mf_dtype want = o.op->out_dtypes[o.index];
+  if (v->dtype != want)
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Cannot feed value of dtype %s for Tensor '%s:%d', which has dtype %s; "
+                         "cast the value or feed a matching dtype",
+                         mf_dtype_name(v->dtype), o.op->name, o.index, mf_dtype_name(want));
+  mf_shape have = mf_shape_of(v);
+  const mf_shape *static_shape = &o.op->out_shapes[o.index];
+  if (!mf_shape_compatible(&have, static_shape)) {
+    char a[128], b[128];
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Cannot feed value of shape %s for Tensor '%s:%d', which has shape '%s'",
+                         mf_shape_str_tf(&have, a, sizeof a), o.op->name, o.index,
+                         mf_shape_str_tf(static_shape, b, sizeof b));
+  }
+  if (v->device != MF_CPU)
+    return mf_status_set(s, MF_UNIMPLEMENTED, "feeding a value that lives on a device is not supported");
+  return MF_OK;
+}
+
+static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_status *s) {
+  mf_op *op = st->op;
+  for (int k = 0; k < op->num_inputs; k++) {
+    p->rt_dtypes[k] = inputs[k]->dtype;
+    p->rt_in_shapes[k] = mf_shape_of(inputs[k]);
+  }
+  mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
+  mf_infer_ctx ic = {
+      .op_name = op->name, .def = op->def, .attrs = &op->attrs, .num_inputs = op->num_inputs,
+      .in_dtypes = p->rt_dtypes, .in_shapes = p->rt_in_shapes, .in_values = inputs,
+      .num_outputs = op->num_outputs, .out_dtypes = out_dtypes, .out_shapes = p->rt_out_shapes,
+      .status = s, .runtime = true};
+  if (op->num_outputs > MF_MAX_OUTPUTS_INLINE) {
+    /* Wide ops infer into heap buffers that mf_infer_set_num_outputs makes. */
+    ic.num_outputs = 0;
+    ic.out_shapes = p->rt_out_shapes;
+  }
+  op->def->infer(&ic);
+  mf_shape *shapes = ic.out_shapes;
+  if (mf_ok(s)) {
+    for (int k = 0; k < op->num_outputs && k < ic.num_outputs; k++)
+      p->rt_out_shapes[k] = shapes[k];
+    for (int k = 0; k < op->num_outputs; k++)
+      if (!mf_shape_fully_defined(&p->rt_out_shapes[k]))
+        mf_status_set(s, MF_INTERNAL, "%s: shape inference left output %d undefined at run time",
+                      op->name, k);
+  }
+  if (ic.num_outputs > MF_MAX_OUTPUTS_INLINE) {
+    mf_free(ic.out_dtypes);
+    mf_free(ic.out_shapes);
+  }
+  return s->code;
+}
+
+static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                        mf_status *s) {
+  mf_session *sess = p->sess;
+  mf_status_clear(s);
+  if (sess->closed) return closed_error(s);
+  for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
+  for (int i = 0; i < p->nfeeds; i++)
+    if (check_feed(p, i, feed_values[i], s)) return s->code;
+  /* Reclaim last run's results the caller has dropped. */
+  for (int i = 0; i < p->nfetches; i++) {
+    pool_put(p, p->last_fetched[i]);
+    p->last_fetched[i] = NULL;
+  }
+  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
+
+  mf_tensor *in_inline[16];
+  for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
+    mf_step *st = &p->steps[si];
+    mf_op *op = st->op;
+    mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
+    if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
+    for (int k = 0; k < op->num_inputs; k++) inputs[k] = p->slots[st->in_slots[k]];
+    mf_tensor **outputs = &p->slots[st->out_slot];
+    mf_tensor *fed_keep[MF_MAX_OUTPUTS_INLINE] = {0};
+    if (st->has_fed_output) {  /* keep fed values aside; the op still computes its other outputs */
+      for (int k = 0; k < op->num_outputs && k < MF_MAX_OUTPUTS_INLINE; k++) {
+        fed_keep[k] = outputs[k];
+        outputs[k] = NULL;
+      }
+    }
+    bool alloc = !(op->def->flags & MF_OP_SETS_OUTPUTS);
+    if (alloc && st->infer_at_runtime) infer_runtime(p, st, inputs, s);
+    for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++) {
+      const mf_shape *sh = st->infer_at_runtime ? &p->rt_out_shapes[k] : &op->out_shapes[k];
+      outputs[k] = plan_alloc(p, op->out_dtypes[k], sh->rank, sh->dims, s);
+    }
+    if (mf_ok(s)) {
+      op_state *state = &sess->states[op->id];
+      mf_kernel_ctx ctx = {
+          .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
+          .num_outputs = op->num_outputs, .outputs = outputs, .status = s, .session = sess,
+          .state = &state->ptr, .state_free = &state->free, .plan = p};
+      if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
+      for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
+        if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
+    }
+    if (inputs != in_inline) mf_free(inputs);
+    if (st->has_fed_output)
+      for (int k = 0; k < op->num_outputs && k < MF_MAX_OUTPUTS_INLINE; k++)
+        if (fed_keep[k]) {
+          pool_put(p, outputs[k]);
+          outputs[k] = fed_keep[k];
+        }
+    if (!mf_ok(s)) {
+      if (!strstr(s->msg, "[[node ")) {
+        if (op->origin[0]) mf_status_append(s, " [[node %s (defined at %s)]]", op->name, op->origin);
+        else mf_status_append(s, " [[node %s]]", op->name);
+      }
+      break;
+    }
+    for (int k = 0; k < st->num_dead; k++) {
+      pool_put(p, p->slots[st->dead[k]]);
+      p->slots[st->dead[k]] = NULL;
+    }
+  }
+  for (int i = 0; i < p->nfetches; i++) {
+    mf_tensor *v = p->slots[p->fetch_slots[i]];
+    if (mf_ok(s) && v) {
+      fetch_values[i] = mf_tensor_retain(v);
+      p->last_fetched[i] = mf_tensor_retain(v);
+    }
+  }
+  for (int i = 0; i < p->num_slots; i++) {
+    if (p->slots[i]) pool_put(p, p->slots[i]);
+    p->slots[i] = NULL;
+  }
+  return s->code;
+}
+
+mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                        mf_status *s) {
+  return run_plan(&c->plan, feed_values, fetch_values, s);
+}
+
+mf_code mf_session_run(mf_session *sess, const mf_output *feeds, mf_tensor *const *feed_values,
+                       int nfeeds, const mf_output *fetches, mf_tensor **fetch_values, int nfetches,
+                       mf_op *const *targets, int ntargets, mf_status *s) {
+  mf_callable *c = mf_session_make_callable(sess, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+  if (!c) return s->code;
+  return run_plan(&c->plan, feed_values, fetch_values, s);
+}
