@@ -1,6 +1,14 @@
 /* dtype.c — element types: sizes, names and generic element access. */
 #include "internal.h"
 
+#include <string.h>
+
+size_t mf_abi_sizeof(const char *type_name) {
+  if (strcmp(type_name, "mf_shape") == 0) return sizeof(mf_shape);
+  if (strcmp(type_name, "mf_output") == 0) return sizeof(mf_output);
+  return 0;
+}
+
 size_t mf_dtype_size(mf_dtype t) {
   switch (t) {
     case MF_FLOAT32: return 4;

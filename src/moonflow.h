@@ -56,6 +56,10 @@ mf_code mf_status_code(const mf_status *s);
 const char *mf_status_message(const mf_status *s); /* owned by s */
 void mf_status_clear(mf_status *s);
 
+/* sizeof of a public struct by name ("mf_shape", "mf_output"); 0 if unknown.
+ * The FFI binding checks its generated layouts against this. */
+size_t mf_abi_sizeof(const char *type_name);
+
 /* --- dtypes --- */
 size_t mf_dtype_size(mf_dtype t);               /* 0 for an invalid dtype */
 const char *mf_dtype_name(mf_dtype t);          /* "float32", …; static */
