@@ -139,6 +139,8 @@ typedef struct mf_kernel_ctx {
   mf_tensor **inputs;
   int num_outputs;
   mf_tensor **outputs;       /* preallocated unless the def sets MF_OP_SETS_OUTPUTS */
+  const mf_shape *out_shapes; /* concrete output shapes from shape inference, also for
+                                 MF_OP_SETS_OUTPUTS kernels (e.g. a reshaping view) */
   mf_status *status;
   mf_session *session;
   void **state;              /* this op's per-session state slot (variables, RNG counters) */

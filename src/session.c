@@ -454,6 +454,17 @@ static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_sta
   return s->code;
 }
 
+static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
+  for (int k = 0; k < op->num_inputs; k++) {
+    const mf_shape *want = &op->inputs[k].op->out_shapes[op->inputs[k].index];
+    const mf_tensor *t = inputs[k];
+    if (want->rank != t->rank) return false;
+    for (int d = 0; d < t->rank; d++)
+      if (want->dims[d] != t->dims[d]) return false;
+  }
+  return true;
+}
+
 static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
                         mf_status *s) {
   mf_session *sess = p->sess;
@@ -485,16 +496,19 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
       }
     }
     bool alloc = !(op->def->flags & MF_OP_SETS_OUTPUTS);
-    if (alloc && st->infer_at_runtime) infer_runtime(p, st, inputs, s);
-    for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++) {
-      const mf_shape *sh = st->infer_at_runtime ? &p->rt_out_shapes[k] : &op->out_shapes[k];
-      outputs[k] = plan_alloc(p, op->out_dtypes[k], sh->rank, sh->dims, s);
-    }
+    /* Static shapes are exact when fully defined and the inputs match theirs
+     * (set_shape may promise more than a fed value keeps); else infer again. */
+    bool infer = st->infer_at_runtime || !inputs_match_static(op, inputs);
+    if (infer) infer_runtime(p, st, inputs, s);
+    const mf_shape *out_shapes = infer ? p->rt_out_shapes : op->out_shapes;
+    for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
+      outputs[k] = plan_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     if (mf_ok(s)) {
       op_state *state = &sess->states[op->id];
       mf_kernel_ctx ctx = {
           .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
-          .num_outputs = op->num_outputs, .outputs = outputs, .status = s, .session = sess,
+          .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
+          .status = s, .session = sess,
           .state = &state->ptr, .state_free = &state->free, .plan = p};
       if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
       for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
