@@ -63,6 +63,13 @@ struct mf_session {
 
 static void pool_put(mf_plan *p, mf_tensor *t) {
   if (!t) return;
+  /* A dying view (Reshape, Squeeze) hands its base on: the base is reusable
+   * when the view held the last other reference to it. */
+  while (t->base && mf_tensor_refcount(t) == 1) {
+    mf_tensor *base = mf_tensor_retain(t->base);
+    mf_tensor_release(t);
+    t = base;
+  }
   bool reusable = mf_tensor_refcount(t) == 1 && t->capacity && !t->base && t->device == MF_CPU;
   if (reusable && p->pool_len < p->pool_cap) p->pool[p->pool_len++] = t;
   else mf_tensor_release(t);
@@ -279,7 +286,9 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
       goto done;
     }
     st->out_slot = slot_base[id];
-    st->infer_at_runtime = !op->outputs_fully_defined;
+    /* A source op learns nothing new at run time (an unfed Placeholder must reach
+     * its kernel, which reports the missing feed). */
+    st->infer_at_runtime = !op->outputs_fully_defined && op->num_inputs > 0;
     st->has_fed_output = fed_op[id];
     if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
     for (int k = 0; k < op->num_inputs; k++) {

@@ -1,3 +1,126 @@
--- random_ops.lua — op wrappers.
+-- random_ops.lua — random sources and seeds: tf.random_uniform, tf.random_normal,
+-- tf.set_random_seed, tf.get_seed (also as tf.random.uniform, …).
+local core = require("moonflow.core")
+local G = require("moonflow.graph")
+local C = core.C
+
+-- TensorFlow's constants (random_seed.py): seeds are truncated to 31 bits, and
+-- an op seed without a graph seed pairs with this default graph seed.
+local MAXINT32 = 2 ^ 31 - 1
+local DEFAULT_GRAPH_SEED = 87654321
+
+local function truncate_seed(seed)
+  if type(seed) ~= "number" or seed % 1 ~= 0 then
+    error("random seed must be an integer, got " .. tostring(seed), 3)
+  end
+  return seed % MAXINT32
+end
+
+-- Seeds for ops built with neither a graph nor an op seed: different for every
+-- op and every process (time, clock, a fresh table's address, a counter), then
+-- fixed in the op, so the op is still reproducible within one session.
+local drawn = 0
+local function fresh_seed()
+  drawn = drawn + 1
+  local addr = tonumber(tostring({}):match("0x(%x+)") or "0", 16)
+  return (os.time() * 7919 + math.floor(os.clock() * 1e6) + drawn * 104729 + addr) % MAXINT32
+end
+
+-- An options table: a plain table with no list part.
+local function is_options(x)
+  return type(x) == "table" and getmetatable(x) == nil and #x == 0
+end
+
+-- Parses (shape, a, b, dtype, seed, name) or (shape, {opts}) with the names of
+-- the two distribution parameters and their defaults.
+local function parse(what, args, pa, pb, da, db)
+  local shape, opts = args[1], args[2]
+  if not is_options(opts) then
+    opts = {[pa] = args[2], [pb] = args[3], dtype = args[4], seed = args[5], name = args[6]}
+  end
+  if shape == nil then error(what .. ": a shape is required", 3) end
+  local dtype = core.as_dtype(opts.dtype or core.dtypes.float32, what)
+  local a, b = opts[pa], opts[pb]
+  if a == nil then a = da end
+  if b == nil then b = db end
+  return shape, a, b, dtype, opts.seed, opts.name
+end
+
+-- The shape argument as an int tensor: a Tensor, a TensorShape or a Lua list.
+local function shape_tensor(shape)
+  if G.is_tensor(shape) then return shape end
+  if getmetatable(shape) == G.TensorShape then
+    if not shape:is_fully_defined() then
+      error("random ops need a fully defined shape, got " .. tostring(shape), 4)
+    end
+    shape = shape.dims
+  end
+  return G.convert(shape, core.dtypes.int32)
+end
+
 return function(tf, ops)
+  tf.random = tf.random or {}
+
+  -- tf.set_random_seed(seed): the default graph's seed; nil unsets it.
+  function tf.set_random_seed(seed)
+    C.mf_graph_set_seed(G.get_default_graph().ptr, seed == nil and -1 or truncate_seed(seed))
+  end
+
+  -- tf.get_seed(op_seed) -> graph seed, op seed for an op built now in `graph`
+  -- (default graph), following TensorFlow: a graph seed alone derives the op
+  -- seed from the graph's op count; an op seed alone pairs with the default
+  -- graph seed; neither gives nil, nil (the op then draws fresh seeds).
+  function tf.get_seed(op_seed, graph)
+    graph = graph or G.get_default_graph()
+    local global = tonumber(C.mf_graph_seed(graph.ptr))
+    local seed, seed2
+    if global >= 0 then
+      seed, seed2 = global, truncate_seed(op_seed or graph:num_ops())
+    elseif op_seed ~= nil then
+      seed, seed2 = DEFAULT_GRAPH_SEED, truncate_seed(op_seed)
+    else
+      return nil, nil
+    end
+    -- (0, 0) means "nondeterministic" to TensorFlow's kernels; keep it distinct.
+    if seed == 0 and seed2 == 0 then seed2 = MAXINT32 end
+    return seed, seed2
+  end
+
+  -- Builds a random source op; returns its [0, 1) or standard normal output.
+  local function source(op_type, shape, dtype, op_seed, name)
+    shape = shape_tensor(shape)
+    local seed, seed2 = tf.get_seed(op_seed, shape.graph)
+    if seed == nil then seed, seed2 = fresh_seed(), fresh_seed() end
+    return G.op{op_type, inputs = {shape}, name = name,
+                attrs = {dtype = dtype, seed = G.attr.int(seed), seed2 = G.attr.int(seed2)}}
+  end
+
+  -- tf.random_uniform(shape, minval=0, maxval=1, dtype=float32, seed, name):
+  -- values in [minval, maxval).
+  function ops.random_uniform(...)
+    local shape, minval, maxval, dtype, seed, name =
+      parse("random_uniform", {...}, "minval", "maxval", 0, 1)
+    name = name or "random_uniform"
+    if minval == 0 and maxval == 1 then return source("RandomUniform", shape, dtype, seed, name) end
+    local rnd = source("RandomUniform", shape, dtype, seed)
+    local range
+    if type(minval) == "number" and type(maxval) == "number" then range = maxval - minval
+    else range = ops.subtract(G.convert(maxval, dtype, rnd.graph), G.convert(minval, dtype, rnd.graph)) end
+    return ops.add(ops.multiply(rnd, range), minval, name)
+  end
+
+  -- tf.random_normal(shape, mean=0, stddev=1, dtype=float32, seed, name).
+  function ops.random_normal(...)
+    local shape, mean, stddev, dtype, seed, name =
+      parse("random_normal", {...}, "mean", "stddev", 0, 1)
+    name = name or "random_normal"
+    if mean == 0 and stddev == 1 then return source("RandomNormal", shape, dtype, seed, name) end
+    local rnd = source("RandomNormal", shape, dtype, seed)
+    return ops.add(ops.multiply(rnd, stddev), mean, name)
+  end
+
+  tf.random.uniform = ops.random_uniform
+  tf.random.normal = ops.random_normal
+  tf.random.set_random_seed = tf.set_random_seed
+  tf.random.get_seed = tf.get_seed
 end

@@ -1,3 +1,127 @@
--- reduce_ops.lua — op wrappers.
+-- reduce_ops.lua — reductions (reduce_sum, reduce_mean, …) and matmul.
+local G = require("moonflow.graph")
+
+-- A table of named options: plain, with string keys and no array part (DESIGN §3).
+-- An empty table is a list (no axes), as with shapes.
+local function is_options(v)
+  return type(v) == "table" and getmetatable(v) == nil and #v == 0 and next(v) ~= nil
+end
+
+-- The optional arguments of `fname`, given positionally in TensorFlow's order
+-- (`positional`) and/or as one trailing options table whose keys must be in
+-- `allowed`. Returns a table keyed by option name.
+local function optional_args(fname, positional, allowed, ...)
+  local n = select("#", ...)
+  local args = {...}
+  local opts = {}
+  if n > 0 and is_options(args[n]) then
+    for k, v in pairs(args[n]) do
+      if not allowed[k] then
+        error(fname .. ": unknown option '" .. tostring(k) .. "'", 3)
+      end
+      opts[k] = v
+    end
+    n = n - 1
+  end
+  if n > #positional then
+    error(string.format("%s: too many arguments (%d optional ones given, at most %d); " ..
+                        "pass the rest in an options table", fname, n, #positional), 3)
+  end
+  for i = 1, n do
+    if args[i] ~= nil then
+      if opts[positional[i]] ~= nil then
+        error(fname .. ": '" .. positional[i] .. "' is given both positionally and as an option", 3)
+      end
+      opts[positional[i]] = args[i]
+    end
+  end
+  return opts
+end
+
+local function check_bool(fname, what, v)
+  if v ~= nil and type(v) ~= "boolean" then
+    error(fname .. ": " .. what .. " must be a boolean, got " .. tostring(v), 3)
+  end
+  return v
+end
+
+-- TF 1.x spellings: reduction_indices for axis, keep_dims for keepdims.
+local function alias(fname, opts, name, old)
+  if opts[old] == nil then return opts[name] end
+  if opts[name] ~= nil then error(fname .. ": Can not specify both '" .. name .. "' and '" .. old .. "'.", 3) end
+  return opts[old]
+end
+
+-- An axis attribute from a number or a list of numbers; nil stays nil (all axes).
+local function axis_list(fname, axis)
+  if axis == nil then return nil end
+  local list = type(axis) == "table" and getmetatable(axis) == nil and axis or {axis}
+  local out = {}
+  for i, a in ipairs(list) do
+    a = tonumber(a)
+    if not a or a % 1 ~= 0 then
+      error(fname .. ": axis must be an integer or a list of integers, got " .. tostring(list[i]), 3)
+    end
+    out[i] = a
+  end
+  return out
+end
+
+local reduce_positional = {"axis", "keepdims", "name", "reduction_indices", "keep_dims"}
+local reduce_allowed = {axis = true, keepdims = true, name = true, reduction_indices = true, keep_dims = true}
+
+local function reduction(op_type, fname)
+  return function(x, ...)
+    local opts = optional_args(fname, reduce_positional, reduce_allowed, ...)
+    local axis = axis_list(fname, alias(fname, opts, "axis", "reduction_indices"))
+    local keepdims = check_bool(fname, "keepdims", alias(fname, opts, "keepdims", "keep_dims"))
+    local attrs = {keepdims = keepdims or false}
+    if axis then attrs.axis = G.attr.ints(axis) end
+    return G.op{op_type, inputs = {G.convert(x)}, attrs = attrs, name = opts.name}
+  end
+end
+
+local reductions = {
+  reduce_sum = "Sum", reduce_mean = "Mean", reduce_max = "Max", reduce_min = "Min",
+  reduce_prod = "Prod", reduce_any = "Any", reduce_all = "All",
+}
+
+-- Two operands in one dtype: a Lua value takes the dtype of the tensor beside it.
+local function operands(a, b)
+  if G.is_tensor(a) then return a, G.convert(b, a.dtype, a.graph) end
+  if G.is_tensor(b) then return G.convert(a, b.dtype, b.graph), b end
+  a = G.convert(a)
+  return a, G.convert(b, a.dtype, a.graph)
+end
+
+local matmul_positional = {"transpose_a", "transpose_b", "adjoint_a", "adjoint_b"}
+local matmul_allowed = {transpose_a = true, transpose_b = true, adjoint_a = true, adjoint_b = true, name = true}
+
+-- tf.matmul(a, b, transpose_a, transpose_b) or (a, b, {transpose_a=, transpose_b=, name=}).
+-- The dtypes are real, so adjoint_a/adjoint_b are transposes too.
+local function matmul(a, b, ...)
+  local opts = optional_args("tf.matmul", matmul_positional, matmul_allowed, ...)
+  local trans = {}
+  for _, side in ipairs({"a", "b"}) do
+    local t = check_bool("tf.matmul", "transpose_" .. side, opts["transpose_" .. side])
+    local adj = check_bool("tf.matmul", "adjoint_" .. side, opts["adjoint_" .. side])
+    if t and adj then
+      error("tf.matmul: Only one of transpose_" .. side .. " and adjoint_" .. side .. " can be True.", 2)
+    end
+    trans[side] = (t or adj) and true or false
+  end
+  a, b = operands(a, b)
+  return G.op{"MatMul", inputs = {a, b}, attrs = {transpose_a = trans.a, transpose_b = trans.b},
+              name = opts.name}
+end
+
 return function(tf, ops)
+  tf.math = tf.math or {}
+  for fname, op_type in pairs(reductions) do
+    ops[fname] = reduction(op_type, "tf." .. fname)
+    tf.math[fname] = ops[fname]
+  end
+  ops.matmul = matmul
+  tf.linalg = tf.linalg or {}
+  tf.linalg.matmul = matmul
 end

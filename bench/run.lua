@@ -1,0 +1,275 @@
+-- bench/run.lua — moonflow's benchmarks, each beside a peer measured in the
+-- same run. `make bench` runs it (LUA_PATH, MOONFLOW_LIB, CC, CFLAGS and
+-- BENCH_BUILD set by the Makefile). Peers that are not installed are skipped
+-- with a note; the bench itself never fails on a missing peer.
+--
+-- Timing: best of REPS repetitions of a batch, per call, with
+-- clock_gettime(CLOCK_MONOTONIC); the best repetition is the one least
+-- disturbed by other processes.
+local ffi = require("ffi")
+local tf = require("moonflow")
+
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clock_id, bench_timespec *ts);
+void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void peer_axpb(const float *x, float *y, int64_t n);
+]]
+
+local CLOCK_MONOTONIC = 1
+local ts = ffi.new("bench_timespec")
+local function now()
+  ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+-- Seconds per call of fn: best of `reps` batches of `iters` calls.
+local function best(fn, iters, reps)
+  fn()  -- warm up: plans, buffers, JIT traces
+  local t_best = math.huge
+  for _ = 1, reps do
+    local t0 = now()
+    for _ = 1, iters do fn() end
+    local t = (now() - t0) / iters
+    if t < t_best then t_best = t end
+  end
+  return t_best
+end
+
+-- Seconds per call of fa and of fb, timed in alternating batches so that a
+-- load change on the machine hits both sides alike.
+local function best_pair(fa, fb, iters, reps)
+  fa(); fb()
+  local ta, tb = math.huge, math.huge
+  for _ = 1, reps do
+    ta = math.min(ta, best(fa, iters, 1))
+    tb = math.min(tb, best(fb, iters, 1))
+  end
+  return ta, tb
+end
+
+local build = os.getenv("BENCH_BUILD") or "build"
+local cc = os.getenv("CC") or "cc"
+local cflags = os.getenv("CFLAGS") or "-O2"
+
+-- Peers ------------------------------------------------------------------------
+-- The C peers, compiled now with the library's compiler and flags.
+local function load_c_peers()
+  local so = build .. "/bench_peers.so"
+  os.remove(so)
+  -- LuaJIT's popen close does not report the exit status: the echo does.
+  local p = io.popen(string.format("%s %s -shared -fPIC -o %s bench/peers.c 2>&1 && echo BENCH_CC_OK",
+                                   cc, cflags, so))
+  local out = p:read("*a")
+  p:close()
+  if not out:find("BENCH_CC_OK") then return nil, "cannot compile bench/peers.c: " .. out:gsub("\n", " ") end
+  local loaded, lib = pcall(ffi.load, so:find("/") == 1 and so or "./" .. so)
+  if not loaded then return nil, tostring(lib) end
+  return lib
+end
+
+local function load_blas()
+  for _, name in ipairs({"openblas", "libopenblas.so.0"}) do
+    local ok, lib = pcall(ffi.load, name)
+    if ok then return lib end
+  end
+  return nil, "libopenblas not found"
+end
+
+-- Runs a Python peer script; returns a table of "key value" lines it printed,
+-- or nil and why. Debian's python3 first: a pyenv shim may lack the packages.
+local function python_peer(script)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(script)
+  f:close()
+  local why = "python3 not found"
+  for _, py in ipairs({"/usr/bin/python3", "python3"}) do
+    local p = io.popen(py .. " " .. path .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    local results = {}
+    for k, v in out:gmatch("(%S+) ([%d%.eE+-]+)\n") do results[k] = tonumber(v) end
+    if next(results) then os.remove(path); return results end
+    local err = out:match("(%w*Error[^\n]*)") or out:match("([^\n]+)")
+    if err then why = err end
+  end
+  os.remove(path)
+  return nil, why
+end
+
+local PY_TIMER = [[
+import time
+def best(fn, iters, reps):
+    fn()
+    b = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        b = min(b, (time.perf_counter() - t0) / iters)
+    return b
+]]
+
+local TORCH_SCRIPT = PY_TIMER .. [[
+import torch
+torch.set_num_threads(1)
+x = torch.tensor(3.0)
+print("torch_add", best(lambda: x + 1, 20000, 7))
+]]
+
+local NUMPY_SCRIPT = PY_TIMER .. [[
+import numpy as np
+x = np.random.rand(10_000_000).astype(np.float32)
+y = np.empty_like(x)
+def inplace():
+    np.multiply(x, 2, out=y)
+    np.add(y, 1, out=y)
+print("numpy_expr", best(lambda: x * 2 + 1, 5, 5))
+print("numpy_inplace", best(inplace, 5, 5))
+]]
+
+-- Rows -------------------------------------------------------------------------
+local rows = {}
+local function row(name, ours, unit, peer, peer_value, ratio, note)
+  rows[#rows + 1] = {name, ours, unit, peer or "", peer_value or "", ratio or "", note or ""}
+end
+local function us(t) return string.format("%.2f", t * 1e6) end
+local function fmt_ratio(r) return string.format(r < 0.1 and "%.3fx" or "%.2fx", r) end
+
+-- Runs a benchmark body; a moonflow op missing or failing becomes a row saying so.
+local function section(name, fn)
+  local ok, err = pcall(fn)
+  if not ok then row(name, "n/a", "", "", "", "", "failed: " .. tostring(err):gsub("\n.*", "")) end
+end
+
+local torch, torch_why = python_peer(TORCH_SCRIPT)
+
+-- 1, 2: per-run overhead of a one-op graph with a scalar feed.
+local run_t, call_t
+section("sess:run y = x + 1 (scalar feed)", function()
+  tf.reset_default_graph()
+  local x = tf.placeholder(tf.float32, {})
+  local y = x + 1
+  local sess = tf.Session()
+  assert(sess:run(y, {[x] = 2}) == 3, "y = x + 1 gave a wrong value")
+  local feeds = {[x] = 2}
+  run_t = best(function() sess:run(y, feeds) end, 20000, 7)
+  local f = sess:make_callable(y, {x})
+  assert(f(2) == 3, "callable gave a wrong value")
+  call_t = best(function() f(2) end, 50000, 7)
+end)
+local TF1_RUN_US = 90
+if run_t then
+  row("sess:run y = x + 1 (scalar feed)", us(run_t), "us/call", "TF 1.x session.run (published)",
+      "~" .. TF1_RUN_US, fmt_ratio(run_t * 1e6 / TF1_RUN_US), "TF not installed: not measured here")
+  if torch then
+    row("", "", "", "PyTorch eager x + 1", us(torch.torch_add), fmt_ratio(run_t / torch.torch_add))
+  else
+    row("", "", "", "PyTorch eager x + 1", "skipped", "", torch_why)
+  end
+end
+if call_t then
+  row("make_callable y = x + 1", us(call_t), "us/call", torch and "PyTorch eager x + 1" or "",
+      torch and us(torch.torch_add) or "", torch and fmt_ratio(call_t / torch.torch_add) or "")
+end
+
+-- 3: matmul 1024x1024 float32 against cblas_sgemm on the same data.
+section("matmul 1024x1024 float32", function()
+  local N = 1024
+  local flops = 2 * N * N * N
+  tf.reset_default_graph()
+  local a = tf.Array.new(tf.float32, {N, N})
+  local b = tf.Array.new(tf.float32, {N, N})
+  for i = 0, N * N - 1 do a._data[i] = (i % 7) * 0.25; b._data[i] = (i % 5) * 0.5 end
+  local pa, pb = tf.placeholder(tf.float32, {N, N}), tf.placeholder(tf.float32, {N, N})
+  local c = tf.matmul(pa, pb)
+  local f = tf.Session():make_callable(c, {pa, pb})
+  local blas, why = load_blas()
+  if not blas then
+    local ours = best(function() f(a, b) end, 10, 7)
+    row("matmul 1024x1024 float32", string.format("%.1f", flops / ours * 1e-9), "GFLOP/s", "cblas_sgemm",
+        "skipped", "", why)
+    return
+  end
+  -- The peer's buffers are C memory too, so the Lua heap stays as small as ours.
+  local out_array = tf.Array.new(tf.float32, {N, N})
+  local out = out_array._data
+  local CblasRowMajor, CblasNoTrans = 101, 111
+  local ours, peer = best_pair(function() f(a, b) end, function()
+    blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
+  end, 10, 7)
+  local ours_gf = flops / ours * 1e-9
+  local got = f(a, b)
+  local k = 12345
+  assert(math.abs(got._data[k] - out[k]) <= 1e-3 * math.abs(out[k]), "matmul disagrees with sgemm")
+  assert(out_array:size() == N * N)  -- keeps `out` alive until here
+  row("matmul 1024x1024 float32", string.format("%.1f", ours_gf), "GFLOP/s", "cblas_sgemm (same BLAS, direct)",
+      string.format("%.1f", flops / peer * 1e-9), fmt_ratio(ours / peer), "time ratio; 1.00x = no overhead")
+end)
+
+-- 4: y = x * 2 + 1 over 10M float32.
+section("y = x * 2 + 1, 10M float32", function()
+  local N = 10000000
+  tf.reset_default_graph()
+  local xa = tf.Array.new(tf.float32, {N})
+  for i = 0, N - 1 do xa._data[i] = i % 1000 end
+  local x = tf.placeholder(tf.float32, {N})
+  local y = x * 2 + 1
+  local sess = tf.Session()
+  local f = sess:make_callable(y, {x})
+  assert(f(xa)._data[999] == 1999, "y = x * 2 + 1 gave a wrong value")
+  local allocs0, runs = sess:num_allocations(), 0
+  local function ours_fn() runs = runs + 1; f(xa) end
+  local peers, why = load_c_peers()
+  local ours, t
+  if peers then
+    local out_array = tf.Array.new(tf.float32, {N})
+    local out = out_array._data
+    ours, t = best_pair(ours_fn, function() peers.peer_axpb(xa._data, out, N) end, 5, 7)
+    assert(out[999] == 1999 and out_array:size() == N)  -- keeps `out` alive until here
+  else
+    ours = best(ours_fn, 5, 7)
+  end
+  row("y = x * 2 + 1, 10M float32", string.format("%.2f", ours * 1e3), "ms", "", "", "",
+      string.format("%.1f GB/s (8 bytes/element); %d buffers allocated in %d runs", N * 8 / ours * 1e-9,
+                    sess:num_allocations() - allocs0, runs))
+  if peers then
+    row("", "", "", "C loop (" .. cc .. " " .. cflags .. ")", string.format("%.2f", t * 1e3), fmt_ratio(ours / t))
+  else
+    row("", "", "", "C loop", "skipped", "", why)
+  end
+  local np, np_why = python_peer(NUMPY_SCRIPT)
+  if np then
+    row("", "", "", "NumPy x * 2 + 1", string.format("%.2f", np.numpy_expr * 1e3), fmt_ratio(ours / np.numpy_expr))
+    row("", "", "", "NumPy in place (out=)", string.format("%.2f", np.numpy_inplace * 1e3),
+        fmt_ratio(ours / np.numpy_inplace))
+  else
+    row("", "", "", "NumPy", "skipped", "", np_why)
+  end
+end)
+
+-- Table ------------------------------------------------------------------------
+local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
+local widths = {}
+for i, h in ipairs(header) do widths[i] = #h end
+for _, r in ipairs(rows) do
+  for i, cell in ipairs(r) do widths[i] = math.max(widths[i], #tostring(cell)) end
+end
+local function line(cells)
+  local parts = {}
+  for i, cell in ipairs(cells) do
+    local s = tostring(cell)
+    parts[i] = (i == 2 or i == 5 or i == 6) and string.rep(" ", widths[i] - #s) .. s
+               or s .. string.rep(" ", widths[i] - #s)
+  end
+  return (table.concat(parts, "  "):gsub("%s+$", ""))
+end
+print(string.format("moonflow benchmarks (%s, %s %s)", require("moonflow.core").library_path, cc, cflags))
+print("ratios are time ratios: moonflow's time / the peer's time (lower is better)")
+print(line(header))
+local rule = {}
+for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
+print(line(rule))
+for _, r in ipairs(rows) do print(line(r)) end

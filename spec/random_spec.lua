@@ -1,0 +1,352 @@
+-- random_spec.lua — RandomUniform / RandomNormal, Philox, seeds.
+local tf = require("moonflow")
+local G = require("moonflow.graph")
+local ffi = require("ffi")
+local bit = require("bit")
+
+-- A reference Philox4x32-10 in Lua (checked against Random123's known answers
+-- below), to pin the exact numbers the ops produce.
+local u64 = ffi.typeof("uint64_t")
+local TWO32 = 2 ^ 32
+local function mulhilo(a, b)
+  local p = u64(a) * b
+  return tonumber(bit.rshift(p, 32)), tonumber(bit.band(p, 0xffffffffULL))
+end
+local function xor(a, b, c) return bit.bxor(a, b, c) % TWO32 end
+local function philox(c0, c1, c2, c3, k0, k1)
+  for r = 1, 10 do
+    local hi0, lo0 = mulhilo(0xD2511F53, c0)
+    local hi1, lo1 = mulhilo(0xCD9E8D57, c2)
+    c0, c1, c2, c3 = xor(hi1, c1, k0), lo1, xor(hi0, c3, k1), lo0
+    if r < 10 then k0, k1 = (k0 + 0x9E3779B9) % TWO32, (k1 + 0xBB67AE85) % TWO32 end
+  end
+  return {c0, c1, c2, c3}
+end
+
+-- The block an op with seeds (seed, seed2 < 2^32) uses for block b of run `run`.
+local function block(seed, seed2, run, b) return philox(b, 0, run, 0, seed, seed2) end
+local function u24(w) return math.floor(w / 256) * 2 ^ -24 end
+local function u53(a, b) return (a * 2 ^ 21 + math.floor(b / 2 ^ 11)) * 2 ^ -53 end
+-- Expected element i of each (op, dtype).
+local expected = {
+  RandomUniform = {
+    float32 = function(s, s2, run, i) return u24(block(s, s2, run, math.floor(i / 4))[i % 4 + 1]) end,
+    float64 = function(s, s2, run, i)
+      local w = block(s, s2, run, math.floor(i / 2))
+      local j = i % 2
+      return u53(w[2 * j + 1], w[2 * j + 2])
+    end,
+  },
+  RandomNormal = {
+    float32 = function(s, s2, run, i)
+      local w = block(s, s2, run, math.floor(i / 4))
+      local j = i % 4 - i % 2
+      local r = math.sqrt(-2 * math.log((math.floor(w[j + 1] / 256) + 1) * 2 ^ -24))
+      local theta = 2 * math.pi * u24(w[j + 2])
+      return i % 2 == 0 and r * math.cos(theta) or r * math.sin(theta)
+    end,
+    float64 = function(s, s2, run, i)
+      local w = block(s, s2, run, math.floor(i / 2))
+      local r = math.sqrt(-2 * math.log((w[1] * 2 ^ 21 + math.floor(w[2] / 2 ^ 11) + 1) * 2 ^ -53))
+      local theta = 2 * math.pi * u53(w[3], w[4])
+      return i % 2 == 0 and r * math.cos(theta) or r * math.sin(theta)
+    end,
+  },
+}
+
+-- A random op with explicit attrs, bypassing the Lua seed policy.
+local function raw(op_type, shape, dtype, seed, seed2)
+  return G.op{op_type, inputs = {tf.constant(shape, tf.int32)},
+              attrs = {dtype = dtype, seed = G.attr.int(seed), seed2 = G.attr.int(seed2)}}
+end
+
+local function values(a)
+  local out = {}
+  for i = 0, a:size() - 1 do out[i + 1] = tonumber(a:data()[i]) end
+  return out
+end
+
+local function moments(a)
+  local n, sum, sq, lo, hi = a:size(), 0, 0, math.huge, -math.huge
+  local d = a:data()
+  for i = 0, n - 1 do
+    local v = tonumber(d[i])
+    sum, sq = sum + v, sq + v * v
+    if v < lo then lo = v end
+    if v > hi then hi = v end
+  end
+  local mean = sum / n
+  return mean, math.sqrt(sq / n - mean * mean), lo, hi
+end
+
+local function run_twice(t)
+  local sess = tf.Session()
+  return values(sess:run(t)), values(sess:run(t))
+end
+
+describe("Philox4x32-10", function()
+  it("the reference matches Random123's known-answer vectors", function()
+    assert.same({0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}, philox(0, 0, 0, 0, 0, 0))
+    local f = 0xffffffff
+    assert.same({0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}, philox(f, f, f, f, f, f))
+    assert.same({0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1},
+                philox(0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0))
+  end)
+
+  it("the ops reproduce the zero-key known answer directly", function()
+    tf.reset_default_graph()
+    local sess = tf.Session()
+    local f = sess:run(raw("RandomUniform", {4}, tf.float32, 0, 0))
+    local words = {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}
+    for i = 1, 4 do assert.equal(math.floor(words[i] / 256) * 2 ^ -24, f:data()[i - 1]) end
+    local d = sess:run(raw("RandomUniform", {2}, tf.float64, 0, 0))
+    assert.equal(u53(words[1], words[2]), d:data()[0])
+    assert.equal(u53(words[3], words[4]), d:data()[1])
+  end)
+
+  for _, op_type in ipairs({"RandomUniform", "RandomNormal"}) do
+    for _, dtype in ipairs({tf.float32, tf.float64}) do
+      it(op_type .. " " .. dtype.name .. " follows (seed, seed2, run, index) exactly", function()
+        tf.reset_default_graph()
+        local want = expected[op_type][dtype.name]
+        local tol = dtype == tf.float32 and 2e-6 or 1e-12
+        local cases = {{7, 3, {11}}, {0xffffffff, 123456, {2, 5}}, {87654321, 0, {3}}}
+        for _, c in ipairs(cases) do
+          local seed, seed2, shape = c[1], c[2], c[3]
+          local t = raw(op_type, shape, dtype, seed, seed2)
+          local sess = tf.Session()
+          for run = 0, 2 do
+            local got = values(sess:run(t))
+            for i = 0, #got - 1 do
+              local w = want(seed, seed2, run, i)
+              assert.is_true(math.abs(got[i + 1] - w) <= tol * math.max(1, math.abs(w)),
+                             string.format("seed %d/%d run %d element %d: %g vs %g", seed, seed2, run, i, got[i + 1], w))
+            end
+          end
+        end
+      end)
+    end
+  end
+end)
+
+describe("random ops", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("builds ops with static shapes, dtypes and TF names", function()
+    local u = tf.random_uniform({2, 3}, {seed = 1})
+    assert.equal("random_uniform:0", u.name)
+    assert.equal("RandomUniform", u.op.type)
+    assert.same({2, 3}, u:get_shape():as_list())
+    assert.equal(tf.float32, u.dtype)
+    local n = tf.random_normal({4}, {dtype = tf.float64, name = "noise"})
+    assert.equal("noise:0", n.name)
+    assert.equal("RandomNormal", n.op.type)
+    assert.equal(tf.float64, n.dtype)
+    assert.equal(tf.random.uniform, tf.random_uniform)
+    assert.equal(tf.random.normal, tf.random_normal)
+    assert.equal(tf.float64, tf.random.normal({1}, 0, 1, tf.float64).dtype)
+  end)
+
+  it("gives the same numbers for the same seeds in two sessions", function()
+    local u = tf.random_uniform({5}, {seed = 42})
+    local n = tf.random_normal({5}, {seed = 42})
+    local s1, s2 = tf.Session(), tf.Session()
+    local a, b = s1:run({u, n}), s2:run({u, n})
+    assert.same(values(a[1]), values(b[1]))
+    assert.same(values(a[2]), values(b[2]))
+    -- a new graph built the same way gives the same numbers too
+    tf.reset_default_graph()
+    local u2 = tf.random_uniform({5}, {seed = 42})
+    assert.same(values(a[1]), values(tf.Session():run(u2)))
+  end)
+
+  it("draws new numbers on every run, and a new session restarts the sequence", function()
+    local u = tf.random_uniform({6}, {seed = 3})
+    local first, second = run_twice(u)
+    assert.are_not.same(first, second)
+    local again1, again2 = run_twice(u)
+    assert.same(first, again1)
+    assert.same(second, again2)
+    -- the counter belongs to the op: running it in another plan continues it
+    local sess = tf.Session()
+    sess:run(u)
+    local via_other_plan = sess:run({u, tf.constant(1)})
+    assert.same(second, values(via_other_plan[1]))
+  end)
+
+  it("op seeds without a graph seed pair with the default graph seed 87654321", function()
+    local s, s2 = tf.get_seed(5)
+    assert.equal(87654321, s)
+    assert.equal(5, s2)
+    local u = tf.random_uniform({3}, {seed = 5})
+    assert.equal(87654321, u.op:get_attr("seed"))
+    assert.equal(5, u.op:get_attr("seed2"))
+    assert.same({nil, nil}, {tf.get_seed(nil)})
+  end)
+
+  it("a graph seed alone derives distinct, reproducible op seeds", function()
+    tf.set_random_seed(1234)
+    local a = tf.random_uniform({4})
+    local b = tf.random_uniform({4})
+    assert.equal(1234, a.op:get_attr("seed"))
+    assert.are_not.equal(a.op:get_attr("seed2"), b.op:get_attr("seed2"))
+    local sess = tf.Session()
+    local va, vb = values(sess:run(a)), values(sess:run(b))
+    assert.are_not.same(va, vb)
+    tf.reset_default_graph()
+    tf.set_random_seed(1234)
+    local a2, b2 = tf.random_uniform({4}), tf.random_uniform({4})
+    local sess2 = tf.Session()
+    assert.same(va, values(sess2:run(a2)))
+    assert.same(vb, values(sess2:run(b2)))
+    -- another graph seed changes everything
+    tf.reset_default_graph()
+    tf.set_random_seed(4321)
+    assert.are_not.same(va, values(tf.Session():run(tf.random_uniform({4}))))
+  end)
+
+  it("graph seed and op seed together fix the numbers; either changes them", function()
+    tf.set_random_seed(7)
+    local base = values(tf.Session():run(tf.random_normal({4}, {seed = 1})))
+    tf.reset_default_graph()
+    tf.set_random_seed(7)
+    tf.constant(0)  -- other ops before it do not matter once the op seed is given
+    assert.same(base, values(tf.Session():run(tf.random_normal({4}, {seed = 1}))))
+    assert.are_not.same(base, values(tf.Session():run(tf.random_normal({4}, {seed = 2}))))
+    tf.reset_default_graph()
+    tf.set_random_seed(8)
+    assert.are_not.same(base, values(tf.Session():run(tf.random_normal({4}, {seed = 1}))))
+  end)
+
+  it("seeds follow TensorFlow's truncation and avoid (0, 0)", function()
+    tf.set_random_seed(0)
+    local s, s2 = tf.get_seed(0)
+    assert.equal(0, s)
+    assert.equal(2 ^ 31 - 1, s2)
+    tf.set_random_seed(2 ^ 31 + 5)
+    assert.equal(6, (tf.get_seed(1)))
+    tf.set_random_seed(nil)
+    assert.same({nil, nil}, {tf.get_seed(nil)})
+    assert.has_error(function() tf.set_random_seed(1.5) end)
+  end)
+
+  it("without any seed each op draws its own seeds and stays fixed within a session", function()
+    local a = tf.random_uniform({8})
+    local b = tf.random_uniform({8})
+    assert.are_not.equal(a.op:get_attr("seed2"), b.op:get_attr("seed2"))
+    local sess = tf.Session()
+    local va = values(sess:run(a))
+    assert.are_not.same(va, values(sess:run(b)))
+    assert.same(va, values(tf.Session():run(a)))
+  end)
+
+  it("uniform: 100k draws in [0, 1) with mean 1/2 and std 1/sqrt(12)", function()
+    for _, dtype in ipairs({tf.float32, tf.float64}) do
+      local a = tf.Session():run(tf.random_uniform({100000}, {seed = 11, dtype = dtype}))
+      assert.equal(dtype, a.dtype)
+      local mean, std, lo, hi = moments(a)
+      assert.is_true(math.abs(mean - 0.5) < 0.005, "mean " .. mean)
+      assert.is_true(math.abs(std - 1 / math.sqrt(12)) < 0.005, "std " .. std)
+      assert.is_true(lo >= 0 and lo < 1e-3, "min " .. lo)
+      assert.is_true(hi < 1 and hi > 1 - 1e-3, "max " .. hi)
+    end
+  end)
+
+  it("normal: 100k draws with mean 0 and std 1", function()
+    for _, dtype in ipairs({tf.float32, tf.float64}) do
+      local a = tf.Session():run(tf.random_normal({100, 1000}, {seed = 12, dtype = dtype}))
+      assert.same({100, 1000}, a:shape())
+      local mean, std, lo, hi = moments(a)
+      assert.is_true(math.abs(mean) < 0.015, "mean " .. mean)
+      assert.is_true(math.abs(std - 1) < 0.015, "std " .. std)
+      assert.is_true(lo < -3.5 and hi > 3.5, "range " .. lo .. " " .. hi)
+      assert.is_true(lo > -7 and hi < 7, "range " .. lo .. " " .. hi)
+    end
+  end)
+
+  it("scales to [minval, maxval) and to mean/stddev", function()
+    local u = tf.random_uniform({100000}, -2, 6, tf.float32, 5)
+    local mean, std, lo, hi = moments(tf.Session():run(u))
+    assert.is_true(math.abs(mean - 2) < 0.05, "mean " .. mean)
+    assert.is_true(math.abs(std - 8 / math.sqrt(12)) < 0.05, "std " .. std)
+    assert.is_true(lo >= -2 and hi < 6)
+    local n = tf.random_normal({100000}, {mean = 10, stddev = 3, seed = 5, dtype = tf.float64})
+    assert.equal(tf.float64, n.dtype)
+    mean, std = moments(tf.Session():run(n))
+    assert.is_true(math.abs(mean - 10) < 0.05, "mean " .. mean)
+    assert.is_true(math.abs(std - 3) < 0.05, "std " .. std)
+    -- the scaled uniform is the unit one stretched
+    local unit = tf.random_uniform({5}, {seed = 9})
+    local scaled = tf.random_uniform({5}, {minval = 1, maxval = 3, seed = 9})
+    local sess = tf.Session()
+    local a, b = values(sess:run(unit)), values(sess:run(scaled))
+    for i = 1, 5 do assert.is_true(math.abs(b[i] - (1 + 2 * a[i])) < 1e-6) end
+    -- tensor bounds
+    local lo_t, hi_t = tf.constant(10), tf.constant(11)
+    local t = values(tf.Session():run(tf.random_uniform({5}, {minval = lo_t, maxval = hi_t, seed = 9})))
+    for i = 1, 5 do assert.is_true(math.abs(t[i] - (10 + a[i])) < 1e-5) end
+  end)
+
+  it("takes the shape from a tensor fed at run time", function()
+    local shape = tf.placeholder(tf.int32, {2})
+    local u = tf.random_uniform(shape, {seed = 1})
+    assert.same({-1, -1}, u:get_shape():as_list())
+    local sess = tf.Session()
+    assert.same({3, 4}, sess:run(u, {[shape] = {3, 4}}):shape())
+    assert.same({0, 7}, sess:run(u, {[shape] = {0, 7}}):shape())
+    local s64 = tf.placeholder(tf.int64)
+    local n = tf.random_normal(s64, {seed = 1, dtype = tf.float64})
+    assert.is_nil(n:get_shape().dims)
+    local a = sess:run(n, {[s64] = tf.array({2, 2, 2}, tf.int64)})
+    assert.same({2, 2, 2}, a:shape())
+    -- a fed shape gives the same numbers as the same constant shape
+    local c = tf.random_uniform({3, 4}, {seed = 1})
+    assert.same(values(tf.Session():run(c)), values(tf.Session():run(u, {[shape] = {3, 4}})))
+  end)
+
+  it("handles scalars, empty tensors and odd sizes", function()
+    local sess = tf.Session()
+    local s = sess:run(tf.random_uniform({}, {seed = 1}))
+    assert.equal("number", type(s))
+    assert.is_true(s >= 0 and s < 1)
+    assert.same({0, 3}, sess:run(tf.random_normal({0, 3}, {seed = 1})):shape())
+    -- odd sizes: the tail of a block equals the head of a longer draw
+    local long = values(sess:run(raw("RandomNormal", {8}, tf.float32, 4, 4)))
+    local short = values(sess:run(raw("RandomNormal", {7}, tf.float32, 4, 4)))
+    for i = 1, 7 do assert.equal(long[i], short[i]) end
+  end)
+
+  it("a loop drawing large tensors recycles the dropped results' buffers", function()
+    local u = tf.random_uniform({4, 1024, 1024}, {seed = 1})  -- 16 MB a draw
+    local sess = tf.Session()
+    for _ = 1, 8 do assert.equal(4 * 2 ^ 20, sess:run(u):size()) end
+    assert.is_true(sess:num_allocations() <= 2, sess:num_allocations() .. " allocations")
+  end)
+
+  it("rejects bad dtypes, shapes and seeds with clear errors", function()
+    local ok, err = pcall(tf.random_uniform, {2}, {dtype = tf.int32})
+    assert.is_false(ok)
+    assert.matches("random_uniform: dtype must be float32 or float64, got int32", err)
+    ok, err = pcall(tf.random_normal, {2, -1})
+    assert.is_false(ok)
+    assert.matches("random_normal: shape must be non%-negative, got %-1 for dimension 1", err)
+    ok, err = pcall(tf.random_uniform, tf.constant({2.0}))
+    assert.is_false(ok)
+    assert.matches("shape must be an int32 or int64 tensor, got float32", err)
+    ok, err = pcall(tf.random_uniform, tf.constant({{2}}, tf.int32))
+    assert.is_false(ok)
+    assert.matches("shape must be a vector", err)
+    ok, err = pcall(tf.random_uniform, {2}, {seed = 0.5})
+    assert.is_false(ok)
+    assert.matches("seed must be an integer", err)
+    -- a negative dimension fed at run time
+    local shape = tf.placeholder(tf.int32, {1})
+    local u = tf.random_uniform(shape, {seed = 1})
+    local sess = tf.Session()
+    ok, err = pcall(sess.run, sess, u, {[shape] = {-3}})
+    assert.is_false(ok)
+    assert.matches("non%-negative", err)
+    -- the graph and the session still work
+    assert.same({3}, sess:run(u, {[shape] = {3}}):shape())
+  end)
+end)

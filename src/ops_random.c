@@ -1,0 +1,186 @@
+/* ops_random.c — random sources: RandomUniform, RandomNormal.
+ *
+ * Counter-based: every element comes from one Philox4x32-10 block (Salmon et
+ * al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) addressed by
+ *   key     = (seed, seed2)             low 32 bits of each; wider seeds fold
+ *                                       their high halves into the other word
+ *   counter = (block lo, block hi, run lo, run hi)
+ * where `run` counts this op's previous runs in the session and `block` is the
+ * element index divided by the values one block yields. So a value depends
+ * only on (seed, seed2, run, index): reproducible, and the same whatever
+ * order or thread computes it. The Lua layer truncates seeds to 31 bits as
+ * TensorFlow does, so there (seed, seed2) maps to the key one-to-one.
+ *
+ * Conversions (these fix the numbers users see; change them only knowingly):
+ *   float32 uniform: (w >> 8) * 2^-24, four values per block;
+ *   float64 uniform: ((w[2j] << 32 | w[2j+1]) >> 11) * 2^-53, two per block;
+ *   normal: Box-Muller on (u1, u2) = the two uniforms of a pair, with u1 moved
+ *   to (0, 1] for the log: z = sqrt(-2 ln u1) * (cos, sin)(2 pi u2); float32
+ *   gives two pairs per block, float64 one. */
+#include "internal.h"
+
+#include <math.h>
+
+enum {
+  PHILOX_M0 = 0xD2511F53u, PHILOX_M1 = 0xCD9E8D57u,  /* round multipliers */
+  PHILOX_W0 = 0x9E3779B9u, PHILOX_W1 = 0xBB67AE85u,  /* key schedule (Weyl) */
+};
+
+/* Philox4x32-10: ten rounds, the key bumped between rounds; c is replaced by
+ * the output block. Locals rather than arrays keep the state in registers. */
+static inline void philox4x32_10(uint32_t c[4], const uint32_t key[2]) {
+  uint32_t c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+    c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  c[0] = c0;
+  c[1] = c1;
+  c[2] = c2;
+  c[3] = c3;
+}
+
+/* Block -> values. Each writes PER values into out. */
+#define U24(w) ((float)((w) >> 8) * 0x1p-24f)                    /* [0, 1) */
+#define U24_OPEN0(w) ((float)(((w) >> 8) + 1) * 0x1p-24f)        /* (0, 1] */
+#define U53(a, b) ((double)((((uint64_t)(a) << 32) | (b)) >> 11) * 0x1p-53)
+#define U53_OPEN0(a, b) ((double)(((((uint64_t)(a) << 32) | (b)) >> 11) + 1) * 0x1p-53)
+#define TWO_PI 6.283185307179586476925286766559
+
+static inline void uniform_f32(const uint32_t w[4], float *out) {
+  for (int j = 0; j < 4; j++) out[j] = U24(w[j]);
+}
+static inline void uniform_f64(const uint32_t w[4], double *out) {
+  out[0] = U53(w[0], w[1]);
+  out[1] = U53(w[2], w[3]);
+}
+static inline void normal_f32(const uint32_t w[4], float *out) {
+  for (int j = 0; j < 4; j += 2) {
+    float r = sqrtf(-2.0f * logf(U24_OPEN0(w[j])));
+    float theta = (float)TWO_PI * U24(w[j + 1]);
+    out[j] = r * cosf(theta);
+    out[j + 1] = r * sinf(theta);
+  }
+}
+static inline void normal_f64(const uint32_t w[4], double *out) {
+  double r = sqrt(-2.0 * log(U53_OPEN0(w[0], w[1])));
+  double theta = TWO_PI * U53(w[2], w[3]);
+  out[0] = r * cos(theta);
+  out[1] = r * sin(theta);
+}
+
+typedef void (*fill_fn)(void *out, int64_t n, const uint32_t key[2], uint64_t run);
+
+/* The output block for element block b of this run. */
+static inline void philox_block(uint32_t c[4], int64_t b, uint64_t run, const uint32_t key[2]) {
+  c[0] = (uint32_t)b;
+  c[1] = (uint32_t)((uint64_t)b >> 32);
+  c[2] = (uint32_t)run;
+  c[3] = (uint32_t)(run >> 32);
+  philox4x32_10(c, key);
+}
+
+/* Fills n values of T, PER per block: element i comes from block i / PER. */
+#define DEFINE_FILL(NAME, T, PER, CONVERT)                                       \
+  static void NAME(void *out_, int64_t n, const uint32_t key[2], uint64_t run) { \
+    T *out = out_;                                                               \
+    uint32_t c[4];                                                               \
+    int64_t full = n / (PER), rest = n % (PER);                                  \
+    for (int64_t b = 0; b < full; b++) {                                         \
+      philox_block(c, b, run, key);                                              \
+      CONVERT(c, out + b * (PER));                                               \
+    }                                                                            \
+    if (rest) {                                                                  \
+      T tail[PER];                                                               \
+      philox_block(c, full, run, key);                                           \
+      CONVERT(c, tail);                                                          \
+      for (int64_t j = 0; j < rest; j++) out[full * (PER) + j] = tail[j];        \
+    }                                                                            \
+  }
+DEFINE_FILL(fill_uniform_f32, float, 4, uniform_f32)
+DEFINE_FILL(fill_uniform_f64, double, 2, uniform_f64)
+DEFINE_FILL(fill_normal_f32, float, 4, normal_f32)
+DEFINE_FILL(fill_normal_f64, double, 2, normal_f64)
+
+/* Inputs: shape (int32/int64 vector). Attrs: dtype (float32/float64), seed, seed2. */
+static mf_code random_infer(mf_infer_ctx *ic) {
+  mf_dtype dtype = mf_attr_type(ic->attrs, "dtype", MF_FLOAT32);
+  if (!mf_dtype_is_float(dtype))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: dtype must be float32 or float64, got %s; tf.cast the result for "
+                         "other dtypes", ic->op_name, mf_dtype_name(dtype));
+  mf_dtype st = ic->in_dtypes[0];
+  if (st != MF_INT32 && st != MF_INT64)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: shape must be an int32 or int64 tensor, got %s", ic->op_name,
+                         mf_dtype_name(st));
+  const mf_shape *ss = &ic->in_shapes[0];
+  if (ss->rank >= 0 && ss->rank != 1)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: shape must be a vector (rank 1), got rank %d", ic->op_name, ss->rank);
+  if (ss->rank == 1 && ss->dims[0] > MF_MAX_RANK)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: shape has %lld dimensions, at most %d allowed",
+                         ic->op_name, (long long)ss->dims[0], MF_MAX_RANK);
+  ic->out_dtypes[0] = dtype;
+  mf_tensor *v = ic->in_values[0];
+  if (!v) {
+    ic->out_shapes[0] = mf_shape_unknown();
+    if (ss->rank == 1 && ss->dims[0] >= 0) {
+      ic->out_shapes[0].rank = (int)ss->dims[0];
+      for (int i = 0; i < ic->out_shapes[0].rank; i++) ic->out_shapes[0].dims[i] = -1;
+    }
+    return MF_OK;
+  }
+  mf_shape out = {.rank = (int)v->size};
+  for (int i = 0; i < out.rank; i++) {
+    out.dims[i] = mf_load_int64(v->data, v->dtype, i);
+    if (out.dims[i] < 0)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                           "%s: shape must be non-negative, got %lld for dimension %d",
+                           ic->op_name, (long long)out.dims[i], i);
+  }
+  ic->out_shapes[0] = out;
+  return MF_OK;
+}
+
+/* Per-session state: how many times the op ran, so each run draws new numbers
+ * and a new session starts the sequence again. */
+typedef struct rng_state { uint64_t runs; } rng_state;
+
+static mf_code random_run(mf_kernel_ctx *ctx, fill_fn f32, fill_fn f64) {
+  rng_state *st = *ctx->state;
+  if (!st) {
+    st = mf_calloc(1, sizeof *st);
+    if (!st) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
+    *ctx->state = st;
+    *ctx->state_free = mf_free;
+  }
+  uint64_t seed = (uint64_t)mf_attr_int(ctx->attrs, "seed", 0);
+  uint64_t seed2 = (uint64_t)mf_attr_int(ctx->attrs, "seed2", 0);
+  uint32_t key[2] = {(uint32_t)seed ^ (uint32_t)(seed2 >> 32), (uint32_t)seed2 ^ (uint32_t)(seed >> 32)};
+  mf_tensor *out = ctx->outputs[0];
+  (out->dtype == MF_FLOAT32 ? f32 : f64)(out->data, out->size, key, st->runs++);
+  return MF_OK;
+}
+
+static mf_code uniform_kernel(mf_kernel_ctx *ctx) {
+  return random_run(ctx, fill_uniform_f32, fill_uniform_f64);
+}
+static mf_code normal_kernel(mf_kernel_ctx *ctx) {
+  return random_run(ctx, fill_normal_f32, fill_normal_f64);
+}
+
+static const mf_op_def defs[] = {
+    {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = random_infer, .kernel = {[MF_CPU] = uniform_kernel}},
+    {.name = "RandomNormal", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = random_infer, .kernel = {[MF_CPU] = normal_kernel}},
+};
+MF_OP_TABLE(mf_ops_random, defs);
