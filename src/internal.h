@@ -32,7 +32,7 @@ void *mf_calloc(size_t count, size_t n);
 void *mf_realloc(void *p, size_t n);
 void mf_free(void *p);
 char *mf_strdup(const char *s);
-void *mf_aligned_alloc(size_t n);        /* MF_ALIGNMENT-aligned, zeroed */
+void *mf_aligned_alloc(size_t n);        /* MF_ALIGNMENT-aligned, uninitialized */
 void mf_aligned_free(void *p);
 
 /* --- values --- */
@@ -44,11 +44,15 @@ struct mf_tensor {
   int64_t dims[MF_MAX_RANK];
   int64_t size;          /* number of elements */
   void *data;
-  size_t capacity;       /* bytes owned at data (0 for views and wrapped memory) */
+  size_t capacity;       /* bytes at data when owned */
+  bool owned;            /* data came from mf_aligned_alloc (not a view, not wrapped) */
   mf_tensor *base;       /* a view keeps its base alive */
   void (*release)(void *data, void *arg);
   void *release_arg;
 };
+/* Like mf_tensor_new but leaves the data uninitialized: for kernel outputs,
+ * which write every element anyway. */
+mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 /* A new header sharing t's data with another shape of the same size. */
 mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status *s);
 /* Reshapes a buffer the caller owns alone (refcount 1) in place; false when

@@ -18,9 +18,7 @@ char *mf_strdup(const char *s) {
 
 void *mf_aligned_alloc(size_t n) {
   size_t rounded = (n + MF_ALIGNMENT - 1) / MF_ALIGNMENT * MF_ALIGNMENT;
-  void *p = aligned_alloc(MF_ALIGNMENT, rounded ? rounded : MF_ALIGNMENT);
-  if (p) memset(p, 0, rounded);
-  return p;
+  return aligned_alloc(MF_ALIGNMENT, rounded ? rounded : MF_ALIGNMENT);
 }
 
 void mf_aligned_free(void *p) { free(p); }

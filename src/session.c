@@ -70,7 +70,7 @@ static void pool_put(mf_plan *p, mf_tensor *t) {
     mf_tensor_release(t);
     t = base;
   }
-  bool reusable = mf_tensor_refcount(t) == 1 && t->capacity && !t->base && t->device == MF_CPU;
+  bool reusable = mf_tensor_refcount(t) == 1 && t->owned && t->device == MF_CPU;
   if (reusable && p->pool_len < p->pool_cap) p->pool[p->pool_len++] = t;
   else mf_tensor_release(t);
 }
@@ -92,7 +92,7 @@ static mf_tensor *plan_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t
     return t;
   }
   p->sess->num_allocations++;
-  return mf_tensor_new(dtype, rank, dims, s);
+  return mf_tensor_new_uninit(dtype, rank, dims, s);
 }
 
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,

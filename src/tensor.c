@@ -17,11 +17,16 @@ static mf_code check_shape(mf_dtype dtype, int rank, const int64_t *dims, mf_sta
     return mf_status_set(s, MF_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
   if (rank < 0 || rank > MF_MAX_RANK)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "rank %d is out of range [0, %d]", rank, MF_MAX_RANK);
-  for (int i = 0; i < rank; i++)
+  int64_t bytes = (int64_t)mf_dtype_size(dtype);
+  for (int i = 0; i < rank; i++) {
     if (dims[i] < 0)
       return mf_status_set(s, MF_INVALID_ARGUMENT,
                            "a value needs a fully defined shape, but dimension %d is %lld", i,
                            (long long)dims[i]);
+    if (__builtin_mul_overflow(bytes, dims[i], &bytes) || bytes > ((int64_t)1 << 48))
+      return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "a %s value of %d dimensions is too large to allocate",
+                           mf_dtype_name(dtype), rank);
+  }
   return MF_OK;
 }
 
@@ -38,11 +43,18 @@ static mf_tensor *header(mf_dtype dtype, int rank, const int64_t *dims) {
 }
 
 mf_tensor *mf_tensor_new(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+  mf_tensor *t = mf_tensor_new_uninit(dtype, rank, dims, s);
+  if (t) memset(t->data, 0, t->capacity);
+  return t;
+}
+
+mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
   if (check_shape(dtype, rank, dims, s)) return NULL;
   mf_tensor *t = header(dtype, rank, dims);
   if (t) {
     t->capacity = (size_t)t->size * mf_dtype_size(dtype);
     t->data = mf_aligned_alloc(t->capacity);
+    t->owned = true;
     if (!t->data) { mf_free(t); t = NULL; }
   }
   if (!t) mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory allocating a %s value", mf_dtype_name(dtype));
@@ -80,7 +92,7 @@ mf_tensor *mf_tensor_view(mf_tensor *base, int rank, const int64_t *dims, mf_sta
 
 bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims) {
   int64_t n = mf_shape_num_elements(rank, dims);
-  if (!t->capacity || n < 0 || (size_t)n * mf_dtype_size(dtype) > t->capacity) return false;
+  if (!t->owned || n < 0 || (size_t)n * mf_dtype_size(dtype) > t->capacity) return false;
   t->dtype = dtype;
   t->rank = rank;
   if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
@@ -96,7 +108,7 @@ mf_tensor *mf_tensor_retain(mf_tensor *t) {
 void mf_tensor_release(mf_tensor *t) {
   if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
   if (t->base) mf_tensor_release(t->base);
-  else if (t->capacity) mf_aligned_free(t->data);
+  else if (t->owned) mf_aligned_free(t->data);
   else if (t->release) t->release(t->data, t->release_arg);
   mf_free(t);
 }
