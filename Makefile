@@ -4,7 +4,10 @@
 #   make asan       the library with AddressSanitizer + UBSan, in build-asan/
 #   make test-asan  the suite against build-asan/
 #   make bench      benchmarks with peer comparisons
-#   make install    PREFIX=/usr/local (or LUADIR=... for LuaRocks)
+#   make demo       runs examples/demo.lua
+#   make install    Lua modules + library into LUADIR/moonflow, header and
+#                   libraries into PREFIX/include and PREFIX/lib
+#   make install-lua  only the Lua modules + library (what LuaRocks runs)
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN := -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter
@@ -18,10 +21,12 @@ BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
-LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;"
+LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all deps test asan test-asan bench install clean
-all: deps $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
+.PHONY: all lib deps test asan test-asan bench demo install install-lua install-c clean
+all: deps lib
+# The build without the Debian package step (LuaRocks builds this on any system).
+lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
 
 # Installs missing Debian packages when root; otherwise says what to run.
 deps:
@@ -60,23 +65,36 @@ asan:
 	$(MAKE) BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
 	  build-asan/libmoonflow.so $(CDEF)
 
-# LuaJIT itself is not instrumented: preload the runtime, and skip leak checks
-# (the interpreter keeps allocations alive until exit by design).
+# LuaJIT itself is not instrumented, so the sanitizer runtimes are preloaded
+# (ASan must be the first library loaded). Leak checks are off: the interpreter
+# keeps allocations alive until exit by design. Any report aborts the run, so
+# busted then prints no summary and exits non-zero.
+ASAN_RUNTIME = $$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)
 test-asan: deps asan
-	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so \
-	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	  ASAN_OPTIONS=detect_leaks=0 busted $(BUSTED_ARGS) spec
+	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  busted $(BUSTED_ARGS) spec
 
+# The C peers are compiled by bench/run.lua with the library's CC and CFLAGS.
 bench: all
-	$(LUA_ENV) luajit bench/run.lua
+	$(LUA_ENV) BENCH_BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
 
-install: all
+demo: all
+	$(LUA_ENV) luajit examples/demo.lua
+
+install: install-lua install-c
+
+# Lua modules (with the generated cdef.lua) and the library they load, side by side.
+install-lua: lib
 	mkdir -p $(DESTDIR)$(LUADIR)/moonflow
 	cp lua/moonflow/*.lua $(DESTDIR)$(LUADIR)/moonflow/
 	cp $(BUILD)/libmoonflow.so $(DESTDIR)$(LUADIR)/moonflow/libmoonflow.so
+
+# The C API for hosts without Lua.
+install-c: lib
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
-	cp src/moonflow.h $(DESTDIR)$(PREFIX)/include/ 2>/dev/null || true
-	cp $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/ 2>/dev/null || true
+	cp src/moonflow.h $(DESTDIR)$(PREFIX)/include/moonflow.h
+	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
 
 clean:
 	rm -rf build build-asan $(CDEF)
