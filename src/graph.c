@@ -372,6 +372,71 @@ static mf_tensor *static_value(mf_output o) {
   return at ? at->v.tensor : NULL;
 }
 
+static mf_shape port_shape_value(mf_output o, int depth);
+
+/* One dim picked from a shape vector: a scalar Const, an Unpack output, or a
+ * StridedSlice that takes one element. -1 when unknown. */
+static int64_t port_scalar_value(mf_output o, int depth) {
+  const mf_op *op = o.op;
+  const char *type = op->def->name;
+  mf_tensor *v = static_value(o);
+  if (v) return v->rank == 0 && mf_dtype_is_integer(v->dtype) ? mf_load_int64(v->data, v->dtype, 0) : -1;
+  if (depth > 8 || op->num_inputs < 1) return -1;
+  int64_t index;
+  const int64_t *begin;
+  if (strcmp(type, "Unpack") == 0 && mf_attr_int(&op->attrs, "axis", 0) == 0) {
+    index = o.index;
+  } else if (strcmp(type, "StridedSlice") == 0 && mf_attr_int(&op->attrs, "shrink_axis_mask", 0) == 1 &&
+             mf_attr_int(&op->attrs, "ellipsis_mask", 0) == 0 &&
+             mf_attr_int(&op->attrs, "new_axis_mask", 0) == 0 &&
+             mf_attr_ints(&op->attrs, "begin", &begin) == 1) {
+    index = begin[0];
+  } else {
+    return -1;
+  }
+  mf_shape dims = port_shape_value(op->inputs[0], depth + 1);
+  if (index < 0) index += dims.rank;
+  return dims.rank >= 0 && index >= 0 && index < dims.rank ? dims.dims[index] : -1;
+}
+
+static mf_shape port_shape_value(mf_output o, int depth) {
+  const mf_op *op = o.op;
+  const char *type = op->def->name;
+  const mf_shape *vec = &op->out_shapes[o.index];
+  mf_shape out = mf_shape_unknown();
+  if (vec->rank == 1 && vec->dims[0] >= 0 && vec->dims[0] <= MF_MAX_RANK) {
+    out.rank = (int)vec->dims[0];
+    for (int i = 0; i < out.rank; i++) out.dims[i] = -1;
+  }
+  mf_tensor *v = static_value(o);
+  if (v && v->rank == 1 && v->size <= MF_MAX_RANK && mf_dtype_is_integer(v->dtype)) {
+    for (int i = 0; i < out.rank; i++) {
+      int64_t d = mf_load_int64(v->data, v->dtype, i);
+      out.dims[i] = d < 0 ? -1 : d;
+    }
+  } else if (strcmp(type, "Shape") == 0) {
+    out = op->inputs[0].op->out_shapes[op->inputs[0].index];
+  } else if (strcmp(type, "Pack") == 0 && mf_attr_int(&op->attrs, "axis", 0) == 0 &&
+             op->num_inputs == out.rank && depth <= 8) {
+    for (int i = 0; i < out.rank; i++) {
+      int64_t d = port_scalar_value(op->inputs[i], depth + 1);
+      out.dims[i] = d < 0 ? -1 : d;
+    }
+  }
+  return out;
+}
+
+mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
+  const mf_tensor *v = ic->in_values[i];
+  if (v && v->rank == 1 && v->size <= MF_MAX_RANK) {
+    mf_shape out = {.rank = (int)v->size};
+    for (int k = 0; k < out.rank; k++) out.dims[k] = mf_load_int64(v->data, v->dtype, k);
+    return out;
+  }
+  if (ic->in_ports) return port_shape_value(ic->in_ports[i], 0);
+  return mf_shape_unknown();
+}
+
 mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   mf_graph *g = d->graph;
   mf_op *op = NULL;
@@ -406,7 +471,7 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   mf_infer_ctx ic = {
       .op_name = name, .def = def, .attrs = &d->attrs, .num_inputs = n_in,
       .in_dtypes = in_dtypes, .in_shapes = in_shapes, .in_values = in_values,
-      .num_outputs = def->num_outputs > 0 ? def->num_outputs : 0,
+      .in_ports = d->inputs, .num_outputs = def->num_outputs > 0 ? def->num_outputs : 0,
       .out_dtypes = out_dtypes_inline, .out_shapes = out_shapes_inline, .status = s};
   if (!in_dtypes || !in_shapes || !in_values) {
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
@@ -512,10 +577,9 @@ mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_statu
   mf_shape merged = *shape;
   for (int k = 0; cur->rank >= 0 && k < cur->rank; k++)
     if (merged.dims[k] < 0) merged.dims[k] = cur->dims[k];
+  /* outputs_fully_defined stays as inference left it: a promised shape is no
+   * reason to skip run-time inference of this op. */
   *cur = merged;
-  op->outputs_fully_defined = true;
-  for (int k = 0; k < op->num_outputs; k++)
-    if (!mf_shape_fully_defined(&op->out_shapes[k])) op->outputs_fully_defined = false;
   return MF_OK;
 }
 

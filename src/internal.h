@@ -125,6 +125,7 @@ typedef struct mf_infer_ctx {
   const mf_dtype *in_dtypes;
   const mf_shape *in_shapes;
   mf_tensor *const *in_values;
+  const mf_output *in_ports; /* the inputs' producers at build time; NULL at run time */
   int num_outputs;           /* preset to def->num_outputs; set it for variadic outputs */
   mf_dtype *out_dtypes;      /* room for MF_MAX_OUTPUTS unless mf_infer_reserve grew it */
   mf_shape *out_shapes;
@@ -132,6 +133,11 @@ typedef struct mf_infer_ctx {
   bool runtime;              /* true when called by the executor */
 } mf_infer_ctx;
 typedef mf_code (*mf_infer_fn)(mf_infer_ctx *ic);
+/* The value of shape-vector input i as far as the graph tells before running
+ * (TensorFlow's constant_value_as_shape): exact from a value; at build time it
+ * also reads through Shape, Pack of scalars, and Unpack / StridedSlice picking
+ * one dim of those. Unknown dims are -1; rank -1 when the length is unknown. */
+mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i);
 enum { MF_MAX_OUTPUTS_INLINE = 8 };
 /* Makes room for n outputs (variadic ops such as Unstack); sets num_outputs. */
 mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);
@@ -204,7 +210,7 @@ struct mf_op {
   int num_outputs;
   mf_dtype *out_dtypes;
   mf_shape *out_shapes;
-  bool outputs_fully_defined; /* every static output shape is fully defined */
+  bool outputs_fully_defined; /* inference gave every output a fully defined shape */
 };
 
 struct mf_graph {

@@ -129,11 +129,7 @@ static mf_code random_infer(mf_infer_ctx *ic) {
   ic->out_dtypes[0] = dtype;
   mf_tensor *v = ic->in_values[0];
   if (!v) {
-    ic->out_shapes[0] = mf_shape_unknown();
-    if (ss->rank == 1 && ss->dims[0] >= 0) {
-      ic->out_shapes[0].rank = (int)ss->dims[0];
-      for (int i = 0; i < ic->out_shapes[0].rank; i++) ic->out_shapes[0].dims[i] = -1;
-    }
+    ic->out_shapes[0] = mf_infer_shape_value(ic, 0);
     return MF_OK;
   }
   mf_shape out = {.rank = (int)v->size};

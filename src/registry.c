@@ -3,11 +3,8 @@
 
 #include <string.h>
 
-/* Weak while the op files are being written in parallel; a missing table is skipped. */
-#define MF_WEAK __attribute__((weak))
-extern const mf_op_table mf_ops_core;
-extern const mf_op_table mf_ops_math MF_WEAK, mf_ops_array MF_WEAK, mf_ops_reduce MF_WEAK,
-    mf_ops_matmul MF_WEAK, mf_ops_random MF_WEAK;
+extern const mf_op_table mf_ops_core, mf_ops_math, mf_ops_array, mf_ops_reduce, mf_ops_matmul,
+    mf_ops_random;
 
 static const mf_op_table *const tables[] = {
     &mf_ops_core, &mf_ops_math, &mf_ops_array, &mf_ops_reduce, &mf_ops_matmul, &mf_ops_random,
@@ -15,7 +12,6 @@ static const mf_op_table *const tables[] = {
 
 const mf_op_def *mf_registry_lookup(const char *name) {
   for (size_t t = 0; t < MF_ARRAY_LEN(tables); t++)
-    if (tables[t])
     for (size_t i = 0; i < tables[t]->count; i++)
       if (strcmp(tables[t]->defs[i].name, name) == 0) return &tables[t]->defs[i];
   return NULL;

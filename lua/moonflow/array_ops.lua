@@ -1,3 +1,328 @@
--- array_ops.lua — op wrappers.
+-- array_ops.lua — shape and layout wrappers: shape, reshape, fill, zeros, tile,
+-- slicing, stack/unstack, concat, squeeze, expand_dims, transpose, range, and
+-- the x[i] indexing that graph.lua's Tensor delegates here.
+--
+-- Axes, begins, sizes, perms and multiples are Lua lists of integers (0-based,
+-- negative counts from the end); shapes (reshape, fill, zeros) may also be
+-- tensors, or lists mixing numbers and scalar tensors, which are stacked as
+-- TensorFlow does.
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+
+local attr = G.attr
+local is_tensor = G.is_tensor
+local dtypes = core.dtypes
+
+-- A plain table with string keys only is an options table (DESIGN §3); an empty
+-- table is an empty list.
+local function is_options(x)
+  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
+end
+
+-- Optional arguments given positionally in TensorFlow's order (`names`) and/or
+-- as one trailing options table; returns them by name.
+local function options(fname, names, ...)
+  local n = select("#", ...)
+  local opts = {}
+  local last = n > 0 and select(n, ...) or nil
+  if is_options(last) then
+    local valid = {}
+    for _, k in ipairs(names) do valid[k] = true end
+    for k, v in pairs(last) do
+      if not valid[k] then
+        error(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
+              table.concat(names, ", ") .. ")", 3)
+      end
+      opts[k] = v
+    end
+    n = n - 1
+  end
+  if n > #names then error(fname .. ": too many arguments", 3) end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then opts[names[i]] = v end
+  end
+  return opts
+end
+
+local function is_integer(v) return type(v) == "number" and v % 1 == 0 and v == v end
+
+-- A Lua list of integers (a single number counts as a one-element list when
+-- `scalar_ok`), checked, for an ints attribute.
+local function int_list(v, fname, what, scalar_ok)
+  if scalar_ok and type(v) == "number" then v = {v} end
+  if type(v) ~= "table" or getmetatable(v) ~= nil then
+    error(string.format("%s: %s must be a Lua list of integers, got %s", fname, what, tostring(v)), 3)
+  end
+  for i, x in ipairs(v) do
+    if not is_integer(x) then
+      error(string.format("%s: %s[%d] must be an integer, got %s", fname, what, i, tostring(x)), 3)
+    end
+  end
+  return v
+end
+
+local function int_arg(v, fname, what)
+  if not is_integer(v) then
+    error(string.format("%s: %s must be an integer, got %s", fname, what, tostring(v)), 3)
+  end
+  return v
+end
+
+-- The graph of the tensors among the arguments, looking one level into lists.
+local function graph_of(...)
+  local found = {}
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if is_tensor(v) then found[#found + 1] = v
+    elseif type(v) == "table" and getmetatable(v) == nil then
+      for _, x in ipairs(v) do if is_tensor(x) then found[#found + 1] = x end end
+    end
+  end
+  return G.graph_of(found)
+end
+
+-- The value of one element of `dtype` for a Lua number (bool takes v ~= 0).
+local function scalar(v, dtype)
+  if dtype == dtypes.bool then return v ~= 0 end
+  return v
+end
+
 return function(tf, ops)
+  -- A shape argument as an int tensor. Lists of numbers become an int32
+  -- constant (shape inference then sees every value); lists holding scalar
+  -- tensors are stacked, as TensorFlow does.
+  local function shape_tensor(shape, fname, graph)
+    if is_tensor(shape) then return shape end
+    if Array.is(shape) then return G.convert(shape, nil, graph) end
+    if getmetatable(shape) == G.TensorShape then
+      if not shape.dims then error(fname .. ": the shape must have a known rank", 3) end
+      shape = shape.dims
+    end
+    if type(shape) == "number" then shape = {shape} end
+    if type(shape) ~= "table" or getmetatable(shape) ~= nil then
+      error(fname .. ": expected a shape (a Lua list of integers or an int32 tensor), got " .. tostring(shape), 3)
+    end
+    local packed = false
+    for i, d in ipairs(shape) do
+      if is_tensor(d) then packed = true
+      elseif not is_integer(d) then
+        error(string.format("%s: shape[%d] must be an integer or a scalar tensor, got %s", fname, i, tostring(d)), 3)
+      end
+    end
+    if not packed then return G.constant(shape, {dtype = dtypes.int32, graph = graph}) end
+    return ops.stack(shape, {name = "shape"})
+  end
+
+  -- tf.shape(x, name, out_type) or {name=, out_type=}; out_type int32 (default) or int64.
+  function ops.shape(x, ...)
+    local o = options("tf.shape", {"name", "out_type"}, ...)
+    if getmetatable(o.name) == core.DType then o.name, o.out_type = nil, o.name end
+    return G.op{"Shape", inputs = {G.convert(x)},
+                attrs = {out_type = o.out_type and core.as_dtype(o.out_type, "tf.shape")}, name = o.name}
+  end
+
+  -- tf.size(x, name, out_type): the number of elements.
+  function ops.size(x, ...)
+    local o = options("tf.size", {"name", "out_type"}, ...)
+    if getmetatable(o.name) == core.DType then o.name, o.out_type = nil, o.name end
+    return G.op{"Size", inputs = {G.convert(x)},
+                attrs = {out_type = o.out_type and core.as_dtype(o.out_type, "tf.size")}, name = o.name}
+  end
+
+  -- tf.rank(x, name): the number of dimensions, int32.
+  function ops.rank(x, ...)
+    local o = options("tf.rank", {"name"}, ...)
+    return G.op{"Rank", inputs = {G.convert(x)}, name = o.name}
+  end
+
+  -- tf.reshape(x, shape, name): shape a list (one -1 allowed) or an int tensor.
+  function ops.reshape(x, shape, ...)
+    local o = options("tf.reshape", {"name"}, ...)
+    local g = graph_of(x, shape)
+    x = G.convert(x, nil, g)
+    local s = shape_tensor(shape, "tf.reshape", g)
+    return G.op{"Reshape", inputs = {x, s}, name = o.name}
+  end
+
+  -- tf.fill(dims, value, name): value's dtype (a Lua number is float32).
+  function ops.fill(dims, value, ...)
+    local o = options("tf.fill", {"name"}, ...)
+    local g = graph_of(dims, value)
+    local v = G.convert(value, nil, g)
+    local d = shape_tensor(dims, "tf.fill", g)
+    return G.op{"Fill", inputs = {d, v}, name = o.name}
+  end
+
+  -- tf.zeros(shape, dtype, name) / tf.ones: Fill with a constant (float32 by default).
+  local function filled(fname, number, default_name)
+    return function(shape, ...)
+      local o = options(fname, {"dtype", "name"}, ...)
+      local dtype = o.dtype and core.as_dtype(o.dtype, fname) or dtypes.float32
+      local g = graph_of(shape)
+      return ops.fill(shape, G.constant(scalar(number, dtype), {dtype = dtype, graph = g}),
+                      {name = o.name or default_name})
+    end
+  end
+  ops.zeros = filled("tf.zeros", 0, "zeros")
+  ops.ones = filled("tf.ones", 1, "ones")
+
+  -- tf.zeros_like(x, dtype, name) / tf.ones_like: x's shape, x's dtype unless given.
+  local function like(fname, op_type, number, default_name)
+    return function(x, ...)
+      local o = options(fname, {"dtype", "name"}, ...)
+      x = G.convert(x)
+      local dtype = o.dtype and core.as_dtype(o.dtype, fname) or x.dtype
+      local name = o.name or default_name
+      if dtype == x.dtype then return G.op{op_type, inputs = {x}, name = name} end
+      return ops.fill(ops.shape(x), G.constant(scalar(number, dtype), {dtype = dtype, graph = x.graph}),
+                      {name = name})
+    end
+  end
+  ops.zeros_like = like("tf.zeros_like", "ZerosLike", 0, "zeros_like")
+  ops.ones_like = like("tf.ones_like", "OnesLike", 1, "ones_like")
+
+  -- tf.tile(x, multiples, name): one non-negative multiple per dimension.
+  function ops.tile(x, multiples, ...)
+    local o = options("tf.tile", {"name"}, ...)
+    return G.op{"Tile", inputs = {G.convert(x)},
+                attrs = {multiples = attr.ints(int_list(multiples, "tf.tile", "multiples"))}, name = o.name}
+  end
+
+  -- tf.slice(x, begin, size, name): size -1 takes the rest of that dimension.
+  function ops.slice(x, begin, size, ...)
+    local o = options("tf.slice", {"name"}, ...)
+    return G.op{"Slice", inputs = {G.convert(x)},
+                attrs = {begin = attr.ints(int_list(begin, "tf.slice", "begin")),
+                         size = attr.ints(int_list(size, "tf.slice", "size"))}, name = o.name}
+  end
+
+  -- tf.strided_slice(x, begin, end, strides, {begin_mask=, end_mask=,
+  -- ellipsis_mask=, new_axis_mask=, shrink_axis_mask=, name=}), as x[b:e:s, ...] in Python.
+  local mask_names = {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"}
+  function ops.strided_slice(x, begin, end_, ...)
+    local o = options("tf.strided_slice", {"strides", "begin_mask", "end_mask", "ellipsis_mask",
+                                           "new_axis_mask", "shrink_axis_mask", "name"}, ...)
+    local attrs = {begin = attr.ints(int_list(begin, "tf.strided_slice", "begin")),
+                   ["end"] = attr.ints(int_list(end_, "tf.strided_slice", "end"))}
+    if o.strides ~= nil then attrs.strides = attr.ints(int_list(o.strides, "tf.strided_slice", "strides")) end
+    for _, m in ipairs(mask_names) do
+      if o[m] ~= nil then attrs[m] = attr.int(int_arg(o[m], "tf.strided_slice", m)) end
+    end
+    return G.op{"StridedSlice", inputs = {G.convert(x)}, attrs = attrs, name = o.name or "strided_slice"}
+  end
+
+  -- x[i] (graph.lua's Tensor __index for integer keys): row i of the first
+  -- axis, 0-based, negative from the end; the axis is dropped (x[0] of a
+  -- [3, 4] tensor has shape [4]).
+  function ops.index_first_axis(t, i)
+    int_arg(i, "Tensor index", "the index")
+    return G.op{"StridedSlice", inputs = {t},
+                attrs = {begin = attr.ints{i}, ["end"] = attr.ints{i + 1}, strides = attr.ints{1},
+                         shrink_axis_mask = attr.int(1)},
+                name = "strided_slice"}
+  end
+
+  -- Tensors from a Lua list; Lua values take the dtype of the first tensor.
+  local function tensor_list(values, fname)
+    if type(values) ~= "table" or getmetatable(values) ~= nil or #values == 0 then
+      error(fname .. ": expected a non-empty Lua list of tensors, got " .. tostring(values), 3)
+    end
+    local dtype
+    for _, v in ipairs(values) do
+      if is_tensor(v) then dtype = v.dtype; break end
+    end
+    local g = graph_of(values)
+    local out = {}
+    for i, v in ipairs(values) do out[i] = G.convert(v, dtype, g) end
+    return out
+  end
+
+  -- tf.stack(values, axis, name): a new dimension at axis (in [-rank-1, rank]).
+  function ops.stack(values, ...)
+    local o = options("tf.stack", {"axis", "name"}, ...)
+    return G.op{"Pack", inputs = tensor_list(values, "tf.stack"),
+                attrs = {axis = attr.int(int_arg(o.axis or 0, "tf.stack", "axis"))}, name = o.name or "stack"}
+  end
+
+  -- tf.unstack(x, num, axis, name) or {num=, axis=, name=}: a Lua list of
+  -- tensors; num is needed only when the dimension is unknown statically.
+  function ops.unstack(x, ...)
+    local o = options("tf.unstack", {"num", "axis", "name"}, ...)
+    local op = G.build{"Unpack", inputs = {G.convert(x)},
+                       attrs = {axis = attr.int(int_arg(o.axis or 0, "tf.unstack", "axis")),
+                                num = o.num ~= nil and attr.int(int_arg(o.num, "tf.unstack", "num")) or nil},
+                       name = o.name or "unstack"}
+    return op.outputs
+  end
+
+  -- tf.concat(values, axis, name): joins along an existing axis.
+  function ops.concat(values, ...)
+    local o = options("tf.concat", {"axis", "name"}, ...)
+    if o.axis == nil then error("tf.concat: axis is required (tf.concat(values, axis))", 2) end
+    return G.op{"Concat", inputs = tensor_list(values, "tf.concat"),
+                attrs = {axis = attr.int(int_arg(o.axis, "tf.concat", "axis"))}, name = o.name or "concat"}
+  end
+
+  -- tf.squeeze(x, axis, name): axis a number or list; all size-1 dims when absent.
+  function ops.squeeze(x, ...)
+    local o = options("tf.squeeze", {"axis", "name"}, ...)
+    local attrs = {}
+    if o.axis ~= nil then attrs.axis = attr.ints(int_list(o.axis, "tf.squeeze", "axis", true)) end
+    return G.op{"Squeeze", inputs = {G.convert(x)}, attrs = attrs, name = o.name}
+  end
+
+  -- tf.expand_dims(x, axis, name): a size-1 dimension at axis; -1 appends.
+  function ops.expand_dims(x, ...)
+    local o = options("tf.expand_dims", {"axis", "name"}, ...)
+    if o.axis == nil then error("tf.expand_dims: axis is required (tf.expand_dims(x, axis))", 2) end
+    return G.op{"ExpandDims", inputs = {G.convert(x)},
+                attrs = {axis = attr.int(int_arg(o.axis, "tf.expand_dims", "axis"))}, name = o.name}
+  end
+
+  -- tf.transpose(x, perm, name): perm defaults to reversing the dimensions.
+  function ops.transpose(x, ...)
+    local o = options("tf.transpose", {"perm", "name"}, ...)
+    local attrs = {}
+    if o.perm ~= nil then attrs.perm = attr.ints(int_list(o.perm, "tf.transpose", "perm")) end
+    return G.op{"Transpose", inputs = {G.convert(x)}, attrs = attrs, name = o.name or "transpose"}
+  end
+
+  -- tf.range(limit) or tf.range(start, limit, delta, {dtype=, name=}): start,
+  -- start + delta, ... up to but excluding limit. The dtype is the option's,
+  -- else that of a tensor argument, else — as TensorFlow does with Python ints —
+  -- int32 when every argument is an integer (int64 beyond int32's range) and
+  -- float32 otherwise: tf.range(5) is int32 {0, 1, 2, 3, 4}, tf.range(0, 1, 0.25)
+  -- float32. Tensor arguments are cast to that dtype.
+  local range_rank = {uint8 = 1, int32 = 2, int64 = 3, float32 = 4, float64 = 5}
+  function ops.range(start, ...)
+    local o = options("tf.range", {"limit", "delta", "dtype", "name"}, ...)
+    local limit, delta = o.limit, o.delta or 1
+    if limit == nil then start, limit = 0, start end
+    local args = {start, limit, delta}
+    local dtype = o.dtype and core.as_dtype(o.dtype, "tf.range")
+    if not dtype then  -- the widest tensor dtype, as TensorFlow's dtype hierarchy picks
+      for _, v in ipairs(args) do
+        if is_tensor(v) and (not dtype or (range_rank[v.dtype.name] or 0) > (range_rank[dtype.name] or 0)) then
+          dtype = v.dtype
+        end
+      end
+    end
+    if not dtype then
+      dtype = dtypes.int32
+      for _, v in ipairs(args) do
+        if type(v) ~= "number" then
+          error("tf.range: start, limit and delta must be numbers or scalar tensors, got " .. tostring(v), 2)
+        end
+        if not is_integer(v) then dtype = dtypes.float32; break end
+        if math.abs(v) >= 2 ^ 31 then dtype = dtypes.int64 end
+      end
+    end
+    local g = graph_of(start, limit, delta)
+    for i, v in ipairs(args) do
+      args[i] = is_tensor(v) and ops.cast(v, dtype) or G.convert(v, dtype, g)
+    end
+    return G.op{"Range", inputs = args, name = o.name or "range"}
+  end
 end
