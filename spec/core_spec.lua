@@ -559,14 +559,17 @@ describe("tf.Array", function()
   end)
 
   it("prints like NumPy", function()
-    assert.equal("[[1, 2],\n [3, 4]]", tostring(tf.array({{1, 2}, {3, 4}}, tf.int32)))
+    assert.equal("[[1, 2], [3, 4]]", tostring(tf.array({{1, 2}, {3, 4}}, tf.int32)))
     assert.equal("[1., 2.5]", tostring(tf.array({1, 2.5})))
     assert.equal("[True, False]", tostring(tf.array({true, false})))
-    assert.equal("[[[1, 2],\n  [3, 4]],\n [[5, 6],\n  [7, 8]]]",
+    assert.equal("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]",
                  tostring(tf.array({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}}, tf.uint8)))
     assert.equal("3.", tostring(tf.array(3)))
     assert.equal("-4", tostring(tf.array(-4, tf.int64)))
     assert.equal("[]", tostring(tf.array({}, tf.float32)))
+    local big = tf.Array.new(tf.int32, {2, 1000})
+    for j = 0, 999 do big:set(1, j, j) end
+    assert.equal("[[0, 0, 0, ..., 0, 0, 0], [0, 1, 2, ..., 997, 998, 999]]", tostring(big))
   end)
 
   it("rejects ragged tables and values of the wrong kind", function()

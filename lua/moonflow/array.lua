@@ -164,20 +164,39 @@ function Array:set(...)
   if self.dtype.name == "bool" then self._data[off] = v and true or false else self._data[off] = v end
 end
 
-function Array:totable()
-  local dims, data, dtype = self._dims, self._data, self.dtype
-  if #dims == 0 then return scalar_of(dtype, data[0]) end
-  local pos = 0
-  local function build(depth)
+-- Builds a nested structure over the elements in row-major order: leaf(v)
+-- for each element, group(list, depth) for each run along a dimension. With
+-- `edge`, a dimension longer than 2*edge keeps only its first and last `edge`
+-- entries, with `gap` between them (NumPy's summarized printing).
+local function nest(self, leaf, group, edge, gap)
+  local dims, data = self._dims, self._data
+  if #dims == 0 then return leaf(data[0]) end
+  local strides = {}
+  local stride = 1
+  for d = #dims, 1, -1 do strides[d] = stride; stride = stride * dims[d] end
+  local function build(depth, offset)
     local t = {}
-    if depth == #dims then
-      for i = 1, dims[depth] do t[i] = scalar_of(dtype, data[pos]); pos = pos + 1 end
-    else
-      for i = 1, dims[depth] do t[i] = build(depth + 1) end
+    local n = dims[depth]
+    local i = 0
+    while i < n do
+      if edge and n > 2 * edge and i == edge then
+        t[#t + 1] = gap
+        i = n - edge
+      end
+      local at = offset + i * strides[depth]
+      if depth == #dims then t[#t + 1] = leaf(data[at]) else t[#t + 1] = build(depth + 1, at) end
+      i = i + 1
     end
-    return t
+    return group(t, depth)
   end
-  return build(1)
+  return build(1, 0)
+end
+
+local function as_list(t) return t end
+
+function Array:totable()
+  local dtype = self.dtype
+  return nest(self, function(v) return scalar_of(dtype, v) end, as_list)
 end
 
 local function format_scalar(dtype, v)
@@ -193,24 +212,14 @@ local function format_scalar(dtype, v)
   return string.format("%d", v)
 end
 
--- NumPy-like printing: [[1, 2], [3, 4]].
+local function bracket(parts) return "[" .. table.concat(parts, ", ") .. "]" end
+
+-- NumPy-like printing on one line: [[1, 2], [3, 4]], floats as [1., 2.5];
+-- past 1000 elements, like NumPy, only 3 entries at each end of a dimension.
 function Array:__tostring()
-  local dims, data, dtype = self._dims, self._data, self.dtype
-  if #dims == 0 then return format_scalar(dtype, data[0]) end
-  local pos = 0
-  local function build(depth)
-    local parts = {}
-    for i = 1, dims[depth] do
-      if depth == #dims then
-        parts[i] = format_scalar(dtype, data[pos]); pos = pos + 1
-      else
-        parts[i] = build(depth + 1)
-      end
-    end
-    local sep = depth == #dims and ", " or (",\n" .. string.rep(" ", depth))
-    return "[" .. table.concat(parts, sep) .. "]"
-  end
-  return build(1)
+  local dtype = self.dtype
+  local edge = self._size > 1000 and 3 or nil
+  return nest(self, function(v) return format_scalar(dtype, v) end, bracket, edge, "...")
 end
 
 return Array
