@@ -456,6 +456,37 @@ describe("sessions", function()
       assert.equal(after_array, sess:num_allocations())
     end)
 
+    it("writes elementwise results in place only over inputs that die there", function()
+      local x = tf.placeholder(tf.float32, {3}, "x")
+      local a = x * 2
+      local doubled = a + a          -- a dies here, read twice while written in place
+      local b = a + 1                -- a still live: must not be overwritten
+      local c = a * 3
+      local sess = tf.Session()
+      local feed = {[x] = {1, 2, 3}}
+      local r = sess:run({doubled, b, c}, feed)
+      assert.same({4, 8, 12}, r[1]:totable())
+      assert.same({3, 5, 7}, r[2]:totable())
+      assert.same({6, 12, 18}, r[3]:totable())
+      -- a fetched intermediate is never overwritten by a later op
+      r = sess:run({a, a + 1}, feed)
+      assert.same({2, 4, 6}, r[1]:totable())
+      assert.same({3, 5, 7}, r[2]:totable())
+      -- nor is a fed value or a constant
+      local k = tf.constant({1, 1, 1})
+      r = sess:run({x + 1, k + 1, x}, feed)
+      assert.same({2, 3, 4}, r[1]:totable())
+      assert.same({2, 2, 2}, r[2]:totable())
+      assert.same({1, 2, 3}, r[3]:totable())
+      assert.same({1, 1, 1}, sess:run(k):totable())
+      -- x*2+1 in place allocates one buffer per run at most
+      local y = x * 2 + 1
+      sess:run(y, feed)
+      local before = sess:num_allocations()
+      sess:run(y, feed)
+      assert.is_true(sess:num_allocations() - before <= 1)
+    end)
+
     it("make_callable returns what run returns", function()
       local x = tf.placeholder(tf.float32, {-1}, "x")
       local k = tf.placeholder(tf.float32, {}, "k")

@@ -171,6 +171,8 @@ enum mf_op_flags {
   MF_OP_SETS_OUTPUTS = 1 << 1,       /* kernel sets ctx->outputs itself (forwarding, views) */
   MF_OP_NOT_DIFFERENTIABLE = 1 << 2, /* declared so on purpose: gradients stop here */
   MF_OP_VARIADIC_INPUTS = 1 << 3,    /* num_inputs is a minimum */
+  MF_OP_FORWARDS_INPUT = 1 << 4,     /* elementwise: output 0 may take over the buffer of an
+                                        input of its shape and dtype that dies at this op */
 };
 
 struct mf_op_def {

@@ -18,6 +18,7 @@ typedef struct mf_step {
   int *dead;             /* slots whose last reader is this step */
   int num_dead;
   bool infer_at_runtime;
+  unsigned forwardable;  /* bit k: input k dies here, so output 0 may take its buffer */
   bool has_fed_output;
 } mf_step;
 
@@ -301,6 +302,12 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     if (op->num_outputs > max_out) max_out = op->num_outputs;
     p->num_steps++;
   }
+  for (int i = 0; i < p->num_steps; i++) {
+    mf_step *st = &p->steps[i];
+    if (!(st->op->def->flags & MF_OP_FORWARDS_INPUT)) continue;
+    for (int k = 0; k < st->op->num_inputs && k < 32; k++)
+      if (last_use[st->in_slots[k]] == i && !p->slot_fetched[st->in_slots[k]]) st->forwardable |= 1u << k;
+  }
   for (int i = 0; i < num_slots; i++)
     if (!p->slot_fetched[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
   for (int i = 0; i < p->num_steps; i++)
@@ -463,6 +470,23 @@ static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_sta
   return s->code;
 }
 
+/* A dying input that nobody else holds, of the output's dtype and shape, whose
+ * buffer the elementwise kernel can write in place (in x*2+1 the product's
+ * buffer becomes the sum's); NULL if none. */
+static mf_tensor *forward_input(const mf_step *st, mf_tensor *const *inputs, mf_dtype dtype,
+                                const mf_shape *shape) {
+  for (int k = 0; k < st->op->num_inputs; k++) {
+    mf_tensor *t = inputs[k];
+    if (!(st->forwardable & (1u << k)) || mf_tensor_refcount(t) != 1 || !t->owned ||
+        t->dtype != dtype || t->rank != shape->rank)
+      continue;
+    bool same = true;
+    for (int d = 0; d < t->rank; d++) same &= t->dims[d] == shape->dims[d];
+    if (same) return mf_tensor_retain(t);
+  }
+  return NULL;
+}
+
 static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
   for (int k = 0; k < op->num_inputs; k++) {
     const mf_shape *want = &op->inputs[k].op->out_shapes[op->inputs[k].index];
@@ -510,8 +534,9 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
     bool infer = st->infer_at_runtime || !inputs_match_static(op, inputs);
     if (infer) infer_runtime(p, st, inputs, s);
     const mf_shape *out_shapes = infer ? p->rt_out_shapes : op->out_shapes;
+    if (st->forwardable && mf_ok(s)) outputs[0] = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
-      outputs[k] = plan_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
+      if (!outputs[k]) outputs[k] = plan_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     if (mf_ok(s)) {
       op_state *state = &sess->states[op->id];
       mf_kernel_ctx ctx = {
