@@ -326,7 +326,8 @@ function M.graph_of(inputs)
       if g == nil then g, first = t.graph, t
       elseif t.graph ~= g then
         error(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
-                            "build all ops of a computation inside one graph", t.name, first.name), 0)
+                            "build all ops of a computation inside one graph (at %s)",
+                            t.name, first.name, core.user_location()), 0)
       end
     end
   end
