@@ -142,6 +142,10 @@ enum { MF_MAX_OUTPUTS_INLINE = 8 };
 /* Makes room for n outputs (variadic ops such as Unstack); sets num_outputs. */
 mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);
 
+/* Per-session state of one op (a variable's value, an RNG counter): owned by
+ * the session, freed with `free` when it closes. */
+typedef struct mf_state_slot { void *ptr; void (*free)(void *); } mf_state_slot;
+
 typedef struct mf_kernel_ctx {
   const mf_op *op;
   const mf_attrs *attrs;
@@ -153,11 +157,13 @@ typedef struct mf_kernel_ctx {
                                  MF_OP_SETS_OUTPUTS kernels (e.g. a reshaping view) */
   mf_status *status;
   mf_session *session;
-  void **state;              /* this op's per-session state slot (variables, RNG counters) */
-  void (**state_free)(void *);
+  mf_state_slot *state;      /* this op's per-session state */
   struct mf_plan *plan;      /* for mf_kernel_alloc_output */
 } mf_kernel_ctx;
 typedef mf_code (*mf_kernel_fn)(mf_kernel_ctx *ctx);
+/* For a ref input k (see mf_op_def.ref_inputs): the state of the op producing
+ * it, e.g. the variable an Assign writes. */
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k);
 /* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);
@@ -180,6 +186,10 @@ struct mf_op_def {
   int num_inputs;
   int num_outputs;           /* -1: set by infer */
   unsigned flags;
+  /* Bit k: input k is a reference to its producer's state (the variable an
+   * Assign writes), not a value. The producer does not run for it and the
+   * kernel's inputs[k] is NULL; mf_kernel_ref_state reaches the state. */
+  unsigned ref_inputs;
   mf_infer_fn infer;
   mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
   mf_grad_fn grad;

@@ -149,12 +149,12 @@ static mf_code random_infer(mf_infer_ctx *ic) {
 typedef struct rng_state { uint64_t runs; } rng_state;
 
 static mf_code random_run(mf_kernel_ctx *ctx, fill_fn f32, fill_fn f64) {
-  rng_state *st = *ctx->state;
+  rng_state *st = ctx->state->ptr;
   if (!st) {
     st = mf_calloc(1, sizeof *st);
     if (!st) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
-    *ctx->state = st;
-    *ctx->state_free = mf_free;
+    ctx->state->ptr = st;
+    ctx->state->free = mf_free;
   }
   uint64_t seed = (uint64_t)mf_attr_int(ctx->attrs, "seed", 0);
   uint64_t seed2 = (uint64_t)mf_attr_int(ctx->attrs, "seed2", 0);

@@ -48,14 +48,12 @@ typedef struct mf_plan {
 
 struct mf_callable { mf_plan plan; };
 
-typedef struct op_state { void *ptr; void (*free)(void *); } op_state;
-
 struct mf_session {
   mf_graph *graph;
   bool closed;
   mf_callable **plans;
   int num_plans, cap_plans;
-  op_state *states;      /* per op id: variable values, RNG counters */
+  mf_state_slot *states;      /* per op id: variable values, RNG counters */
   int num_states;
   uint64_t num_allocations;
 };
@@ -94,6 +92,10 @@ static mf_tensor *plan_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t
   }
   p->sess->num_allocations++;
   return mf_tensor_new_uninit(dtype, rank, dims, s);
+}
+
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) {
+  return &ctx->session->states[ctx->op->inputs[k].op->id];
 }
 
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
@@ -210,13 +212,15 @@ static mf_code check_port(mf_session *sess, const char *what, mf_output o, mf_st
 static mf_code grow_states(mf_session *sess, mf_status *s) {
   int n = sess->graph->num_ops;
   if (n <= sess->num_states) return MF_OK;
-  op_state *st = mf_realloc(sess->states, (size_t)n * sizeof *st);
+  mf_state_slot *st = mf_realloc(sess->states, (size_t)n * sizeof *st);
   if (!st) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
   memset(st + sess->num_states, 0, (size_t)(n - sess->num_states) * sizeof *st);
   sess->states = st;
   sess->num_states = n;
   return MF_OK;
 }
+
+static bool is_ref_input(const mf_op *op, int k) { return k < 32 && (op->def->ref_inputs >> k & 1u); }
 
 static bool port_is_fed(const mf_plan *p, mf_output o) {
   for (int i = 0; i < p->nfeeds; i++)
@@ -245,7 +249,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     if (!needed[id]) continue;
     mf_op *op = g->ops[id];
     for (int k = 0; k < op->num_inputs; k++)
-      if (!PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
+      if (!is_ref_input(op, k) && !PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
     for (int k = 0; k < op->num_control; k++) needed[op->control_inputs[k]->id] = true;
   }
 
@@ -293,6 +297,10 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     st->has_fed_output = fed_op[id];
     if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
     for (int k = 0; k < op->num_inputs; k++) {
+      if (is_ref_input(op, k)) {
+        st->in_slots[k] = -1;
+        continue;
+      }
       st->in_slots[k] = slot_base[op->inputs[k].op->id] + op->inputs[k].index;
       last_use[st->in_slots[k]] = p->num_steps;
     }
@@ -306,7 +314,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     mf_step *st = &p->steps[i];
     if (!(st->op->def->flags & MF_OP_FORWARDS_INPUT)) continue;
     for (int k = 0; k < st->op->num_inputs && k < 32; k++)
-      if (last_use[st->in_slots[k]] == i && !p->slot_fetched[st->in_slots[k]]) st->forwardable |= 1u << k;
+      if (st->in_slots[k] >= 0 && last_use[st->in_slots[k]] == i && !p->slot_fetched[st->in_slots[k]]) st->forwardable |= 1u << k;
   }
   for (int i = 0; i < num_slots; i++)
     if (!p->slot_fetched[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
@@ -438,9 +446,10 @@ static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status
 
 static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_status *s) {
   mf_op *op = st->op;
-  for (int k = 0; k < op->num_inputs; k++) {
-    p->rt_dtypes[k] = inputs[k]->dtype;
-    p->rt_in_shapes[k] = mf_shape_of(inputs[k]);
+  for (int k = 0; k < op->num_inputs; k++) {  /* a ref input keeps its static description */
+    mf_output in = op->inputs[k];
+    p->rt_dtypes[k] = inputs[k] ? inputs[k]->dtype : in.op->out_dtypes[in.index];
+    p->rt_in_shapes[k] = inputs[k] ? mf_shape_of(inputs[k]) : in.op->out_shapes[in.index];
   }
   mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
   mf_infer_ctx ic = {
@@ -477,7 +486,7 @@ static mf_tensor *forward_input(const mf_step *st, mf_tensor *const *inputs, mf_
                                 const mf_shape *shape) {
   for (int k = 0; k < st->op->num_inputs; k++) {
     mf_tensor *t = inputs[k];
-    if (!(st->forwardable & (1u << k)) || mf_tensor_refcount(t) != 1 || !t->owned ||
+    if (!t || !(st->forwardable & (1u << k)) || mf_tensor_refcount(t) != 1 || !t->owned ||
         t->dtype != dtype || t->rank != shape->rank)
       continue;
     bool same = true;
@@ -491,6 +500,7 @@ static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
   for (int k = 0; k < op->num_inputs; k++) {
     const mf_shape *want = &op->inputs[k].op->out_shapes[op->inputs[k].index];
     const mf_tensor *t = inputs[k];
+    if (!t) continue;  /* a ref input */
     if (want->rank != t->rank) return false;
     for (int d = 0; d < t->rank; d++)
       if (want->dims[d] != t->dims[d]) return false;
@@ -519,7 +529,7 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
     mf_op *op = st->op;
     mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
     if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
-    for (int k = 0; k < op->num_inputs; k++) inputs[k] = p->slots[st->in_slots[k]];
+    for (int k = 0; k < op->num_inputs; k++) inputs[k] = st->in_slots[k] >= 0 ? p->slots[st->in_slots[k]] : NULL;
     mf_tensor **outputs = &p->slots[st->out_slot];
     mf_tensor *fed_keep[MF_MAX_OUTPUTS_INLINE] = {0};
     if (st->has_fed_output) {  /* keep fed values aside; the op still computes its other outputs */
@@ -538,12 +548,12 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
       if (!outputs[k]) outputs[k] = plan_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     if (mf_ok(s)) {
-      op_state *state = &sess->states[op->id];
+      mf_state_slot *state = &sess->states[op->id];
       mf_kernel_ctx ctx = {
           .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
           .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
           .status = s, .session = sess,
-          .state = &state->ptr, .state_free = &state->free, .plan = p};
+          .state = state, .plan = p};
       if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
       for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
         if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
