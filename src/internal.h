@@ -168,9 +168,21 @@ mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k);
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);
 
-/* Gradient rules build graph ops; the autodiff driver defines the context. */
-typedef struct mf_grad_ctx mf_grad_ctx;
+/* Gradient rules build graph ops. A rule reads the op and the gradients of its
+ * outputs and sets the gradients of its inputs; it may leave an input's
+ * gradient unset (no gradient flows there). Broadcasting is undone by the
+ * driver: a rule may return a gradient of the output's shape for an input
+ * that was broadcast. Integer inputs are never asked for. */
+typedef struct mf_grad_ctx {
+  mf_graph *graph;
+  const mf_op *op;
+  const mf_output *grads;     /* d/d(output i); .op NULL when output i got none */
+  mf_output *input_grads;     /* set by the rule, one per input */
+  const char *origin;
+  mf_status *status;          /* the first failure sticks; later builder calls do nothing */
+} mf_grad_ctx;
 typedef mf_code (*mf_grad_fn)(mf_grad_ctx *gc);
+
 
 enum mf_op_flags {
   MF_OP_STATEFUL = 1 << 0,           /* never pruned as a duplicate, runs once per run */
@@ -236,6 +248,20 @@ struct mf_graph {
   bool finalized;
   int64_t seed;
 };
+
+/* Builders for rules. They take and return ports; a port whose .op is NULL
+ * (an earlier failure) makes them return one too. */
+mf_op_desc *mf_grad_begin(mf_grad_ctx *gc, const char *type);  /* NULL after a failure */
+mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d);      /* output 0 */
+mf_output mf_grad_op1(mf_grad_ctx *gc, const char *type, mf_output a);
+mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b);
+mf_output mf_grad_scalar(mf_grad_ctx *gc, mf_dtype dtype, double v);   /* a Const */
+mf_output mf_grad_output_or_zeros(mf_grad_ctx *gc, int i);  /* grads[i], or zeros like output i */
+static inline mf_output mf_op_in(const mf_op *op, int i) { return op->inputs[i]; }
+static inline bool mf_op_is_ref_input(const mf_op *op, int k) {
+  return k < 32 && (op->def->ref_inputs >> k & 1u);
+}
+static inline mf_output mf_op_out(const mf_op *op, int i) { mf_output o = {(mf_op *)op, i}; return o; }
 
 /* Sets the error "<op>: ... (created at <origin>)" style suffix. */
 void mf_status_append_origin(mf_status *s, const mf_op *op);

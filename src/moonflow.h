@@ -150,6 +150,15 @@ mf_tensor *mf_op_attr_tensor(const mf_op *op, const char *name);           /* bo
 /* Op registry: whether an op type exists. */
 bool mf_op_type_registered(const char *type);
 
+/* --- automatic differentiation --- */
+/* Adds to g the ops computing dxs[i] = sum over j of d(ys[j] . grad_ys[j]) / d(xs[i]).
+ * grad_ys may be NULL (ones). dxs[i].op is NULL when xs[i] does not reach any y
+ * (or only through integer values). New ops go under the name scope
+ * "gradients/" and quote `origin` (e.g. "train.lua:12", may be NULL) in errors.
+ * An op on the path without a gradient rule is an error naming its type. */
+mf_code mf_gradients(mf_graph *g, const mf_output *ys, int ny, const mf_output *xs, int nx,
+                     const mf_output *grad_ys, mf_output *dxs, const char *origin, mf_status *s);
+
 /* --- sessions --- */
 mf_session *mf_session_new(mf_graph *g, mf_status *s); /* retains g */
 /* Releases the session's values and plans; idempotent. Runs on a closed

@@ -1060,6 +1060,54 @@ static mf_code range_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* ---------- BroadcastTo ---------- */
+
+/* BroadcastTo(x, shape): x repeated along the dimensions NumPy broadcasting
+ * would stretch or add. */
+static mf_code broadcast_to_infer(mf_infer_ctx *ic) {
+  if (check_shape_vector(ic, 1, "shape")) return ic->status->code;
+  const mf_shape *x = &ic->in_shapes[0];
+  mf_shape out = mf_infer_shape_value(ic, 1);
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  if (out.rank >= 0 && x->rank >= 0) {
+    char a[160], b[160];
+    if (x->rank > out.rank)
+      return INVALID(ic, "%s: cannot broadcast a tensor of shape %s to the lower rank shape %s", ic->op_name,
+                     mf_shape_str(x, a, sizeof a), mf_shape_str(&out, b, sizeof b));
+    int lead = out.rank - x->rank;
+    for (int d = 0; d < x->rank; d++) {
+      int64_t xd = x->dims[d], *od = &out.dims[lead + d];
+      if (xd >= 0 && *od >= 0 && xd != 1 && xd != *od)
+        return INVALID(ic, "%s: cannot broadcast a tensor of shape %s to shape %s (dimension %d: %lld vs. %lld)",
+                       ic->op_name, mf_shape_str(x, a, sizeof a), mf_shape_str(&out, b, sizeof b),
+                       lead + d, (long long)xd, (long long)*od);
+      if (*od < 0 && xd > 1) *od = xd;
+    }
+  }
+  ic->out_shapes[0] = out;
+  return MF_OK;
+}
+
+static mf_code broadcast_to_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0];
+  mf_tensor *out = ctx->outputs[0];
+  if (out->size == 0) return MF_OK;
+  int lead = out->rank - x->rank;
+  int64_t x_strides[MF_MAX_RANK], step[MF_MAX_RANK];
+  strides_of(x->rank, x->dims, x_strides);
+  for (int d = 0; d < out->rank; d++)
+    step[d] = d < lead || x->dims[d - lead] == 1 ? 0 : x_strides[d - lead];
+  gather_box(out, x, 0, out->rank, out->dims, step);
+  return MF_OK;
+}
+
+/* The gradient of a broadcast is the gradient summed back; the driver does
+ * exactly that for a gradient of the output's shape. */
+static mf_code broadcast_to_grad(mf_grad_ctx *gc) {
+  gc->input_grads[0] = gc->grads[0];
+  return MF_OK;
+}
+
 static const mf_op_def defs[] = {
     {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = shape_infer, .kernel = {[MF_CPU] = shape_kernel}},
@@ -1093,6 +1141,9 @@ static const mf_op_def defs[] = {
      .infer = expand_dims_infer, .kernel = {[MF_CPU] = view_kernel}},
     {.name = "Transpose", .num_inputs = 1, .num_outputs = 1,
      .infer = transpose_infer, .kernel = {[MF_CPU] = transpose_kernel}},
+    {.name = "BroadcastTo", .num_inputs = 2, .num_outputs = 1,
+     .infer = broadcast_to_infer, .kernel = {[MF_CPU] = broadcast_to_kernel},
+     .grad = broadcast_to_grad},
     {.name = "Range", .num_inputs = 3, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = range_infer, .kernel = {[MF_CPU] = range_kernel}},
 };

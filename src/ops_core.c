@@ -1,4 +1,4 @@
-/* ops_core.c — sources and plumbing: Const, Placeholder, Identity, NoOp. */
+/* ops_core.c — sources and plumbing: Const, Placeholder, Identity, StopGradient, NoOp. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -50,6 +50,11 @@ static mf_code identity_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+static mf_code identity_grad(mf_grad_ctx *gc) {
+  gc->input_grads[0] = gc->grads[0];
+  return MF_OK;
+}
+
 /* NoOp: groups control inputs. */
 static mf_code noop_infer(mf_infer_ctx *ic) { MF_UNUSED(ic); return MF_OK; }
 static mf_code noop_kernel(mf_kernel_ctx *ctx) { MF_UNUSED(ctx); return MF_OK; }
@@ -62,6 +67,9 @@ static const mf_op_def defs[] = {
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
      .infer = placeholder_infer, .kernel = {[MF_CPU] = placeholder_kernel}},
     {.name = "Identity", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+     .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel}, .grad = identity_grad},
+    {.name = "StopGradient", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
      .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel}},
     {.name = "NoOp", .num_inputs = 0, .num_outputs = 0, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = noop_infer, .kernel = {[MF_CPU] = noop_kernel}},

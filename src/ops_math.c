@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* dtype enums run from 1 to MF_UINT8; tables indexed by dtype have this many slots. */
 enum { MF_DTYPE_SLOTS = MF_UINT8 + 1 };
@@ -403,6 +404,54 @@ static mf_code cast_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* AddN: the sum of n tensors of one dtype and shape, with Add's loops (in
+ * place over the output after the first pair). It is how tf.gradients sums
+ * the gradients that fan out from one tensor. */
+static mf_code addn_infer(mf_infer_ctx *ic) {
+  mf_dtype t = ic->in_dtypes[0];
+  if (check_dtype(ic, "inputs have", t, Add_impl.dtypes)) return ic->status->code;
+  mf_shape shape = ic->in_shapes[0];
+  for (int i = 1; i < ic->num_inputs; i++) {
+    if (ic->in_dtypes[i] != t)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                           "%s: input %d has dtype %s but input 0 has %s; use tf.cast to convert", ic->op_name,
+                           i, mf_dtype_name(ic->in_dtypes[i]), mf_dtype_name(t));
+    const mf_shape *si = &ic->in_shapes[i];
+    if (!mf_shape_compatible(&shape, si)) {
+      char a[128], b[128];
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                           "%s: AddN needs inputs of one shape, but input %d is %s and the others %s",
+                           ic->op_name, i, mf_shape_str(si, a, sizeof a), mf_shape_str(&shape, b, sizeof b));
+    }
+    if (shape.rank < 0) shape = *si;
+    for (int d = 0; d < shape.rank && si->rank >= 0; d++)
+      if (shape.dims[d] < 0) shape.dims[d] = si->dims[d];
+  }
+  ic->out_dtypes[0] = t;
+  ic->out_shapes[0] = shape;
+  return MF_OK;
+}
+
+static mf_code addn_kernel(mf_kernel_ctx *ctx) {
+  mf_tensor *z = ctx->outputs[0];
+  mf_tensor *const *in = ctx->inputs;
+  if (z->size == 0) return MF_OK;
+  if (ctx->num_inputs == 1) {
+    if (z->data != in[0]->data) memcpy(z->data, in[0]->data, mf_tensor_nbytes(z));
+    return MF_OK;
+  }
+  mf_zip_fn add = Add_impl.loop[z->dtype];
+  add(in[0]->data, true, in[1]->data, true, z->data, z->size);
+  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size);
+  return MF_OK;
+}
+
+/* Every input of a sum gets the sum's gradient. */
+static mf_code addn_grad(mf_grad_ctx *gc) {
+  for (int i = 0; i < gc->op->num_inputs; i++) gc->input_grads[i] = gc->grads[0];
+  return MF_OK;
+}
+
 /* Parameters are not called name/flags: they would replace the designators. */
 #define MF_OP_DEF(op, arity, fl) \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
@@ -415,5 +464,8 @@ static const mf_op_def defs[] = {
     MF_BINARY_OPS(MF_BINARY_DEF)
     {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .infer = cast_infer,
      .kernel = {[MF_CPU] = cast_kernel}},
+    {.name = "AddN", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT, .infer = addn_infer,
+     .kernel = {[MF_CPU] = addn_kernel}, .grad = addn_grad},
 };
 MF_OP_TABLE(mf_ops_math, defs);

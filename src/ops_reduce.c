@@ -305,8 +305,68 @@ enum { NUMERIC_IS_LOGICAL = false, LOGICAL_IS_LOGICAL = true };
 enum { NUMERIC_FLAGS = 0, LOGICAL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
 REDUCE_OPS(REDUCE_OP_FUNCS)
 
+/* ---------- SumToShape ---------- */
+
+/* SumToShape(grad, shape): sums grad over the dimensions that broadcasting
+ * added or stretched from 1, giving a tensor of `shape`. It undoes NumPy
+ * broadcasting in tf.gradients; when nothing was broadcast it forwards grad. */
+static mf_code sum_to_shape_infer(mf_infer_ctx *ic) {
+  mf_dtype t = ic->in_dtypes[0];
+  if (t == MF_BOOL)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: SumToShape takes a numeric tensor, got bool",
+                         ic->op_name);
+  if (ic->in_dtypes[1] != MF_INT32 && ic->in_dtypes[1] != MF_INT64)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the shape must be int32 or int64, got %s",
+                         ic->op_name, mf_dtype_name(ic->in_dtypes[1]));
+  ic->out_dtypes[0] = t;
+  ic->out_shapes[0] = mf_infer_shape_value(ic, 1);
+  return MF_OK;
+}
+
+static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
+  mf_tensor *grad = ctx->inputs[0];
+  const mf_shape *want = &ctx->out_shapes[0];
+  bool mask[MF_MAX_RANK], same = want->rank == grad->rank;
+  int lead = grad->rank - want->rank;
+  for (int d = 0; d < grad->rank || (lead < 0 && d == 0); d++) {
+    int64_t w = lead < 0 ? -1 : d >= lead ? want->dims[d - lead] : 1;
+    if (lead < 0 || (w != grad->dims[d] && w != 1)) {
+      char a[128], b[128];
+      mf_shape gs = mf_shape_of(grad);
+      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                           "%s: a gradient of shape %s cannot be summed to shape %s, which does not "
+                           "broadcast to it", ctx->op->name, mf_shape_str(&gs, a, sizeof a),
+                           mf_shape_str(want, b, sizeof b));
+    }
+    mask[d] = d < lead || w != grad->dims[d];
+    same &= !mask[d];
+  }
+  if (same) {
+    ctx->outputs[0] = mf_tensor_retain(grad);
+    return MF_OK;
+  }
+  mf_tensor *out = mf_kernel_alloc_output(ctx, 0, grad->dtype, want->rank, want->dims);
+  if (!out) return ctx->status->code;
+  reduce_geom g;
+  reduce_geometry(grad, mask, &g);
+  Sum_fns[grad->dtype](&g, grad->data, out->data);
+  return MF_OK;
+}
+
+/* The gradient of a sum to a shape is the gradient broadcast back. */
+static mf_code sum_to_shape_grad(mf_grad_ctx *gc) {
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  gc->input_grads[0] = mf_grad_op2(gc, "BroadcastTo", gc->grads[0], shape);
+  return gc->status->code;
+}
+
 #define REDUCE_DEF(op, types, acc, identity, combine, result)                                  \
   {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                  \
    .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}},
-static const mf_op_def defs[] = {REDUCE_OPS(REDUCE_DEF)};
+static const mf_op_def defs[] = {
+    REDUCE_OPS(REDUCE_DEF)
+    {.name = "SumToShape", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+     .infer = sum_to_shape_infer, .kernel = {[MF_CPU] = sum_to_shape_kernel},
+     .grad = sum_to_shape_grad},
+};
 MF_OP_TABLE(mf_ops_reduce, defs);

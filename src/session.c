@@ -220,8 +220,6 @@ static mf_code grow_states(mf_session *sess, mf_status *s) {
   return MF_OK;
 }
 
-static bool is_ref_input(const mf_op *op, int k) { return k < 32 && (op->def->ref_inputs >> k & 1u); }
-
 static bool port_is_fed(const mf_plan *p, mf_output o) {
   for (int i = 0; i < p->nfeeds; i++)
     if (p->feeds[i].op == o.op && p->feeds[i].index == o.index) return true;
@@ -249,7 +247,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     if (!needed[id]) continue;
     mf_op *op = g->ops[id];
     for (int k = 0; k < op->num_inputs; k++)
-      if (!is_ref_input(op, k) && !PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
+      if (!mf_op_is_ref_input(op, k) && !PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
     for (int k = 0; k < op->num_control; k++) needed[op->control_inputs[k]->id] = true;
   }
 
@@ -297,7 +295,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     st->has_fed_output = fed_op[id];
     if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
     for (int k = 0; k < op->num_inputs; k++) {
-      if (is_ref_input(op, k)) {
+      if (mf_op_is_ref_input(op, k)) {
         st->in_slots[k] = -1;
         continue;
       }
@@ -491,6 +489,9 @@ static mf_tensor *forward_input(const mf_step *st, mf_tensor *const *inputs, mf_
       continue;
     bool same = true;
     for (int d = 0; d < t->rank; d++) same &= t->dims[d] == shape->dims[d];
+    /* A value read by two inputs (x + x, AddN(g, g, g)) stays read-only: a
+     * kernel making several passes would read its own partial results. */
+    for (int j = 0; j < st->op->num_inputs && same; j++) same &= j == k || inputs[j] != t;
     if (same) return mf_tensor_retain(t);
   }
   return NULL;

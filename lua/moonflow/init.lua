@@ -57,7 +57,7 @@ local ops = G.ops
 setmetatable(tf, {__index = ops})
 tf.ops = ops
 
-for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops"}) do
+for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

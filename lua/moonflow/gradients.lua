@@ -1,0 +1,174 @@
+-- gradients.lua — tf.gradients, tf.stop_gradient, tf.add_n, tf.broadcast_to and
+-- tf.test.compute_gradient(_error). The differentiation itself is the C driver
+-- (src/autodiff.c); this is argument handling.
+local ffi = require("ffi")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+local C = core.C
+
+-- A tensor or a list of tensors as a list.
+local function as_list(x, what)
+  if G.is_tensor(x) then return {x} end
+  if type(x) ~= "table" or getmetatable(x) ~= nil then
+    error("tf.gradients: " .. what .. " must be a Tensor or a list of Tensors, got " .. tostring(x), 3)
+  end
+  for i, t in ipairs(x) do
+    if not G.is_tensor(t) then
+      error("tf.gradients: " .. what .. "[" .. i .. "] is not a Tensor: " .. tostring(t), 3)
+    end
+  end
+  return x
+end
+
+local function ports(list)
+  local buf = core.ports(math.max(#list, 1))
+  for i, t in ipairs(list) do buf[i - 1].op, buf[i - 1].index = t.op.ptr, t.value_index end
+  return buf
+end
+
+-- Seeded numbers in [-1, 1) for gradient checks: reproducible, no global state.
+local function uniform_values(n, seed)
+  local out, s = {}, seed
+  for i = 1, n do
+    s = (s * 1103515245 + 12345) % 2147483648
+    out[i] = s / 1073741824 - 1
+  end
+  return out
+end
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+return function(tf, ops)
+  -- tf.gradients(ys, xs, grad_ys, {unconnected_gradients = "none" | "zero", name=}):
+  -- a list with one gradient per x (its `n` field is #xs); an x that no y
+  -- depends on gets nil, or zeros with unconnected_gradients = "zero".
+  function tf.gradients(ys, xs, grad_ys, opts)
+    if type(grad_ys) == "table" and getmetatable(grad_ys) == nil and #grad_ys == 0 and next(grad_ys) then
+      grad_ys, opts = nil, grad_ys
+    end
+    opts = opts or {}
+    local unconnected = opts.unconnected_gradients or "none"
+    if unconnected ~= "none" and unconnected ~= "zero" then
+      error('tf.gradients: unconnected_gradients must be "none" or "zero", got ' .. tostring(unconnected), 2)
+    end
+    ys, xs = as_list(ys, "ys"), as_list(xs, "xs")
+    local all = {unpack(ys)}
+    for _, x in ipairs(xs) do all[#all + 1] = x end
+    local g = G.graph_of(all)
+    local gys
+    if grad_ys ~= nil then
+      grad_ys = as_list(grad_ys, "grad_ys")
+      if #grad_ys ~= #ys then error("tf.gradients: grad_ys needs one tensor per y", 2) end
+      gys = ports(grad_ys)
+    end
+    local dxs = core.ports(math.max(#xs, 1))
+    local origin = core.user_location()
+    if C.mf_gradients(g.ptr, ports(ys), #ys, ports(xs), #xs, gys, dxs, origin, core.status) ~= 0 then
+      core.check()
+    end
+    local out = {n = #xs}
+    for i = 1, #xs do
+      if dxs[i - 1].op ~= nil then out[i] = g:_op(dxs[i - 1].op):output(dxs[i - 1].index)
+      elseif unconnected == "zero" then out[i] = ops.zeros_like(xs[i]) end
+    end
+    return out
+  end
+
+  -- tf.stop_gradient(x, name): x, through which no gradient flows.
+  function ops.stop_gradient(x, name)
+    return G.op{"StopGradient", inputs = {G.convert(x)}, name = type(name) == "table" and name.name or name}
+  end
+
+  -- tf.add_n(list, name): the elementwise sum of tensors of one shape and dtype.
+  function ops.add_n(list, name)
+    if type(list) ~= "table" or #list == 0 then error("tf.add_n: expected a non-empty list of tensors", 2) end
+    local ref
+    for _, t in ipairs(list) do if G.is_tensor(t) then ref = t break end end
+    local inputs = {}
+    for i, t in ipairs(list) do inputs[i] = G.convert(t, ref and ref.dtype, ref and ref.graph) end
+    return G.op{"AddN", inputs = inputs, name = type(name) == "table" and name.name or name}
+  end
+
+  -- tf.broadcast_to(x, shape, name).
+  function ops.broadcast_to(x, shape, name)
+    x = G.convert(x)
+    if not G.is_tensor(shape) then shape = G.constant(shape, {dtype = tf.int32, graph = x.graph}) end
+    return G.op{"BroadcastTo", inputs = {x, shape}, name = type(name) == "table" and name.name or name}
+  end
+
+  tf.test = tf.test or {}
+
+  -- tf.test.compute_gradient(x, x_shape, y, y_shape, {x_init_value=, delta=, session=}):
+  -- the theoretical (symbolic) and numerical (central differences) Jacobians,
+  -- each a Lua table of x_size rows by y_size columns, computed in float64.
+  -- x may be any tensor (a placeholder, a variable, an intermediate): it is fed.
+  function tf.test.compute_gradient(x, x_shape, y, y_shape, opts)
+    opts = opts or {}
+    local delta = opts.delta or 1e-3
+    local nx, ny = numel(x_shape), numel(y_shape)
+    local x0 = opts.x_init_value and Array.from(opts.x_init_value, tf.float64) or
+               tf.array(uniform_values(nx, 12345), tf.float64)
+    if x0:size() ~= nx then error("compute_gradient: x_init_value has " .. x0:size() .. " values, x_shape " .. nx, 2) end
+    local sess = opts.session or tf.Session(x.graph)
+    local dy = x.graph:as_default(function() return tf.placeholder(y.dtype, y_shape) end)
+    local dx = tf.gradients(y, x, dy)[1]
+    local function feed_value(values)  -- x's dtype and shape from float64 values
+      local a = Array.new(x.dtype, x_shape)
+      for i = 0, nx - 1 do a._data[i] = values._data[i] end
+      return a
+    end
+    local x_value = feed_value(x0)
+    local theoretical, numerical = {}, {}
+    for i = 1, nx do theoretical[i], numerical[i] = {}, {} end
+    -- Symbolic: row j of the Jacobian's transpose is d(y[j])/dx.
+    local seed = Array.new(y.dtype, y_shape)
+    for j = 0, ny - 1 do
+      for k = 0, ny - 1 do seed._data[k] = k == j and 1 or 0 end
+      local g = dx and sess:run(dx, {[x] = x_value, [dy] = seed})
+      for i = 0, nx - 1 do
+        local v = 0
+        if g then v = type(g) == "number" and g or tonumber(g._data[i]) end
+        theoretical[i + 1][j + 1] = v
+      end
+    end
+    -- Numerical: central differences of y along each coordinate of x.
+    local function y_at(values)
+      local r = sess:run(y, {[x] = feed_value(values)})
+      if type(r) == "number" then return {r} end
+      local out = {}
+      for k = 0, ny - 1 do out[k + 1] = tonumber(r._data[k]) end
+      return out
+    end
+    local probe = Array.from(x0, tf.float64)
+    for i = 0, nx - 1 do
+      local v = x0._data[i]
+      probe._data[i] = v + delta
+      local plus = y_at(probe)
+      probe._data[i] = v - delta
+      local minus = y_at(probe)
+      probe._data[i] = v
+      for j = 1, ny do numerical[i + 1][j] = (plus[j] - minus[j]) / (2 * delta) end
+    end
+    if not opts.session then sess:close() end
+    return theoretical, numerical
+  end
+
+  -- The largest absolute difference between the two Jacobians.
+  function tf.test.compute_gradient_error(x, x_shape, y, y_shape, opts)
+    local theoretical, numerical = tf.test.compute_gradient(x, x_shape, y, y_shape, opts)
+    local worst = 0
+    for i, row in ipairs(theoretical) do
+      for j, v in ipairs(row) do
+        local d = math.abs(v - numerical[i][j])
+        if d ~= d then return math.huge end
+        if d > worst then worst = d end
+      end
+    end
+    return worst
+  end
+end
