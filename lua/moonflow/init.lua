@@ -57,7 +57,7 @@ local ops = G.ops
 setmetatable(tf, {__index = ops})
 tf.ops = ops
 
-for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients"}) do
+for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients", "nn_ops"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

@@ -1,0 +1,169 @@
+-- Numerically stable functions: effective-tensorflow's "numerical stability"
+-- section and cookbook "entropy", with the texts' results.
+local tf = require("moonflow")
+
+local function near_list(want, got, tol)
+  assert.equal(#want, #got)
+  for i = 1, #want do assert.near(want[i], got[i], tol) end
+end
+
+describe("effective-tensorflow: numerical stability", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("the naive softmax of [1000, 0] is [nan, 0]; the stable one is [1, 0]", function()
+    local function unstable_softmax(logits)
+      local exp = tf.exp(logits)
+      return exp / tf.reduce_sum(exp)
+    end
+    local function softmax(logits)
+      local exp = tf.exp(logits - tf.reduce_max(logits))
+      return exp / tf.reduce_sum(exp)
+    end
+    local sess = tf.Session()
+    local naive = sess:run(unstable_softmax(tf.constant({1000, 0}))):totable()
+    assert.is_true(naive[1] ~= naive[1])
+    assert.equal(0, naive[2])
+    assert.same({1, 0}, sess:run(softmax(tf.constant({1000, 0}))):totable())
+    assert.same({1, 0}, sess:run(tf.nn.softmax(tf.constant({1000, 0}))):totable())
+  end)
+
+  it("the naive cross entropy is inf; the stable one is 500 with gradient [0.5, -0.5]", function()
+    local function unstable_softmax_cross_entropy(labels, logits)
+      local exp = tf.exp(logits)
+      local log = tf.log(exp / tf.reduce_sum(exp))
+      return -tf.reduce_sum(labels * log)
+    end
+    local function softmax_cross_entropy(labels, logits)
+      local scaled_logits = logits - tf.reduce_max(logits)
+      local normalized_logits = scaled_logits - tf.reduce_logsumexp(scaled_logits)
+      return -tf.reduce_sum(labels * normalized_logits)
+    end
+    local labels = tf.constant({0.5, 0.5})
+    local logits = tf.constant({1000, 0})
+    local sess = tf.Session()
+    local naive = sess:run(unstable_softmax_cross_entropy(labels, logits))
+    assert.is_true(naive == math.huge or naive ~= naive)
+    local xe = softmax_cross_entropy(labels, logits)
+    assert.equal(500, sess:run(xe))
+    assert.same({0.5, -0.5}, sess:run(tf.gradients(xe, logits)[1]):totable())
+    local builtin = tf.nn.softmax_cross_entropy_with_logits({labels = labels, logits = logits})
+    assert.equal(500, sess:run(builtin))
+    assert.same({0.5, -0.5}, sess:run(tf.gradients(builtin, logits)[1]):totable())
+  end)
+end)
+
+describe("tf.nn stable functions", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  local x_values = {{0.2, -1.3, 2.5}, {3.1, 0.4, -0.7}}
+
+  it("softmax and log_softmax along any axis", function()
+    local x = tf.constant(x_values, tf.float64)
+    local sess = tf.Session()
+    local sm = sess:run(tf.nn.softmax(x)):totable()
+    for r = 1, 2 do
+      local z = 0
+      for c = 1, 3 do z = z + math.exp(x_values[r][c]) end
+      for c = 1, 3 do assert.near(math.exp(x_values[r][c]) / z, sm[r][c], 1e-12) end
+    end
+    local ls0 = sess:run(tf.nn.log_softmax(x, 0)):totable()
+    for c = 1, 3 do
+      local z = math.log(math.exp(x_values[1][c]) + math.exp(x_values[2][c]))
+      for r = 1, 2 do assert.near(x_values[r][c] - z, ls0[r][c], 1e-12) end
+    end
+    local by_option = sess:run(tf.nn.softmax(x, {axis = 0})):totable()
+    assert.near(math.exp(ls0[1][1]), by_option[1][1], 1e-12)
+  end)
+
+  it("reduce_logsumexp with axis and keepdims, stable at 1000", function()
+    local x = tf.constant({{1, 2}, {3, 1000}}, tf.float64)
+    local sess = tf.Session()
+    near_list({math.log(math.exp(1) + math.exp(2)), 1000}, sess:run(tf.reduce_logsumexp(x, 1)):totable(), 1e-12)
+    assert.same({2, 1}, sess:run(tf.reduce_logsumexp(x, 1, true)):shape())
+    assert.near(1000, sess:run(tf.reduce_logsumexp(x)), 1e-9)
+    assert.same({}, tf.reduce_logsumexp(x):get_shape():as_list())
+  end)
+
+  it("sparse softmax cross entropy equals the dense one with one-hot labels", function()
+    local logits = tf.constant(x_values, tf.float64)
+    local dense = tf.nn.softmax_cross_entropy_with_logits({
+      labels = tf.constant({{0, 0, 1}, {1, 0, 0}}, tf.float64), logits = logits})
+    local sparse = tf.nn.sparse_softmax_cross_entropy_with_logits({
+      labels = tf.constant({2, 0}, tf.int32), logits = logits})
+    local sess = tf.Session()
+    near_list(sess:run(dense):totable(), sess:run(sparse):totable(), 1e-12)
+    local gd = sess:run(tf.gradients(dense, logits)[1]):totable()
+    local gs = sess:run(tf.gradients(sparse, logits)[1]):totable()
+    for r = 1, 2 do near_list(gd[r], gs[r], 1e-12) end
+  end)
+
+  it("sigmoid cross entropy matches its definition and never overflows", function()
+    local z = {1, 0, 1, 0}
+    local xs = {-2, 0.5, 100, -100}
+    local sess = tf.Session()
+    local got = sess:run(tf.nn.sigmoid_cross_entropy_with_logits({
+      labels = tf.constant(z, tf.float64), logits = tf.constant(xs, tf.float64)})):totable()
+    for i = 1, 2 do
+      local s = 1 / (1 + math.exp(-xs[i]))
+      assert.near(-(z[i] * math.log(s) + (1 - z[i]) * math.log(1 - s)), got[i], 1e-12)
+    end
+    assert.near(0, got[3], 1e-12)
+    assert.near(0, got[4], 1e-12)
+  end)
+
+  it("l2_loss is half the sum of squares", function()
+    assert.equal(7, tf.Session():run(tf.nn.l2_loss(tf.constant({1, 2, 3}))))
+  end)
+
+  it("every function passes a gradient check", function()
+    local x = tf.placeholder(tf.float64, {2, 3}, "x")
+    local labels = tf.constant({{0.1, 0.2, 0.7}, {0.5, 0.25, 0.25}}, tf.float64)
+    local cases = {
+      {tf.nn.softmax(x), {2, 3}},
+      {tf.nn.log_softmax(x, 0), {2, 3}},
+      {tf.reduce_logsumexp(x, 1), {2}},
+      {tf.nn.softmax_cross_entropy_with_logits({labels = labels, logits = x}), {2}},
+      {tf.nn.sparse_softmax_cross_entropy_with_logits({labels = tf.constant({1, 2}, tf.int64), logits = x}), {2}},
+      {tf.nn.sigmoid_cross_entropy_with_logits({labels = labels, logits = x}), {2, 3}},
+      {tf.nn.l2_loss(x), {}},
+    }
+    for i, case in ipairs(cases) do
+      local err = tf.test.compute_gradient_error(x, {2, 3}, case[1], case[2], {x_init_value = x_values})
+      assert(err < 1e-7, "case " .. i .. ": gradient error " .. err)
+    end
+  end)
+
+  it("no gradient flows into softmax cross entropy labels", function()
+    local labels = tf.placeholder(tf.float64, {3}, "labels")
+    local logits = tf.constant({1, 2, 3}, tf.float64)
+    local xe = tf.nn.softmax_cross_entropy_with_logits({labels = labels, logits = logits})
+    assert.is_nil(tf.gradients(xe, labels)[1])
+  end)
+
+  it("asks for labels and logits by name", function()
+    local ok, err = pcall(tf.nn.softmax_cross_entropy_with_logits, tf.constant({1}), tf.constant({1}))
+    assert.is_false(ok)
+    assert.matches("labels = ..., logits = ...", err, 1, true)
+  end)
+end)
+
+describe("effective-tensorflow cookbook: entropy", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- The cookbook's stable entropy: -sum(softmax * log_softmax).
+  local function softmax_entropy(logits, dim)
+    local plogp = tf.nn.softmax(logits, dim) * tf.nn.log_softmax(logits, dim)
+    return -tf.reduce_sum(plogp, dim)
+  end
+
+  it("the stable entropy passes a gradient check; cross entropy against its own softmax does not", function()
+    local logits = tf.placeholder(tf.float64, {5}, "logits")
+    local stable = softmax_entropy(logits, -1)
+    local init = {0.1, -0.4, 0.9, 0.3, -1.2}
+    assert.is_true(tf.test.compute_gradient_error(logits, {5}, stable, {}, {x_init_value = init}) < 1e-7)
+    -- no gradient flows into labels, so this version's symbolic gradient is wrong
+    local non_differentiable = tf.nn.softmax_cross_entropy_with_logits({
+      labels = tf.nn.softmax(logits), logits = logits})
+    assert.is_true(tf.test.compute_gradient_error(logits, {5}, non_differentiable, {}, {x_init_value = init}) > 1e-2)
+  end)
+end)
