@@ -122,54 +122,70 @@ MF_SIGMOID_FN(float, f)
 #define mf_to_int(x) MF_REAL_OR_INT(x, mf_real_to_int(x), x)
 #define mf_convert(D, x) _Generic((D)0, bool: (x) != 0, float: (D)(x), double: (D)(x), default: (D)mf_to_int(x))
 
-/* ---------- the op tables ---------- */
-#define MF_ND MF_OP_NOT_DIFFERENTIABLE
+/* ---------- the op tables ----------
+ * The grad column is ND for an op declared not differentiable (gradients stop
+ * there), else the op's gradient rule: DX(gradient of x) for a unary op,
+ * DXY(gradient of a, gradient of b) for a binary one. A rule is an expression
+ * that builds graph ops (see "gradient rules" below), so gradients are
+ * differentiable in turn. It reads the op's input x (or a, b), its output y (or
+ * z), the gradient dy (or dz) reaching that output and their dtype t. A binary
+ * rule builds b's gradient first, and a's may reuse it as gb. A gradient of the
+ * broadcast shape is fine: the autodiff driver sums it down to the input's. */
 
-/* X(name, dtypes, flags, expression of the element x). Results keep x's dtype.
- * nearbyint rounds half to even in the default rounding mode, as TF's Round. */
-#define MF_UNARY_OPS(X)                                                   \
-  X(Neg, MF_T_NUM, 0, mf_neg(x))                                          \
-  X(Abs, MF_T_NUM, 0, mf_abs(x))                                          \
-  X(Sign, MF_T_NUM, MF_ND, mf_sign(x))                                    \
-  X(Square, MF_T_NUM, 0, mf_mul(x, x))                                    \
-  X(Sqrt, MF_T_FLOAT, 0, MF_MATH(sqrt, x)(x))                             \
-  X(Rsqrt, MF_T_FLOAT, 0, 1 / MF_MATH(sqrt, x)(x))                        \
-  X(Exp, MF_T_FLOAT, 0, MF_MATH(exp, x)(x))                               \
-  X(Log, MF_T_FLOAT, 0, MF_MATH(log, x)(x))                               \
-  X(Log1p, MF_T_FLOAT, 0, MF_MATH(log1p, x)(x))                           \
-  X(Sin, MF_T_FLOAT, 0, MF_MATH(sin, x)(x))                               \
-  X(Cos, MF_T_FLOAT, 0, MF_MATH(cos, x)(x))                               \
-  X(Tanh, MF_T_FLOAT, 0, MF_MATH(tanh, x)(x))                             \
-  X(Sigmoid, MF_T_FLOAT, 0, MF_MATH(mf_sigmoid, x)(x))                   \
-  X(Floor, MF_T_FLOAT, MF_ND, MF_MATH(floor, x)(x))                       \
-  X(Ceil, MF_T_FLOAT, MF_ND, MF_MATH(ceil, x)(x))                         \
-  X(Round, MF_T_NUM, MF_ND, mf_round(x))                                  \
-  X(LogicalNot, MF_T_BOOL, MF_ND, !x)
+/* X(name, dtypes, grad, expression of the element x). Results keep x's dtype.
+ * nearbyint rounds half to even in the default rounding mode, as TF's Round.
+ * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Sqrt and Rsqrt reuse their output. */
+#define MF_UNARY_OPS(X)                                                                       \
+  X(Neg, MF_T_NUM, DX(NEG(dy)), mf_neg(x))                                                    \
+  X(Abs, MF_T_NUM, DX(MUL(dy, SIGN(x))), mf_abs(x))                                           \
+  X(Sign, MF_T_NUM, ND, mf_sign(x))                                                           \
+  X(Square, MF_T_NUM, DX(MUL(dy, MUL(NUM(2), x))), mf_mul(x, x))                              \
+  X(Sqrt, MF_T_FLOAT, DX(DIV(MUL(dy, NUM(0.5)), y)), MF_MATH(sqrt, x)(x))                     \
+  X(Rsqrt, MF_T_FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
+  X(Exp, MF_T_FLOAT, DX(MUL(dy, y)), MF_MATH(exp, x)(x))                                      \
+  X(Log, MF_T_FLOAT, DX(DIV(dy, x)), MF_MATH(log, x)(x))                                      \
+  X(Log1p, MF_T_FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_MATH(log1p, x)(x))                     \
+  X(Sin, MF_T_FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
+  X(Cos, MF_T_FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
+  X(Tanh, MF_T_FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
+  X(Sigmoid, MF_T_FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_MATH(mf_sigmoid, x)(x))      \
+  X(Floor, MF_T_FLOAT, ND, MF_MATH(floor, x)(x))                                              \
+  X(Ceil, MF_T_FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
+  X(Round, MF_T_NUM, ND, mf_round(x))                                                         \
+  X(LogicalNot, MF_T_BOOL, ND, !x)
 
-/* X(name, dtypes, output dtype, flags, failure test, failure message,
+/* X(name, dtypes, output dtype, grad, failure test, failure message,
  *   expression of the elements a and b). The failure test marks elements
  * with no result (integer division by zero); the kernel then fails with the
- * message. out_t is the output's C type. */
+ * message. out_t is the output's C type.
+ * Gradients as TensorFlow's: Mod's is FloorMod's (a - floor(a/b)*b, floor held
+ * constant); Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere;
+ * Maximum and Minimum pass dz to the input their kernel picked: b where it is
+ * strictly greater (smaller), else a, so ties go to a. */
 #define MF_BINARY_OPS(X)                                                                        \
-  X(Add, MF_T_NUM, SAME, 0, 0, NULL, mf_add(a, b))                                               \
-  X(Sub, MF_T_NUM, SAME, 0, 0, NULL, mf_sub(a, b))                                               \
-  X(Mul, MF_T_NUM, SAME, 0, 0, NULL, mf_mul(a, b))                                               \
-  X(Div, MF_T_NUM, REAL, 0, 0, NULL, (out_t)a / (out_t)b)                                        \
-  X(FloorDiv, MF_T_NUM, SAME, MF_ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
-  X(Mod, MF_T_NUM, SAME, 0, mf_int_zero(b), "Integer division by zero", mf_floormod(a, b))       \
-  X(Pow, MF_T_NUM, SAME, 0, mf_int_negative(b),                                                  \
+  X(Add, MF_T_NUM, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
+  X(Sub, MF_T_NUM, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
+  X(Mul, MF_T_NUM, SAME, DXY(MUL(dz, b), MUL(a, dz)), 0, NULL, mf_mul(a, b))                     \
+  X(Div, MF_T_NUM, REAL, DXY(DIV(dz, b), MUL(dz, DIV(DIV(NEG(a), b), b))), 0, NULL,              \
+    (out_t)a / (out_t)b)                                                                         \
+  X(FloorDiv, MF_T_NUM, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
+  X(Mod, MF_T_NUM, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
+    "Integer division by zero", mf_floormod(a, b))                                               \
+  X(Pow, MF_T_NUM, SAME,                                                                         \
+    DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
+    mf_int_negative(b),                                                                          \
     "Integers to negative integer powers are not allowed; cast to a float type first", mf_pow(a, b)) \
-  X(Maximum, MF_T_NUM, SAME, 0, 0, NULL, a < b ? b : a)                                          \
-  X(Minimum, MF_T_NUM, SAME, 0, 0, NULL, b < a ? b : a)                                          \
-  X(Equal, MF_T_ALL, BOOL, MF_ND, 0, NULL, a == b)                                               \
-  X(NotEqual, MF_T_ALL, BOOL, MF_ND, 0, NULL, a != b)                                            \
-  X(Less, MF_T_NUM, BOOL, MF_ND, 0, NULL, a < b)                                                 \
-  X(LessEqual, MF_T_NUM, BOOL, MF_ND, 0, NULL, a <= b)                                           \
-  X(Greater, MF_T_NUM, BOOL, MF_ND, 0, NULL, a > b)                                              \
-  X(GreaterEqual, MF_T_NUM, BOOL, MF_ND, 0, NULL, a >= b)                                        \
-  X(LogicalAnd, MF_T_BOOL, SAME, MF_ND, 0, NULL, a && b)                                         \
-  X(LogicalOr, MF_T_BOOL, SAME, MF_ND, 0, NULL, a || b)                                          \
-  X(LogicalXor, MF_T_BOOL, SAME, MF_ND, 0, NULL, a != b)
+  X(Maximum, MF_T_NUM, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, a < b ? b : a) \
+  X(Minimum, MF_T_NUM, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, b < a ? b : a) \
+  X(Equal, MF_T_ALL, BOOL, ND, 0, NULL, a == b)                                                  \
+  X(NotEqual, MF_T_ALL, BOOL, ND, 0, NULL, a != b)                                               \
+  X(Less, MF_T_NUM, BOOL, ND, 0, NULL, a < b)                                                    \
+  X(LessEqual, MF_T_NUM, BOOL, ND, 0, NULL, a <= b)                                              \
+  X(Greater, MF_T_NUM, BOOL, ND, 0, NULL, a > b)                                                 \
+  X(GreaterEqual, MF_T_NUM, BOOL, ND, 0, NULL, a >= b)                                           \
+  X(LogicalAnd, MF_T_BOOL, SAME, ND, 0, NULL, a && b)                                            \
+  X(LogicalOr, MF_T_BOOL, SAME, ND, 0, NULL, a || b)                                             \
+  X(LogicalXor, MF_T_BOOL, SAME, ND, 0, NULL, a != b)
 
 /* ---------- element loops ----------
  * gcc -O2 vectorizes only loops that need no alias checks and whose trip count
@@ -355,28 +371,106 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
   return MF_OK;
 }
 
+/* ---------- gradient rules ----------
+ * The vocabulary of the grad columns: each word builds one graph op in the
+ * gradient rule's context gc; NUM(v) is a scalar constant of the rule's dtype t
+ * and MASK(c) the bool tensor c as 0/1 of dtype t. */
+#define NUM(v) mf_grad_scalar(gc, t, v)
+#define NEG(u) mf_grad_op1(gc, "Neg", u)
+#define SIGN(u) mf_grad_op1(gc, "Sign", u)
+#define SIN(u) mf_grad_op1(gc, "Sin", u)
+#define COS(u) mf_grad_op1(gc, "Cos", u)
+#define ADD(u, v) mf_grad_op2(gc, "Add", u, v)
+#define SUB(u, v) mf_grad_op2(gc, "Sub", u, v)
+#define MUL(u, v) mf_grad_op2(gc, "Mul", u, v)
+#define DIV(u, v) mf_grad_op2(gc, "Div", u, v)
+#define POW(u, v) mf_grad_op2(gc, "Pow", u, v)
+#define FLOORDIV(u, v) mf_grad_op2(gc, "FloorDiv", u, v)
+#define LOG(u) mf_grad_op1(gc, "Log", u)
+#define MAXIMUM(u, v) mf_grad_op2(gc, "Maximum", u, v)
+#define LESS(u, v) mf_grad_op2(gc, "Less", u, v)
+#define GREATER(u, v) mf_grad_op2(gc, "Greater", u, v)
+#define MASK(c) grad_cast(gc, c, t)
+#define LOG_POSITIVE(u) grad_log_positive(gc, u, t)
+
+/* v cast to dtype t. */
+static mf_output grad_cast(mf_grad_ctx *gc, mf_output v, mf_dtype t) {
+  mf_op_desc *d = mf_grad_begin(gc, "Cast");
+  if (d) {
+    mf_op_desc_add_input(d, v);
+    mf_op_desc_set_attr_type(d, "DstT", t);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* log(u) where u > 0, else 0: the log of max(1 - [u > 0], u), which is u where
+ * u > 0 and 1 elsewhere (NaN included, as max keeps its first input unless the
+ * second is greater), so no log of a non-positive number is ever taken. */
+static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
+  return LOG(MAXIMUM(SUB(NUM(1), MASK(GREATER(u, NUM(0)))), u));
+}
+
+/* From the grad column: the op's flags, its rule (NULL for ND) and the rule's
+ * definition (none for ND). DX(e) and DXY(da, db) expand to a macro name that
+ * takes the op's name from the parentheses that follow them. */
+#define MF_RULE_FLAGS_ND MF_OP_NOT_DIFFERENTIABLE
+#define MF_RULE_FLAGS_DX(e) 0
+#define MF_RULE_FLAGS_DXY(da, db) 0
+#define MF_RULE_FN_ND(op) NULL
+#define MF_RULE_FN_DX(e) MF_RULE_FN
+#define MF_RULE_FN_DXY(da, db) MF_RULE_FN
+#define MF_RULE_FN(op) op##_grad
+#define MF_RULE_HEAD_ND(op)
+#define MF_RULE_HEAD_DX(e) MF_RULE_HEAD
+#define MF_RULE_HEAD_DXY(da, db) MF_RULE_HEAD
+#define MF_RULE_HEAD(op) static mf_code op##_grad(mf_grad_ctx *gc)
+#define MF_RULE_BODY_ND
+#define MF_RULE_BODY_DX(e)                                                       \
+  {                                                                              \
+    const mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);           \
+    const mf_output dy = gc->grads[0];                                           \
+    const mf_dtype t = x.op->out_dtypes[x.index];                                \
+    (void)x, (void)y, (void)t;                                                   \
+    gc->input_grads[0] = (e);                                                    \
+    return gc->status->code;                                                     \
+  }
+#define MF_RULE_BODY_DXY(da, db)                                                 \
+  {                                                                              \
+    const mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1);            \
+    const mf_output z = mf_op_out(gc->op, 0), dz = gc->grads[0];                 \
+    const mf_dtype t = a.op->out_dtypes[a.index];                                \
+    (void)a, (void)b, (void)z, (void)t;                                          \
+    const mf_output gb = (db);                                                   \
+    gc->input_grads[0] = (da);                                                   \
+    gc->input_grads[1] = gb;                                                     \
+    return gc->status->code;                                                     \
+  }
+#define MF_RULE_DEFINE(op, grad) MF_RULE_HEAD_##grad(op) MF_RULE_BODY_##grad
+
 /* ---------- the ops, generated from the tables ---------- */
 #define MF_UNARY_LOOP(code, T, fcode, F, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
 #define MF_UNARY_ENTRY(code, T, fcode, F, name) [code] = name##_##code,
-#define MF_UNARY_DEFINE(name, types, flags, expr)                                      \
+#define MF_UNARY_DEFINE(name, types, grad, expr)                                       \
   types(MF_UNARY_LOOP, name, expr)                                                     \
   static const mf_unary_impl name##_impl = {                                           \
       .dtypes = types(MF_DTYPE_BIT, ~) 0u, .loop = {types(MF_UNARY_ENTRY, name)}};     \
   static mf_code name##_infer(mf_infer_ctx *ic) { return unary_infer(ic, &name##_impl); } \
-  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return unary_run(ctx, &name##_impl); }
+  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return unary_run(ctx, &name##_impl); } \
+  MF_RULE_DEFINE(name, grad)
 MF_UNARY_OPS(MF_UNARY_DEFINE)
 
 #define MF_BINARY_LOOP(code, T, fcode, F, name, sel, fail, expr) \
   MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(T, F), fail, expr)
 #define MF_BINARY_ENTRY(code, T, fcode, F, name) [code] = name##_##code,
 #define MF_BINARY_OUT(code, T, fcode, F, sel) [code] = MF_OUTC_##sel(code, fcode),
-#define MF_BINARY_DEFINE(name, types, sel, flags, fail, msg, expr)                      \
+#define MF_BINARY_DEFINE(name, types, sel, grad, fail, msg, expr)                       \
   types(MF_BINARY_LOOP, name, sel, fail, expr)                                          \
   static const mf_binary_impl name##_impl = {                                           \
       .dtypes = types(MF_DTYPE_BIT, ~) 0u, .loop = {types(MF_BINARY_ENTRY, name)},      \
       .out = {types(MF_BINARY_OUT, sel)}, .fail_msg = msg};                             \
   static mf_code name##_infer(mf_infer_ctx *ic) { return binary_infer(ic, &name##_impl); } \
-  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); }
+  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); } \
+  MF_RULE_DEFINE(name, grad)
 MF_BINARY_OPS(MF_BINARY_DEFINE)
 
 /* Cast: attr "DstT" (type). One loop per (source, destination) pair. */
@@ -446,24 +540,34 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* The gradient goes back in the input's dtype: float32 <-> float64. (Integer
+ * inputs are never asked for, so a cast from or to an integer passes none.) */
+static mf_code cast_grad(mf_grad_ctx *gc) {
+  const mf_output x = mf_op_in(gc->op, 0);
+  gc->input_grads[0] = grad_cast(gc, gc->grads[0], x.op->out_dtypes[x.index]);
+  return gc->status->code;
+}
+
 /* Every input of a sum gets the sum's gradient. */
 static mf_code addn_grad(mf_grad_ctx *gc) {
   for (int i = 0; i < gc->op->num_inputs; i++) gc->input_grads[i] = gc->grads[0];
   return MF_OK;
 }
 
-/* Parameters are not called name/flags: they would replace the designators. */
-#define MF_OP_DEF(op, arity, fl) \
+/* Parameters are not called name/flags/grad: they would replace the designators. */
+#define MF_OP_DEF(op, arity, fl, rule) \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
-   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}},
-#define MF_UNARY_DEF(op, types, fl, expr) MF_OP_DEF(op, 1, (fl) | MF_OP_FORWARDS_INPUT)
-#define MF_BINARY_DEF(op, types, sel, fl, fail, msg, expr) MF_OP_DEF(op, 2, (fl) | MF_OP_FORWARDS_INPUT)
+   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
+#define MF_UNARY_DEF(op, types, g, expr) \
+  MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
+#define MF_BINARY_DEF(op, types, sel, g, fail, msg, expr) \
+  MF_OP_DEF(op, 2, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
 
 static const mf_op_def defs[] = {
     MF_UNARY_OPS(MF_UNARY_DEF)
     MF_BINARY_OPS(MF_BINARY_DEF)
     {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .infer = cast_infer,
-     .kernel = {[MF_CPU] = cast_kernel}},
+     .kernel = {[MF_CPU] = cast_kernel}, .grad = cast_grad},
     {.name = "AddN", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT, .infer = addn_infer,
      .kernel = {[MF_CPU] = addn_kernel}, .grad = addn_grad},

@@ -44,9 +44,10 @@ local function numel(shape)
 end
 
 return function(tf, ops)
-  -- tf.gradients(ys, xs, grad_ys, {unconnected_gradients = "none" | "zero", name=}):
-  -- a list with one gradient per x (its `n` field is #xs); an x that no y
-  -- depends on gets nil, or zeros with unconnected_gradients = "zero".
+  -- tf.gradients(ys, xs, grad_ys, {unconnected_gradients = "none" | "zero"}):
+  -- a list with one gradient per x; an x that no y depends on gets nil (a hole:
+  -- unpack the list with unpack(g, 1, #xs)), or zeros with
+  -- unconnected_gradients = "zero".
   function tf.gradients(ys, xs, grad_ys, opts)
     if type(grad_ys) == "table" and getmetatable(grad_ys) == nil and #grad_ys == 0 and next(grad_ys) then
       grad_ys, opts = nil, grad_ys
@@ -71,7 +72,7 @@ return function(tf, ops)
     if C.mf_gradients(g.ptr, ports(ys), #ys, ports(xs), #xs, gys, dxs, origin, core.status) ~= 0 then
       core.check()
     end
-    local out = {n = #xs}
+    local out = {}
     for i = 1, #xs do
       if dxs[i - 1].op ~= nil then out[i] = g:_op(dxs[i - 1].op):output(dxs[i - 1].index)
       elseif unconnected == "zero" then out[i] = ops.zeros_like(xs[i]) end
