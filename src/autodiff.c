@@ -28,6 +28,10 @@ mf_op_desc *mf_grad_begin(mf_grad_ctx *gc, const char *type) {
 
 mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d) {
   if (!d) return no_port;
+  if (!mf_ok(gc->status)) {  /* an input failed after d was begun */
+    mf_op_desc_discard(d);
+    return no_port;
+  }
   mf_op *op = mf_op_desc_finish(d, gc->status);
   return op ? mf_op_out(op, 0) : no_port;
 }

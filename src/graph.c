@@ -298,7 +298,7 @@ static void set_string(mf_op_desc *d, char **field, const char *v) {
 void mf_op_desc_set_origin(mf_op_desc *d, const char *where) { set_string(d, &d->origin, where); }
 void mf_op_desc_set_device(mf_op_desc *d, const char *device) { set_string(d, &d->device, device); }
 
-static void desc_free(mf_op_desc *d) {
+void mf_op_desc_discard(mf_op_desc *d) {
   mf_free(d->type);
   mf_free(d->name);
   mf_free(d->origin);
@@ -535,14 +535,14 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   *slot = op;
   op->id = g->num_ops;
   g->ops[g->num_ops++] = op;
-  desc_free(d);
+  mf_op_desc_discard(d);
   return op;
 oom:
   mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op");
 fail:
   desc_error(d, s);
   if (op) op_free(op);
-  desc_free(d);
+  mf_op_desc_discard(d);
   return NULL;
 }
 

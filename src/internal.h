@@ -213,6 +213,9 @@ const mf_op_def *mf_registry_lookup(const char *name);
 typedef struct mf_op_table { const mf_op_def *defs; size_t count; } mf_op_table;
 #define MF_OP_TABLE(ident, arr) const mf_op_table ident = {arr, MF_ARRAY_LEN(arr)}
 
+/* Frees an op description without building it. */
+void mf_op_desc_discard(mf_op_desc *d);
+
 /* --- graphs and ops --- */
 typedef struct mf_strmap mf_strmap;  /* string -> pointer/int hash map */
 mf_strmap *mf_strmap_new(void);
@@ -252,7 +255,7 @@ struct mf_graph {
 /* Builders for rules. They take and return ports; a port whose .op is NULL
  * (an earlier failure) makes them return one too. */
 mf_op_desc *mf_grad_begin(mf_grad_ctx *gc, const char *type);  /* NULL after a failure */
-mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d);      /* output 0 */
+mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d);      /* output 0; discards d after a failure */
 mf_output mf_grad_op1(mf_grad_ctx *gc, const char *type, mf_output a);
 mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b);
 mf_output mf_grad_scalar(mf_grad_ctx *gc, mf_dtype dtype, double v);   /* a Const */

@@ -1,6 +1,7 @@
 /* ops_array.c — shape and layout ops: Shape, Size, Rank, Reshape, Fill, ZerosLike,
- * OnesLike, Tile, Slice, StridedSlice, Pack, Unpack, Concat, Squeeze, ExpandDims,
- * Transpose, Range.
+ * OnesLike, Tile, Slice, StridedSlice, Pack, Unpack, Concat, SplitV, Squeeze,
+ * ExpandDims, Transpose, Range, BroadcastTo, and StridedSliceGrad (the gradient
+ * of the slices), with their gradient rules.
  *
  * Shapes a user computes at run time (Reshape's shape, Fill's dims, Range's
  * bounds) are tensor inputs; axes, permutations, slice bounds and multiples are
@@ -698,6 +699,59 @@ static mf_code strided_slice_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* StridedSliceGrad(shape, dy), attrs as StridedSlice's: a tensor of `shape`
+ * holding dy where StridedSlice would read and zeros elsewhere — the gradient
+ * of StridedSlice (and of Slice, with end = begin + size). */
+static mf_code strided_slice_grad_infer(mf_infer_ctx *ic) {
+  if (check_shape_vector(ic, 0, "shape")) return ic->status->code;
+  mf_shape out = mf_infer_shape_value(ic, 0);
+  ss_spec sp;
+  if (ss_compute(ic->op_name, ic->attrs, &out, &sp, ic->status)) return ic->status->code;
+  if (!mf_shape_compatible(&sp.final, &ic->in_shapes[1])) {
+    char a[160], b[160], c[160];
+    return INVALID(ic, "%s: the gradient has shape %s, but this slice of a tensor of shape %s has shape %s",
+                   ic->op_name, mf_shape_str(&ic->in_shapes[1], a, sizeof a), mf_shape_str(&out, b, sizeof b),
+                   mf_shape_str(&sp.final, c, sizeof c));
+  }
+  ic->out_dtypes[0] = ic->in_dtypes[1];
+  ic->out_shapes[0] = out;
+  return MF_OK;
+}
+
+static mf_code strided_slice_grad_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *dy = ctx->inputs[1];
+  mf_tensor *out = ctx->outputs[0];
+  mf_shape shape = mf_shape_of(out), dys = mf_shape_of(dy);
+  ss_spec sp;
+  if (ss_compute(ctx->op->name, ctx->attrs, &shape, &sp, ctx->status)) return ctx->status->code;
+  /* Shapes read through ops at build time (or promised by set_shape) can
+   * disagree with the values: check before writing. */
+  if (sp.final.rank != dys.rank ||
+      memcmp(sp.final.dims, dys.dims, (size_t)dys.rank * sizeof dys.dims[0]) != 0) {
+    char a[160], b[160];
+    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                         "%s: the gradient has shape %s, but the slice has shape %s", ctx->op->name,
+                         mf_shape_str(&dys, a, sizeof a), mf_shape_str(&sp.final, b, sizeof b));
+  }
+  memset(out->data, 0, mf_tensor_nbytes(out));  /* all-zero bits are 0.0 */
+  if (dy->size == 0) return MF_OK;
+  /* dy holds the processing box in row-major order (new and shrunk axes have
+   * size 1); it is written back with the slice's steps. */
+  size_t elem = mf_dtype_size(out->dtype);
+  int64_t stride[MF_MAX_RANK];
+  strides_of(out->rank, out->dims, stride);
+  box b = {.rank = out->rank};
+  strides_of(out->rank, sp.size, b.src_step);
+  int64_t offset = 0;
+  for (int i = 0; i < out->rank; i++) {
+    b.dims[i] = sp.size[i];
+    b.dst_step[i] = sp.stride[i] * stride[i];
+    offset += sp.begin[i] * stride[i];
+  }
+  copy_box((char *)out->data + offset * (int64_t)elem, dy->data, &b, elem);
+  return MF_OK;
+}
+
 /* ---------- Pack, Unpack, Concat ---------- */
 
 /* Pack (tf.stack): N tensors of one shape become one with a new dimension N at axis. */
@@ -869,6 +923,85 @@ static mf_code unpack_kernel(mf_kernel_ctx *ctx) {
     char *dst = ctx->outputs[i]->data;
     const char *src = (const char *)in->data + (size_t)i * inner;
     for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * inner, src + (size_t)(o * n) * inner, inner);
+  }
+  return MF_OK;
+}
+
+/* SplitV (tf.split with sizes): value cut along attr axis into num_split
+ * pieces whose sizes the vector size_splits gives; one size may be -1, the
+ * rest of the dimension. Concat's gradient cuts with it, the sizes being the
+ * inputs' dimensions read at run time. */
+static mf_code split_infer(mf_infer_ctx *ic) {
+  const mf_shape *v = &ic->in_shapes[0], *ss = &ic->in_shapes[1];
+  const mf_attr *axis_attr = mf_attrs_find(ic->attrs, "axis", MF_ATTR_INT);
+  int64_t num = mf_attr_int(ic->attrs, "num_split", -1);
+  char buf[160];
+  if (!axis_attr) return INVALID(ic, "%s: SplitV needs an 'axis' attribute", ic->op_name);
+  if (num < 1 || num > 1 << 20)
+    return INVALID(ic, "%s: SplitV needs a 'num_split' attribute in [1, %d], got %lld", ic->op_name, 1 << 20,
+                   (long long)num);
+  if (!is_index_dtype(ic->in_dtypes[1]) || (ss->rank >= 0 && ss->rank != 1))
+    return INVALID(ic, "%s: size_splits must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
+                   mf_dtype_name(ic->in_dtypes[1]), mf_shape_str(ss, buf, sizeof buf));
+  if (ss->rank == 1 && ss->dims[0] >= 0 && ss->dims[0] != num)
+    return INVALID(ic, "%s: size_splits has %lld entries but num_split is %lld", ic->op_name,
+                   (long long)ss->dims[0], (long long)num);
+  if (v->rank == 0) return INVALID(ic, "%s: cannot split a scalar", ic->op_name);
+  int axis = -1;
+  if (v->rank > 0 && mf_normalize_axis(ic->op_name, axis_attr->v.i, v->rank, &axis, ic->status))
+    return ic->status->code;
+  int64_t dim = axis >= 0 ? v->dims[axis] : -1;
+  const mf_tensor *sv = ic->in_values[1];
+  int64_t sum = 0, wild = -1;
+  if (sv) {  /* exact sizes: check them against the dimension */
+    for (int64_t i = 0; i < num; i++) {
+      int64_t n = mf_load_int64(sv->data, sv->dtype, i);
+      if (n == -1 && wild < 0) wild = i;
+      else if (n < 0)
+        return INVALID(ic, "%s: size_splits[%lld] = %lld; sizes must be non-negative, and at most one "
+                       "may be -1", ic->op_name, (long long)i, (long long)n);
+      else sum += n;
+    }
+    if (dim >= 0 && (wild >= 0 ? sum > dim : sum != dim))
+      return INVALID(ic, "%s: the sizes add up to %lld, but the dimension %d being split has size %lld",
+                     ic->op_name, (long long)sum, axis, (long long)dim);
+  }
+  mf_shape known = !sv && num <= MF_MAX_RANK ? mf_infer_shape_value(ic, 1) : mf_shape_unknown();
+  if (mf_infer_set_num_outputs(ic, (int)num)) return ic->status->code;
+  for (int i = 0; i < ic->num_outputs; i++) {
+    int64_t n = -1;
+    if (sv) n = i == wild ? (dim >= 0 ? dim - sum : -1) : mf_load_int64(sv->data, sv->dtype, i);
+    else if (known.rank == num) n = known.dims[i];
+    ic->out_dtypes[i] = ic->in_dtypes[0];
+    ic->out_shapes[i] = *v;
+    if (axis >= 0) ic->out_shapes[i].dims[axis] = n;
+  }
+  return MF_OK;
+}
+
+static mf_code split_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *in = ctx->inputs[0];
+  int axis;
+  if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), in->rank, &axis, ctx->status))
+    return ctx->status->code;
+  /* Sizes read through ops at build time (or promised by set_shape) can
+   * disagree with the values; never read past the input. */
+  int64_t total = 0;
+  for (int i = 0; i < ctx->num_outputs; i++) total += ctx->outputs[i]->dims[axis];
+  if (total != in->dims[axis])
+    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                         "%s: the pieces' sizes add up to %lld, but the dimension being split has size %lld",
+                         ctx->op->name, (long long)total, (long long)in->dims[axis]);
+  int64_t outer = product(in->dims, 0, axis);
+  size_t inner = (size_t)product(in->dims, axis + 1, in->rank) * mf_dtype_size(in->dtype);
+  size_t row = (size_t)in->dims[axis] * inner, offset = 0;
+  for (int i = 0; i < ctx->num_outputs; i++) {
+    size_t chunk = (size_t)ctx->outputs[i]->dims[axis] * inner;
+    char *dst = ctx->outputs[i]->data;
+    const char *src = (const char *)in->data + offset;
+    if (chunk)
+      for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * chunk, src + (size_t)o * row, chunk);
+    offset += chunk;
   }
   return MF_OK;
 }
@@ -1108,6 +1241,219 @@ static mf_code broadcast_to_grad(mf_grad_ctx *gc) {
   return MF_OK;
 }
 
+/* ---------- gradients ---------- */
+
+/* Rules follow TensorFlow's and build graph ops only, so they differentiate
+ * again; shapes come from Shape ops, so unknown dimensions are fine. */
+
+static const mf_output no_port = {NULL, 0};
+
+/* Reshape, Squeeze, ExpandDims: dy back in x's shape. */
+static mf_code reshape_grad(mf_grad_ctx *gc) {
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  gc->input_grads[0] = mf_grad_op2(gc, "Reshape", gc->grads[0], shape);
+  return gc->status->code;
+}
+
+/* Transpose: dy transposed by the inverse permutation (reversal is its own). */
+static mf_code transpose_grad(mf_grad_ctx *gc) {
+  const int64_t *p;
+  int n = mf_attr_ints(&gc->op->attrs, "perm", &p);
+  int64_t inverse[MF_MAX_RANK];
+  for (int i = 0; i < n; i++) inverse[p[i]] = i;
+  mf_op_desc *d = mf_grad_begin(gc, "Transpose");
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[0]);
+    if (n >= 0) mf_op_desc_set_attr_ints(d, "perm", inverse, n);
+  }
+  gc->input_grads[0] = mf_grad_finish(gc, d);
+  return gc->status->code;
+}
+
+/* Tile: dy summed over the tiles (TileGrad, in ops_reduce.c). */
+static mf_code tile_grad(mf_grad_ctx *gc) {
+  const int64_t *m;
+  int n = mf_attr_ints(&gc->op->attrs, "multiples", &m);
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  mf_op_desc *d = mf_grad_begin(gc, "TileGrad");
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[0]);
+    mf_op_desc_add_input(d, shape);
+    mf_op_desc_set_attr_ints(d, "multiples", m, n);
+  }
+  gc->input_grads[0] = mf_grad_finish(gc, d);
+  return gc->status->code;
+}
+
+static const char *const ss_list_attrs[] = {"begin", "end", "strides"};
+static const char *const ss_mask_attrs[] = {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
+                                            "shrink_axis_mask"};
+
+/* A StridedSlice or StridedSliceGrad over `inputs` with the slice attrs of op. */
+static mf_output like_slice(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n) {
+  const mf_attrs *attrs = &gc->op->attrs;
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (!d) return no_port;
+  for (int i = 0; i < n; i++) mf_op_desc_add_input(d, inputs[i]);
+  for (size_t i = 0; i < MF_ARRAY_LEN(ss_list_attrs); i++) {
+    const int64_t *v;
+    int len = mf_attr_ints(attrs, ss_list_attrs[i], &v);
+    if (len >= 0) mf_op_desc_set_attr_ints(d, ss_list_attrs[i], v, len);
+  }
+  for (size_t i = 0; i < MF_ARRAY_LEN(ss_mask_attrs); i++) {
+    const mf_attr *a = mf_attrs_find(attrs, ss_mask_attrs[i], MF_ATTR_INT);
+    if (a) mf_op_desc_set_attr_int(d, ss_mask_attrs[i], a->v.i);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* StridedSlice: dy put back where the slice read, zeros elsewhere. */
+static mf_code strided_slice_grad(mf_grad_ctx *gc) {
+  mf_output in[2] = {mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0)), gc->grads[0]};
+  gc->input_grads[0] = like_slice(gc, "StridedSliceGrad", in, 2);
+  return gc->status->code;
+}
+
+/* StridedSliceGrad is linear in dy: its gradient is the slice again. */
+static mf_code strided_slice_grad_grad(mf_grad_ctx *gc) {
+  gc->input_grads[1] = like_slice(gc, "StridedSlice", gc->grads, 1);
+  return gc->status->code;
+}
+
+/* Slice: as StridedSlice from begin to begin + size (size -1: to the end). */
+static mf_code slice_grad(mf_grad_ctx *gc) {
+  const int64_t *begin, *size;
+  int n = mf_attr_ints(&gc->op->attrs, "begin", &begin);
+  mf_attr_ints(&gc->op->attrs, "size", &size);
+  int64_t end[MF_MAX_RANK], end_mask = 0;
+  for (int i = 0; i < n; i++) {
+    end[i] = size[i] < 0 ? 0 : begin[i] + size[i];
+    if (size[i] < 0) end_mask |= 1LL << i;
+  }
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  mf_op_desc *d = mf_grad_begin(gc, "StridedSliceGrad");
+  if (d) {
+    mf_op_desc_add_input(d, shape);
+    mf_op_desc_add_input(d, gc->grads[0]);
+    mf_op_desc_set_attr_ints(d, "begin", begin, n);
+    mf_op_desc_set_attr_ints(d, "end", end, n);
+    mf_op_desc_set_attr_int(d, "end_mask", end_mask);
+  }
+  gc->input_grads[0] = mf_grad_finish(gc, d);
+  return gc->status->code;
+}
+
+/* An op over n ports with int attrs axis and, when >= 0, `count` (Pack,
+ * Unpack, Concat, SplitV); output 0. */
+static mf_output axis_op(mf_grad_ctx *gc, const char *type, const mf_output *in, int n, int64_t axis,
+                         const char *count, int64_t count_value) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (!d) return no_port;
+  for (int i = 0; i < n; i++) mf_op_desc_add_input(d, in[i]);
+  mf_op_desc_set_attr_int(d, "axis", axis);
+  if (count) mf_op_desc_set_attr_int(d, count, count_value);
+  return mf_grad_finish(gc, d);
+}
+
+/* Output i of the op behind port first (a multi-output op built by a rule). */
+static mf_output output_of(mf_output first, int i) {
+  return first.op ? mf_op_out(first.op, i) : no_port;
+}
+
+/* The gradients of every output, zeros where none came, in a new array (or
+ * NULL with the status set). */
+static mf_output *output_grads(mf_grad_ctx *gc) {
+  int n = gc->op->num_outputs;
+  mf_output *g = mf_malloc((size_t)n * sizeof *g);
+  if (!g) {
+    mf_status_set(gc->status, MF_RESOURCE_EXHAUSTED, "out of memory building a gradient");
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) g[i] = mf_grad_output_or_zeros(gc, i);
+  return g;
+}
+
+/* Pack: dy unstacked along the axis. */
+static mf_code pack_grad(mf_grad_ctx *gc) {
+  int n = gc->op->num_inputs;
+  mf_output first = axis_op(gc, "Unpack", gc->grads, 1, mf_attr_int(&gc->op->attrs, "axis", 0), "num", n);
+  for (int i = 0; i < n; i++) gc->input_grads[i] = output_of(first, i);
+  return gc->status->code;
+}
+
+/* Unpack: the outputs' gradients stacked along the axis. */
+static mf_code unpack_grad(mf_grad_ctx *gc) {
+  mf_output *g = output_grads(gc);
+  if (g && mf_ok(gc->status))
+    gc->input_grads[0] = axis_op(gc, "Pack", g, gc->op->num_outputs, mf_attr_int(&gc->op->attrs, "axis", 0),
+                                 NULL, 0);
+  mf_free(g);
+  return gc->status->code;
+}
+
+/* SplitV: the pieces' gradients concatenated. */
+static mf_code split_grad(mf_grad_ctx *gc) {
+  mf_output *g = output_grads(gc);
+  if (g && mf_ok(gc->status))
+    gc->input_grads[0] = axis_op(gc, "Concat", g, gc->op->num_outputs, mf_attr_int(&gc->op->attrs, "axis", 0),
+                                 NULL, 0);
+  mf_free(g);
+  return gc->status->code;
+}
+
+/* The size of x along axis as an int64 scalar: a constant when known,
+ * else read from Shape(x) at run time. */
+static mf_output dim_of(mf_grad_ctx *gc, mf_output x, int64_t axis) {
+  const mf_shape *s = &x.op->out_shapes[x.index];
+  if (s->rank > 0 && axis >= -s->rank && axis < s->rank && s->dims[axis < 0 ? axis + s->rank : axis] >= 0)
+    return mf_grad_scalar(gc, MF_INT64, (double)s->dims[axis < 0 ? axis + s->rank : axis]);
+  mf_op_desc *d = mf_grad_begin(gc, "Shape");
+  if (d) {
+    mf_op_desc_add_input(d, x);
+    mf_op_desc_set_attr_type(d, "out_type", MF_INT64);
+  }
+  mf_output shape = mf_grad_finish(gc, d);
+  d = mf_grad_begin(gc, "StridedSlice");
+  if (d) {
+    int64_t one = 1;
+    mf_op_desc_add_input(d, shape);
+    mf_op_desc_set_attr_ints(d, "begin", &axis, 1);
+    mf_op_desc_set_attr_ints(d, "end", &axis, 1);  /* unused: the axis is shrunk */
+    mf_op_desc_set_attr_ints(d, "strides", &one, 1);
+    mf_op_desc_set_attr_int(d, "shrink_axis_mask", 1);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* Concat: dy cut back into the inputs' sizes along the axis. The pieces take
+ * the inputs' static shapes, which may be more precise than SplitV infers
+ * from sizes it reads through ops. */
+static mf_code concat_grad(mf_grad_ctx *gc) {
+  const mf_op *op = gc->op;
+  int n = op->num_inputs;
+  int64_t axis = mf_attr_int(&op->attrs, "axis", 0);
+  mf_output *sizes = mf_malloc((size_t)n * sizeof *sizes);
+  if (!sizes) return mf_status_set(gc->status, MF_RESOURCE_EXHAUSTED, "out of memory building a gradient");
+  for (int i = 0; i < n; i++) sizes[i] = dim_of(gc, mf_op_in(op, i), axis);
+  mf_output packed = mf_ok(gc->status) ? axis_op(gc, "Pack", sizes, n, 0, NULL, 0) : no_port;
+  mf_free(sizes);
+  mf_output in[2] = {gc->grads[0], packed};
+  mf_output first = mf_ok(gc->status) ? axis_op(gc, "SplitV", in, 2, axis, "num_split", n) : no_port;
+  for (int i = 0; i < n && first.op; i++) {
+    mf_output x = mf_op_in(op, i);
+    if (mf_op_set_output_shape(first.op, i, &x.op->out_shapes[x.index], gc->status)) break;
+    gc->input_grads[i] = output_of(first, i);
+  }
+  return gc->status->code;
+}
+
+/* Fill: every element is the value, so the value's gradient is dy's sum;
+ * dims are integers. */
+static mf_code fill_grad(mf_grad_ctx *gc) {
+  gc->input_grads[1] = mf_grad_op1(gc, "Sum", gc->grads[0]);
+  return gc->status->code;
+}
+
 static const mf_op_def defs[] = {
     {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = shape_infer, .kernel = {[MF_CPU] = shape_kernel}},
@@ -1116,31 +1462,37 @@ static const mf_op_def defs[] = {
     {.name = "Rank", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = rank_infer, .kernel = {[MF_CPU] = rank_kernel}},
     {.name = "Reshape", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
-     .infer = reshape_infer, .kernel = {[MF_CPU] = view_kernel}},
+     .infer = reshape_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
     {.name = "Fill", .num_inputs = 2, .num_outputs = 1,
-     .infer = fill_infer, .kernel = {[MF_CPU] = fill_kernel}},
+     .infer = fill_infer, .kernel = {[MF_CPU] = fill_kernel}, .grad = fill_grad},
     {.name = "ZerosLike", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = like_infer, .kernel = {[MF_CPU] = zeros_like_kernel}},
     {.name = "OnesLike", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = like_infer, .kernel = {[MF_CPU] = ones_like_kernel}},
     {.name = "Tile", .num_inputs = 1, .num_outputs = 1,
-     .infer = tile_infer, .kernel = {[MF_CPU] = tile_kernel}},
+     .infer = tile_infer, .kernel = {[MF_CPU] = tile_kernel}, .grad = tile_grad},
     {.name = "Slice", .num_inputs = 1, .num_outputs = 1,
-     .infer = slice_infer, .kernel = {[MF_CPU] = slice_kernel}},
+     .infer = slice_infer, .kernel = {[MF_CPU] = slice_kernel}, .grad = slice_grad},
     {.name = "StridedSlice", .num_inputs = 1, .num_outputs = 1,
-     .infer = strided_slice_infer, .kernel = {[MF_CPU] = strided_slice_kernel}},
+     .infer = strided_slice_infer, .kernel = {[MF_CPU] = strided_slice_kernel},
+     .grad = strided_slice_grad},
+    {.name = "StridedSliceGrad", .num_inputs = 2, .num_outputs = 1,
+     .infer = strided_slice_grad_infer, .kernel = {[MF_CPU] = strided_slice_grad_kernel},
+     .grad = strided_slice_grad_grad},
     {.name = "Pack", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS,
-     .infer = pack_infer, .kernel = {[MF_CPU] = pack_kernel}},
+     .infer = pack_infer, .kernel = {[MF_CPU] = pack_kernel}, .grad = pack_grad},
     {.name = "Unpack", .num_inputs = 1, .num_outputs = -1,
-     .infer = unpack_infer, .kernel = {[MF_CPU] = unpack_kernel}},
+     .infer = unpack_infer, .kernel = {[MF_CPU] = unpack_kernel}, .grad = unpack_grad},
     {.name = "Concat", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS,
-     .infer = concat_infer, .kernel = {[MF_CPU] = concat_kernel}},
+     .infer = concat_infer, .kernel = {[MF_CPU] = concat_kernel}, .grad = concat_grad},
+    {.name = "SplitV", .num_inputs = 2, .num_outputs = -1,
+     .infer = split_infer, .kernel = {[MF_CPU] = split_kernel}, .grad = split_grad},
     {.name = "Squeeze", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
-     .infer = squeeze_infer, .kernel = {[MF_CPU] = view_kernel}},
+     .infer = squeeze_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
     {.name = "ExpandDims", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
-     .infer = expand_dims_infer, .kernel = {[MF_CPU] = view_kernel}},
+     .infer = expand_dims_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
     {.name = "Transpose", .num_inputs = 1, .num_outputs = 1,
-     .infer = transpose_infer, .kernel = {[MF_CPU] = transpose_kernel}},
+     .infer = transpose_infer, .kernel = {[MF_CPU] = transpose_kernel}, .grad = transpose_grad},
     {.name = "BroadcastTo", .num_inputs = 2, .num_outputs = 1,
      .infer = broadcast_to_infer, .kernel = {[MF_CPU] = broadcast_to_kernel},
      .grad = broadcast_to_grad},

@@ -3,7 +3,8 @@
  * Inputs have rank >= 2: the last two axes are the matrices, the axes before
  * them are batch axes that broadcast as in NumPy ([2,1,3,4] x [5,4,6] gives
  * [2,5,3,6]). float32 and float64 go to OpenBLAS (sgemm/dgemm); int32 and
- * int64 use a plain loop with wrap-around arithmetic. */
+ * int64 use a plain loop with wrap-around arithmetic. The gradient is two
+ * more MatMuls. */
 #include "internal.h"
 
 #include <cblas.h>
@@ -191,8 +192,38 @@ static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* One product of the gradient rule: MatMul(a, b) with the given transposes. */
+static mf_output matmul_op(mf_grad_ctx *gc, mf_output a, mf_output b, bool ta, bool tb) {
+  mf_op_desc *d = mf_grad_begin(gc, "MatMul");
+  if (d) {
+    mf_op_desc_add_input(d, a);
+    mf_op_desc_add_input(d, b);
+    mf_op_desc_set_attr_bool(d, "transpose_a", ta);
+    mf_op_desc_set_attr_bool(d, "transpose_b", tb);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* TensorFlow's four cases for c = op(a) op(b) and its gradient g:
+ *   plain:      da = g b^T      db = a^T g
+ *   a^T:        da = b g^T      db = a g
+ *   b^T:        da = g b        db = g^T a
+ *   a^T and b^T: da = b^T g^T    db = g^T a^T
+ * Broadcast batch dimensions give gradients of the output's batch shape,
+ * which the driver sums down to each input's. */
+static mf_code matmul_grad(mf_grad_ctx *gc) {
+  mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1), g = gc->grads[0];
+  bool ta = mf_attr_bool(&gc->op->attrs, "transpose_a", false);
+  bool tb = mf_attr_bool(&gc->op->attrs, "transpose_b", false);
+  if (!ta) gc->input_grads[0] = matmul_op(gc, g, b, false, !tb);
+  else gc->input_grads[0] = matmul_op(gc, b, g, tb, true);
+  if (!tb) gc->input_grads[1] = matmul_op(gc, a, g, !ta, false);
+  else gc->input_grads[1] = matmul_op(gc, g, a, true, ta);
+  return gc->status->code;
+}
+
 static const mf_op_def defs[] = {
     {.name = "MatMul", .num_inputs = 2, .num_outputs = 1, .infer = matmul_infer,
-     .kernel = {[MF_CPU] = matmul_kernel}},
+     .kernel = {[MF_CPU] = matmul_kernel}, .grad = matmul_grad},
 };
 MF_OP_TABLE(mf_ops_matmul, defs);
