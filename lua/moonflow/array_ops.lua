@@ -257,6 +257,42 @@ return function(tf, ops)
     return op.outputs
   end
 
+  -- tf.split(value, num_or_size_splits, axis=0, num, name) or {axis=, num=, name=}:
+  -- a Lua list of pieces along axis. A number n cuts n equal pieces (the
+  -- dimension must divide, checked at run time when it is unknown); a list or
+  -- tensor gives the sizes, one of which may be -1 (the rest).
+  function ops.split(value, num_or_size_splits, ...)
+    local o = options("tf.split", {"axis", "num", "name"}, ...)
+    local g = graph_of(value, num_or_size_splits)
+    value = G.convert(value, nil, g)
+    local axis = int_arg(o.axis or 0, "tf.split", "axis")
+    local sizes, count
+    if type(num_or_size_splits) == "number" then
+      count = int_arg(num_or_size_splits, "tf.split", "num_or_size_splits")
+      if count < 1 then error("tf.split: the number of splits must be positive, got " .. count, 2) end
+      local dims = value:get_shape().dims
+      local dim = dims and dims[(axis < 0 and axis + #dims or axis) + 1]
+      if dim and dim >= 0 then
+        if dim % count ~= 0 then
+          error(string.format("tf.split: dimension %d has size %d, which %d pieces cannot share equally",
+                              axis, dim, count), 2)
+        end
+        local list = {}
+        for i = 1, count do list[i] = dim / count end
+        sizes = G.constant(list, {dtype = dtypes.int32, graph = g})
+      else
+        sizes = ops.fill({count}, ops.floordiv(ops.shape(value)[axis], count))
+      end
+    else
+      sizes = shape_tensor(num_or_size_splits, "tf.split", g)
+      count = o.num or sizes:get_shape():num_elements()
+      if not count then error("tf.split: pass {num = n} when the number of sizes is not known statically", 2) end
+    end
+    local op = G.build{"SplitV", inputs = {value, sizes},
+                       attrs = {axis = attr.int(axis), num_split = attr.int(count)}, name = o.name or "split"}
+    return op.outputs
+  end
+
   -- tf.concat(values, axis, name): joins along an existing axis.
   function ops.concat(values, ...)
     local o = options("tf.concat", {"axis", "name"}, ...)
