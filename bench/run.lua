@@ -250,6 +250,57 @@ section("y = x * 2 + 1, 10M float32", function()
   end
 end)
 
+-- 5: the loop of how-not-to-program-the-tensorflow-graph.txt done right: a
+-- prebuilt increment_x = tf.assign(x, x + 1) run a million times.
+section("1M sess:run(tf.assign(x, x + 1)), built once", function()
+  local N = 1000000
+  tf.reset_default_graph()
+  local x = tf.Variable(0, {name = "x"})
+  local increment_x = tf.assign(x, x + 1)
+  local sess = tf.Session()
+  sess:run(x.initializer)
+  local t = best(function() for _ = 1, N do sess:run(increment_x) end end, 1, 3)
+  assert(sess:run(x) == 4 * N, "the increments went astray")
+  row("1M sess:run(tf.assign(x, x + 1)), built once", string.format("%.2f", t), "s",
+      "TF 1.x session.run (published)", "~" .. string.format("%.0f", TF1_RUN_US * N * 1e-6),
+      fmt_ratio(t / (TF1_RUN_US * N * 1e-6)),
+      string.format("%.2f us/run; no op created; %d buffers allocated, all in the first run", t / N * 1e6,
+                    sess:num_allocations()))
+end)
+
+-- 6: the text's bad loop, x = x + 1 a million times without running anything:
+-- the cost of building ops, in time and memory (the process's resident size,
+-- which holds the C graph and the Lua objects, and the Lua heap alone).
+local function rss_bytes()
+  local f = io.open("/proc/self/statm", "r")
+  if not f then return nil end
+  local pages = f:read("*n")
+  pages = f:read("*n")
+  f:close()
+  return pages * 4096
+end
+section("creating 1M ops (x = x + 1)", function()
+  local OPS = 1000000
+  tf.reset_default_graph()
+  collectgarbage()
+  collectgarbage()
+  local rss0, heap0 = rss_bytes(), collectgarbage("count") * 1024
+  local x = tf.Variable(1.0, {name = "x"})
+  local g = tf.get_default_graph()
+  local n0 = g:num_ops()
+  local t0 = now()
+  while g:num_ops() - n0 < OPS do x = x + 1 end  -- a Const and an Add per step
+  local t = (now() - t0) / (g:num_ops() - n0)
+  collectgarbage()
+  local rss1, heap1 = rss_bytes(), collectgarbage("count") * 1024
+  local ops = g:num_ops() - n0
+  local note = "Lua heap " .. string.format("%.0f", (heap1 - heap0) / ops) .. " bytes/op"
+  row("creating 1M ops (x = x + 1)", string.format("%.2f", t * 1e6), "us/op", "", "", "",
+      rss0 and string.format("%.0f bytes/op resident (%s)", (rss1 - rss0) / ops, note) or note)
+  tf.reset_default_graph()
+  collectgarbage()
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}

@@ -1,4 +1,4 @@
--- random_spec.lua — RandomUniform / RandomNormal, Philox, seeds.
+-- random_spec.lua — RandomUniform / RandomNormal / TruncatedNormal, Philox, seeds.
 local tf = require("moonflow")
 local G = require("moonflow.graph")
 local ffi = require("ffi")
@@ -348,5 +348,83 @@ describe("random ops", function()
     assert.matches("non%-negative", err)
     -- the graph and the session still work
     assert.same({3}, sess:run(u, {[shape] = {3}}):shape())
+  end)
+end)
+
+describe("tf.truncated_normal", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- The reference: the normals of block b (as RandomNormal makes them) fill
+  -- the group of elements b*PER .. b*PER + PER - 1 in order, skipping those of
+  -- magnitude 2 or more; retry k of group b is block b + k * 2^40.
+  local function normals(seed, seed2, run, b, retry, dtype)
+    local w = philox(b, retry * 256, run, 0, seed, seed2)
+    local out = {}
+    if dtype == tf.float32 then
+      for j = 1, 3, 2 do
+        local r = math.sqrt(-2 * math.log((math.floor(w[j] / 256) + 1) * 2 ^ -24))
+        local theta = 2 * math.pi * u24(w[j + 1])
+        out[#out + 1], out[#out + 2] = r * math.cos(theta), r * math.sin(theta)
+      end
+    else
+      local r = math.sqrt(-2 * math.log((w[1] * 2 ^ 21 + math.floor(w[2] / 2 ^ 11) + 1) * 2 ^ -53))
+      local theta = 2 * math.pi * u53(w[3], w[4])
+      out[1], out[2] = r * math.cos(theta), r * math.sin(theta)
+    end
+    return out
+  end
+  local function reference(seed, seed2, run, n, dtype)
+    local per = dtype == tf.float32 and 4 or 2
+    local out = {}
+    for b = 0, math.ceil(n / per) - 1 do
+      local want, got, retry = math.min(per, n - b * per), 0, 0
+      while got < want do
+        for _, z in ipairs(normals(seed, seed2, run, b, retry, dtype)) do
+          if got < want and math.abs(z) < 2 then got = got + 1; out[#out + 1] = z end
+        end
+        retry = retry + 1
+      end
+    end
+    return out
+  end
+
+  for _, dtype in ipairs({tf.float32, tf.float64}) do
+    it(dtype.name .. " follows (seed, seed2, run, index) exactly, retries included", function()
+      local tol = dtype == tf.float32 and 2e-6 or 1e-12
+      local n = 2001  -- long enough for groups that need a second block
+      local t = raw("TruncatedNormal", {n}, dtype, 5, 9)
+      local sess = tf.Session()
+      for run = 0, 1 do
+        local got, want = values(sess:run(t)), reference(5, 9, run, n, dtype)
+        for i = 1, n do
+          assert.is_true(math.abs(got[i] - want[i]) <= tol * math.max(1, math.abs(want[i])),
+                         string.format("run %d element %d: %g vs %g", run, i - 1, got[i], want[i]))
+        end
+      end
+    end)
+  end
+
+  it("100k draws lie within two stddevs, with mean 0 and std 0.8796", function()
+    local a = tf.Session():run(tf.truncated_normal({100000}, {seed = 11}))
+    local mean, std, lo, hi = moments(a)
+    assert.near(0, mean, 0.01)
+    assert.near(0.87962566, std, 0.005)
+    assert.is_true(lo > -2 and hi < 2)
+  end)
+
+  it("scales by stddev and shifts by mean; seeds reproduce it; also tf.random.truncated_normal", function()
+    local t = tf.truncated_normal({2, 50000}, 10, 2, tf.float64, 3)
+    assert.equal(tf.float64, t.dtype)
+    assert.same({2, 50000}, t:get_shape():as_list())
+    local a = tf.Session():run(t)
+    local mean, std, lo, hi = moments(a)
+    assert.near(10, mean, 0.02)
+    assert.near(2 * 0.87962566, std, 0.01)
+    assert.is_true(lo > 6 and hi < 14)
+    local first = values(tf.Session():run(tf.random.truncated_normal({5}, {seed = 4})))
+    assert.same(first, values(tf.Session():run(tf.random.truncated_normal({5}, {seed = 4}))))
+    tf.reset_default_graph()
+    assert.equal("truncated_normal:0", tf.truncated_normal({2}).name)
+    assert.equal("TruncatedNormal", tf.truncated_normal({2}).op.type)
   end)
 end)

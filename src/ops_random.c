@@ -1,4 +1,4 @@
-/* ops_random.c — random sources: RandomUniform, RandomNormal.
+/* ops_random.c — random sources: RandomUniform, RandomNormal, TruncatedNormal.
  *
  * Counter-based: every element comes from one Philox4x32-10 block (Salmon et
  * al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) addressed by
@@ -16,7 +16,11 @@
  *   float64 uniform: ((w[2j] << 32 | w[2j+1]) >> 11) * 2^-53, two per block;
  *   normal: Box-Muller on (u1, u2) = the two uniforms of a pair, with u1 moved
  *   to (0, 1] for the log: z = sqrt(-2 ln u1) * (cos, sin)(2 pi u2); float32
- *   gives two pairs per block, float64 one. */
+ *   gives two pairs per block, float64 one.
+ *   truncated normal: the normals of block b (as above) fill the group of
+ *   elements [b*PER, b*PER + PER) in order, skipping those with |z| >= 2; when
+ *   a block runs short, blocks b + k*2^40 (k = 1, 2, ...) continue the group.
+ *   So a group depends only on (seed, seed2, run, b), as for the other ops. */
 #include "internal.h"
 
 #include <math.h>
@@ -107,6 +111,27 @@ DEFINE_FILL(fill_uniform_f64, double, 2, uniform_f64)
 DEFINE_FILL(fill_normal_f32, float, 4, normal_f32)
 DEFINE_FILL(fill_normal_f64, double, 2, normal_f64)
 
+/* TensorFlow's truncation: normals of magnitude 2 or more are drawn again.
+ * Block numbers stay below 2^40 (no value has 2^40 groups), so the retry
+ * blocks never collide with first draws. */
+#define DEFINE_TRUNCATED_FILL(NAME, T, PER, CONVERT)                             \
+  static void NAME(void *out_, int64_t n, const uint32_t key[2], uint64_t run) { \
+    T *out = out_;                                                               \
+    uint32_t c[4];                                                               \
+    T z[PER];                                                                    \
+    for (int64_t b = 0; b * (PER) < n; b++) {                                    \
+      int64_t base = b * (PER), want = n - base < (PER) ? n - base : (PER), got = 0; \
+      for (int64_t retry = 0; got < want; retry++) {                             \
+        philox_block(c, b + (retry << 40), run, key);                            \
+        CONVERT(c, z);                                                           \
+        for (int j = 0; j < (PER) && got < want; j++)                            \
+          if (z[j] > -2 && z[j] < 2) out[base + got++] = z[j];                   \
+      }                                                                          \
+    }                                                                            \
+  }
+DEFINE_TRUNCATED_FILL(fill_truncated_f32, float, 4, normal_f32)
+DEFINE_TRUNCATED_FILL(fill_truncated_f64, double, 2, normal_f64)
+
 /* Inputs: shape (int32/int64 vector). Attrs: dtype (float32/float64), seed, seed2. */
 static mf_code random_infer(mf_infer_ctx *ic) {
   mf_dtype dtype = mf_attr_type(ic->attrs, "dtype", MF_FLOAT32);
@@ -170,6 +195,9 @@ static mf_code uniform_kernel(mf_kernel_ctx *ctx) {
 static mf_code normal_kernel(mf_kernel_ctx *ctx) {
   return random_run(ctx, fill_normal_f32, fill_normal_f64);
 }
+static mf_code truncated_kernel(mf_kernel_ctx *ctx) {
+  return random_run(ctx, fill_truncated_f32, fill_truncated_f64);
+}
 
 static const mf_op_def defs[] = {
     {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1,
@@ -178,5 +206,8 @@ static const mf_op_def defs[] = {
     {.name = "RandomNormal", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = normal_kernel}},
+    {.name = "TruncatedNormal", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = random_infer, .kernel = {[MF_CPU] = truncated_kernel}},
 };
 MF_OP_TABLE(mf_ops_random, defs);

@@ -4,10 +4,10 @@
 #include <string.h>
 
 extern const mf_op_table mf_ops_core, mf_ops_math, mf_ops_array, mf_ops_reduce, mf_ops_matmul,
-    mf_ops_random;
+    mf_ops_random, mf_ops_state;
 
 static const mf_op_table *const tables[] = {
-    &mf_ops_core, &mf_ops_math, &mf_ops_array, &mf_ops_reduce, &mf_ops_matmul, &mf_ops_random,
+    &mf_ops_core, &mf_ops_math, &mf_ops_array, &mf_ops_reduce, &mf_ops_matmul, &mf_ops_random, &mf_ops_state,
 };
 
 const mf_op_def *mf_registry_lookup(const char *name) {

@@ -2,6 +2,7 @@
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
+local hygiene = require("moonflow.hygiene")
 local C = core.C
 
 local M = {}
@@ -150,6 +151,40 @@ function Graph:get_tensor_by_name(name)
   return self:_op(ptr):output(index)
 end
 
+-- Collections: named lists of anything (tf.add_to_collection, tf.GraphKeys).
+function Graph:get_collection_ref(name)
+  local list = self.collections[name]
+  if not list then list = {}; self.collections[name] = list end
+  return list
+end
+
+function Graph:add_to_collection(name, value)
+  local list = self:get_collection_ref(name)
+  list[#list + 1] = value
+end
+
+-- A copy of the collection; with `scope`, only the items whose name starts
+-- with it (a plain prefix, not a pattern).
+function Graph:get_collection(name, scope)
+  local out = {}
+  for _, item in ipairs(self.collections[name] or {}) do
+    local item_name = scope and type(item) == "table" and item.name
+    if not scope or (type(item_name) == "string" and item_name:sub(1, #scope) == scope) then
+      out[#out + 1] = item
+    end
+  end
+  return out
+end
+
+function Graph:clear_collection(name) self.collections[name] = nil end
+
+function Graph:get_all_collection_keys()
+  local keys = {}
+  for k, list in pairs(self.collections) do if #list > 0 then keys[#keys + 1] = k end end
+  table.sort(keys)
+  return keys
+end
+
 function Graph:finalize() C.mf_graph_finalize(self.ptr) end
 function Graph:num_ops() return C.mf_graph_num_ops(self.ptr) end
 function Graph:__tostring() return "<moonflow.Graph with " .. self:num_ops() .. " ops>" end
@@ -273,6 +308,9 @@ function tensor_methods.consumers(t)
 end
 
 function Tensor.__tostring(t)
+  if rawget(t, "initializer") then  -- a variable (variables.lua)
+    return string.format("<tf.Variable '%s' shape=%s dtype=%s>", t.name, tostring(t:get_shape()), t.dtype.name)
+  end
   return string.format('Tensor("%s", shape=%s, dtype=%s)', t.name, tostring(t:get_shape()), t.dtype.name)
 end
 
@@ -404,7 +442,10 @@ function M.constant(value, dtype_or_opts, shape, name)
       error(string.format("tf.constant: %d values cannot fill shape {%s}", a:size(), table.concat(want, ", ")), 2)
     end
   end
-  return M.op{"Const", attrs = {value = attr.value(a)}, name = opts.name, graph = opts.graph}
+  local t = M.op{"Const", attrs = {value = attr.value(a)}, name = opts.name, graph = opts.graph}
+  local bytes = a:size() * a.dtype.size
+  if bytes > hygiene.large_constant_bytes then hygiene.constant_built(t, bytes, core.user_location()) end
+  return t
 end
 
 -- Turns a Lua value into a tensor (a Tensor passes through); `dtype` is the dtype

@@ -27,6 +27,7 @@ tf.convert_to_tensor = function(x, dtype) return G.convert(x, dtype and core.as_
 tf.is_tensor = G.is_tensor
 
 tf.Session = S.new
+tf.hygiene = require("moonflow.hygiene")
 
 -- tf.placeholder(dtype, shape, name) or tf.placeholder(dtype, {shape=, name=}).
 function tf.placeholder(dtype, shape, name)
@@ -57,12 +58,13 @@ local ops = G.ops
 setmetatable(tf, {__index = ops})
 tf.ops = ops
 
-for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients", "nn_ops"}) do
+for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients", "nn_ops", "variables"}) do
   require("moonflow." .. module)(tf, ops)
 end
 
--- tf.identity and tf.no_op live with the core.
-function ops.identity(x, name) return G.op{"Identity", inputs = {G.convert(x)}, name = name} end
-function ops.no_op(name) return G.build{"NoOp", name = name} end
+-- tf.identity and tf.no_op live with the core; `name` is a string or {name=}.
+local function name_of(opt) return type(opt) == "table" and opt.name or opt end
+function ops.identity(x, name) return G.op{"Identity", inputs = {G.convert(x)}, name = name_of(name)} end
+function ops.no_op(name) return G.build{"NoOp", name = name_of(name)} end
 
 return tf

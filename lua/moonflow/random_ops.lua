@@ -1,5 +1,5 @@
 -- random_ops.lua — random sources and seeds: tf.random_uniform, tf.random_normal,
--- tf.set_random_seed, tf.get_seed (also as tf.random.uniform, …).
+-- tf.truncated_normal, tf.set_random_seed, tf.get_seed (also as tf.random.uniform, …).
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local C = core.C
@@ -109,18 +109,26 @@ return function(tf, ops)
     return ops.add(ops.multiply(rnd, range), minval, name)
   end
 
-  -- tf.random_normal(shape, mean=0, stddev=1, dtype=float32, seed, name).
-  function ops.random_normal(...)
-    local shape, mean, stddev, dtype, seed, name =
-      parse("random_normal", {...}, "mean", "stddev", 0, 1)
-    name = name or "random_normal"
-    if mean == 0 and stddev == 1 then return source("RandomNormal", shape, dtype, seed, name) end
-    local rnd = source("RandomNormal", shape, dtype, seed)
-    return ops.add(ops.multiply(rnd, stddev), mean, name)
+  -- A normal source scaled by stddev and shifted by mean:
+  -- (shape, mean=0, stddev=1, dtype=float32, seed, name).
+  local function normal(fname, op_type)
+    return function(...)
+      local shape, mean, stddev, dtype, seed, name = parse(fname, {...}, "mean", "stddev", 0, 1)
+      name = name or fname
+      if mean == 0 and stddev == 1 then return source(op_type, shape, dtype, seed, name) end
+      local rnd = source(op_type, shape, dtype, seed)
+      return ops.add(ops.multiply(rnd, stddev), mean, name)
+    end
   end
+  -- tf.random_normal(shape, mean, stddev, dtype, seed, name).
+  ops.random_normal = normal("random_normal", "RandomNormal")
+  -- tf.truncated_normal(shape, mean, stddev, dtype, seed, name): values more
+  -- than two standard deviations from the mean are drawn again.
+  ops.truncated_normal = normal("truncated_normal", "TruncatedNormal")
 
   tf.random.uniform = ops.random_uniform
   tf.random.normal = ops.random_normal
+  tf.random.truncated_normal = ops.truncated_normal
   tf.random.set_random_seed = tf.set_random_seed
   tf.random.get_seed = tf.get_seed
 end

@@ -3,6 +3,7 @@ local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
+local hygiene = require("moonflow.hygiene")
 local C = core.C
 
 local Session = {}
@@ -35,11 +36,21 @@ local function resolve(graph, x)
   return graph:get_operation_by_name(x)
 end
 
+-- A fetch whose metatable has __fetch (tf.report_uninitialized_variables)
+-- stands for another fetch structure and a function of its fetched value:
+-- `__fetch(obj)` returns both. Its template is marked with this metatable.
+local Converted = {}
+
 -- Flattens a fetch structure into tensors and target ops; returns a template
 -- that rebuild() fills: an index into the fetched values, false for an op, or
 -- a table of templates.
 local function flatten(graph, fetch, tensors, targets)
   fetch = resolve(graph, fetch)
+  local mt = getmetatable(fetch)
+  if type(mt) == "table" and mt.__fetch then
+    local inner, convert = mt.__fetch(fetch)
+    return setmetatable({inner = flatten(graph, inner, tensors, targets), convert = convert}, Converted)
+  end
   if G.is_tensor(fetch) then
     tensors[#tensors + 1] = fetch
     return #tensors
@@ -58,6 +69,7 @@ end
 local function rebuild(template, values)
   if type(template) == "number" then return values[template] end
   if template == false then return nil end
+  if getmetatable(template) == Converted then return template.convert(rebuild(template.inner, values)) end
   local out = {}
   for k, v in pairs(template) do out[k] = rebuild(v, values) end
   return out
@@ -190,6 +202,7 @@ function Session:run(fetches, feeds)
                               b.fetch_values, #tensors, b.targets, #targets, core.status)
   release_owned_feeds(b, nfeeds)
   if rc ~= 0 then core.check() end
+  hygiene.after_run(self)
   if self.on_run then self.on_run(self, tensors, targets) end
   local values = {}
   for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end

@@ -1,0 +1,185 @@
+-- Order of execution: effective-tensorflow.txt "Understanding order of
+-- execution and control dependencies", tf.control_dependencies, tf.group,
+-- tf.no_op, tf.identity, and collections.
+local tf = require("moonflow")
+
+local function err_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+describe("effective-tensorflow: order of execution and control dependencies", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("a tensor cannot be overwritten: a = a + b makes a new one", function()
+    local a = tf.constant(1, tf.int32)
+    local b = tf.constant(2, tf.int32)
+    a = a + b
+    assert.equal(3, tf.Session():run(a))
+    assert.equal(3, #tf.get_default_graph():get_operations())
+  end)
+
+  it("a variable can be updated: tf.assign returns the value assigned", function()
+    local a = tf.Variable(1, {dtype = tf.int32})
+    local b = tf.constant(2, tf.int32)
+    local assign = tf.assign(a, a + b)
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    assert.equal(3, sess:run(assign))
+  end)
+
+  it("an assignment inside control_dependencies({c}) never changes what c reads (100 runs)", function()
+    local a = tf.Variable(1, {dtype = tf.int32})
+    local b = tf.constant(2, tf.int32)
+    local c = a + b
+    local assign = tf.control_dependencies({c}, function() return tf.assign(a, 5) end)
+    assert.equal(c.op, assign.op.control_inputs[1])
+    local sess = tf.Session()
+    local init = tf.global_variables_initializer()
+    for _ = 1, 100 do
+      sess:run(init)
+      assert.same({5, 3}, sess:run({assign, c}))
+    end
+    -- Without the initializer the next run starts from 5.
+    assert.same({5, 7}, sess:run({assign, c}))
+  end)
+
+  it("without control dependencies a variable's uses read its value from the start of the run", function()
+    -- TensorFlow leaves this order open (3 or 7); moonflow's is fixed: the
+    -- variable op runs before every assignment built after it.
+    local a = tf.Variable(1, {dtype = tf.int32})
+    local b = tf.constant(2, tf.int32)
+    local c = a + b
+    local assign = tf.assign(a, 5)
+    local sess = tf.Session()
+    for _ = 1, 10 do
+      sess:run(tf.global_variables_initializer())
+      assert.same({5, 3}, sess:run({assign, c}))
+    end
+  end)
+end)
+
+describe("tf.control_dependencies", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("makes every op built in fn wait for the listed ops and tensors, and returns fn's results", function()
+    local v = tf.Variable(0, {dtype = tf.int32})
+    local inc = tf.assign_add(v, 1)
+    local mark = tf.no_op()
+    local x, y = tf.control_dependencies({inc, mark}, function()
+      return tf.constant(10, tf.int32), tf.identity(tf.constant(1))
+    end)
+    local deps = x.op.control_inputs
+    assert.equal(2, #deps)
+    assert.equal(inc.op, deps[1])
+    assert.equal(mark, deps[2])
+    assert.equal(2, #y.op.control_inputs)
+    local sess = tf.Session()
+    sess:run(v.initializer)
+    assert.equal(10, sess:run(x))  -- the dependency runs although x does not read it
+    assert.equal(1, sess:run(v))
+    sess:run(y)
+    assert.equal(2, sess:run(v))
+  end)
+
+  it("nests; nil lifts the dependencies in force; a single op needs no list", function()
+    local a, b = tf.no_op({name = "a"}), tf.no_op({name = "b"})
+    tf.control_dependencies(a, function()
+      tf.control_dependencies({b}, function()
+        assert.equal(2, #tf.constant(1).op.control_inputs)
+        tf.control_dependencies(nil, function() assert.equal(0, #tf.constant(1).op.control_inputs) end)
+      end)
+      assert.equal(1, #tf.constant(1).op.control_inputs)
+    end)
+    assert.equal(0, #tf.constant(1).op.control_inputs)
+  end)
+
+  it("checks its arguments and pops after an error", function()
+    assert.matches("fn must be a function", err_of(tf.control_dependencies, {}))
+    assert.matches("element 1 is not a Tensor or an Operation", err_of(tf.control_dependencies, {3}, print))
+    local other = tf.Graph():as_default(function() return tf.no_op() end)
+    assert.matches("is not an element of the default graph", err_of(tf.control_dependencies, {other}, print))
+    err_of(tf.control_dependencies, {tf.no_op()}, function() error("boom") end)
+    assert.equal(0, #tf.constant(1).op.control_inputs)
+  end)
+
+  it("an update op in UPDATE_OPS runs before a train step built under it", function()
+    local mean = tf.Variable(0, {name = "moving_mean"})
+    local x = tf.placeholder(tf.float32, {})
+    tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, tf.assign(mean, mean * 0.5 + x * 0.5))
+    local step = tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS), function()
+      return mean:read_value() * 1
+    end)
+    local sess = tf.Session()
+    sess:run(mean.initializer)
+    assert.equal(2, sess:run(step, {[x] = 4}))
+    assert.equal(3, sess:run(step, {[x] = 4}))
+  end)
+end)
+
+describe("tf.group, tf.no_op, tf.identity", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("tf.group runs all of its inputs, once each, and has no output", function()
+    local a = tf.Variable(0, {dtype = tf.int32})
+    local b = tf.Variable(0, {dtype = tf.int32})
+    local ia, ib = tf.assign_add(a, 1), tf.assign_add(b, 10)
+    local both = tf.group(ia, {ib, ia.op}, {name = "both"})
+    assert.equal("both", both.name)
+    assert.equal("NoOp", both.type)
+    assert.equal(2, #both.control_inputs)
+    assert.equal("group_deps", tf.group(ia).name)
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    assert.is_nil(sess:run(both))
+    sess:run({both, both, ia})
+    assert.same({2, 20}, sess:run({a, b}))
+    assert.matches("tf.group: element 1 is not a Tensor or an Operation", err_of(tf.group, 5), 1, true)
+  end)
+
+  it("tf.no_op does nothing; tf.identity forwards its input", function()
+    local n = tf.no_op({name = "nothing"})
+    assert.equal("nothing", n.name)
+    local sess = tf.Session()
+    assert.is_nil(sess:run(n))
+    local i = tf.identity(tf.constant({1, 2}), "same")
+    assert.equal("same:0", i.name)
+    assert.same({1, 2}, sess:run(i):totable())
+  end)
+end)
+
+describe("collections", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("adds and gets values by key, filters by name prefix, and copies", function()
+    local c1 = tf.constant(1, {name = "loss_a"})
+    local c2 = tf.name_scope("tower", function() return tf.constant(2, {name = "loss_b"}) end)
+    tf.add_to_collection(tf.GraphKeys.LOSSES, c1)
+    tf.add_to_collections({tf.GraphKeys.LOSSES, "mine"}, c2)
+    assert.same({c1, c2}, tf.get_collection(tf.GraphKeys.LOSSES))
+    assert.same({c2}, tf.get_collection(tf.GraphKeys.LOSSES, "tower/"))
+    assert.same({c2}, tf.get_collection("mine"))
+    assert.same({}, tf.get_collection("nothing"))
+    local copy = tf.get_collection(tf.GraphKeys.LOSSES)
+    copy[3] = "x"
+    assert.equal(2, #tf.get_collection(tf.GraphKeys.LOSSES))
+    local ref = tf.get_collection_ref("live")
+    ref[1] = 5
+    assert.same({5}, tf.get_collection("live"))
+    assert.same({"live", "losses", "mine"}, tf.get_default_graph():get_all_collection_keys())
+    tf.get_default_graph():clear_collection("live")
+    assert.same({}, tf.get_collection("live"))
+  end)
+
+  it("GraphKeys has TensorFlow's names and collections belong to their graph", function()
+    assert.equal("variables", tf.GraphKeys.GLOBAL_VARIABLES)
+    assert.equal("trainable_variables", tf.GraphKeys.TRAINABLE_VARIABLES)
+    assert.equal("update_ops", tf.GraphKeys.UPDATE_OPS)
+    assert.equal("losses", tf.GraphKeys.LOSSES)
+    local g = tf.Graph()
+    g:as_default(function() tf.Variable(1) end)
+    assert.equal(1, #g:get_collection(tf.GraphKeys.GLOBAL_VARIABLES))
+    assert.same({}, tf.global_variables())
+  end)
+end)
