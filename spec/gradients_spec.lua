@@ -110,6 +110,17 @@ describe("tf.gradients", function()
     assert.is_not_nil(tf.gradients(x * 2, x)[1])
   end)
 
+  it("differentiates with respect to variables, also through read_value", function()
+    local v = tf.Variable(3, {name = "v", dtype = tf.float64})
+    local y = v:read_value() * v
+    local g = tf.gradients(y, v)[1]
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    assert.equal(6, sess:run(g))
+    -- an assignment passes no gradient
+    assert.is_nil(tf.gradients(tf.assign(v, v * 2), v)[1])
+  end)
+
   it("computes second derivatives: d2(x^3)/dx2 = 6x", function()
     local x = tf.placeholder(tf.float64, {}, "x")
     local y = x * x * x

@@ -1,6 +1,11 @@
 -- MatMul: plain, transposed, batched with broadcasting, every dtype, errors.
 local tf = require("moonflow")
 
+-- The sweeps below build and run ops in loops on purpose: no growth warnings.
+local growth_warnings = tf.hygiene.graph_growth
+setup(function() tf.hygiene.graph_growth = false end)
+teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+
 -- A small LCG so the random inputs are the same on every run.
 local function rng(seed)
   return function(lo, hi)

@@ -5,7 +5,10 @@
  * are topological), sums the gradient contributions reaching each port (AddN),
  * asks each op's rule for its inputs' gradients, and undoes broadcasting
  * (SumToShape) wherever a gradient's shape may differ from its input's. Rules
- * build ordinary graph ops, so the gradients are differentiable in turn. */
+ * build ordinary graph ops, so the gradients are differentiable in turn.
+ * Ref inputs (a variable an op reads or writes) are edges like any other:
+ * ReadVariable passes its gradient to the variable, and the assignments are
+ * declared non-differentiable. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -149,15 +152,13 @@ static void mark_paths(driver *dr, const mf_output *xs, int nx, const mf_output 
   for (int id = 0; id < dr->num_ops; id++) {
     const mf_op *op = g->ops[id];
     for (int k = 0; k < op->num_inputs && !dr->from_x[id]; k++)
-      if (!mf_op_is_ref_input(op, k) && dr->from_x[op->inputs[k].op->id])
-        dr->from_x[id] = true;
+      if (dr->from_x[op->inputs[k].op->id]) dr->from_x[id] = true;
   }
   for (int i = 0; i < ny; i++) dr->to_y[ys[i].op->id] = true;
   for (int id = dr->num_ops - 1; id >= 0; id--) {
     if (!dr->to_y[id]) continue;
     const mf_op *op = g->ops[id];
-    for (int k = 0; k < op->num_inputs; k++)
-      if (!mf_op_is_ref_input(op, k)) dr->to_y[op->inputs[k].op->id] = true;
+    for (int k = 0; k < op->num_inputs; k++) dr->to_y[op->inputs[k].op->id] = true;
   }
 }
 
@@ -182,8 +183,7 @@ static mf_code backprop_op(driver *dr, const mf_op *op) {
   for (int k = 0; k < op->num_inputs; k++) {
     in_grads[k] = no_port;
     mf_output in = op->inputs[k];
-    wanted |= dr->from_x[in.op->id] && differentiable_dtype(in.op->out_dtypes[in.index]) &&
-              !mf_op_is_ref_input(op, k);
+    wanted |= dr->from_x[in.op->id] && differentiable_dtype(in.op->out_dtypes[in.index]);
   }
   if (!any || !wanted || !mf_ok(dr->s) || (op->def->flags & MF_OP_NOT_DIFFERENTIABLE)) goto done;
   if (!op->def->grad) {
@@ -201,8 +201,7 @@ static mf_code backprop_op(driver *dr, const mf_op *op) {
   if (op->def->grad(&gc) == MF_OK && mf_ok(dr->s)) {
     for (int k = 0; k < op->num_inputs && mf_ok(dr->s); k++) {
       mf_output in = op->inputs[k];
-      if (!in_grads[k].op || !dr->from_x[in.op->id] || !differentiable_dtype(in.op->out_dtypes[in.index]) ||
-          mf_op_is_ref_input(op, k))
+      if (!in_grads[k].op || !dr->from_x[in.op->id] || !differentiable_dtype(in.op->out_dtypes[in.index]))
         continue;
       mf_output g = unbroadcast(&gc, in_grads[k], in);
       if (g.op && g.op->out_dtypes[g.index] != in.op->out_dtypes[in.index])

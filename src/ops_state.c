@@ -232,6 +232,12 @@ static mf_code read_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* A read passes its gradient to the variable it reads. */
+static mf_code read_grad(mf_grad_ctx *gc) {
+  gc->input_grads[0] = gc->grads[0];
+  return MF_OK;
+}
+
 /* IsVariableInitialized(ref): a bool scalar. */
 static mf_code is_initialized_infer(mf_infer_ctx *ic) {
   mf_code rc = ref_value_infer(ic, false);
@@ -262,7 +268,7 @@ static const mf_op_def defs[] = {
      .infer = assign_update_infer, .kernel = {[MF_CPU] = assign_sub_kernel}},
     {.name = "ReadVariable", .num_inputs = 1, .num_outputs = 1, .ref_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS,
-     .infer = read_infer, .kernel = {[MF_CPU] = read_kernel}},
+     .infer = read_infer, .kernel = {[MF_CPU] = read_kernel}, .grad = read_grad},
     {.name = "IsVariableInitialized", .num_inputs = 1, .num_outputs = 1, .ref_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = is_initialized_infer, .kernel = {[MF_CPU] = is_initialized_kernel}},

@@ -155,12 +155,25 @@ end
 
 function Array:get(...) return scalar_of(self.dtype, self._data[offset_of(self, ...)]) end
 
--- a:set(i, j, ..., value) with 0-based indices.
+-- A copy that owns its memory.
+function Array:copy()
+  local out = Array.new(self.dtype, self._dims)
+  ffi.copy(out._data, self._data, self._size * self.dtype.size)
+  return out
+end
+
+-- a:set(i, j, ..., value) with 0-based indices. A fetched array may share its
+-- memory with the session (a variable's value, a constant): then set copies
+-- it first, so the write never reaches the graph's values.
 function Array:set(...)
   local n = select("#", ...)
   local idx = {...}
   local v = idx[n]
   local off = offset_of(self, unpack(idx, 1, n - 1))
+  if C.mf_tensor_refcount(self.ptr) > 1 then
+    local own = self:copy()
+    self.ptr, self._data = own.ptr, own._data
+  end
   if self.dtype.name == "bool" then self._data[off] = v and true or false else self._data[off] = v end
 end
 
