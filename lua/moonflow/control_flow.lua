@@ -1,0 +1,3 @@
+-- control_flow.lua — being written.
+return function(tf, ops)
+end

@@ -1,0 +1,3 @@
+-- index_ops.lua — being written.
+return function(tf, ops)
+end

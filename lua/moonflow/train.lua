@@ -1,0 +1,3 @@
+-- train.lua — being written.
+return function(tf, ops)
+end
