@@ -4,30 +4,12 @@
 -- Each is checked against central differences in float64, with hand-computed
 -- values, unknown dimensions fed at run time, and the gradient of the gradient.
 local tf = require("moonflow")
+local H = require("spec.helpers")
+local check_grad, numel = H.check_grad, H.numel
+local values = H.values
+local error_of = H.error_of
 local G = require("moonflow.graph")
 
-local TOL = 1e-8
-
-local function check_grad(x, x_shape, y, y_shape, opts)
-  local err = tf.test.compute_gradient_error(x, x_shape, y, y_shape, opts)
-  assert.is_true(err < TOL, "gradient error " .. tostring(err))
-end
-
--- n reproducible values in [-1, 1), none of them zero.
-local function values(n, seed)
-  local out, s = {}, seed or 7
-  for i = 1, n do
-    s = (s * 1103515245 + 12345) % 2147483648
-    out[i] = (s / 1073741824 - 1) * 0.9 + (i % 2 == 0 and 0.05 or -0.05)
-  end
-  return out
-end
-
-local function numel(shape)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  return n
-end
 
 -- A float64 constant of `shape` with distinct values.
 local function const(shape, seed)
@@ -53,12 +35,6 @@ local function arr(shape, seed)
 end
 
 local function run(t, feeds) return tf.Session():run(t, feeds) end
-
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok)
-  return tostring(err)
-end
 
 local function op_types(prefix)
   local seen = {}

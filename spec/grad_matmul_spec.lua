@@ -2,28 +2,10 @@
 -- products with broadcast batch dimensions (summed back by the driver),
 -- unknown dimensions, and second derivatives.
 local tf = require("moonflow")
+local H = require("spec.helpers")
+local check_grad, numel = H.check_grad, H.numel
+local values = H.uniform
 
-local TOL = 1e-8
-
-local function check_grad(x, x_shape, y, y_shape, opts)
-  local err = tf.test.compute_gradient_error(x, x_shape, y, y_shape, opts)
-  assert.is_true(err < TOL, "gradient error " .. tostring(err))
-end
-
-local function numel(shape)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  return n
-end
-
-local function values(n, seed)
-  local out, s = {}, seed or 5
-  for i = 1, n do
-    s = (s * 1103515245 + 12345) % 2147483648
-    out[i] = s / 1073741824 - 1
-  end
-  return out
-end
 
 local function const(shape, seed)
   return tf.constant(values(numel(shape), seed), {dtype = tf.float64, shape = shape})

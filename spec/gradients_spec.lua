@@ -1,11 +1,6 @@
 -- The autodiff driver: tf.gradients semantics, independent of any one op's rule.
 local tf = require("moonflow")
-
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  assert.is_false(ok)
-  return tostring(err)
-end
+local error_of = require("spec.helpers").error_of
 
 describe("tf.gradients", function()
   before_each(function() tf.reset_default_graph() end)
