@@ -301,6 +301,54 @@ section("creating 1M ops (x = x + 1)", function()
   collectgarbage()
 end)
 
+-- 7: tf.while_loop's executor: the cost of one iteration of a scalar loop whose
+-- body is two ops (i + 1, x + 1; the condition i < n is a third). The peers'
+-- figures are the issue's references, measured on this machine for the same
+-- loop: PyTorch eager 2 us, TorchScript 3 us, a TensorFlow tf.function
+-- while loop about 20 us per iteration.
+local LOOP_PEERS_US = {{"PyTorch eager (reference)", 2}, {"TorchScript (reference)", 3},
+                       {"TF tf.function loop (reference)", 20}}
+section("while_loop, scalar body of two ops", function()
+  local N = 1000000
+  tf.reset_default_graph()
+  local n = tf.placeholder(tf.int32, {})
+  local _, x = tf.while_loop(function(i) return tf.less(i, n) end, function(i, v) return i + 1, v + 1 end,
+                             {tf.constant(0, tf.int32), tf.constant(0.0)})
+  local sess = tf.Session()
+  local run = sess:make_callable(x, {n})
+  assert(run(1000) == 1000, "the loop went astray")
+  local t = best(function() run(N) end, 1, 3) / N
+  for i, peer in ipairs(LOOP_PEERS_US) do
+    row(i == 1 and "while_loop, scalar body of two ops" or "", i == 1 and us(t) or "", i == 1 and "us/iteration" or "",
+        peer[1], string.format("%.0f", peer[2]), fmt_ratio(t / (peer[2] * 1e-6)),
+        i == 1 and string.format("%.0f ns/iteration; 1M iterations per run", t * 1e9) or "")
+  end
+end)
+
+-- 8: what a while loop's gradient keeps from the forward pass: an RNN-like
+-- loop h = tanh(h W), 100 steps of a 32x64 float32 state. The stash (the
+-- While op's last output reports its bytes) holds one checkpoint of the loop
+-- variable per iteration; the intermediates the gradient reads (tanh's
+-- output here) are recomputed from it. Keeping them instead, as TensorFlow's
+-- stacks do, would double this.
+section("while_loop gradient: memory held", function()
+  local T, B, H = 100, 32, 64
+  tf.reset_default_graph()
+  local h0 = tf.placeholder(tf.float32, {B, H})
+  local w = tf.random_normal({H, H}, {stddev = 0.1, seed = 1})
+  local _, h = tf.while_loop(function(i) return tf.less(i, T) end,
+                             function(i, hh) return i + 1, tf.tanh(tf.matmul(hh, w)) end,
+                             {tf.constant(0, tf.int32), h0})
+  local gw = tf.gradients(tf.reduce_sum(h), {w})[1]
+  local sess = tf.Session()
+  local feed = {[h0] = tf.Array.new(tf.float32, {B, H})}
+  local kept = sess:run({gw, h.op:output(2)}, feed)[2]
+  local t = best(function() sess:run(gw, feed) end, 1, 5)
+  row("while_loop gradient: memory held", string.format("%.1f", kept / T / 1024), "KiB/iteration", "", "", "",
+      string.format("%d steps of h [%dx%d] float32: %.0f KiB kept in all (one state per step); " ..
+                    "forward + backward %.2f ms", T, B, H, kept / 1024, t * 1e3))
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}

@@ -317,9 +317,14 @@ describe("random ops", function()
   end)
 
   it("a loop drawing large tensors recycles the dropped results' buffers", function()
-    local u = tf.random_uniform({4, 1024, 1024}, {seed = 1})  -- 16 MB a draw
+    -- Dropped results are collected before a run once their bytes outgrow
+    -- twice the Lua heap (session.lua); earlier specs leave a live heap of
+    -- their own, so each draw is made at least three times that (16 MB or more).
+    collectgarbage()
+    local n = math.max(4 * 2 ^ 20, math.ceil(collectgarbage("count") * 1024 * 3 / 4))
+    local u = tf.random_uniform({n}, {seed = 1})
     local sess = tf.Session()
-    for _ = 1, 8 do assert.equal(4 * 2 ^ 20, sess:run(u):size()) end
+    for _ = 1, 8 do assert.equal(n, sess:run(u):size()) end
     assert.is_true(sess:num_allocations() <= 2, sess:num_allocations() .. " allocations")
   end)
 
@@ -426,5 +431,209 @@ describe("tf.truncated_normal", function()
     tf.reset_default_graph()
     assert.equal("truncated_normal:0", tf.truncated_normal({2}).name)
     assert.equal("TruncatedNormal", tf.truncated_normal({2}).op.type)
+  end)
+end)
+
+local H_error = require("spec.helpers").error_of
+
+describe("tf.random_shuffle", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- The reference: Fisher-Yates from the last row down; step i swaps rows i
+  -- and r mod (i + 1), r the 64-bit word i % 2 of block i / 2.
+  local function reference(seed, seed2, run, n)
+    local perm, w = {}, nil
+    for i = 0, n - 1 do perm[i] = i end
+    for i = n - 1, 1, -1 do
+      if i == n - 1 or i % 2 == 1 then w = block(seed, seed2, run, math.floor(i / 2)) end
+      local j = (i % 2) * 2
+      local r = u64(w[j + 1]) * TWO32 + w[j + 2]
+      local k = tonumber(r % (i + 1))
+      perm[i], perm[k] = perm[k], perm[i]
+    end
+    local out = {}
+    for i = 0, n - 1 do out[i + 1] = perm[i] end
+    return out
+  end
+  local function shuffle(value, seed, seed2)
+    return G.op{"RandomShuffle", inputs = {value}, attrs = {seed = G.attr.int(seed), seed2 = G.attr.int(seed2)}}
+  end
+
+  it("follows (seed, seed2, run) exactly", function()
+    for _, c in ipairs({{7, 3, 10}, {0xffffffff, 123456, 37}, {87654321, 5, 2}}) do
+      local t = shuffle(tf.range(c[3]), c[1], c[2])
+      local sess = tf.Session()
+      for run = 0, 2 do assert.same(reference(c[1], c[2], run, c[3]), sess:run(t):totable()) end
+    end
+  end)
+
+  it("permutes the rows of any dtype and row size, keeping each row intact", function()
+    for _, dtype in ipairs({tf.float32, tf.float64, tf.int32, tf.int64, tf.uint8}) do
+      for _, width in ipairs({1, 3}) do
+        local rows = {}
+        for r = 1, 40 do
+          rows[r] = {}
+          for c = 1, width do rows[r][c] = (r * 3 + c) % 256 end
+        end
+        local t = tf.random_shuffle(tf.constant(rows, dtype), 11)
+        assert.equal(dtype, t.dtype)
+        local got = tf.Session():run(t):totable()
+        assert.are_not.same(rows, got)
+        table.sort(got, function(a, b) return a[1] < b[1] end)
+        local want = {}
+        for r = 1, 40 do want[r] = rows[r] end
+        table.sort(want, function(a, b) return a[1] < b[1] end)
+        assert.same(want, got)
+      end
+    end
+    local b = tf.Session():run(tf.random_shuffle(tf.constant({true, false, false, false}), 1)):totable()
+    local trues = 0
+    for _, v in ipairs(b) do trues = trues + (v and 1 or 0) end
+    assert.equal(1, trues)
+  end)
+
+  it("differs across runs, reproduces with seeds in a new session, and is uniform", function()
+    local t = tf.random_shuffle(tf.range(20), 5)
+    local sess = tf.Session()
+    local first, second = sess:run(t):totable(), sess:run(t):totable()
+    assert.are_not.same(first, second)
+    local again = tf.Session()
+    assert.same(first, again:run(t):totable())
+    assert.same(second, again:run(t):totable())
+    assert.are_not.same(first, tf.Session():run(tf.random_shuffle(tf.range(20), 6)):totable())
+    tf.reset_default_graph()
+    tf.set_random_seed(3)
+    local a = tf.random_shuffle(tf.range(20))
+    local first_graph = tf.Session(a.graph):run(a):totable()
+    tf.reset_default_graph()
+    tf.set_random_seed(3)
+    assert.same(first_graph, tf.Session():run(tf.random_shuffle(tf.range(20))):totable())
+    -- where element 0 lands over 8000 runs: each of 4 places about 2000 times
+    local s4 = tf.random_shuffle(tf.range(4), 9)
+    local s = tf.Session()
+    local counts = {0, 0, 0, 0}
+    local step = s:make_callable(s4)
+    for _ = 1, 8000 do
+      local v = step():totable()
+      for p = 1, 4 do if v[p] == 0 then counts[p] = counts[p] + 1 end end
+    end
+    for p = 1, 4 do assert.is_true(math.abs(counts[p] - 2000) < 200, "position " .. p .. ": " .. counts[p]) end
+  end)
+
+  it("passes scalars and empty tensors, keeps unknown dims, has no gradient", function()
+    local sess = tf.Session()
+    assert.equal(4, sess:run(tf.random_shuffle(tf.constant(4), 1)))
+    assert.same({0, 3}, sess:run(tf.random_shuffle(tf.zeros({0, 3}), 1)):shape())
+    local x = tf.placeholder(tf.float64, {-1, 2})
+    local t = tf.random_shuffle(x, {seed = 2, name = "mix"})
+    assert.equal("mix:0", t.name)
+    assert.same({-1, 2}, t:get_shape():as_list())
+    local got = sess:run(t, {[x] = {{1, 1}, {2, 2}, {3, 3}}}):totable()
+    table.sort(got, function(a, b) return a[1] < b[1] end)
+    assert.same({{1, 1}, {2, 2}, {3, 3}}, got)
+    assert.is_nil(tf.gradients(t, x)[1])
+    assert.equal(tf.random.shuffle, tf.random_shuffle)
+    assert.matches("unknown option 'sed'", H_error(tf.random_shuffle, x, {sed = 1}))
+  end)
+end)
+
+describe("tf.multinomial", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- The reference: sample e of the op (row-major) draws the float64 uniform u
+  -- of element e and takes the first class whose running sum of
+  -- exp(logit - max) exceeds u times the total.
+  local function reference(seed, seed2, run, logits, n)
+    local out = {}
+    for b, row in ipairs(logits) do
+      local max = -math.huge
+      for _, l in ipairs(row) do max = math.max(max, l) end
+      local cdf, acc = {}, 0
+      for c, l in ipairs(row) do acc = acc + math.exp(l - max); cdf[c] = acc end
+      out[b] = {}
+      for s = 0, n - 1 do
+        local e = (b - 1) * n + s
+        local w = block(seed, seed2, run, math.floor(e / 2))
+        local j = (e % 2) * 2
+        local target = u53(w[j + 1], w[j + 2]) * acc
+        local c = 1
+        while cdf[c] <= target do c = c + 1 end
+        out[b][s + 1] = c - 1
+      end
+    end
+    return out
+  end
+  local function multinomial(logits, n, seed, seed2)
+    return G.op{"Multinomial", inputs = {logits, tf.constant(n, tf.int32)},
+                attrs = {seed = G.attr.int(seed), seed2 = G.attr.int(seed2)}}
+  end
+
+  it("follows (seed, seed2, run, index) exactly", function()
+    local logits = {{0, 1, 2, -1}, {3, 3, -100, 0.5}, {-2, 0, 0, 1}}
+    local t = multinomial(tf.constant(logits, tf.float64), 7, 21, 4)
+    assert.equal(tf.int64, t.dtype)
+    assert.same({3, 7}, t:get_shape():as_list())
+    local sess = tf.Session()
+    for run = 0, 2 do assert.same(reference(21, 4, run, logits, 7), sess:run(t):totable()) end
+  end)
+
+  it("frequencies match the softmax probabilities; impossible classes never come", function()
+    local p = {0.1, 0.2, 0.7}
+    local logits = tf.constant({{math.log(p[1]), math.log(p[2]), math.log(p[3])}, {0, -1 / 0, 2}})
+    local n = 20000
+    local draws = tf.Session():run(tf.multinomial(logits, n, 17)):totable()
+    local counts = {0, 0, 0}
+    for _, c in ipairs(draws[1]) do counts[c + 1] = counts[c + 1] + 1 end
+    for c = 1, 3 do assert.near(p[c], counts[c] / n, 0.015) end
+    local second = {0, 0, 0}
+    for _, c in ipairs(draws[2]) do second[c + 1] = second[c + 1] + 1 end
+    assert.equal(0, second[2])
+    assert.near(1 / (1 + math.exp(2)), second[1] / n, 0.015)
+    -- float64 logits, shifted: the same distribution
+    local d64 = tf.Session():run(tf.multinomial(tf.constant({{1000 + math.log(0.25), 1000 + math.log(0.75)}}, tf.float64),
+                                                n, 3)):totable()[1]
+    local ones = 0
+    for _, c in ipairs(d64) do ones = ones + c end
+    assert.near(0.75, ones / n, 0.015)
+  end)
+
+  it("seeds reproduce it, runs differ; int32 output; categorical; unknown sizes", function()
+    local logits = tf.constant({{0, 0, 0, 0, 0}})
+    local t = tf.multinomial(logits, 30, {seed = 8})
+    local sess = tf.Session()
+    local a, b = sess:run(t):totable(), sess:run(t):totable()
+    assert.are_not.same(a, b)
+    assert.same(a, tf.Session():run(t):totable())
+    local i32 = tf.multinomial(logits, 4, 8, "draw", tf.int32)
+    assert.equal("draw:0", i32.name)
+    assert.equal(tf.int32, i32.dtype)
+    local c = tf.random.categorical(logits, 4, tf.int32, 8)
+    assert.equal(tf.int32, c.dtype)
+    assert.same({1, 4}, c:get_shape():as_list())
+    local l = tf.placeholder(tf.float32, {-1, 3})
+    local k = tf.placeholder(tf.int32, {})
+    local u = tf.multinomial(l, k, {seed = 1})
+    assert.same({-1, -1}, u:get_shape():as_list())
+    assert.same({2, 5}, sess:run(u, {[l] = {{0, 0, 0}, {1, 2, 3}}, [k] = 5}):shape())
+    assert.same({2, 0}, sess:run(u, {[l] = {{0, 0, 0}, {1, 2, 3}}, [k] = 0}):shape())
+    assert.is_nil(tf.gradients(tf.cast(u, tf.float32), l)[1])
+  end)
+
+  it("errors at build and run time; the session goes on", function()
+    assert.matches("logits must be a matrix", H_error(tf.multinomial, tf.constant({1, 2}), 1))
+    assert.matches("logits must be float32 or float64, got int32", H_error(tf.multinomial, tf.constant({{1}}, tf.int32), 1))
+    assert.matches("num_samples must be non%-negative, got %-2", H_error(tf.multinomial, tf.constant({{1, 2}}), -2))
+    assert.matches("logits has no classes", H_error(tf.multinomial, tf.zeros({2, 0}), 3))
+    assert.matches("unknown option 'dtype'", H_error(tf.multinomial, tf.zeros({2, 2}), 3, {dtype = tf.int32}))
+    local l = tf.placeholder(tf.float32, {-1, 2})
+    local t = tf.multinomial(l, 3, 1)
+    local sess = tf.Session()
+    local ok, err = pcall(sess.run, sess, t, {[l] = {{0, 0}, {-1 / 0, -1 / 0}}})
+    assert.is_false(ok)
+    assert.matches("row 1 of logits has only %-inf", err)
+    ok, err = pcall(sess.run, sess, t, {[l] = {{0 / 0, 0}}})
+    assert.is_false(ok)
+    assert.matches("row 0 of logits has a nan", err)
+    assert.same({{1, 1, 1}}, sess:run(t, {[l] = {{-1 / 0, 0}}}):totable())
   end)
 end)

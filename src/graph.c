@@ -62,6 +62,7 @@ static void op_free(mf_op *op) {
   mf_free(op->control_inputs);
   mf_free(op->out_dtypes);
   mf_free(op->out_shapes);
+  mf_free(op->ref_mask);
   mf_free(op);
 }
 
@@ -529,6 +530,20 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   op->outputs_fully_defined = true;
   for (int i = 0; i < op->num_outputs; i++)
     if (!mf_shape_fully_defined(&op->out_shapes[i])) op->outputs_fully_defined = false;
+  const int64_t *refs;
+  int nrefs = mf_attr_ints(&op->attrs, "_ref_inputs", &refs);
+  if (nrefs > 0) {
+    op->ref_mask = mf_calloc((size_t)op->num_inputs, sizeof *op->ref_mask);
+    if (!op->ref_mask) goto oom;
+    for (int i = 0; i < nrefs; i++) {
+      if (refs[i] < 0 || refs[i] >= op->num_inputs) {
+        mf_status_set(s, MF_INVALID_ARGUMENT, "%s: _ref_inputs names input %lld of %d", name,
+                      (long long)refs[i], op->num_inputs);
+        goto fail;
+      }
+      op->ref_mask[refs[i]] = true;
+    }
+  }
   if (!unique_name(g, scoped, name, sizeof name, true)) goto oom;
   void **slot = mf_strmap_slot(g->names, name, true);
   if (!slot) goto oom;
@@ -580,6 +595,34 @@ mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_statu
   /* outputs_fully_defined stays as inference left it: a promised shape is no
    * reason to skip run-time inference of this op. */
   *cur = merged;
+  return MF_OK;
+}
+
+mf_code mf_op_set_attr_ints(mf_op *op, const char *name, const int64_t *v, int n, mf_status *s) {
+  int64_t *copy = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+  if (!copy) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting attribute %s", name);
+  if (n > 0) memcpy(copy, v, (size_t)n * sizeof *v);
+  mf_attr *at = NULL;
+  for (int i = 0; i < op->attrs.n && !at; i++)
+    if (strcmp(op->attrs.items[i].name, name) == 0) at = &op->attrs.items[i];
+  if (!at) {
+    mf_attr *items = mf_realloc(op->attrs.items, (size_t)(op->attrs.n + 1) * sizeof *items);
+    char *dup = mf_strdup(name);
+    if (items) op->attrs.items = items;
+    if (!items || !dup) {
+      mf_free(copy);
+      mf_free(dup);
+      return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting attribute %s", name);
+    }
+    at = &op->attrs.items[op->attrs.n++];
+    memset(at, 0, sizeof *at);
+    at->name = dup;
+  } else {
+    attr_clear_value(at);
+  }
+  at->kind = MF_ATTR_INTS;
+  at->v.ints.v = copy;
+  at->v.ints.n = n;
   return MF_OK;
 }
 

@@ -159,14 +159,39 @@ typedef struct mf_kernel_ctx {
   mf_session *session;
   mf_state_slot *state;      /* this op's per-session state */
   struct mf_plan *plan;      /* for mf_kernel_alloc_output */
+  /* Bit k: input k is read by no later op of the run and not fetched. When
+   * its refcount is 1 as well (and no other input is the same value), the
+   * kernel may take its buffer over: write it in place and forward it. */
+  unsigned dying_inputs;
+  const bool *outputs_read;  /* outputs_read[i]: some later op or a fetch reads output i */
 } mf_kernel_ctx;
 typedef mf_code (*mf_kernel_fn)(mf_kernel_ctx *ctx);
 /* For a ref input k (see mf_op_def.ref_inputs): the state of the op producing
  * it, e.g. the variable an Assign writes. */
 mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k);
+/* For a ref input k naming a variable that the kernel updates in place: the
+ * variable's value, writable (copied first when shared: the copy-on-write rule
+ * of ops_state.c). NULL with the status set when the variable has no value
+ * ("Attempting to use uninitialized value ...") or memory runs out. */
+mf_tensor *mf_kernel_ref_writable(mf_kernel_ctx *ctx, int k);
 /* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);
+
+/* Functions: graphs that kernels run with their own session (the branches
+ * and loop bodies of control flow). A plan over function graph `fn` feeds
+ * `feeds`, fetches `fetches` and also runs `targets`; it is cached per session
+ * and signature, owned by the session. NULL with ctx->status set on error. */
+mf_callable *mf_function_plan(mf_kernel_ctx *ctx, mf_graph *fn, const mf_output *feeds, int nfeeds,
+                              const mf_output *fetches, int nfetches, mf_op *const *targets,
+                              int ntargets);
+/* Runs it. Takes over the references in feed_values (one per feed; the
+ * caller gives them up, so a value nobody else holds may be updated in
+ * place) and stores new references in fetch_values. An error names the
+ * failing op of the function. */
+mf_code mf_function_run(mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values, mf_status *s);
+/* Gives a value back to the plan's buffer pool (a result the caller is done with). */
+void mf_function_recycle(mf_callable *c, mf_tensor *t);
 
 /* Gradient rules build graph ops. A rule reads the op and the gradients of its
  * outputs and sets the gradients of its inputs; it may leave an input's
@@ -191,6 +216,8 @@ enum mf_op_flags {
   MF_OP_VARIADIC_INPUTS = 1 << 3,    /* num_inputs is a minimum */
   MF_OP_FORWARDS_INPUT = 1 << 4,     /* elementwise: output 0 may take over the buffer of an
                                         input of its shape and dtype that dies at this op */
+  MF_OP_DYNAMIC_OUTPUTS = 1 << 5,    /* only the kernel knows its output shapes (If, While,
+                                        Where): no run-time inference; with SETS_OUTPUTS */
 };
 
 struct mf_op_def {
@@ -238,6 +265,9 @@ struct mf_op {
   mf_dtype *out_dtypes;
   mf_shape *out_shapes;
   bool outputs_fully_defined; /* inference gave every output a fully defined shape */
+  /* Per-op ref inputs, from the ints attr "_ref_inputs" (control flow takes
+   * the variables its functions use as refs); NULL: the def's ref_inputs. */
+  bool *ref_mask;
 };
 
 struct mf_graph {
@@ -262,8 +292,13 @@ mf_output mf_grad_scalar(mf_grad_ctx *gc, mf_dtype dtype, double v);   /* a Cons
 mf_output mf_grad_output_or_zeros(mf_grad_ctx *gc, int i);  /* grads[i], or zeros like output i */
 static inline mf_output mf_op_in(const mf_op *op, int i) { return op->inputs[i]; }
 static inline bool mf_op_is_ref_input(const mf_op *op, int k) {
+  if (op->ref_mask) return op->ref_mask[k];
   return k < 32 && (op->def->ref_inputs >> k & 1u);
 }
+/* Sets an ints attribute of an existing op (control flow records there what
+ * its gradient needs kept). Attributes may change after plans were built:
+ * kernels read them when they run. */
+mf_code mf_op_set_attr_ints(mf_op *op, const char *name, const int64_t *v, int n, mf_status *s);
 static inline mf_output mf_op_out(const mf_op *op, int i) { mf_output o = {(mf_op *)op, i}; return o; }
 
 /* Sets the error "<op>: ... (created at <origin>)" style suffix. */

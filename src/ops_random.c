@@ -1,4 +1,5 @@
-/* ops_random.c — random sources: RandomUniform, RandomNormal, TruncatedNormal.
+/* ops_random.c — random sources: RandomUniform, RandomNormal, TruncatedNormal,
+ * and the random selections RandomShuffle and Multinomial.
  *
  * Counter-based: every element comes from one Philox4x32-10 block (Salmon et
  * al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) addressed by
@@ -20,10 +21,19 @@
  *   truncated normal: the normals of block b (as above) fill the group of
  *   elements [b*PER, b*PER + PER) in order, skipping those with |z| >= 2; when
  *   a block runs short, blocks b + k*2^40 (k = 1, 2, ...) continue the group.
- *   So a group depends only on (seed, seed2, run, b), as for the other ops. */
+ *   So a group depends only on (seed, seed2, run, b), as for the other ops.
+ *   shuffle (RandomShuffle): Fisher-Yates from the last row down; step i swaps
+ *   row i with row r_i mod (i + 1), where r_i = w[2j] << 32 | w[2j+1] is the
+ *   64-bit word j = i % 2 of block i / 2 (the bias of the modulo is below
+ *   2^-32 for any dimension that fits in memory).
+ *   multinomial: sample s of row b is element e = b * num_samples + s, drawn
+ *   as the float64 uniform u of element e (as above) and placed by inverting
+ *   the row's cumulative distribution: the first class c whose running sum of
+ *   exp(logit - max logit) exceeds u times the total. */
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 enum {
   PHILOX_M0 = 0xD2511F53u, PHILOX_M1 = 0xCD9E8D57u,  /* round multipliers */
@@ -173,7 +183,8 @@ static mf_code random_infer(mf_infer_ctx *ic) {
  * and a new session starts the sequence again. */
 typedef struct rng_state { uint64_t runs; } rng_state;
 
-static mf_code random_run(mf_kernel_ctx *ctx, fill_fn f32, fill_fn f64) {
+/* The key of the op's seeds and the number of this run (counted up). */
+static mf_code next_run(mf_kernel_ctx *ctx, uint32_t key[2], uint64_t *run) {
   rng_state *st = ctx->state->ptr;
   if (!st) {
     st = mf_calloc(1, sizeof *st);
@@ -183,9 +194,18 @@ static mf_code random_run(mf_kernel_ctx *ctx, fill_fn f32, fill_fn f64) {
   }
   uint64_t seed = (uint64_t)mf_attr_int(ctx->attrs, "seed", 0);
   uint64_t seed2 = (uint64_t)mf_attr_int(ctx->attrs, "seed2", 0);
-  uint32_t key[2] = {(uint32_t)seed ^ (uint32_t)(seed2 >> 32), (uint32_t)seed2 ^ (uint32_t)(seed >> 32)};
+  key[0] = (uint32_t)seed ^ (uint32_t)(seed2 >> 32);
+  key[1] = (uint32_t)seed2 ^ (uint32_t)(seed >> 32);
+  *run = st->runs++;
+  return MF_OK;
+}
+
+static mf_code random_run(mf_kernel_ctx *ctx, fill_fn f32, fill_fn f64) {
+  uint32_t key[2];
+  uint64_t run;
+  if (next_run(ctx, key, &run)) return ctx->status->code;
   mf_tensor *out = ctx->outputs[0];
-  (out->dtype == MF_FLOAT32 ? f32 : f64)(out->data, out->size, key, st->runs++);
+  (out->dtype == MF_FLOAT32 ? f32 : f64)(out->data, out->size, key, run);
   return MF_OK;
 }
 
@@ -199,6 +219,153 @@ static mf_code truncated_kernel(mf_kernel_ctx *ctx) {
   return random_run(ctx, fill_truncated_f32, fill_truncated_f64);
 }
 
+/* ---------- RandomShuffle ---------- */
+
+/* RandomShuffle(value): attrs seed, seed2. The rows (along the first dim) in
+ * a random order; a scalar passes as is. */
+static mf_code shuffle_infer(mf_infer_ctx *ic) {
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+/* Row moves out[i] = in[perm[i]]: rows of one 4- or 8-byte element are plain
+ * assignments, longer rows memcpy. */
+#define DEFINE_PERMUTE(T)                                                         \
+  static void permute_##T(T *out, const T *in, const int64_t *perm, int64_t n) { \
+    for (int64_t i = 0; i < n; i++) out[i] = in[perm[i]];                        \
+  }
+DEFINE_PERMUTE(uint32_t)
+DEFINE_PERMUTE(uint64_t)
+#undef DEFINE_PERMUTE
+
+static mf_code shuffle_kernel(mf_kernel_ctx *ctx) {
+  uint32_t key[2];
+  uint64_t run;
+  if (next_run(ctx, key, &run)) return ctx->status->code;
+  const mf_tensor *in = ctx->inputs[0];
+  mf_tensor *out = ctx->outputs[0];
+  int64_t n = in->rank > 0 ? in->dims[0] : 1;
+  if (in->size == 0) return MF_OK;
+  int64_t *perm = mf_malloc((size_t)n * sizeof *perm);
+  if (!perm) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  uint32_t c[4];
+  for (int64_t i = n - 1; i > 0; i--) {
+    if (i == n - 1 || i % 2 == 1) philox_block(c, i / 2, run, key);
+    int j = (int)(i % 2) * 2;
+    uint64_t r = (uint64_t)c[j] << 32 | c[j + 1];
+    int64_t k = (int64_t)(r % (uint64_t)(i + 1)), t = perm[i];
+    perm[i] = perm[k];
+    perm[k] = t;
+  }
+  size_t row = mf_tensor_nbytes(in) / (size_t)n;
+  if (row == 8) permute_uint64_t(out->data, in->data, perm, n);
+  else if (row == 4) permute_uint32_t(out->data, in->data, perm, n);
+  else
+    for (int64_t i = 0; i < n; i++)
+      memcpy((char *)out->data + (size_t)i * row, (const char *)in->data + (size_t)perm[i] * row, row);
+  mf_free(perm);
+  return MF_OK;
+}
+
+/* ---------- Multinomial ---------- */
+
+/* Multinomial(logits [batch, classes], num_samples): attrs seed, seed2,
+ * output_dtype (int64 default, or int32). Class indices drawn with the
+ * probabilities softmax(logits) of each row. */
+static mf_code multinomial_infer(mf_infer_ctx *ic) {
+  char buf[160];
+  if (!mf_dtype_is_float(ic->in_dtypes[0]))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: logits must be float32 or float64, got %s; use tf.cast",
+                         ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
+  const mf_shape *l = &ic->in_shapes[0];
+  if (l->rank >= 0 && l->rank != 2)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: logits must be a matrix [batch, classes], got shape %s",
+                         ic->op_name, mf_shape_str(l, buf, sizeof buf));
+  mf_dtype nt = ic->in_dtypes[1];
+  if ((nt != MF_INT32 && nt != MF_INT64) || ic->in_shapes[1].rank > 0)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: num_samples must be an int32 or int64 scalar, got %s "
+                         "of shape %s", ic->op_name, mf_dtype_name(nt), mf_shape_str(&ic->in_shapes[1], buf, sizeof buf));
+  mf_dtype ot = mf_attr_type(ic->attrs, "output_dtype", MF_INT64);
+  if (ot != MF_INT32 && ot != MF_INT64)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: output_dtype must be int32 or int64, got %s",
+                         ic->op_name, mf_dtype_name(ot));
+  int64_t samples = -1;
+  if (ic->in_values[1]) {
+    samples = mf_load_int64(ic->in_values[1]->data, nt, 0);
+    if (samples < 0)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: num_samples must be non-negative, got %lld",
+                           ic->op_name, (long long)samples);
+  }
+  if (l->rank == 2 && l->dims[1] == 0 && samples != 0)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: logits has no classes to draw from (shape %s)",
+                         ic->op_name, mf_shape_str(l, buf, sizeof buf));
+  ic->out_dtypes[0] = ot;
+  ic->out_shapes[0] = (mf_shape){.rank = 2, .dims = {l->rank == 2 ? l->dims[0] : -1, samples}};
+  return MF_OK;
+}
+
+/* The n samples of one row from element e on, given the row's cumulative
+ * sums cdf[0..classes). */
+#define DEFINE_SAMPLE(T)                                                                    \
+  static void sample_##T(T *out, const double *cdf, int64_t classes, int64_t e, int64_t n, \
+                         const uint32_t key[2], uint64_t run) {                            \
+    uint32_t c[4];                                                                         \
+    double total = cdf[classes - 1];                                                       \
+    for (int64_t s = 0; s < n; s++, e++) {                                                 \
+      if (s == 0 || e % 2 == 0) philox_block(c, e / 2, run, key);                          \
+      int j = (int)(e % 2) * 2;                                                            \
+      double target = U53(c[j], c[j + 1]) * total;                                         \
+      int64_t lo = 0, hi = classes - 1;                                                    \
+      while (lo < hi) {                                                                    \
+        int64_t mid = lo + (hi - lo) / 2;                                                  \
+        if (cdf[mid] > target) hi = mid;                                                   \
+        else lo = mid + 1;                                                                 \
+      }                                                                                    \
+      out[s] = (T)lo;                                                                      \
+    }                                                                                      \
+  }
+DEFINE_SAMPLE(int32_t)
+DEFINE_SAMPLE(int64_t)
+#undef DEFINE_SAMPLE
+
+static mf_code multinomial_kernel(mf_kernel_ctx *ctx) {
+  uint32_t key[2];
+  uint64_t run;
+  if (next_run(ctx, key, &run)) return ctx->status->code;
+  const mf_tensor *logits = ctx->inputs[0];
+  mf_tensor *out = ctx->outputs[0];
+  int64_t batch = logits->dims[0], classes = logits->dims[1], n = out->dims[1];
+  if (out->size == 0) return MF_OK;
+  double *cdf = mf_malloc((size_t)classes * sizeof *cdf);
+  if (!cdf) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
+  for (int64_t b = 0; b < batch; b++) {
+    if (logits->dtype == MF_FLOAT32)
+      for (int64_t k = 0; k < classes; k++) cdf[k] = ((const float *)logits->data)[b * classes + k];
+    else
+      memcpy(cdf, (const double *)logits->data + b * classes, (size_t)classes * sizeof *cdf);
+    double max = -INFINITY;
+    bool nan = false;
+    for (int64_t k = 0; k < classes; k++) {
+      nan |= isnan(cdf[k]);
+      if (cdf[k] > max) max = cdf[k];
+    }
+    if (nan || !isfinite(max)) {
+      mf_free(cdf);
+      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                           "%s: row %lld of logits has %s; every row needs a finite largest logit", ctx->op->name,
+                           (long long)b, nan ? "a nan" : max > 0 ? "an inf" : "only -inf");
+    }
+    double acc = 0;
+    for (int64_t k = 0; k < classes; k++) cdf[k] = acc += exp(cdf[k] - max);
+    if (out->dtype == MF_INT64) sample_int64_t((int64_t *)out->data + b * n, cdf, classes, b * n, n, key, run);
+    else sample_int32_t((int32_t *)out->data + b * n, cdf, classes, b * n, n, key, run);
+  }
+  mf_free(cdf);
+  return MF_OK;
+}
+
 static const mf_op_def defs[] = {
     {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
@@ -209,5 +376,11 @@ static const mf_op_def defs[] = {
     {.name = "TruncatedNormal", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = truncated_kernel}},
+    {.name = "RandomShuffle", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = shuffle_infer, .kernel = {[MF_CPU] = shuffle_kernel}},
+    {.name = "Multinomial", .num_inputs = 2, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = multinomial_infer, .kernel = {[MF_CPU] = multinomial_kernel}},
 };
 MF_OP_TABLE(mf_ops_random, defs);

@@ -61,6 +61,26 @@ static void state_set(mf_state_slot *slot, mf_tensor *v) {
   mf_tensor_release(old);
 }
 
+/* For a kernel that updates the variable behind ref input k in place (the
+ * training ops): its value, which the caller may overwrite. A value someone
+ * else holds is copied first and the copy becomes the variable's (the sharing
+ * rule above). NULL with TensorFlow's message when the variable has no value,
+ * or when out of memory. */
+mf_tensor *mf_kernel_ref_writable(mf_kernel_ctx *ctx, int k) {
+  mf_state_slot *slot = mf_kernel_ref_state(ctx, k);
+  mf_tensor *cur = slot->ptr;
+  if (!cur) {
+    uninitialized(ctx, ref_op(ctx, k));
+    return NULL;
+  }
+  if (writable(cur)) return cur;
+  mf_tensor *fresh = mf_tensor_new_uninit(cur->dtype, cur->rank, cur->dims, ctx->status);
+  if (!fresh) return NULL;
+  copy_value(fresh, cur);
+  state_set(slot, fresh);
+  return fresh;
+}
+
 /* ---------- VariableV2: attrs dtype, shape (optional; unknown dims allowed) ---------- */
 
 static mf_code variable_infer(mf_infer_ctx *ic) {

@@ -5,7 +5,14 @@
  * op's inputs exist before it), one value slot per port, and for each slot the
  * step after which it is dead. Dead buffers go to the plan's pool and are
  * handed to later outputs, in this run and the next ones, so a steady-state
- * run allocates nothing. */
+ * run allocates nothing.
+ *
+ * Functions (the branches and loop bodies of control flow, see ops_control.c)
+ * are graphs of their own that kernels run with the kernel's session: plans
+ * over them are built and cached the same way (mf_function_plan), and their
+ * ops keep their per-session state per (session, graph). A variable's
+ * stand-in inside a function (a VariableV2 op with the int attr "_var_id")
+ * has the state of the variable with that op id in the session's graph. */
 #include "internal.h"
 
 #include <string.h>
@@ -19,11 +26,25 @@ typedef struct mf_step {
   int num_dead;
   bool infer_at_runtime;
   unsigned forwardable;  /* bit k: input k dies here, so output 0 may take its buffer */
+  unsigned dying;        /* bit k: input k's slot is read by no later step and not fetched */
   bool has_fed_output;
+  struct mf_graph_states *state_holder; /* the op's state: state_holder->slots[state_index] */
+  int state_index;
+  bool stand_in;         /* a variable's stand-in in a function: reads a fed value of the variable */
 } mf_step;
+
+/* Per-op state of one graph in one session: the session's graph and each
+ * function graph run by its kernels have one. */
+typedef struct mf_graph_states {
+  mf_graph *graph;
+  mf_state_slot *slots;  /* per op id: variable values, RNG counters */
+  int num;
+} mf_graph_states;
 
 typedef struct mf_plan {
   mf_session *sess;
+  mf_graph *graph;       /* the session's graph, or a function graph */
+  mf_graph_states *states; /* the state of graph's ops */
   uint64_t hash;
   mf_output *feeds;
   int nfeeds;
@@ -34,6 +55,9 @@ typedef struct mf_plan {
   int num_slots;
   mf_tensor **slots;
   bool *slot_fetched;
+  bool *slot_read;       /* read by some step or fetched (mf_kernel_ctx.outputs_read) */
+  bool *slot_const;      /* holds a Const's value from run to run: no step computes it */
+  bool *fetch_moves;     /* mf_function_run hands fetch i over: no other fetch names its slot */
   int *feed_slots;
   int *fetch_slots;
   mf_step *steps;
@@ -53,9 +77,16 @@ struct mf_session {
   bool closed;
   mf_callable **plans;
   int num_plans, cap_plans;
-  mf_state_slot *states;      /* per op id: variable values, RNG counters */
-  int num_states;
+  mf_graph_states states;     /* of the session's graph */
+  mf_graph_states **fn_states; /* of function graphs, made when first run */
+  int num_fn_states, cap_fn_states;
+  mf_callable **fn_plans;     /* plans over function graphs */
+  int num_fn_plans, cap_fn_plans;
   uint64_t num_allocations;
+  /* During a run, the values fed for variables (by op id; NULL when not fed),
+   * which their stand-ins in functions read too. */
+  mf_tensor **var_feeds;
+  int num_var_feeds;
 };
 
 /* ---------- buffers ---------- */
@@ -94,8 +125,14 @@ static mf_tensor *plan_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t
   return mf_tensor_new_uninit(dtype, rank, dims, s);
 }
 
+/* A variable's stand-in in a function names the variable by "_var_id". */
+static bool var_id_of(const mf_op *op, int64_t *id) { return mf_op_attr_int(op, "_var_id", id); }
+
 mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) {
-  return &ctx->session->states[ctx->op->inputs[k].op->id];
+  const mf_op *src = ctx->op->inputs[k].op;
+  int64_t id;
+  if (src->graph != ctx->session->graph && var_id_of(src, &id)) return &ctx->session->states.slots[id];
+  return &ctx->plan->states->slots[src->id];
 }
 
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
@@ -117,6 +154,7 @@ mf_session *mf_session_new(mf_graph *g, mf_status *s) {
     return NULL;
   }
   sess->graph = mf_graph_retain(g);
+  sess->states.graph = g;
   return sess;
 }
 
@@ -131,6 +169,9 @@ static void plan_free(mf_plan *p) {
   mf_free(p->steps);
   mf_free(p->slots);
   mf_free(p->slot_fetched);
+  mf_free(p->slot_read);
+  mf_free(p->slot_const);
+  mf_free(p->fetch_moves);
   mf_free(p->feeds);
   mf_free(p->fetches);
   mf_free(p->targets);
@@ -146,11 +187,9 @@ static void plan_free(mf_plan *p) {
 
 /* Closing drops every buffer but keeps the plans themselves, so a callable
  * used after close reports the closed session instead of touching freed memory. */
-void mf_session_close(mf_session *sess) {
-  if (!sess || sess->closed) return;
-  sess->closed = true;
-  for (int i = 0; i < sess->num_plans; i++) {
-    mf_plan *p = &sess->plans[i]->plan;
+static void plans_drop_buffers(mf_callable **plans, int n) {
+  for (int i = 0; i < n; i++) {
+    mf_plan *p = &plans[i]->plan;
     for (int k = 0; k < p->pool_len; k++) mf_tensor_release(p->pool[k]);
     p->pool_len = 0;
     for (int k = 0; k < p->nfetches; k++) {
@@ -158,18 +197,35 @@ void mf_session_close(mf_session *sess) {
       p->last_fetched[k] = NULL;
     }
   }
-  for (int i = 0; i < sess->num_states; i++)
-    if (sess->states[i].ptr && sess->states[i].free) sess->states[i].free(sess->states[i].ptr);
-  mf_free(sess->states);
-  sess->states = NULL;
-  sess->num_states = 0;
+}
+
+static void states_clear(mf_graph_states *st) {
+  for (int i = 0; i < st->num; i++)
+    if (st->slots[i].ptr && st->slots[i].free) st->slots[i].free(st->slots[i].ptr);
+  mf_free(st->slots);
+  st->slots = NULL;
+  st->num = 0;
+}
+
+void mf_session_close(mf_session *sess) {
+  if (!sess || sess->closed) return;
+  sess->closed = true;
+  plans_drop_buffers(sess->plans, sess->num_plans);
+  plans_drop_buffers(sess->fn_plans, sess->num_fn_plans);
+  for (int i = 0; i < sess->num_fn_states; i++) states_clear(sess->fn_states[i]);
+  states_clear(&sess->states);
 }
 
 void mf_session_free(mf_session *sess) {
   if (!sess) return;
   mf_session_close(sess);
   for (int i = 0; i < sess->num_plans; i++) plan_free(&sess->plans[i]->plan);
+  for (int i = 0; i < sess->num_fn_plans; i++) plan_free(&sess->fn_plans[i]->plan);
+  for (int i = 0; i < sess->num_fn_states; i++) mf_free(sess->fn_states[i]);
   mf_free(sess->plans);
+  mf_free(sess->fn_plans);
+  mf_free(sess->fn_states);
+  mf_free(sess->var_feeds);
   mf_graph_release(sess->graph);
   mf_free(sess);
 }
@@ -198,9 +254,9 @@ static bool same_ports(const mf_output *a, const mf_output *b, int n) {
   return true;
 }
 
-static mf_code check_port(mf_session *sess, const char *what, mf_output o, mf_status *s) {
+static mf_code check_port(mf_graph *g, const char *what, mf_output o, mf_status *s) {
   if (!o.op) return mf_status_set(s, MF_INVALID_ARGUMENT, "a %s is NULL", what);
-  if (o.op->graph != sess->graph)
+  if (o.op->graph != g)
     return mf_status_set(s, MF_INVALID_ARGUMENT,
                          "Tensor %s:%d (a %s) is not an element of this session's graph", o.op->name,
                          o.index, what);
@@ -209,14 +265,14 @@ static mf_code check_port(mf_session *sess, const char *what, mf_output o, mf_st
   return MF_OK;
 }
 
-static mf_code grow_states(mf_session *sess, mf_status *s) {
-  int n = sess->graph->num_ops;
-  if (n <= sess->num_states) return MF_OK;
-  mf_state_slot *st = mf_realloc(sess->states, (size_t)n * sizeof *st);
+static mf_code grow_states(mf_graph_states *states, mf_status *s) {
+  int n = states->graph->num_ops;
+  if (n <= states->num) return MF_OK;
+  mf_state_slot *st = mf_realloc(states->slots, (size_t)n * sizeof *st);
   if (!st) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
-  memset(st + sess->num_states, 0, (size_t)(n - sess->num_states) * sizeof *st);
-  sess->states = st;
-  sess->num_states = n;
+  memset(st + states->num, 0, (size_t)(n - states->num) * sizeof *st);
+  states->slots = st;
+  states->num = n;
   return MF_OK;
 }
 
@@ -230,7 +286,7 @@ static bool port_is_fed(const mf_plan *p, mf_output o) {
   ((ptr) = mf_calloc((size_t)((count) > 0 ? (count) : 1), sizeof *(ptr)), (ptr) != NULL)
 
 static mf_code plan_build(mf_plan *p, mf_status *s) {
-  mf_graph *g = p->sess->graph;
+  mf_graph *g = p->graph;
   int n = g->num_ops;
   mf_code rc = MF_RESOURCE_EXHAUSTED;
   bool *needed = NULL, *fed_op = NULL;
@@ -263,6 +319,8 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   }
   p->num_slots = num_slots;
   if (!PLAN_ALLOC(p->slots, num_slots) || !PLAN_ALLOC(p->slot_fetched, num_slots) ||
+      !PLAN_ALLOC(p->slot_read, num_slots) || !PLAN_ALLOC(p->slot_const, num_slots) ||
+      !PLAN_ALLOC(p->fetch_moves, p->nfetches) ||
       !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) ||
       !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches) ||
       !PLAN_ALLOC(p->last_fetched, p->nfetches) || !PLAN_ALLOC(p->pool, num_slots + p->nfetches))
@@ -274,11 +332,22 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     p->fetch_slots[i] = slot_base[p->fetches[i].op->id] + p->fetches[i].index;
     p->slot_fetched[p->fetch_slots[i]] = true;
   }
+  for (int i = 0; i < p->nfetches; i++) {
+    p->fetch_moves[i] = true;
+    for (int j = 0; j < p->nfetches; j++) p->fetch_moves[i] &= j == i || p->fetch_slots[j] != p->fetch_slots[i];
+  }
 
   int max_in = 0, max_out = 0;
   for (int id = 0; id < n; id++) {
     if (!needed[id]) continue;
     mf_op *op = g->ops[id];
+    if (strcmp(op->def->name, "Const") == 0) {
+      /* A constant's value sits in its slot for the plan's life: no step. */
+      const mf_attr *v = mf_attrs_find(&op->attrs, "value", MF_ATTR_TENSOR);
+      p->slots[slot_base[id]] = mf_tensor_retain(v->v.tensor);
+      p->slot_const[slot_base[id]] = true;
+      continue;
+    }
     mf_step *st = &p->steps[p->num_steps];
     st->op = op;
     st->kernel = op->def->kernel[MF_CPU];
@@ -289,6 +358,18 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
       goto done;
     }
     st->out_slot = slot_base[id];
+    int64_t var_id;
+    st->state_holder = p->states;
+    st->state_index = id;
+    if (var_id_of(op, &var_id)) {
+      if (p->states == &p->sess->states || var_id < 0 || var_id >= p->sess->graph->num_ops) {
+        rc = mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' names no variable of the session's graph", op->name);
+        goto done;
+      }
+      st->state_holder = &p->sess->states;
+      st->state_index = (int)var_id;
+      st->stand_in = true;
+    }
     /* A source op learns nothing new at run time (an unfed Placeholder must reach
      * its kernel, which reports the missing feed). */
     st->infer_at_runtime = !op->outputs_fully_defined && op->num_inputs > 0;
@@ -310,17 +391,23 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   }
   for (int i = 0; i < p->num_steps; i++) {
     mf_step *st = &p->steps[i];
-    if (!(st->op->def->flags & MF_OP_FORWARDS_INPUT)) continue;
     for (int k = 0; k < st->op->num_inputs && k < 32; k++)
-      if (st->in_slots[k] >= 0 && last_use[st->in_slots[k]] == i && !p->slot_fetched[st->in_slots[k]]) st->forwardable |= 1u << k;
+      if (st->in_slots[k] >= 0 && last_use[st->in_slots[k]] == i && !p->slot_fetched[st->in_slots[k]] &&
+          !p->slot_const[st->in_slots[k]])
+        st->dying |= 1u << k;
+    if (st->op->def->flags & MF_OP_FORWARDS_INPUT) st->forwardable = st->dying;
   }
+  for (int i = 0; i < num_slots; i++) p->slot_read[i] = p->slot_fetched[i];
+  for (int i = 0; i < p->num_steps; i++)
+    for (int k = 0; k < p->steps[i].op->num_inputs; k++)
+      if (p->steps[i].in_slots[k] >= 0) p->slot_read[p->steps[i].in_slots[k]] = true;
   for (int i = 0; i < num_slots; i++)
-    if (!p->slot_fetched[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
+    if (!p->slot_fetched[i] && !p->slot_const[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
   for (int i = 0; i < p->num_steps; i++)
     if (!PLAN_ALLOC(p->steps[i].dead, p->steps[i].num_dead)) goto done;
   for (int i = 0; i < p->num_steps; i++) p->steps[i].num_dead = 0;
   for (int i = 0; i < num_slots; i++)
-    if (!p->slot_fetched[i] && last_use[i] >= 0) {
+    if (!p->slot_fetched[i] && !p->slot_const[i] && last_use[i] >= 0) {
       mf_step *st = &p->steps[last_use[i]];
       st->dead[st->num_dead++] = i;
     }
@@ -329,7 +416,8 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   if (!PLAN_ALLOC(p->rt_dtypes, p->rt_cap_in) || !PLAN_ALLOC(p->rt_in_shapes, p->rt_cap_in) ||
       !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out))
     goto done;
-  rc = grow_states(p->sess, s);
+  rc = grow_states(p->states, s);
+  if (rc == MF_OK) rc = grow_states(&p->sess->states, s);
 done:
   if (rc == MF_RESOURCE_EXHAUSTED && mf_ok(s)) mf_status_set(s, rc, "out of memory building a plan");
   mf_free(needed);
@@ -340,11 +428,42 @@ done:
   return s->code;
 }
 
-static mf_callable *plan_new(mf_session *sess, uint64_t hash, const mf_output *feeds, int nfeeds,
-                             const mf_output *fetches, int nfetches, mf_op *const *targets,
-                             int ntargets, mf_status *s) {
+/* Appends c to a session's plan list (plans or fn_plans); false when out of memory. */
+static bool plans_push(mf_callable ***plans, int *n, int *cap, mf_callable *c) {
+  if (*n == *cap) {
+    int cap2 = *cap ? *cap * 2 : 8;
+    mf_callable **grown = mf_realloc(*plans, (size_t)cap2 * sizeof *grown);
+    if (!grown) return false;
+    *plans = grown;
+    *cap = cap2;
+  }
+  (*plans)[(*n)++] = c;
+  return true;
+}
+
+/* The cached plan of this signature over states->graph among plans[0..n), or NULL. */
+static mf_callable *plans_find(mf_callable **plans, int n, const mf_graph_states *states, uint64_t h,
+                               const mf_output *feeds, int nfeeds, const mf_output *fetches,
+                               int nfetches, mf_op *const *targets, int ntargets) {
+  for (int i = 0; i < n; i++) {
+    mf_plan *p = &plans[i]->plan;
+    if (p->hash == h && p->states == states && p->nfeeds == nfeeds && p->nfetches == nfetches &&
+        p->ntargets == ntargets && same_ports(p->feeds, feeds, nfeeds) &&
+        same_ports(p->fetches, fetches, nfetches) &&
+        (ntargets == 0 || memcmp(p->targets, targets, (size_t)ntargets * sizeof *targets) == 0))
+      return plans[i];
+  }
+  return NULL;
+}
+
+/* A new plan over states->graph, added to the session's function plans when
+ * that graph is a function, else to its plans. */
+static mf_callable *plan_new(mf_session *sess, mf_graph_states *states, uint64_t hash,
+                             const mf_output *feeds, int nfeeds, const mf_output *fetches,
+                             int nfetches, mf_op *const *targets, int ntargets, mf_status *s) {
+  mf_graph *g = states->graph;
   for (int i = 0; i < nfeeds; i++) {
-    if (check_port(sess, "feed", feeds[i], s)) return NULL;
+    if (check_port(g, "feed", feeds[i], s)) return NULL;
     for (int j = 0; j < i; j++)
       if (feeds[j].op == feeds[i].op && feeds[j].index == feeds[i].index) {
         mf_status_set(s, MF_INVALID_ARGUMENT, "%s:%d is fed twice", feeds[i].op->name, feeds[i].index);
@@ -352,9 +471,9 @@ static mf_callable *plan_new(mf_session *sess, uint64_t hash, const mf_output *f
       }
   }
   for (int i = 0; i < nfetches; i++)
-    if (check_port(sess, "fetch", fetches[i], s)) return NULL;
+    if (check_port(g, "fetch", fetches[i], s)) return NULL;
   for (int i = 0; i < ntargets; i++)
-    if (!targets[i] || targets[i]->graph != sess->graph) {
+    if (!targets[i] || targets[i]->graph != g) {
       mf_status_set(s, MF_INVALID_ARGUMENT, "a target op is not an element of this session's graph");
       return NULL;
     }
@@ -367,6 +486,8 @@ static mf_callable *plan_new(mf_session *sess, uint64_t hash, const mf_output *f
     return NULL;
   }
   p->sess = sess;
+  p->graph = g;
+  p->states = states;
   p->hash = hash;
   if (nfeeds) memcpy(p->feeds, feeds, (size_t)nfeeds * sizeof *feeds);
   if (nfetches) memcpy(p->fetches, fetches, (size_t)nfetches * sizeof *fetches);
@@ -378,18 +499,14 @@ static mf_callable *plan_new(mf_session *sess, uint64_t hash, const mf_output *f
     plan_free(p);
     return NULL;
   }
-  if (sess->num_plans == sess->cap_plans) {
-    int cap = sess->cap_plans ? sess->cap_plans * 2 : 8;
-    mf_callable **plans = mf_realloc(sess->plans, (size_t)cap * sizeof *plans);
-    if (!plans) {
-      plan_free(p);
-      mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory caching a plan");
-      return NULL;
-    }
-    sess->plans = plans;
-    sess->cap_plans = cap;
+  bool pushed = states == &sess->states
+                    ? plans_push(&sess->plans, &sess->num_plans, &sess->cap_plans, c)
+                    : plans_push(&sess->fn_plans, &sess->num_fn_plans, &sess->cap_fn_plans, c);
+  if (!pushed) {
+    plan_free(p);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory caching a plan");
+    return NULL;
   }
-  sess->plans[sess->num_plans++] = c;
   return c;
 }
 
@@ -407,14 +524,9 @@ mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, 
     return NULL;
   }
   uint64_t h = signature_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
-  for (int i = 0; i < sess->num_plans; i++) {
-    mf_plan *p = &sess->plans[i]->plan;
-    if (p->hash == h && p->nfeeds == nfeeds && p->nfetches == nfetches && p->ntargets == ntargets &&
-        same_ports(p->feeds, feeds, nfeeds) && same_ports(p->fetches, fetches, nfetches) &&
-        (ntargets == 0 || memcmp(p->targets, targets, (size_t)ntargets * sizeof *targets) == 0))
-      return sess->plans[i];
-  }
-  return plan_new(sess, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+  mf_callable *c = plans_find(sess->plans, sess->num_plans, &sess->states, h, feeds, nfeeds,
+                              fetches, nfetches, targets, ntargets);
+  return c ? c : plan_new(sess, &sess->states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
 }
 
 /* ---------- execution ---------- */
@@ -479,9 +591,9 @@ static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_sta
 
 /* A dying input that nobody else holds, of the output's dtype and shape, whose
  * buffer the elementwise kernel can write in place (in x*2+1 the product's
- * buffer becomes the sum's); NULL if none. */
-static mf_tensor *forward_input(const mf_step *st, mf_tensor *const *inputs, mf_dtype dtype,
-                                const mf_shape *shape) {
+ * buffer becomes the sum's): its index, or -1. */
+static int forward_input(const mf_step *st, mf_tensor *const *inputs, mf_dtype dtype,
+                         const mf_shape *shape) {
   for (int k = 0; k < st->op->num_inputs; k++) {
     mf_tensor *t = inputs[k];
     if (!t || !(st->forwardable & (1u << k)) || mf_tensor_refcount(t) != 1 || !t->owned ||
@@ -492,9 +604,9 @@ static mf_tensor *forward_input(const mf_step *st, mf_tensor *const *inputs, mf_
     /* A value read by two inputs (x + x, AddN(g, g, g)) stays read-only: a
      * kernel making several passes would read its own partial results. */
     for (int j = 0; j < st->op->num_inputs && same; j++) same &= j == k || inputs[j] != t;
-    if (same) return mf_tensor_retain(t);
+    if (same) return k;
   }
-  return NULL;
+  return -1;
 }
 
 static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
@@ -509,21 +621,18 @@ static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
   return true;
 }
 
-static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
-                        mf_status *s) {
-  mf_session *sess = p->sess;
-  mf_status_clear(s);
-  if (sess->closed) return closed_error(s);
-  for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
-  for (int i = 0; i < p->nfeeds; i++)
-    if (check_feed(p, i, feed_values[i], s)) return s->code;
-  /* Reclaim last run's results the caller has dropped. */
-  for (int i = 0; i < p->nfetches; i++) {
-    pool_put(p, p->last_fetched[i]);
-    p->last_fetched[i] = NULL;
-  }
-  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
+/* After a run: every value but the constants goes back to the pool. */
+static void release_slots(mf_plan *p) {
+  for (int i = 0; i < p->num_slots; i++)
+    if (p->slots[i] && !p->slot_const[i]) {
+      pool_put(p, p->slots[i]);
+      p->slots[i] = NULL;
+    }
+}
 
+/* Runs the steps over the fed slots; stops at the first error. */
+static void run_steps(mf_plan *p, mf_status *s) {
+  mf_session *sess = p->sess;
   mf_tensor *in_inline[16];
   for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
     mf_step *st = &p->steps[si];
@@ -542,19 +651,31 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
     bool alloc = !(op->def->flags & MF_OP_SETS_OUTPUTS);
     /* Static shapes are exact when fully defined and the inputs match theirs
      * (set_shape may promise more than a fed value keeps); else infer again. */
-    bool infer = st->infer_at_runtime || !inputs_match_static(op, inputs);
+    bool infer = !(op->def->flags & MF_OP_DYNAMIC_OUTPUTS) &&
+                 (st->infer_at_runtime || !inputs_match_static(op, inputs));
     if (infer) infer_runtime(p, st, inputs, s);
     const mf_shape *out_shapes = infer ? p->rt_out_shapes : op->out_shapes;
-    if (st->forwardable && mf_ok(s)) outputs[0] = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
+    if (st->forwardable && mf_ok(s)) {
+      int k = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
+      if (k >= 0) {  /* the input's slot (dead after this step) hands its reference over */
+        outputs[0] = inputs[k];
+        p->slots[st->in_slots[k]] = NULL;
+      }
+    }
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
       if (!outputs[k]) outputs[k] = plan_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     if (mf_ok(s)) {
-      mf_state_slot *state = &sess->states[op->id];
+      mf_state_slot *state = &st->state_holder->slots[st->state_index], fed_var;
+      if (st->stand_in && st->state_index < sess->num_var_feeds && sess->var_feeds[st->state_index]) {
+        fed_var = (mf_state_slot){sess->var_feeds[st->state_index], NULL};
+        state = &fed_var;
+      }
       mf_kernel_ctx ctx = {
           .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
           .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
           .status = s, .session = sess,
-          .state = state, .plan = p};
+          .state = state, .plan = p, .dying_inputs = st->dying,
+          .outputs_read = &p->slot_read[st->out_slot]};
       if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
       for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
         if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
@@ -578,6 +699,45 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
       p->slots[st->dead[k]] = NULL;
     }
   }
+}
+
+/* Notes the values fed for variables, which functions' stand-ins read (NULL
+ * values: the run is over, forget them). */
+static mf_code set_var_feeds(mf_plan *p, mf_tensor *const *values, mf_status *s) {
+  mf_session *sess = p->sess;
+  for (int i = 0; i < p->nfeeds; i++) {
+    const mf_op *op = p->feeds[i].op;
+    if (strcmp(op->def->name, "VariableV2") != 0) continue;
+    if (op->id >= sess->num_var_feeds) {
+      if (!values) continue;
+      int n = sess->graph->num_ops;
+      mf_tensor **grown = mf_realloc(sess->var_feeds, (size_t)n * sizeof *grown);
+      if (!grown) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+      memset(grown + sess->num_var_feeds, 0, (size_t)(n - sess->num_var_feeds) * sizeof *grown);
+      sess->var_feeds = grown;
+      sess->num_var_feeds = n;
+    }
+    sess->var_feeds[op->id] = values ? values[i] : NULL;
+  }
+  return MF_OK;
+}
+
+static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                        mf_status *s) {
+  mf_status_clear(s);
+  if (p->sess->closed) return closed_error(s);
+  for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
+  for (int i = 0; i < p->nfeeds; i++)
+    if (check_feed(p, i, feed_values[i], s)) return s->code;
+  /* Reclaim last run's results the caller has dropped. */
+  for (int i = 0; i < p->nfetches; i++) {
+    pool_put(p, p->last_fetched[i]);
+    p->last_fetched[i] = NULL;
+  }
+  if (set_var_feeds(p, feed_values, s)) return s->code;
+  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
+  run_steps(p, s);
+  set_var_feeds(p, NULL, s);
   for (int i = 0; i < p->nfetches; i++) {
     mf_tensor *v = p->slots[p->fetch_slots[i]];
     if (mf_ok(s) && v) {
@@ -585,10 +745,7 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
       p->last_fetched[i] = mf_tensor_retain(v);
     }
   }
-  for (int i = 0; i < p->num_slots; i++) {
-    if (p->slots[i]) pool_put(p, p->slots[i]);
-    p->slots[i] = NULL;
-  }
+  release_slots(p);
   return s->code;
 }
 
@@ -603,4 +760,61 @@ mf_code mf_session_run(mf_session *sess, const mf_output *feeds, mf_tensor *cons
   mf_callable *c = mf_session_make_callable(sess, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
   if (!c) return s->code;
   return run_plan(&c->plan, feed_values, fetch_values, s);
+}
+
+/* ---------- functions ---------- */
+
+static mf_graph_states *function_states(mf_session *sess, mf_graph *g, mf_status *s) {
+  if (g == sess->graph) return &sess->states;
+  for (int i = 0; i < sess->num_fn_states; i++)
+    if (sess->fn_states[i]->graph == g) return sess->fn_states[i];
+  if (sess->num_fn_states == sess->cap_fn_states) {
+    int cap = sess->cap_fn_states ? sess->cap_fn_states * 2 : 8;
+    mf_graph_states **grown = mf_realloc(sess->fn_states, (size_t)cap * sizeof *grown);
+    if (!grown) goto oom;
+    sess->fn_states = grown;
+    sess->cap_fn_states = cap;
+  }
+  mf_graph_states *st = mf_calloc(1, sizeof *st);
+  if (!st) goto oom;
+  st->graph = g;
+  sess->fn_states[sess->num_fn_states++] = st;
+  return st;
+oom:
+  mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory preparing a function");
+  return NULL;
+}
+
+mf_callable *mf_function_plan(mf_kernel_ctx *ctx, mf_graph *fn, const mf_output *feeds, int nfeeds,
+                              const mf_output *fetches, int nfetches, mf_op *const *targets,
+                              int ntargets) {
+  mf_session *sess = ctx->session;
+  mf_graph_states *states = function_states(sess, fn, ctx->status);
+  if (!states) return NULL;
+  uint64_t h = signature_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
+  mf_callable *c = plans_find(sess->fn_plans, sess->num_fn_plans, states, h, feeds, nfeeds, fetches,
+                              nfetches, targets, ntargets);
+  return c ? c : plan_new(sess, states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, ctx->status);
+}
+
+void mf_function_recycle(mf_callable *c, mf_tensor *t) { pool_put(&c->plan, t); }
+
+mf_code mf_function_run(mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values, mf_status *s) {
+  mf_plan *p = &c->plan;
+  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = feed_values[i];
+  run_steps(p, s);
+  for (int i = 0; i < p->nfetches; i++) {
+    int slot = p->fetch_slots[i];
+    mf_tensor *v = p->slots[slot];
+    fetch_values[i] = NULL;
+    if (!mf_ok(s) || !v) continue;
+    if (p->fetch_moves[i] && !p->slot_const[slot]) {
+      fetch_values[i] = v;  /* the slot's reference moves out */
+      p->slots[slot] = NULL;
+    } else {
+      fetch_values[i] = mf_tensor_retain(v);
+    }
+  }
+  release_slots(p);
+  return s->code;
 }

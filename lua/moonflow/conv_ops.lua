@@ -1,3 +1,193 @@
--- conv_ops.lua — being written.
+-- conv_ops.lua — tf.nn activations (relu, relu6, leaky_relu, elu, selu,
+-- softplus, softsign), bias_add, conv2d, conv2d_transpose, the convolution
+-- backprops, max_pool and avg_pool, on the kernels of src/ops_nn.c. Only the
+-- NHWC layout (batch, height, width, channels) exists; the C ops reject others.
+--
+-- Window arguments (strides, ksize, dilations) are a number s, a pair
+-- {h, w}, or TensorFlow's 4-list {1, h, w, 1}; padding is "SAME" or "VALID".
+local G = require("moonflow.graph")
+local core = require("moonflow.core")
+
+local attr = G.attr
+
+-- A plain table with string keys only is an options table (DESIGN §3).
+local function is_options(x)
+  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
+end
+
+-- Optional arguments given positionally in TensorFlow's order (`names`) and/or
+-- as one trailing options table; returns them by name.
+local function options(fname, names, ...)
+  local n = select("#", ...)
+  local opts = {}
+  local last = n > 0 and select(n, ...) or nil
+  if is_options(last) then
+    local valid = {}
+    for _, k in ipairs(names) do valid[k] = true end
+    for k, v in pairs(last) do
+      if not valid[k] then
+        error(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
+              table.concat(names, ", ") .. ")", 3)
+      end
+      opts[k] = v
+    end
+    n = n - 1
+  end
+  if n > #names then error(fname .. ": too many arguments", 3) end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then opts[names[i]] = v end
+  end
+  return opts
+end
+
+local function is_integer(v) return type(v) == "number" and v % 1 == 0 end
+
+-- A value for an error message: lists as {1, 2}.
+local function show(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
+  local parts = {}
+  for i, x in ipairs(v) do parts[i] = show(x) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+-- strides / ksize / dilations as TensorFlow's NHWC 4-list.
+local function window_list(fname, what, v)
+  local list
+  if is_integer(v) then list = {1, v, v, 1}
+  elseif type(v) == "table" and getmetatable(v) == nil then
+    if #v == 1 then list = {1, v[1], v[1], 1}
+    elseif #v == 2 then list = {1, v[1], v[2], 1}
+    elseif #v == 4 then list = {v[1], v[2], v[3], v[4]} end
+  end
+  local ok = list ~= nil
+  for i = 1, ok and 4 or 0 do ok = ok and is_integer(list[i]) end
+  if not ok then
+    error(string.format("%s: %s must be an integer, a pair {height, width} or 4 integers {1, height, width, 1}, got %s",
+                        fname, what, show(v)), 4)
+  end
+  return attr.ints(list)
+end
+
+local function padding_of(fname, p)
+  if type(p) ~= "string" then
+    error(fname .. ': padding must be "SAME" or "VALID", got ' .. tostring(p), 4)
+  end
+  return p:upper()
+end
+
+-- The attributes every window op shares.
+local function window_attrs(fname, strides, padding, o)
+  local data_format = o.data_format or "NHWC"
+  if type(data_format) ~= "string" then
+    error(fname .. ': data_format must be a string ("NHWC"), got ' .. tostring(data_format), 3)
+  end
+  local attrs = {strides = window_list(fname, "strides", strides), padding = padding_of(fname, padding),
+                 data_format = data_format}
+  if o.ksize ~= nil then attrs.ksize = window_list(fname, "ksize", o.ksize) end
+  if o.dilations ~= nil then attrs.dilations = window_list(fname, "dilations", o.dilations) end
+  return attrs
+end
+
+-- A shape argument: a tensor, or a Lua list of dims lifted to an int32 constant.
+local function shape_tensor(shape, graph)
+  return G.is_tensor(shape) and shape or G.convert(shape, core.dtypes.int32, graph)
+end
+
+-- Two operands as tensors: a Lua value takes the other one's dtype and graph.
+local function operands(a, b)
+  if not G.is_tensor(a) and G.is_tensor(b) then return G.convert(a, b.dtype, b.graph), b end
+  a = G.convert(a)
+  return a, G.convert(b, a.dtype, a.graph)
+end
+
+local function name_of(opt)
+  if type(opt) == "table" then return opt.name end
+  return opt
+end
+
+-- Lua name -> op type; each is f(features, name).
+local activations = {relu = "Relu", relu6 = "Relu6", elu = "Elu", selu = "Selu", softplus = "Softplus",
+                     softsign = "Softsign"}
+
+local conv_options = {"use_cudnn_on_gpu", "data_format", "dilations", "name"}
+
 return function(tf, ops)
+  tf.nn = tf.nn or {}
+  tf.math = tf.math or {}
+
+  for fname, op_type in pairs(activations) do
+    tf.nn[fname] = function(features, name)
+      return G.op{op_type, inputs = {G.convert(features)}, name = name_of(name)}
+    end
+  end
+  tf.math.softplus, tf.math.softsign = tf.nn.softplus, tf.nn.softsign
+
+  -- tf.nn.leaky_relu(features, alpha = 0.2, name): x where x > 0, alpha * x elsewhere.
+  function tf.nn.leaky_relu(features, ...)
+    local o = options("tf.nn.leaky_relu", {"alpha", "name"}, ...)
+    local alpha = o.alpha == nil and 0.2 or o.alpha
+    if type(alpha) ~= "number" then error("tf.nn.leaky_relu: alpha must be a number, got " .. tostring(alpha), 2) end
+    return G.op{"LeakyRelu", inputs = {G.convert(features)}, attrs = {alpha = attr.float(alpha)}, name = o.name}
+  end
+
+  -- tf.nn.bias_add(value, bias, data_format, name): bias [c] added along value's last axis.
+  function tf.nn.bias_add(value, bias, ...)
+    local o = options("tf.nn.bias_add", {"data_format", "name"}, ...)
+    value, bias = operands(value, bias)
+    return G.op{"BiasAdd", inputs = {value, bias}, attrs = {data_format = o.data_format or "NHWC"}, name = o.name}
+  end
+
+  -- tf.nn.conv2d(input, filter, strides, padding, {use_cudnn_on_gpu=, data_format=, dilations=, name=}):
+  -- input [batch, height, width, in_channels], filter [h, w, in_channels, out_channels].
+  function tf.nn.conv2d(input, filter, strides, padding, ...)
+    local o = options("tf.nn.conv2d", conv_options, ...)
+    input, filter = operands(input, filter)
+    return G.op{"Conv2D", inputs = {input, filter},
+                attrs = window_attrs("tf.nn.conv2d", strides, padding, o), name = o.name}
+  end
+
+  -- tf.nn.conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding, ...):
+  -- the gradient of conv2d with respect to an input of shape input_sizes.
+  function tf.nn.conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding, ...)
+    local o = options("tf.nn.conv2d_backprop_input", conv_options, ...)
+    filter, out_backprop = operands(filter, out_backprop)
+    local inputs = {shape_tensor(input_sizes, filter.graph), filter, out_backprop}
+    return G.op{"Conv2DBackpropInput", inputs = inputs,
+                attrs = window_attrs("tf.nn.conv2d_backprop_input", strides, padding, o), name = o.name}
+  end
+
+  -- tf.nn.conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding, ...):
+  -- the gradient of conv2d with respect to a filter of shape filter_sizes.
+  function tf.nn.conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding, ...)
+    local o = options("tf.nn.conv2d_backprop_filter", conv_options, ...)
+    input, out_backprop = operands(input, out_backprop)
+    local inputs = {input, shape_tensor(filter_sizes, input.graph), out_backprop}
+    return G.op{"Conv2DBackpropFilter", inputs = inputs,
+                attrs = window_attrs("tf.nn.conv2d_backprop_filter", strides, padding, o), name = o.name}
+  end
+
+  -- tf.nn.conv2d_transpose(value, filter, output_shape, strides, padding = "SAME",
+  -- data_format, name, dilations): the transpose (gradient) of conv2d, with
+  -- filter [h, w, output_channels, in_channels] and an output of output_shape.
+  function tf.nn.conv2d_transpose(value, filter, output_shape, strides, ...)
+    local o = options("tf.nn.conv2d_transpose", {"padding", "data_format", "name", "dilations"}, ...)
+    value, filter = operands(value, filter)
+    local inputs = {shape_tensor(output_shape, value.graph), filter, value}
+    return G.op{"Conv2DBackpropInput", inputs = inputs,
+                attrs = window_attrs("tf.nn.conv2d_transpose", strides, o.padding or "SAME", o), name = o.name}
+  end
+
+  -- tf.nn.max_pool / avg_pool(value, ksize, strides, padding, data_format, name).
+  -- avg_pool divides by the number of input values in each window (padding not counted).
+  for fname, op_type in pairs({max_pool = "MaxPool", avg_pool = "AvgPool"}) do
+    local full = "tf.nn." .. fname
+    local function pool(value, ksize, strides, padding, ...)
+      local o = options(full, {"data_format", "name"}, ...)
+      o.ksize = ksize
+      if ksize == nil then error(full .. ": ksize is required", 2) end
+      return G.op{op_type, inputs = {G.convert(value)}, attrs = window_attrs(full, strides, padding, o), name = o.name}
+    end
+    tf.nn[fname], tf.nn[fname .. "2d"] = pool, pool
+  end
 end

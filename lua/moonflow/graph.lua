@@ -355,44 +355,126 @@ local function set_attr(desc, name, a)
   else error("attribute '" .. name .. "' has an unsupported value " .. tostring(a), 0) end
 end
 
+-- Function graphs ---------------------------------------------------------------------
+-- A graph traced from a Lua closure (a branch of tf.cond, the body of
+-- tf.while_loop: control_flow.lua) has `_parent`, the graph it is traced in.
+-- While it is the default graph, ops whose inputs live in it or in its
+-- ancestors are built in it, and each tensor of an ancestor is captured:
+-- `_capture_arg(outer)` (set by the tracer) makes the function's stand-in for
+-- `outer`, a tensor of the parent, once per tensor; `_captures` lists the
+-- pairs {outer =, inner =} in order. Control inputs from ancestors are noted
+-- in `_control_captures`: the op calling the function waits for them.
+
+-- Whether graph a is g or one of g's ancestors.
+local function is_ancestor(a, g)
+  while g do
+    if g == a then return true end
+    g = g._parent
+  end
+  return false
+end
+
+-- The graph this one is traced in, transitively (itself when it is no function).
+function Graph:outermost()
+  local g = self
+  while g._parent do g = g._parent end
+  return g
+end
+
+-- The tensor of this graph standing for t, a tensor of it or of an ancestor.
+function Graph:capture(t)
+  if t.graph == self then return t end
+  local outer = self._parent:capture(t)
+  local inner = self._capture_map[outer]
+  if not inner then
+    inner = self._capture_arg(outer)
+    self._capture_map[outer] = inner
+    self._captures[#self._captures + 1] = {outer = outer, inner = inner}
+  end
+  return inner
+end
+
+-- Notes that the function must run after op, an op of an ancestor.
+function Graph:capture_control(op)
+  if op.graph == self or self._control_captured[op] then return end
+  self._control_captured[op] = true
+  self._control_captures[#self._control_captures + 1] = op
+end
+
+local function mixed_graphs(a, b)
+  error(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
+                      "build all ops of a computation inside one graph (at %s)",
+                      a.name, b.name, core.user_location()), 0)
+end
+
+-- The graph an op of these inputs goes to: the deepest of their graphs, or
+-- the function being traced inside it. A tensor of a function that is no
+-- longer being traced cannot be used.
+local function target_graph(g, first)
+  local d = default_graphs[#default_graphs]
+  if d ~= g and is_ancestor(g, d) then return d end
+  if g._parent and not is_ancestor(g, d) then
+    error(string.format('Tensor("%s") was made inside a tf.cond branch or tf.while_loop body and ' ..
+                        "cannot be used outside it: return it from the function instead (at %s)",
+                        first and first.name or "?", core.user_location()), 0)
+  end
+  return g
+end
+
 -- Building ops ----------------------------------------------------------------------------
 -- The graph shared by a list of tensors, or an error naming the two that differ.
 function M.graph_of(inputs)
   local g, first
   for _, t in ipairs(inputs) do
     if is_tensor(t) then
-      if g == nil then g, first = t.graph, t
-      elseif t.graph ~= g then
-        error(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
-                            "build all ops of a computation inside one graph (at %s)",
-                            t.name, first.name, core.user_location()), 0)
+      local tg = t.graph
+      if g == nil then g, first = tg, t
+      elseif tg ~= g then
+        if is_ancestor(g, tg) then g, first = tg, t
+        elseif not is_ancestor(tg, g) then mixed_graphs(t, first) end
       end
     end
   end
-  return g or M.get_default_graph()
+  if g == nil then return M.get_default_graph() end
+  return target_graph(g, first)
 end
 
 -- Creates an op. spec = {type, inputs = {tensors}, attrs = {name = value},
 -- name = "optional", control_inputs = {ops}, graph = g}. Returns the Operation.
 function M.build(spec)
   local inputs = spec.inputs or {}
-  local g = spec.graph or M.graph_of(inputs)
+  local g = spec.graph and target_graph(spec.graph) or M.graph_of(inputs)
   local origin = core.user_location()
   for _, t in ipairs(inputs) do
     if not is_tensor(t) then
       error(spec[1] .. ": expected a Tensor input, got " .. tostring(t) .. " (at " .. origin .. ")", 0)
     end
-    if t.graph ~= g then
+    if t.graph ~= g and not is_ancestor(t.graph, g) then
       error(string.format('%s: Tensor("%s") must be from the same graph as the op it feeds; ' ..
                           "build all ops of a computation inside one graph (at %s)",
                           spec[1], t.name, origin), 0)
+    end
+  end
+  local control = spec.control_inputs or {}
+  for _, op in ipairs(control) do
+    if op.graph ~= g and not is_ancestor(op.graph, g) then
+      error(string.format("%s: control input '%s' is not an op of this graph (at %s)", spec[1], op.name, origin), 0)
+    end
+  end
+  -- Tensors and control inputs of ancestors: the function being traced captures them.
+  for i, t in ipairs(inputs) do
+    if t.graph ~= g then
+      if inputs == spec.inputs then inputs = {unpack(inputs)} end
+      inputs[i] = g:capture(t)
     end
   end
   local desc = C.mf_op_desc_new(g.ptr, spec[1], spec.name)
   for _, t in ipairs(inputs) do
     C.mf_op_desc_add_input(desc, ffi.new("mf_output", t.op.ptr, t.value_index))
   end
-  for _, op in ipairs(spec.control_inputs or {}) do C.mf_op_desc_add_control_input(desc, op.ptr) end
+  for _, op in ipairs(control) do
+    if op.graph == g then C.mf_op_desc_add_control_input(desc, op.ptr) else g:capture_control(op) end
+  end
   for _, deps in ipairs(g._control_deps) do
     for _, op in ipairs(deps) do C.mf_op_desc_add_control_input(desc, op.ptr) end
   end

@@ -1,5 +1,6 @@
 -- random_ops.lua — random sources and seeds: tf.random_uniform, tf.random_normal,
--- tf.truncated_normal, tf.set_random_seed, tf.get_seed (also as tf.random.uniform, …).
+-- tf.truncated_normal, tf.random_shuffle, tf.multinomial, tf.set_random_seed,
+-- tf.get_seed (also as tf.random.uniform, …).
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local C = core.C
@@ -86,13 +87,19 @@ return function(tf, ops)
     return seed, seed2
   end
 
+  -- The seed attrs of a random op built now in `graph`: TensorFlow's pair, or
+  -- fresh seeds when neither a graph nor an op seed is set.
+  local function seed_attrs(op_seed, graph, attrs)
+    local seed, seed2 = tf.get_seed(op_seed, graph)
+    if seed == nil then seed, seed2 = fresh_seed(), fresh_seed() end
+    attrs.seed, attrs.seed2 = G.attr.int(seed), G.attr.int(seed2)
+    return attrs
+  end
+
   -- Builds a random source op; returns its [0, 1) or standard normal output.
   local function source(op_type, shape, dtype, op_seed, name)
     shape = shape_tensor(shape)
-    local seed, seed2 = tf.get_seed(op_seed, shape.graph)
-    if seed == nil then seed, seed2 = fresh_seed(), fresh_seed() end
-    return G.op{op_type, inputs = {shape}, name = name,
-                attrs = {dtype = dtype, seed = G.attr.int(seed), seed2 = G.attr.int(seed2)}}
+    return G.op{op_type, inputs = {shape}, name = name, attrs = seed_attrs(op_seed, shape.graph, {dtype = dtype})}
   end
 
   -- tf.random_uniform(shape, minval=0, maxval=1, dtype=float32, seed, name):
@@ -126,6 +133,57 @@ return function(tf, ops)
   -- than two standard deviations from the mean are drawn again.
   ops.truncated_normal = normal("truncated_normal", "TruncatedNormal")
 
+  -- Reads (first, seed, name) or (first, {seed=, name=}).
+  local function seed_name(fname, seed, name)
+    if is_options(seed) then
+      for k in pairs(seed) do
+        if k ~= "seed" and k ~= "name" then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
+      end
+      seed, name = seed.seed, seed.name
+    end
+    return seed, name
+  end
+
+  -- tf.random_shuffle(value, seed, name): value's rows (along the first
+  -- dimension) in a random order, a new one each run.
+  function ops.random_shuffle(value, seed, name)
+    seed, name = seed_name("tf.random_shuffle", seed, name)
+    value = G.convert(value)
+    return G.op{"RandomShuffle", inputs = {value}, name = name, attrs = seed_attrs(seed, value.graph, {})}
+  end
+
+  -- tf.multinomial(logits, num_samples, seed, name, output_dtype) or
+  -- {seed=, name=, output_dtype=}: for each row of logits [batch, classes],
+  -- num_samples class indices drawn with probabilities softmax(row); int64
+  -- unless output_dtype is int32.
+  function ops.multinomial(logits, num_samples, ...)
+    local o = ...
+    if not (select("#", ...) == 1 and is_options(o)) then
+      local seed, name, output_dtype = ...
+      o = {seed = seed, name = name, output_dtype = output_dtype}
+    end
+    for k in pairs(o) do
+      if k ~= "seed" and k ~= "name" and k ~= "output_dtype" then
+        error("tf.multinomial: unknown option '" .. tostring(k) .. "'", 2)
+      end
+    end
+    if num_samples == nil then error("tf.multinomial: num_samples is required", 2) end
+    logits = G.convert(logits)
+    local samples = G.convert(num_samples, core.dtypes.int32, logits.graph)
+    local attrs = {output_dtype = core.as_dtype(o.output_dtype or core.dtypes.int64, "tf.multinomial")}
+    return G.op{"Multinomial", inputs = {logits, samples}, name = o.name,
+                attrs = seed_attrs(o.seed, logits.graph, attrs)}
+  end
+
+  -- tf.random.categorical(logits, num_samples, dtype, seed, name): the same draw.
+  function tf.random.categorical(logits, num_samples, dtype, seed, name)
+    if is_options(dtype) then return ops.multinomial(logits, num_samples, {seed = dtype.seed, name = dtype.name,
+                                                                           output_dtype = dtype.dtype}) end
+    return ops.multinomial(logits, num_samples, {seed = seed, name = name, output_dtype = dtype})
+  end
+
+  tf.random.shuffle = ops.random_shuffle
+  tf.random.multinomial = ops.multinomial
   tf.random.uniform = ops.random_uniform
   tf.random.normal = ops.random_normal
   tf.random.truncated_normal = ops.truncated_normal

@@ -326,6 +326,11 @@ return function(tf, ops)
   -- when the initial value decides), init (returns the initial value; called
   -- inside the variable's name scope), trainable, collections, validate_shape.
   local function make_variable(g, spec)
+    -- A variable made while a tf.cond branch or tf.while_loop body is traced
+    -- belongs to the outermost graph (made once, initialized with the others);
+    -- the function uses it from there.
+    local root = g:outermost()
+    if G.get_default_graph() ~= root then return root:as_default(function() return make_variable(root, spec) end) end
     return without_control_deps(g, function()
       local attrs = {dtype = spec.dtype}
       if spec.shape and spec.validate_shape then attrs.shape = G.attr.shape(spec.shape) end
@@ -383,7 +388,7 @@ return function(tf, ops)
       init = function() return initial end
     elseif type(initial) == "function" then
       if not dtype then fail("tf.Variable: an initial value given as a function needs the dtype option") end
-      g = G.get_default_graph()
+      g = G.get_default_graph():outermost()
       init = function()
         return in_name_scope(g, "Initializer", function() return G.convert(initial(), dtype, g) end)
       end
@@ -391,7 +396,7 @@ return function(tf, ops)
       fail("tf.Variable: an initial value is required")
     else
       local a = Array.from(initial, dtype)
-      g, dtype, shape = G.get_default_graph(), a.dtype, a:shape()
+      g, dtype, shape = G.get_default_graph():outermost(), a.dtype, a:shape()
       init = function() return G.constant(a, {name = "initial_value", graph = g}) end
     end
     return make_variable(g, {name = o.name or "Variable", dtype = dtype, shape = shape, init = init,
@@ -415,7 +420,7 @@ return function(tf, ops)
     end
     local dims = shape_list(o.shape, "tf.get_variable")
     local dtype = o.dtype and core.as_dtype(o.dtype, "tf.get_variable")
-    local g = G.get_default_graph()
+    local g = G.get_default_graph():outermost()
     local st = var_state(g)
     local scope = current_scope(g)
     local full = scope.name == "" and name or scope.name .. "/" .. name

@@ -1,0 +1,344 @@
+-- Gradients through control flow: tf.cond (only the taken branch), tf.where,
+-- tf.while_loop (data-dependent trip counts, captures, nesting, what is kept),
+-- TensorArrays, and a recurrent net against the same net unrolled in Lua.
+local tf = require("moonflow")
+local H = require("spec.helpers")
+
+local growth_warnings = tf.hygiene.graph_growth
+setup(function() tf.hygiene.graph_growth = false end)
+teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+
+local function i32(v) return tf.constant(v, tf.int32) end
+
+-- A float64 tf.Array of a shape filled with reproducible values.
+local function arr(shape, seed)
+  local a = tf.Array.new(tf.float64, shape)
+  for i, v in ipairs(H.values(H.numel(shape), seed)) do a:data()[i - 1] = v end
+  return a
+end
+
+local function max_diff(a, b)
+  if type(a) == "number" then return math.abs(a - b) end
+  local worst = 0
+  for k = 0, a:size() - 1 do worst = math.max(worst, math.abs(a:data()[k] - b:data()[k])) end
+  return worst
+end
+
+describe("gradients through tf.cond", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("come from the taken branch only", function()
+    local x = tf.placeholder(tf.float64, {})
+    local y = tf.placeholder(tf.float64, {})
+    local r = tf.cond(tf.less(x, 0), function() return x * x * y end, function() return x * 3 end)
+    local gx, gy = unpack(tf.gradients(r, {x, y}))
+    local sess = tf.Session()
+    assert.same({-12, 4}, sess:run({gx, gy}, {[x] = -2, [y] = 3}))
+    assert.same({3, 0}, sess:run({gx, gy}, {[x] = 2, [y] = 3}))
+    local c = tf.cond(tf.less(x, 0), function() return x * x * 3 end, function() return tf.sin(x) end)
+    H.check_grad(x, {}, c, {}, {x_init_value = {-0.5}, delta = 1e-6})
+    H.check_grad(x, {}, c, {}, {x_init_value = {0.5}, delta = 1e-6})
+  end)
+
+  it("reach variables and tensors of enclosing functions, for several results", function()
+    local w = tf.Variable(tf.constant({1.5, -2}, tf.float64), {name = "w"})
+    local x = tf.placeholder(tf.float64, {2})
+    local p = tf.placeholder(tf.bool, {})
+    local a, b = tf.cond(p, function() return tf.reduce_sum(w * x), x * 2 end,
+                         function() return tf.reduce_sum(tf.sin(w)), w end)
+    local loss = a + tf.reduce_sum(b * b)
+    local gw, gx = unpack(tf.gradients(loss, {w, x}))
+    local sess = tf.Session()
+    sess:run(w.initializer)
+    local r = sess:run({gw, gx}, {[x] = {3, 4}, [p] = true})
+    assert.same({3, 4}, r[1]:totable())
+    assert.same({1.5 + 24, -2 + 32}, r[2]:totable())
+    r = sess:run({gw, gx}, {[x] = {3, 4}, [p] = false})
+    assert.near(math.cos(1.5) + 3, r[1]:get(0), 1e-12)
+    assert.near(math.cos(-2) - 4, r[1]:get(1), 1e-12)
+    assert.same({0, 0}, r[2]:totable())
+  end)
+
+  it("nest, and keep a branch's random draws for its gradient", function()
+    local x = tf.placeholder(tf.float64, {3})
+    local r = tf.cond(tf.greater(tf.reduce_sum(x), 0), function()
+      return tf.cond(tf.greater(x[0], 0), function() return tf.exp(x) * x end, function() return x * x * x end)
+    end, function() return tf.tanh(x) end)
+    for _, v in ipairs({{0.3, 0.2, 0.1}, {-0.3, 0.5, 0.1}, {-0.3, -0.5, 0.1}}) do
+      H.check_grad(x, {3}, r, {3}, {x_init_value = v, delta = 1e-6}, 1e-7)
+    end
+    local out, noise = tf.cond(tf.constant(true), function()
+      local n = tf.random_uniform({3}, {dtype = tf.float64, seed = 7}) + 1
+      return x * n, n
+    end, function() return x, tf.ones({3}, tf.float64) end)
+    local g = tf.gradients(tf.reduce_sum(out), x)[1]
+    local got = tf.Session():run({g, noise}, {[x] = {1, 2, 4}})
+    assert.same(got[2]:totable(), got[1]:totable())  -- d(sum(x * noise))/dx is the same draw
+  end)
+
+  it("of the gradient of a cond are reported as unsupported", function()
+    local x = tf.placeholder(tf.float64, {})
+    local r = tf.cond(tf.less(x, 0), function() return x * x end, function() return x end)
+    local g = tf.gradients(r, x)[1]
+    assert.matches("gradients of the gradient of tf.cond", H.error_of(tf.gradients, g, x))
+  end)
+end)
+
+describe("gradients through tf.where", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("go to the selected side, summed over broadcasting", function()
+    local x = tf.placeholder(tf.float64, {2, 3})
+    local y = tf.placeholder(tf.float64, {3})
+    local c = tf.constant({{true, false, true}, {false, false, true}})
+    local r = tf.where(c, x * x, y)
+    local gx, gy = unpack(tf.gradients(tf.reduce_sum(r), {x, y}))
+    local v = tf.Session():run({gx, gy}, {[x] = {{1, 2, 3}, {4, 5, 6}}, [y] = {7, 8, 9}})
+    assert.same({{2, 0, 6}, {0, 0, 12}}, v[1]:totable())
+    assert.same({1, 2, 0}, v[2]:totable())
+    local yc = tf.constant({7, 8, 9}, tf.float64)
+    H.check_grad(x, {2, 3}, tf.where(c, x * x, yc), {2, 3})
+    local xc = tf.constant(arr({2, 3}, 1))
+    H.check_grad(y, {3}, tf.where(c, xc, y * y), {2, 3})
+  end)
+end)
+
+describe("gradients through tf.while_loop", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("follow a data-dependent trip count, to loop variables and captured tensors", function()
+    local x = tf.placeholder(tf.float64, {})
+    local w = tf.placeholder(tf.float64, {})
+    local n = tf.placeholder(tf.int32, {})
+    local _, y = tf.while_loop(function(i) return tf.less(i, n) end, function(i, y) return i + 1, y * x * w end,
+                               {i32(0), x})
+    local gx, gw = unpack(tf.gradients(y, {x, w}))
+    local sess = tf.Session()
+    for _, k in ipairs({0, 1, 4}) do
+      -- y = x^(k+1) w^k
+      local r = sess:run({y, gx, gw}, {[x] = 1.1, [w] = 1.5, [n] = k})
+      assert.near(1.1 ^ (k + 1) * 1.5 ^ k, r[1], 1e-12)
+      assert.near((k + 1) * 1.1 ^ k * 1.5 ^ k, r[2], 1e-12)
+      assert.near(k * 1.1 ^ (k + 1) * 1.5 ^ (k - 1), r[3], 1e-12)
+    end
+  end)
+
+  it("stop after the trip count the condition decides and at maximum_iterations", function()
+    local x = tf.placeholder(tf.float64, {2})
+    local y = tf.while_loop(function(y) return tf.less(tf.reduce_sum(y), 10) end,
+                            function(y) return y * 1.5 + tf.sin(y) end, {x})
+    H.check_grad(x, {2}, y, {2}, {x_init_value = {0.3, 0.5}, delta = 1e-7}, 1e-6)
+    local _, z = tf.while_loop(function() return true end, function(i, z) return i + 1, z * x end, {i32(0), x},
+                               {maximum_iterations = 3})
+    H.check_grad(x, {2}, z, {2}, {x_init_value = {0.3, 0.5}, delta = 1e-6}, 1e-8)
+  end)
+
+  it("give none with back_prop = false", function()
+    local x = tf.placeholder(tf.float64, {})
+    local _, y = tf.while_loop(function(i) return tf.less(i, 2) end, function(i, y) return i + 1, y * x end,
+                               {i32(0), x}, {back_prop = false})
+    local g = tf.gradients(y, x)
+    assert.is_nil(g[1])
+    assert.equal(0, tf.Session():run(tf.gradients(y, x, {unconnected_gradients = "zero"})[1], {[x] = 3}))
+    assert.equal(0, tf.Session():run(y.op:output(2), {[x] = 3}))  -- the stash keeps nothing
+  end)
+
+  it("run through nested loops, loops in conds and conds in loops", function()
+    local x = tf.placeholder(tf.float64, {2})
+    local _, nested = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, y)
+      local _, z = tf.while_loop(function(j) return tf.less(j, 2) end,
+                                 function(j, z) return j + 1, z * tf.sin(z) + x end, {i32(0), y})
+      return i + 1, z
+    end, {i32(0), x})
+    H.check_grad(x, {2}, nested, {2}, {x_init_value = {0.3, -0.7}, delta = 1e-6}, 1e-8)
+    local _, cond_in = tf.while_loop(function(i) return tf.less(i, 4) end, function(i, y)
+      return i + 1, tf.cond(tf.greater(tf.reduce_sum(y), 0), function() return y * y * x end, function() return y - x * 2 end)
+    end, {i32(0), x})
+    H.check_grad(x, {2}, cond_in, {2}, {x_init_value = {0.3, 0.5}, delta = 1e-6}, 1e-8)
+    H.check_grad(x, {2}, cond_in, {2}, {x_init_value = {-0.3, 0.1}, delta = 1e-6}, 1e-8)
+    local loop_in = tf.cond(tf.greater(tf.reduce_sum(x), 0), function()
+      local _, z = tf.while_loop(function(i) return tf.less(i, 3) end,
+                                 function(i, z) return i + 1, tf.cos(z) * x end, {i32(0), x})
+      return z
+    end, function() return x * 3 end)
+    H.check_grad(x, {2}, loop_in, {2}, {x_init_value = {0.3, 0.5}, delta = 1e-6}, 1e-8)
+    H.check_grad(x, {2}, loop_in, {2}, {x_init_value = {-0.3, 0.1}, delta = 1e-6}, 1e-8)
+  end)
+
+  it("run through deeper mixes of loops, conds, variables and TensorArrays", function()
+    local x = tf.placeholder(tf.float64, {2})
+    local v = tf.Variable(tf.constant({0.3, 0.2}, tf.float64), {name = "v"})
+    local ta = tf.TensorArray(tf.float64, 3):unstack(tf.stack({x, x * 2, x * x}))
+    -- an inner loop whose trip count is the outer counter, reading a variable and a captured array
+    local _, y = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, y)
+      local _, z = tf.while_loop(function(j) return tf.less(j, i + 1) end, function(j, z)
+        return j + 1, tf.tanh(z * v + ta:read(i)) + y * 0.1
+      end, {i32(0), y})
+      return i + 1, z
+    end, {i32(0), x})
+    -- a loop in a cond in a loop, reading back the array it writes
+    local _, acc = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, acc, out)
+      local prev = tf.cond(tf.greater(i, 0), function() return out:read(i - 1) end, function() return x end)
+      local w = tf.cond(tf.greater(tf.reduce_sum(prev), 0), function()
+        local _, q = tf.while_loop(function(k) return tf.less(k, 2) end, function(k, q) return k + 1, q * prev + x end,
+                                   {i32(0), prev})
+        return q
+      end, function() return prev * 3 end)
+      return i + 1, acc + w, out:write(i, w * 0.5)
+    end, {i32(0), tf.zeros({2}, tf.float64), tf.TensorArray(tf.float64, 3, {element_shape = {2}})})
+    local sess = tf.Session()
+    sess:run(v.initializer)
+    for _, at in ipairs({{0.4, 0.6}, {-0.5, 0.2}}) do
+      for _, out in ipairs({y, acc}) do
+        H.check_grad(x, {2}, out, {2}, {x_init_value = at, delta = 1e-6, session = sess}, 1e-8)
+      end
+    end
+  end)
+
+  it("reach variables the body reads, and train them", function()
+    local w = tf.Variable(tf.constant(0.5, tf.float64), {name = "w"})
+    local x = tf.placeholder(tf.float64, {})
+    local _, y = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, y) return i + 1, y * w end, {i32(0), x})
+    local loss = tf.square(y - 1)
+    local gw = tf.gradients(loss, w)[1]
+    local sess = tf.Session()
+    sess:run(w.initializer)
+    -- loss = (x w^3 - 1)^2, dloss/dw = 2 (x w^3 - 1) 3 x w^2
+    assert.near(2 * (2 * 0.125 - 1) * 3 * 2 * 0.25, sess:run(gw, {[x] = 2}), 1e-12)
+    local step = tf.assign_sub(w, gw * 0.05)
+    for _ = 1, 200 do sess:run(step, {[x] = 2}) end
+    assert.near(0.5 ^ (1 / 3), sess:run(w), 1e-4)
+  end)
+
+  it("reach variables read by a cond inside the loop", function()
+    local w = tf.Variable(tf.constant({1, 2, 3}, tf.float64), {name = "w"})
+    local x = tf.placeholder(tf.float64, {3})
+    local _, y = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, y)
+      return i + 1, tf.cond(tf.greater(tf.reduce_sum(y), 0), function() return y * w end, function() return y - w end)
+    end, {i32(0), x})
+    local gx, gw = unpack(tf.gradients(tf.reduce_sum(y), {x, w}))
+    local sess = tf.Session()
+    sess:run(w.initializer)
+    local r = sess:run({gx, gw}, {[x] = {1, 2, 3}})
+    assert.same({1, 8, 27}, r[1]:totable())   -- y = x w^3
+    assert.same({3, 24, 81}, r[2]:totable())  -- 3 x w^2
+    r = sess:run({gx, gw}, {[x] = {-1, -2, -3}})
+    assert.same({1, 1, 1}, r[1]:totable())    -- y = x - 3 w
+    assert.same({-3, -3, -3}, r[2]:totable())
+  end)
+
+  it("see a value fed for a variable, so gradient checks on variables work through them", function()
+    local w = tf.Variable(tf.constant({0.5, -0.3}, tf.float64), {name = "w"})
+    local x = tf.constant({1.2, 0.7}, tf.float64)
+    local _, y = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, y)
+      return i + 1, tf.cond(tf.greater(tf.reduce_sum(y), 0), function() return tf.sin(y * w) + y end,
+                            function() return y - w end)
+    end, {i32(0), x})
+    local sess = tf.Session()
+    sess:run(w.initializer)
+    local fed = sess:run(y, {[w] = {0, 0}}):totable()
+    assert.same({1.2, 0.7}, fed)  -- sin(0) + y, three times
+    assert.is_true(sess:run(y):get(0) ~= 1.2)
+    H.check_grad(w, {2}, y, {2}, {x_init_value = {0.5, -0.3}, delta = 1e-6}, 1e-8)
+  end)
+
+  it("keep the random draws of the forward pass and do not repeat its assignments", function()
+    local count = tf.Variable(0, {name = "count", dtype = tf.int32})
+    local x = tf.placeholder(tf.float64, {})
+    local _, y = tf.while_loop(function(i) return tf.less(i, 5) end, function(i, y)
+      local bump = tf.assign_add(count, 1)
+      local r = tf.random_uniform({}, {dtype = tf.float64}) + tf.cast(bump, tf.float64) * 0
+      return i + 1, y * (r + 1)
+    end, {i32(0), x})
+    local g = tf.gradients(y, x)[1]
+    local sess = tf.Session()
+    sess:run(count.initializer)
+    local r = sess:run({y, g}, {[x] = 2})
+    assert.near(r[1] / 2, r[2], 1e-12)  -- y = x * prod(1 + r_t): dy/dx = y / x, same draws
+    assert.equal(5, sess:run(count))
+  end)
+
+  it("keep one checkpoint of the loop variables per iteration, and nothing without a gradient", function()
+    local T, B, Hd = 10, 3, 4
+    local h0 = tf.placeholder(tf.float64, {B, Hd})
+    local w = tf.constant(arr({Hd, Hd}, 1))
+    local _, h = tf.while_loop(function(i) return tf.less(i, T) end,
+                               function(i, hh) return i + 1, tf.tanh(tf.matmul(hh, w)) end, {i32(0), h0})
+    local stash = h.op:output(2)
+    local sess = tf.Session()
+    local feed = {[h0] = arr({B, Hd}, 2)}
+    assert.equal(0, sess:run(stash, feed))  -- no gradient built yet
+    local gw = tf.gradients(tf.reduce_sum(h), w)[1]
+    local r = sess:run({gw, stash}, feed)
+    assert.equal(T * B * Hd * 8, r[2])  -- h, 96 bytes a step: tanh's output is recomputed
+    H.check_grad(h0, {B, Hd}, h, {B, Hd}, {x_init_value = H.values(B * Hd, 3), delta = 1e-6}, 1e-8)
+  end)
+
+  it("of a recurrent net with TensorArrays equal those of the net unrolled in Lua (1e-10, float64)", function()
+    local T, B, D, Hd = 6, 2, 3, 4
+    local X = tf.placeholder(tf.float64, {T, B, D})
+    local W = tf.Variable(arr({D, Hd}, 1), {name = "W"})
+    local U = tf.Variable(arr({Hd, Hd}, 2), {name = "U"})
+    local bias = tf.Variable(arr({Hd}, 3), {name = "b"})
+    local h0 = tf.placeholder(tf.float64, {B, Hd})
+    local wy = tf.constant(arr({T, B, Hd}, 4))
+    local function cell(x, h) return tf.tanh(tf.matmul(x, W) + tf.matmul(h, U) + bias) end
+    local inputs = tf.TensorArray(tf.float64, T):unstack(X)
+    local _, hT, outputs = tf.while_loop(function(t) return tf.less(t, T) end, function(t, h, out)
+      local hn = cell(inputs:read(t), h)
+      return t + 1, hn, out:write(t, hn)
+    end, {i32(0), h0, tf.TensorArray(tf.float64, T)})
+    local loss_loop = tf.reduce_sum(outputs:stack() * wy) + tf.reduce_sum(hT * hT)
+    local h, hs = h0, {}
+    for t = 0, T - 1 do h = cell(X[t], h); hs[#hs + 1] = h end
+    local loss_unrolled = tf.reduce_sum(tf.stack(hs) * wy) + tf.reduce_sum(h * h)
+    local xs = {X, W, U, bias, h0}
+    local g_loop = tf.gradients(loss_loop, xs)
+    local g_unrolled = tf.gradients(loss_unrolled, xs)
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local feeds = {[X] = arr({T, B, D}, 5), [h0] = arr({B, Hd}, 6)}
+    local a = sess:run({loss_loop, g_loop}, feeds)
+    local b = sess:run({loss_unrolled, g_unrolled}, feeds)
+    assert.is_true(math.abs(a[1] - b[1]) <= 1e-10)
+    for i = 1, #xs do assert.is_true(max_diff(a[2][i], b[2][i]) <= 1e-10, "gradient " .. i) end
+  end)
+end)
+
+describe("gradients through TensorArrays", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("pass through writes, reads, stacks and unstacks", function()
+    local x = tf.placeholder(tf.float64, {3, 2})
+    local ta = tf.TensorArray(tf.float64, 3):unstack(x)
+    local y = ta:read(2) * ta:read(0) + ta:read(2)
+    H.check_grad(x, {3, 2}, y, {2})
+    local w = tf.TensorArray(tf.float64, 3):write(1, x[0] * 2):write(0, tf.sin(x[1])):write(2, x[2])
+    H.check_grad(x, {3, 2}, w:stack(), {3, 2}, {delta = 1e-6})
+    H.check_grad(x, {3, 2}, w:read(0), {2}, {delta = 1e-6})
+    local grown = tf.TensorArray(tf.float64, 1, {dynamic_size = true}):write(0, x[1]):write(1, x[0] * x[0])
+    H.check_grad(x, {3, 2}, grown:stack(), {2, 2})
+  end)
+
+  it("pass through gathers, scatters, concats and splits", function()
+    local x = tf.placeholder(tf.float64, {4, 2})
+    local ta = tf.TensorArray(tf.float64, 4):unstack(x)
+    H.check_grad(x, {4, 2}, ta:gather({3, 1, 3}), {3, 2})
+    local sc = tf.TensorArray(tf.float64, 4):scatter({2, 0, 1, 3}, x * x)
+    H.check_grad(x, {4, 2}, sc:stack(), {4, 2})
+    H.check_grad(x, {4, 2}, ta:concat(), {8})
+    local sp = tf.TensorArray(tf.float64, 2):split(tf.reshape(x, {8}), {4, 4})
+    H.check_grad(x, {4, 2}, sp:read(1), {4})
+  end)
+
+  it("accumulate over a loop that reads a captured array and writes a looped one", function()
+    local x = tf.placeholder(tf.float64, {5, 2})
+    local ta = tf.TensorArray(tf.float64, 5):unstack(x)
+    local _, acc, out = tf.while_loop(function(i) return tf.less(i, 5) end, function(i, acc, out)
+      local v = ta:read(i)
+      return i + 1, acc * v + v, out:write(i, acc * 2)
+    end, {i32(0), tf.zeros({2}, tf.float64), tf.TensorArray(tf.float64, 5)})
+    H.check_grad(x, {5, 2}, acc, {2})
+    H.check_grad(x, {5, 2}, out:stack(), {5, 2})
+  end)
+end)

@@ -1,0 +1,172 @@
+-- tf.TensorArray: write/read/stack/unstack/gather/scatter/concat/split/size/close,
+-- dynamic size, element shapes, use as a loop variable, errors.
+local tf = require("moonflow")
+local H = require("spec.helpers")
+
+local growth_warnings = tf.hygiene.graph_growth
+setup(function() tf.hygiene.graph_growth = false end)
+teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+
+local function i32(v) return tf.constant(v, tf.int32) end
+
+describe("tf.TensorArray", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("collects fibonacci in a while loop (effective-tensorflow: [1, 1, 2, 3, 5])", function()
+    local n = i32(5)
+    local c = tf.TensorArray(tf.int32, n)
+    c = c:write(0, 1)
+    c = c:write(1, 1)
+    local function cond(i, a, b, c) return tf.less(i, n) end
+    local function body(i, a, b, c)
+      c = c:write(i, a + b)
+      return i + 1, b, a + b, c
+    end
+    local i, a, b
+    i, a, b, c = tf.while_loop(cond, body, {i32(2), i32(1), i32(1), c})
+    c = c:stack()
+    assert.equal(tf.int32, c.dtype)
+    assert.same({1, 1, 2, 3, 5}, tf.Session():run(c):totable())
+  end)
+
+  it("writes, reads and stacks elements of any dtype", function()
+    local sess = tf.Session()
+    for _, dt in ipairs({tf.float32, tf.float64, tf.int32, tf.int64, tf.uint8, tf.bool}) do
+      local v1 = dt == tf.bool and {true, false} or {1, 2}
+      local v2 = dt == tf.bool and {false, false} or {3, 4}
+      local ta = tf.TensorArray(dt, 2):write(1, v2):write(0, v1)
+      assert.same({v1, v2}, sess:run(ta:stack()):totable())
+      assert.same(v2, sess:run(ta:read(1)):totable())
+      assert.equal(dt, ta:read(0).dtype)
+    end
+  end)
+
+  it("infers the element shape from the first write, or takes it given", function()
+    local ta = tf.TensorArray(tf.float32, 3)
+    assert.is_nil(ta.element_shape.dims)
+    ta = ta:write(0, tf.zeros({2, 4}))
+    assert.same({2, 4}, ta.element_shape:as_list())
+    assert.same({2, 4}, ta:read(2):get_shape():as_list())
+    assert.same({3, 2, 4}, ta:stack():get_shape():as_list())
+    local given = tf.TensorArray(tf.float32, 2, {element_shape = {3}})
+    assert.same({3}, given.element_shape:as_list())
+    assert.same({2, 3}, given:write(0, {1, 2, 3}):write(1, {4, 5, 6}):stack():get_shape():as_list())
+    local err = H.error_of(given.write, given, 0, {1, 2})
+    assert.matches("the value has shape %(2,%) but the TensorArray's elements have shape %(3,%)", err)
+    -- an empty array stacks to [0, element...] when the element shape is known
+    local sess = tf.Session()
+    assert.same({0, 3}, sess:run(tf.TensorArray(tf.float32, 0, {element_shape = {3}}):stack()):shape())
+    err = H.error_of(sess.run, sess, tf.TensorArray(tf.float32, 0):stack())
+    assert.matches("TensorArray has size zero, but element shape <unknown> is not fully defined", err)
+  end)
+
+  it("reports reading an unwritten index, writing twice and going out of range", function()
+    local sess = tf.Session()
+    local ta = tf.TensorArray(tf.float32, 3):write(0, {1, 2})
+    local err = H.error_of(sess.run, sess, ta:read(1))
+    assert.matches("TensorArrayRead: Could not read from TensorArray index 1 because it has not yet been written to%.", err)
+    assert.matches("%[%[node TensorArrayRead %(defined at spec/tensor_array_spec.lua:%d+%)%]%]", err)
+    err = H.error_of(sess.run, sess, ta:write(0, {3, 4}):stack())
+    assert.matches("Could not write to TensorArray index 0 because it has already been written to%.", err)
+    err = H.error_of(sess.run, sess, ta:write(3, {3, 4}):stack())
+    assert.matches("Tried to write to index 3 but array is not resizeable and size is: 3", err)
+    err = H.error_of(sess.run, sess, ta:read(7))
+    assert.matches("Tried to read from index 7 but array size is: 3", err)
+    err = H.error_of(sess.run, sess, ta:stack())
+    assert.matches("TensorArrayStack_%d+: Could not read from TensorArray index 1", err)
+    err = H.error_of(ta.write, ta, 1, {1, 2, 3})
+    assert.matches("the value has shape %(3,%) but the TensorArray's elements have shape %(2,%)", err)
+    local v = tf.placeholder(tf.float32)
+    err = H.error_of(sess.run, sess, ta:write(1, v):stack(), {[v] = {1, 2, 3}})
+    assert.matches("the value shape is %[3%] which is incompatible with the TensorArray's inferred element shape: %[2%]", err)
+    err = H.error_of(sess.run, sess, ta:write(-1, {1, 2}):stack())
+    assert.matches("Tried to write to index %-1", err)
+    err = H.error_of(ta.write, ta, 1, tf.constant({1, 2}, tf.int32))
+    assert.matches("TensorArray dtype is float32 but Op is trying to write dtype int32", err)
+    err = H.error_of(ta.read, ta, 0.5)
+    assert.matches("the index must be an integer or an int32 tensor", err)
+    assert.same({1, 2}, sess:run(ta:read(0)):totable())  -- the session still works
+  end)
+
+  it("grows when dynamic_size is set", function()
+    local sess = tf.Session()
+    local ta = tf.TensorArray(tf.float32, 0, {dynamic_size = true})
+    for i = 0, 9 do ta = ta:write(i, i * i) end
+    assert.equal(10, sess:run(ta:size()))
+    assert.same({0, 1, 4, 9, 16, 25, 36, 49, 64, 81}, sess:run(ta:stack()):totable())
+    local gap = tf.TensorArray(tf.float32, 1, {dynamic_size = true}):write(3, 1)
+    assert.equal(4, sess:run(gap:size()))
+    assert.matches("Could not read from TensorArray index 0", H.error_of(sess.run, sess, gap:stack()))
+    -- filled in a loop whose length is known only when it runs
+    local n = tf.placeholder(tf.int32, {})
+    local _, out = tf.while_loop(function(i) return tf.less(i, n) end,
+                                 function(i, t) return i + 1, t:write(i, tf.cast(i, tf.float32) * 2) end,
+                                 {i32(0), tf.TensorArray(tf.float32, 0, {dynamic_size = true})})
+    assert.same({0, 2, 4, 6, 8, 10, 12}, sess:run(out:stack(), {[n] = 7}):totable())
+    assert.same({0}, sess:run(out:stack(), {[n] = 1}):totable())
+  end)
+
+  it("unstacks, gathers, scatters, concatenates and splits", function()
+    local sess = tf.Session()
+    local ta = tf.TensorArray(tf.float32, 3):unstack(tf.constant({{1, 2}, {3, 4}, {5, 6}}))
+    assert.same({{5, 6}, {1, 2}}, sess:run(ta:gather({2, 0})):totable())
+    assert.same({{3, 4}}, sess:run(ta:gather(tf.constant({1}, tf.int64))):totable())
+    assert.same({1, 2, 3, 4, 5, 6}, sess:run(ta:concat()):totable())
+    local sc = tf.TensorArray(tf.int32, 4):scatter({3, 1}, tf.constant({{7}, {8}}, tf.int32))
+    sc = sc:scatter({0, 2}, tf.constant({{5}, {6}}, tf.int32))
+    assert.same({{5}, {8}, {6}, {7}}, sess:run(sc:stack()):totable())
+    local err = H.error_of(sess.run, sess, tf.TensorArray(tf.int32, 4):scatter({1, 1}, tf.constant({{7}, {8}}, tf.int32)):stack())
+    assert.matches("Could not write to TensorArray index 1 because it has already been written to", err)
+    local sp = tf.TensorArray(tf.float32, 3):split(tf.constant({{1}, {2}, {3}, {4}, {5}, {6}}), {2, 2, 2})
+    assert.same({{3}, {4}}, sess:run(sp:read(1)):totable())
+    assert.same({{1}, {2}, {3}, {4}, {5}, {6}}, sess:run(sp:concat()):totable())
+    err = H.error_of(tf.TensorArray(tf.float32, 2).split, tf.TensorArray(tf.float32, 2), tf.constant({1, 2, 3}), {1, 2})
+    assert.matches("lengths must all be equal", err)
+    assert.equal(3, sess:run(ta:size()))
+    assert.equal("NoOp", ta:close().type)
+    sess:run(ta:close())
+  end)
+
+  it("is a value: a write returns a new array and leaves the old one as it was", function()
+    local sess = tf.Session()
+    local a = tf.TensorArray(tf.float32, 2):write(0, 1)
+    local b = a:write(1, 2)
+    local c = a:write(1, 3)
+    assert.same({{1, 2}, {1, 3}}, {sess:run(b:stack()):totable(), sess:run(c:stack()):totable()})
+    assert.same({{1, 2}, {1, 3}}, sess:run({b:stack(), c:stack()}) and
+      {sess:run({b:stack(), c:stack()})[1]:totable(), sess:run({b:stack(), c:stack()})[2]:totable()})
+    assert.matches("Could not read from TensorArray index 1", H.error_of(sess.run, sess, a:read(1)))
+  end)
+
+  it("serves as a loop variable read by the body and as a captured input", function()
+    local sess = tf.Session()
+    local xs = tf.TensorArray(tf.float32, 4):unstack(tf.constant({1, 2, 3, 4}))
+    -- running sums: out[i] = out[i-1] + xs[i], reading back what the loop wrote
+    local _, out = tf.while_loop(function(i) return tf.less(i, 4) end, function(i, out)
+      local prev = tf.cond(tf.greater(i, 0), function() return out:read(i - 1) end, function() return tf.constant(0) end)
+      return i + 1, out:write(i, prev + xs:read(i))
+    end, {i32(0), tf.TensorArray(tf.float32, 4)})
+    assert.same({1, 3, 6, 10}, sess:run(out:stack()):totable())
+  end)
+
+  it("is returned from tf.cond branches", function()
+    local p = tf.placeholder(tf.bool, {})
+    local ta = tf.TensorArray(tf.float32, 2):write(0, 1)
+    local r = tf.cond(p, function() return ta:write(1, 10) end, function() return ta:write(1, 20) end)
+    local sess = tf.Session()
+    assert.same({1, 10}, sess:run(r:stack(), {[p] = true}):totable())
+    assert.same({1, 20}, sess:run(r:stack(), {[p] = false}):totable())
+  end)
+
+  it("checks its constructor's arguments", function()
+    assert.matches("size must be an int32 tensor or an integer", H.error_of(tf.TensorArray, tf.float32, tf.constant(2.0)))
+    assert.matches("give a size", H.error_of(tf.TensorArray, tf.float32))
+    assert.matches("unknown option", H.error_of(tf.TensorArray, tf.float32, 2, {bogus = true}))
+    local sess = tf.Session()
+    local n = tf.placeholder(tf.int32, {})
+    local err = H.error_of(sess.run, sess, tf.TensorArray(tf.float32, n):size(), {[n] = -2})
+    assert.matches("the size must be non%-negative, got %-2", err)
+    assert.equal(3, sess:run(tf.TensorArray(tf.float32, n, {clear_after_read = false, infer_shape = true}):size(), {[n] = 3}))
+    assert.equal(0, sess:run(tf.TensorArray(tf.float32, nil, {dynamic_size = true}):size()))
+  end)
+end)
