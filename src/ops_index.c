@@ -364,11 +364,11 @@ static mf_code gather_grad_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "the gradient") || check_indices(ic, 1, "indices")) return ic->status->code;
   mf_shape P, want;
   if (shape_input(ic, 2, &P) || gather_shape(ic, &P, &ic->in_shapes[1], &want)) return ic->status->code;
-  char a[160], b[160];
+  char a[160], b[160], c[160];
   if (!mf_shape_compatible(&want, &ic->in_shapes[0]))
     return INVALID(ic, "%s: the gradient has shape %s, but gathering from shape %s gives %s", ic->op_name,
                    mf_shape_str(&ic->in_shapes[0], a, sizeof a), mf_shape_str(&P, b, sizeof b),
-                   mf_shape_str(&want, a, sizeof a));
+                   mf_shape_str(&want, c, sizeof c));
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = P;
   return MF_OK;
@@ -453,13 +453,13 @@ static mf_code scatter_nd_infer(mf_infer_ctx *ic) {
   if (check_indices(ic, 0, "indices") || check_numeric(ic, 1, "updates") || index_depth(ic, 0, &k) ||
       shape_input(ic, 2, &S) || nd_slices_shape(ic, &ic->in_shapes[0], &S, k, &want))
     return ic->status->code;
-  char a[160], b[160], c[160];
+  char a[160], b[160], c[160], d[160];
   if (!mf_shape_compatible(&want, &ic->in_shapes[1]))
     return INVALID(ic, "%s: updates has shape %s, but indices of shape %s into shape %s need updates of "
                    "shape indices.shape[:-1] + shape[indices.shape[-1]:] = %s",
                    ic->op_name, mf_shape_str(&ic->in_shapes[1], a, sizeof a),
                    mf_shape_str(&ic->in_shapes[0], b, sizeof b), mf_shape_str(&S, c, sizeof c),
-                   mf_shape_str(&want, a, sizeof a));
+                   mf_shape_str(&want, d, sizeof d));
   ic->out_dtypes[0] = ic->in_dtypes[1];
   ic->out_shapes[0] = S;
   return MF_OK;
