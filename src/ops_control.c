@@ -12,6 +12,8 @@
  *   F_out   ints, pairs (op id, output index): the function's results.
  *   F_stash ints, pairs: ports whose values a gradient of this op needs kept
  *           (set by the gradient rules; see below).
+ *   F_fwd   ints {n}: F's op count before gradients were first built in it
+ *           (set by the rules; ops from id n on compute gradients).
  * Kernels run functions with their session (mf_function_plan/run), so ops
  * inside keep per-session state, and errors name the failing inner op. Ops
  * with effects (assignments, updates: stateful ops writing through a ref

@@ -419,7 +419,9 @@ return function(tf, ops)
   -- loop_vars = body(loop_vars...) while cond(loop_vars...) holds; returns the
   -- loop variables as multiple values. loop_vars is a list of tensors,
   -- TensorArrays, numbers or tables of them; body returns them as multiple
-  -- values or as one list.
+  -- values or as one list. cond is traced twice: on the loop variables, and
+  -- inside the body on its results (so an iteration is one function run).
+  -- parallel_iterations and swap_memory are accepted: iterations run in turn.
   function tf.while_loop(cond, body, loop_vars, ...)
     local o = options("tf.while_loop", {"shape_invariants", "parallel_iterations", "back_prop", "swap_memory",
                                         "name", "maximum_iterations"}, ...)
