@@ -227,7 +227,8 @@ struct mf_op_def {
   unsigned flags;
   /* Bit k: input k is a reference to its producer's state (the variable an
    * Assign writes), not a value. The producer does not run for it and the
-   * kernel's inputs[k] is NULL; mf_kernel_ref_state reaches the state. */
+   * kernel's inputs[k] is NULL; mf_kernel_ref_state reaches the state, which
+   * holds the variable's value (an mf_tensor*, NULL until initialized). */
   unsigned ref_inputs;
   mf_infer_fn infer;
   mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];

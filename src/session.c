@@ -128,12 +128,16 @@ static mf_tensor *plan_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t
 /* A variable's stand-in in a function names the variable by "_var_id". */
 static bool var_id_of(const mf_op *op, int64_t *id) { return mf_op_attr_int(op, "_var_id", id); }
 
-mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) {
-  const mf_op *src = ctx->op->inputs[k].op;
+/* The state of the op producing ref input k of op: a variable, or in a
+ * function the stand-in of a variable of the session's graph. */
+static mf_state_slot *ref_state(mf_plan *p, const mf_op *op, int k) {
+  const mf_op *src = op->inputs[k].op;
   int64_t id;
-  if (src->graph != ctx->session->graph && var_id_of(src, &id)) return &ctx->session->states.slots[id];
-  return &ctx->plan->states->slots[src->id];
+  if (src->graph != p->sess->graph && var_id_of(src, &id)) return &p->sess->states.slots[id];
+  return &p->states->slots[src->id];
 }
+
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ref_state(ctx->plan, ctx->op, k); }
 
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims) {
@@ -293,7 +297,13 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   int *slot_base = NULL, *last_use = NULL;
   if (!PLAN_ALLOC(needed, n) || !PLAN_ALLOC(fed_op, n) || !PLAN_ALLOC(slot_base, n)) goto done;
 
-  for (int i = 0; i < p->nfeeds; i++) fed_op[p->feeds[i].op->id] = true;
+  /* Build-time inference read the values of constants and shapes; a feed that
+   * replaces any such value (anything but a Placeholder) voids what it inferred. */
+  bool fed_values = false;
+  for (int i = 0; i < p->nfeeds; i++) {
+    fed_op[p->feeds[i].op->id] = true;
+    fed_values |= strcmp(p->feeds[i].op->def->name, "Placeholder") != 0;
+  }
   /* A port is fed when some feed names it. */
 #define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
   for (int i = 0; i < p->nfetches; i++)
@@ -372,7 +382,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     }
     /* A source op learns nothing new at run time (an unfed Placeholder must reach
      * its kernel, which reports the missing feed). */
-    st->infer_at_runtime = !op->outputs_fully_defined && op->num_inputs > 0;
+    st->infer_at_runtime = (fed_values || !op->outputs_fully_defined) && op->num_inputs > 0;
     st->has_fed_output = fed_op[id];
     if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
     for (int k = 0; k < op->num_inputs; k++) {
@@ -556,10 +566,12 @@ static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status
 
 static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_status *s) {
   mf_op *op = st->op;
-  for (int k = 0; k < op->num_inputs; k++) {  /* a ref input keeps its static description */
+  for (int k = 0; k < op->num_inputs; k++) {
     mf_output in = op->inputs[k];
-    p->rt_dtypes[k] = inputs[k] ? inputs[k]->dtype : in.op->out_dtypes[in.index];
-    p->rt_in_shapes[k] = inputs[k] ? mf_shape_of(inputs[k]) : in.op->out_shapes[in.index];
+    /* A ref input is described by the variable's current value, if any. */
+    const mf_tensor *v = inputs[k] ? inputs[k] : mf_op_is_ref_input(op, k) ? ref_state(p, op, k)->ptr : NULL;
+    p->rt_dtypes[k] = v ? v->dtype : in.op->out_dtypes[in.index];
+    p->rt_in_shapes[k] = v ? mf_shape_of(v) : in.op->out_shapes[in.index];
   }
   mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
   mf_infer_ctx ic = {
