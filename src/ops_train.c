@@ -159,6 +159,17 @@ static int num_refs(const mf_op_def *def) {
 /* Refs name distinct variables of one float dtype; every other input has
  * that dtype; slots and the gradient have the variable's shape, the
  * hyperparameters are scalars. Output: the variable's dtype and shape. */
+/* Input k of an update does not match the variable: said the same way at
+ * build time and at run time. */
+static mf_code shape_mismatch(mf_status *status, const char *op_name, const train_sig *sig, int k,
+                              const char *variable, const mf_shape *var, const mf_shape *got) {
+  char a[128], b[128];
+  return mf_status_set(status, MF_INVALID_ARGUMENT,
+                       "%s: '%s' must have the shape of '%s' (variable '%s'): %s vs %s", op_name,
+                       sig->inputs[k], sig->inputs[0], variable, mf_shape_str(got, a, sizeof a),
+                       mf_shape_str(var, b, sizeof b));
+}
+
 static mf_code apply_infer(mf_infer_ctx *ic, const train_sig *sig) {
   const char *const *in = sig->inputs;
   const int refs = num_refs(ic->def);
@@ -189,13 +200,11 @@ static mf_code apply_infer(mf_infer_ctx *ic, const train_sig *sig) {
                            "%s: '%s' has dtype %s but '%s' has dtype %s; use tf.cast to convert it",
                            ic->op_name, in[k], mf_dtype_name(ic->in_dtypes[k]), in[0], mf_dtype_name(t));
     const mf_shape *s = &ic->in_shapes[k];
-    char a[128], b[128];
+    char a[128];
     if (k < refs || k == sig->grad) {
-      if (!mf_shape_compatible(var, s))
-        return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                             "%s: '%s' must have the shape of '%s': %s vs %s",
-                             ic->op_name, in[k], in[0], mf_shape_str_tf(s, a, sizeof a),
-                             mf_shape_str_tf(var, b, sizeof b));
+      /* At run time the kernel checks the values themselves. */
+      if (!ic->runtime && !mf_shape_compatible(var, s))
+        return shape_mismatch(ic->status, ic->op_name, sig, k, ic->in_ports[0].op->name, var, s);
       if (out.rank < 0) out = *s;
       for (int d = 0; d < out.rank && s->rank == out.rank; d++)
         if (out.dims[d] < 0) out.dims[d] = s->dims[d];
@@ -219,18 +228,6 @@ static bool same_dims(const mf_tensor *a, const mf_tensor *b) {
   return true;
 }
 
-/* A variable created with validate_shape = false may change shape, so the
- * values are checked again here. */
-static mf_code shape_mismatch(mf_kernel_ctx *ctx, const train_sig *sig, int k, const mf_tensor *var,
-                              const mf_tensor *t) {
-  char a[128], b[128];
-  mf_shape sv = mf_shape_of(var), st = mf_shape_of(t);
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "%s: '%s' must have the shape of '%s' (variable '%s'): %s vs %s", ctx->op->name,
-                       sig->inputs[k], sig->inputs[0], ctx->op->inputs[0].op->name,
-                       mf_shape_str(&st, a, sizeof a), mf_shape_str(&sv, b, sizeof b));
-}
-
 static mf_code apply_kernel(mf_kernel_ctx *ctx, const train_sig *sig) {
   const int nrefs = num_refs(ctx->op->def);
   double hp[MAX_HYPER];
@@ -240,12 +237,22 @@ static mf_code apply_kernel(mf_kernel_ctx *ctx, const train_sig *sig) {
   const mf_tensor *grad = ctx->inputs[sig->grad];
   mf_tensor *var = mf_kernel_ref_writable(ctx, 0);
   if (!var) return ctx->status->code;
-  if (!same_dims(var, grad)) return shape_mismatch(ctx, sig, sig->grad, var, grad);
+  const char *variable = ctx->op->inputs[0].op->name;
+  mf_shape var_shape = mf_shape_of(var);
+  /* A variable created with validate_shape = false may change shape, so the
+   * values are checked again here. */
+  if (!same_dims(var, grad)) {
+    mf_shape got = mf_shape_of(grad);
+    return shape_mismatch(ctx->status, ctx->op->name, sig, sig->grad, variable, &var_shape, &got);
+  }
   void *data[MAX_REFS] = {var->data};
   for (int k = 1; k < nrefs; k++) {
     mf_tensor *slot = mf_kernel_ref_writable(ctx, k);
     if (!slot) return ctx->status->code;
-    if (!same_dims(var, slot)) return shape_mismatch(ctx, sig, k, var, slot);
+    if (!same_dims(var, slot)) {
+      mf_shape got = mf_shape_of(slot);
+      return shape_mismatch(ctx->status, ctx->op->name, sig, k, variable, &var_shape, &got);
+    }
     data[k] = slot->data;
   }
   bool flag = sig->flag && mf_attr_bool(ctx->attrs, sig->flag, false);
