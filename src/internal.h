@@ -78,11 +78,6 @@ mf_code mf_broadcast_shape(const char *op, const mf_shape *a, const mf_shape *b,
 mf_code mf_normalize_axis(const char *op, int64_t axis, int rank, int *out, mf_status *s);
 
 /* --- attributes --- */
-typedef enum mf_attr_kind {
-  MF_ATTR_INT, MF_ATTR_FLOAT, MF_ATTR_BOOL, MF_ATTR_TYPE, MF_ATTR_INTS,
-  MF_ATTR_SHAPE, MF_ATTR_STRING, MF_ATTR_TENSOR, MF_ATTR_GRAPH
-} mf_attr_kind;
-
 typedef struct mf_attr {
   char *name;
   mf_attr_kind kind;

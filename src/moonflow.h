@@ -149,6 +149,18 @@ const char *mf_op_attr_string(const mf_op *op, const char *name);          /* NU
 mf_tensor *mf_op_attr_tensor(const mf_op *op, const char *name);           /* borrowed */
 /* Op registry: whether an op type exists. */
 bool mf_op_type_registered(const char *type);
+/* Enumerating attributes (graph files, tools): kinds, names and the getters
+ * the kinds above lack. A function-valued attribute (GRAPH) holds a subgraph
+ * (a branch or loop body of control flow, see src/ops_control.c). */
+typedef enum mf_attr_kind {
+  MF_ATTR_INT, MF_ATTR_FLOAT, MF_ATTR_BOOL, MF_ATTR_TYPE, MF_ATTR_INTS,
+  MF_ATTR_SHAPE, MF_ATTR_STRING, MF_ATTR_TENSOR, MF_ATTR_GRAPH
+} mf_attr_kind;
+int mf_op_num_attrs(const mf_op *op);
+const char *mf_op_attr_name(const mf_op *op, int i);    /* owned by op; NULL out of range */
+mf_attr_kind mf_op_attr_kind(const mf_op *op, int i);   /* i in [0, mf_op_num_attrs) */
+bool mf_op_attr_shape(const mf_op *op, const char *name, mf_shape *out);
+mf_graph *mf_op_attr_graph(const mf_op *op, const char *name); /* borrowed; NULL if absent */
 
 /* --- automatic differentiation --- */
 /* Adds to g the ops computing dxs[i] = sum over j of d(ys[j] . grad_ys[j]) / d(xs[i]).
