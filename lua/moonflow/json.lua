@@ -1,0 +1,186 @@
+-- json.lua — a small, strict JSON reader and writer for checkpoint headers
+-- (safetensors) and graph files.
+--
+-- Encoding: Lua tables with a non-empty array part are arrays, other tables
+-- are objects with their keys sorted (so output is deterministic);
+-- `json.array(t)` marks a table as an array even when empty; `json.null`
+-- stands for null. Numbers that are integers up to 2^53 print exactly as
+-- integers, others with 17 significant digits; inf and nan cannot be encoded.
+-- Decoding: objects become plain Lua tables, arrays 1-based Lua lists marked
+-- as json.array (so an empty one stays an array), null becomes json.null. Errors raise "JSON: <what> at byte <n>".
+local M = {}
+
+M.null = setmetatable({}, {__tostring = function() return "null" end})
+local array_mt = {__name = "json.array"}
+function M.array(t) return setmetatable(t or {}, array_mt) end
+function M.is_array(t) return getmetatable(t) == array_mt end
+
+local escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
+                 ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t'}
+local function quote(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    return escapes[c] or string.format("\\u%04x", c:byte())
+  end) .. '"'
+end
+
+local function number(v)
+  if v ~= v or v == math.huge or v == -math.huge then
+    error("JSON: cannot encode " .. tostring(v), 0)
+  end
+  if v == math.floor(v) and math.abs(v) <= 2 ^ 53 then return string.format("%.0f", v) end
+  return string.format("%.17g", v)
+end
+
+local encode_into
+local function encode_table(t, out, indent, depth)
+  local nl = indent and "\n" .. string.rep(indent, depth + 1) or ""
+  local close = indent and "\n" .. string.rep(indent, depth) or ""
+  if getmetatable(t) == array_mt or t[1] ~= nil then
+    if #t == 0 then out[#out + 1] = "[]"; return end
+    out[#out + 1] = "["
+    for i = 1, #t do
+      if i > 1 then out[#out + 1] = "," end
+      out[#out + 1] = nl
+      encode_into(t[i], out, indent, depth + 1)
+    end
+    out[#out + 1] = close .. "]"
+    return
+  end
+  local keys = {}
+  for k in pairs(t) do
+    if type(k) ~= "string" then error("JSON: object keys must be strings, got " .. type(k), 0) end
+    keys[#keys + 1] = k
+  end
+  if #keys == 0 then out[#out + 1] = "{}"; return end
+  table.sort(keys)
+  out[#out + 1] = "{"
+  for i, k in ipairs(keys) do
+    if i > 1 then out[#out + 1] = "," end
+    out[#out + 1] = nl .. quote(k) .. (indent and ": " or ":")
+    encode_into(t[k], out, indent, depth + 1)
+  end
+  out[#out + 1] = close .. "}"
+end
+
+function encode_into(v, out, indent, depth)
+  local tv = type(v)
+  if v == M.null or v == nil then out[#out + 1] = "null"
+  elseif tv == "boolean" then out[#out + 1] = v and "true" or "false"
+  elseif tv == "number" then out[#out + 1] = number(v)
+  elseif tv == "string" then out[#out + 1] = quote(v)
+  elseif tv == "table" then encode_table(v, out, indent, depth)
+  else error("JSON: cannot encode a " .. tv, 0) end
+end
+
+-- json.encode(value, indent): indent (e.g. " ") pretty-prints, one item a line.
+function M.encode(v, indent)
+  local out = {}
+  encode_into(v, out, indent, 0)
+  return table.concat(out)
+end
+
+-- Decoding -------------------------------------------------------------------------
+local function fail(what, pos) error(string.format("JSON: %s at byte %d", what, pos), 0) end
+
+local function skip(s, pos) return s:find("[^ \t\r\n]", pos) or #s + 1 end
+
+local decode_value
+local unescapes = {['"'] = '"', ['\\'] = '\\', ['/'] = '/', b = '\b', f = '\f', n = '\n', r = '\r', t = '\t'}
+
+local function utf8(cp)
+  if cp < 0x80 then return string.char(cp) end
+  if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 64), 0x80 + cp % 64) end
+  if cp < 0x10000 then
+    return string.char(0xE0 + math.floor(cp / 4096), 0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+  end
+  return string.char(0xF0 + math.floor(cp / 262144), 0x80 + math.floor(cp / 4096) % 64,
+                     0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+end
+
+local function decode_string(s, pos)
+  local parts, i = {}, pos + 1
+  while true do
+    local j = s:find('["\\%c]', i)
+    if not j then fail("unterminated string", pos) end
+    parts[#parts + 1] = s:sub(i, j - 1)
+    local c = s:sub(j, j)
+    if c == '"' then return table.concat(parts), j + 1 end
+    if c ~= "\\" then fail("control character in string", j) end
+    local e = s:sub(j + 1, j + 1)
+    if e == "u" then
+      local hex = s:sub(j + 2, j + 5)
+      if not hex:match("^%x%x%x%x$") then fail("bad \\u escape", j) end
+      local cp = tonumber(hex, 16)
+      i = j + 6
+      if cp >= 0xD800 and cp <= 0xDBFF and s:sub(i, i + 1) == "\\u" then
+        local lo = tonumber(s:sub(i + 2, i + 5), 16)
+        if lo and lo >= 0xDC00 and lo <= 0xDFFF then
+          cp = 0x10000 + (cp - 0xD800) * 1024 + (lo - 0xDC00)
+          i = i + 6
+        end
+      end
+      parts[#parts + 1] = utf8(cp)
+    elseif unescapes[e] then
+      parts[#parts + 1] = unescapes[e]
+      i = j + 2
+    else
+      fail("bad escape", j)
+    end
+  end
+end
+
+function decode_value(s, pos, depth)
+  if depth > 200 then fail("nesting too deep", pos) end
+  pos = skip(s, pos)
+  local c = s:sub(pos, pos)
+  if c == "{" then
+    local obj = {}
+    pos = skip(s, pos + 1)
+    if s:sub(pos, pos) == "}" then return obj, pos + 1 end
+    while true do
+      if s:sub(pos, pos) ~= '"' then fail("expected a string key", pos) end
+      local k
+      k, pos = decode_string(s, pos)
+      pos = skip(s, pos)
+      if s:sub(pos, pos) ~= ":" then fail("expected ':'", pos) end
+      obj[k], pos = decode_value(s, pos + 1, depth + 1)
+      pos = skip(s, pos)
+      local d = s:sub(pos, pos)
+      if d == "}" then return obj, pos + 1 end
+      if d ~= "," then fail("expected ',' or '}'", pos) end
+      pos = skip(s, pos + 1)
+    end
+  elseif c == "[" then
+    local arr = M.array({})
+    pos = skip(s, pos + 1)
+    if s:sub(pos, pos) == "]" then return arr, pos + 1 end
+    while true do
+      arr[#arr + 1], pos = decode_value(s, pos, depth + 1)
+      pos = skip(s, pos)
+      local d = s:sub(pos, pos)
+      if d == "]" then return arr, pos + 1 end
+      if d ~= "," then fail("expected ',' or ']'", pos) end
+      pos = pos + 1
+    end
+  elseif c == '"' then
+    return decode_string(s, pos)
+  elseif s:find("^true", pos) then return true, pos + 4
+  elseif s:find("^false", pos) then return false, pos + 5
+  elseif s:find("^null", pos) then return M.null, pos + 4
+  end
+  local num = s:match("^-?%d+%.?%d*[eE]?[-+]?%d*", pos)
+  local v = num and tonumber(num)
+  if not v then fail(pos > #s and "unexpected end" or "unexpected character", pos) end
+  return v, pos + #num
+end
+
+-- json.decode(s): the value of a whole JSON text (trailing garbage is an error).
+function M.decode(s)
+  if type(s) ~= "string" then error("JSON: expected a string, got " .. type(s), 0) end
+  local v, pos = decode_value(s, 1, 0)
+  pos = skip(s, pos)
+  if pos <= #s then fail("trailing characters", pos) end
+  return v
+end
+
+return M

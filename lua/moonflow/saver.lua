@@ -1,0 +1,427 @@
+-- saver.lua — checkpoints: tf.train.Saver, tf.train.latest_checkpoint,
+-- tf.train.get_checkpoint_state, tf.train.list_variables, tf.train.load_variable.
+--
+-- A checkpoint is one safetensors file: an 8-byte little-endian header
+-- length n, n bytes of JSON (padded with spaces to a multiple of 8) mapping
+-- each variable's name to {dtype ("F32", "F64", "I32", "I64", "U8", "BOOL"),
+-- shape, data_offsets = {begin, end}} (offsets into the data that follows the
+-- header), then the raw little-endian data. "__metadata__" holds
+-- {"format": "moonflow"}.
+--
+-- Writes are atomic: the file is written under a temporary name in the same
+-- directory, flushed and fsync'ed, then renamed over the destination, so a
+-- crash mid-write leaves the previous checkpoint intact. The directory keeps
+-- a small text file `checkpoint` in TensorFlow's format:
+--   model_checkpoint_path: "model.ckpt-100"
+--   all_model_checkpoint_paths: "model.ckpt-90"
+--   all_model_checkpoint_paths: "model.ckpt-100"
+-- naming the newest checkpoint last (paths relative to the directory).
+--
+-- Restoring reads and checks the whole file (header, offsets, every
+-- variable's presence, dtype and shape) before it assigns anything; then one
+-- run of the saver's restore op assigns every variable from placeholders fed
+-- with the values (ops built once, when the saver is made, like TensorFlow's
+-- save/restore_all).
+local ffi = require("ffi")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+local json = require("moonflow.json")
+local C = core.C
+
+-- C stdio, for fsync. Declared one by one: another module may have declared some.
+for _, decl in ipairs({
+  "void *fopen(const char *path, const char *mode);",
+  "size_t fwrite(const void *ptr, size_t size, size_t n, void *f);",
+  "int fflush(void *f);",
+  "int fclose(void *f);",
+  "int fileno(void *f);",
+  "int fsync(int fd);",
+}) do pcall(ffi.cdef, decl) end
+local libc = ffi.C
+
+local M = {}
+
+-- safetensors dtype codes.
+local code_of = {float32 = "F32", float64 = "F64", int32 = "I32", int64 = "I64", uint8 = "U8", bool = "BOOL"}
+local dtype_of = {}
+for name, code in pairs(code_of) do dtype_of[code] = core.dtypes[name] end
+M.code_of, M.dtype_of = code_of, dtype_of
+
+local function fail(msg) error(msg, 0) end
+
+local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+local function basename(path) return path:match("([^/]*)$") end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+local tmp_counter = 0
+-- A temporary name next to `path` (the same directory, so rename is atomic).
+local function temp_name(path)
+  tmp_counter = tmp_counter + 1
+  return string.format("%s.tmp%d-%d-%d", path, os.time(), tmp_counter, math.random(0, 2 ^ 30))
+end
+
+-- Writes the chunks {ptr, nbytes} (or strings) to `path` atomically.
+function M.write_atomic(path, chunks)
+  local tmp = temp_name(path)
+  local f = libc.fopen(tmp, "wb")
+  if f == nil then
+    fail(string.format("NotFound: cannot write %s: the directory %s does not exist or is not writable",
+                       path, dirname(path)))
+  end
+  local ok = true
+  for _, c in ipairs(chunks) do
+    local ptr, n
+    if type(c) == "string" then ptr, n = c, #c else ptr, n = c[1], c[2] end
+    if n > 0 and libc.fwrite(ptr, 1, n, f) ~= n then ok = false; break end
+  end
+  if ok and libc.fflush(f) ~= 0 then ok = false end
+  if ok and libc.fsync(libc.fileno(f)) ~= 0 then ok = false end
+  if libc.fclose(f) ~= 0 then ok = false end
+  if not ok then
+    os.remove(tmp)
+    fail("ResourceExhausted: writing " .. path .. " failed (disk full?); the previous file is unchanged")
+  end
+  local renamed, err = os.rename(tmp, path)
+  if not renamed then
+    os.remove(tmp)
+    fail("Unknown: cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(err))
+  end
+end
+
+local function check_little_endian()
+  if not ffi.abi("le") then fail("Unimplemented: checkpoints are little-endian; this host is big-endian") end
+end
+
+-- Reading checkpoints -----------------------------------------------------------------
+local function is_count(x) return type(x) == "number" and x >= 0 and x % 1 == 0 and x < 2 ^ 53 end
+
+-- Reads and checks a checkpoint. Returns {entries = {name = {dtype, shape,
+-- offset, nbytes}}, data = the file as a string, base = the offset of the data
+-- part in it}. Every error says what is wrong with which file.
+function M.read(path)
+  check_little_endian()
+  local f = io.open(path, "rb")
+  if not f then fail("NotFound: Failed to find any matching files for " .. path) end
+  local s = f:read("*a")
+  f:close()
+  local function corrupt(what)
+    fail("DataLoss: " .. path .. " is not a valid checkpoint (truncated or corrupted?): " .. what)
+  end
+  if #s < 8 then corrupt("the file has " .. #s .. " bytes, fewer than the 8-byte header length") end
+  local n = tonumber(ffi.cast("const uint64_t *", ffi.cast("const char *", s))[0])
+  if n > #s - 8 then
+    corrupt(string.format("the header length is %.0f bytes but only %d bytes follow it", n, #s - 8))
+  end
+  local ok, header = pcall(json.decode, s:sub(9, 8 + n))
+  if not ok then corrupt("the header is not valid JSON (" .. tostring(header) .. ")") end
+  if type(header) ~= "table" or json.is_array(header) then corrupt("the header is not a JSON object") end
+  local base, size = 8 + n, #s - 8 - n
+  local entries = {}
+  for name, e in pairs(header) do
+    if name ~= "__metadata__" then
+      if type(e) ~= "table" or json.is_array(e) then corrupt("the entry for '" .. name .. "' is not an object") end
+      local dtype = dtype_of[e.dtype]
+      if not dtype then corrupt("'" .. name .. "' has an unsupported dtype " .. tostring(e.dtype)) end
+      if type(e.shape) ~= "table" or not json.is_array(e.shape) or #e.shape > C.MF_MAX_RANK then
+        corrupt("'" .. name .. "' has no valid shape")
+      end
+      local count = 1
+      for _, d in ipairs(e.shape) do
+        if not is_count(d) then corrupt("'" .. name .. "' has an invalid dimension " .. tostring(d)) end
+        count = count * d
+      end
+      local off = e.data_offsets
+      if type(off) ~= "table" or #off ~= 2 or not is_count(off[1]) or not is_count(off[2]) or off[1] > off[2] then
+        corrupt("'" .. name .. "' has invalid data_offsets")
+      end
+      if off[2] > size then
+        corrupt(string.format("the data of '%s' ends at byte %.0f past the %d bytes of data", name, off[2], size))
+      end
+      local nbytes = count * dtype.size
+      if off[2] - off[1] ~= nbytes then
+        corrupt(string.format("'%s' holds %.0f bytes, but %s %s needs %.0f", name, off[2] - off[1],
+                              dtype.name, tostring(G.TensorShape.new(e.shape)), nbytes))
+      end
+      if dtype.name == "bool" and s:sub(base + off[1] + 1, base + off[2]):find("[^%z\1]") then
+        corrupt("'" .. name .. "' has bool values other than 0 and 1")
+      end
+      entries[name] = {dtype = dtype, shape = {unpack(e.shape)}, offset = off[1], nbytes = nbytes}
+    end
+  end
+  return {entries = entries, data = s, base = base, path = path}
+end
+
+-- The value of one entry as a new Array (one memory copy).
+function M.entry_value(ckpt, e)
+  local a = Array.new(e.dtype, e.shape)
+  if e.nbytes > 0 then
+    ffi.copy(a:data(), ffi.cast("const char *", ckpt.data) + ckpt.base + e.offset, e.nbytes)
+  end
+  return a
+end
+
+-- The `checkpoint` index file of a directory --------------------------------------------
+local function unquote(s)
+  return (s:gsub('\\(.)', function(c) return c == "n" and "\n" or c end))
+end
+local function quote(s) return '"' .. s:gsub('[\\"]', "\\%0"):gsub("\n", "\\n") .. '"' end
+
+-- {model_checkpoint_path =, all_model_checkpoint_paths = {...}} with paths as
+-- written (relative to dir unless absolute), or nil without an index.
+local function read_index(dir)
+  local f = io.open(dir .. "/checkpoint", "rb")
+  if not f then return nil end
+  local state = {all_model_checkpoint_paths = {}}
+  for line in f:lines() do
+    local key, value = line:match('^%s*([%w_]+)%s*:%s*"(.*)"%s*$')
+    if key == "model_checkpoint_path" then state.model_checkpoint_path = unquote(value)
+    elseif key == "all_model_checkpoint_paths" then
+      local all = state.all_model_checkpoint_paths
+      all[#all + 1] = unquote(value)
+    end
+  end
+  f:close()
+  if not state.model_checkpoint_path then return nil end
+  return state
+end
+
+local function resolve_in(dir, p)
+  if p:sub(1, 1) == "/" then return p end
+  return dir .. "/" .. p
+end
+
+local function write_index(dir, latest, all)
+  local function rel(p) return dirname(p) == dir and basename(p) or p end
+  local lines = {"model_checkpoint_path: " .. quote(rel(latest))}
+  for _, p in ipairs(all) do lines[#lines + 1] = "all_model_checkpoint_paths: " .. quote(rel(p)) end
+  M.write_atomic(dir .. "/checkpoint", {table.concat(lines, "\n") .. "\n"})
+end
+
+-- Saver ----------------------------------------------------------------------------------
+local Saver = {}
+Saver.__index = Saver
+M.Saver = Saver
+
+local function is_variable(x) return G.is_tensor(x) and x.op.type == "VariableV2" end
+
+return function(tf, ops)
+  tf.train = tf.train or {}
+
+  -- tf.train.Saver(var_list, {max_to_keep=, name=}): var_list is nil (every
+  -- global variable), a list of variables (saved under their op names) or a
+  -- map {name = variable}.
+  function tf.train.Saver(var_list, opts)
+    if type(var_list) == "table" and getmetatable(var_list) == nil and var_list[1] == nil and opts == nil then
+      -- Saver({max_to_keep = 2}): an options table alone.
+      local only_options = next(var_list) ~= nil
+      for k, v in pairs(var_list) do
+        if is_variable(v) or (k ~= "max_to_keep" and k ~= "name") then only_options = false end
+      end
+      if only_options then var_list, opts = nil, var_list end
+    end
+    opts = opts or {}
+    for k in pairs(opts) do
+      if k ~= "max_to_keep" and k ~= "name" then
+        fail("tf.train.Saver: unknown option '" .. tostring(k) .. "' (expected max_to_keep, name)")
+      end
+    end
+    local entries = {}
+    local function add(name, v, where)
+      if not is_variable(v) then
+        fail("tf.train.Saver: " .. where .. " is not a variable: " .. tostring(v))
+      end
+      if entries[name] then fail("tf.train.Saver: the name '" .. name .. "' is given twice") end
+      entries[name] = v
+    end
+    if var_list == nil then
+      for i, v in ipairs(tf.global_variables()) do add(v.op.name, v, "global variable " .. i) end
+    elseif type(var_list) ~= "table" or getmetatable(var_list) ~= nil then
+      fail("tf.train.Saver: var_list must be a list of variables or a map {name = variable}")
+    elseif var_list[1] ~= nil then
+      for i, v in ipairs(var_list) do add(is_variable(v) and v.op.name or "?", v, "var_list[" .. i .. "]") end
+    else
+      for name, v in pairs(var_list) do
+        if type(name) ~= "string" then fail("tf.train.Saver: var_list keys must be names (strings)") end
+        add(name, v, "var_list['" .. name .. "']")
+      end
+    end
+    local names = {}
+    for name in pairs(entries) do names[#names + 1] = name end
+    if #names == 0 then fail("ValueError: No variables to save") end
+    table.sort(names)
+    local g = entries[names[1]].graph
+    for _, name in ipairs(names) do
+      if entries[name].graph ~= g then fail("tf.train.Saver: the variables are not all in one graph") end
+    end
+    local max_to_keep = opts.max_to_keep
+    if max_to_keep == nil then max_to_keep = 5 end
+    if type(max_to_keep) ~= "number" or max_to_keep < 0 or max_to_keep % 1 ~= 0 then
+      fail("tf.train.Saver: max_to_keep must be a non-negative integer (0 keeps every checkpoint)")
+    end
+    local self = setmetatable({graph = g, names = names, vars = entries, max_to_keep = max_to_keep,
+                               last_checkpoints = {}, _placeholders = {}}, Saver)
+    -- The restore op: one placeholder and Assign per variable, grouped.
+    g:as_default(function()
+      tf.control_dependencies(nil, function()
+        tf.name_scope(opts.name or "save", function()
+          local assigns = {}
+          for i, name in ipairs(names) do
+            local v = entries[name]
+            local dims = v:get_shape().dims
+            local ph = tf.placeholder(v.dtype, dims, "restore_value")
+            self._placeholders[i] = ph
+            assigns[i] = tf.assign(v, ph, {validate_shape = dims ~= nil, name = "Assign"}).op
+          end
+          self.restore_op = tf.group(assigns, {name = "restore_all"})
+        end)
+      end)
+    end)
+    return self
+  end
+
+  function Saver:__tostring() return "<tf.train.Saver of " .. #self.names .. " variables>" end
+
+  local function check_session(self, sess, what)
+    if type(sess) ~= "table" or not sess.ptr then fail("Saver:" .. what .. "(sess, path): a session is required") end
+    if sess.graph ~= self.graph then
+      fail("Saver:" .. what .. ": the session runs another graph than the one of the saver's variables")
+    end
+  end
+
+  -- saver:save(sess, path, {global_step=}): writes the variables' values;
+  -- returns the path written (path .. "-" .. step with a global step).
+  function Saver:save(sess, path, opts)
+    check_little_endian()
+    check_session(self, sess, "save")
+    if type(path) ~= "string" or path == "" then fail("Saver:save: a path is required") end
+    opts = opts or {}
+    local step = opts.global_step
+    if step ~= nil then
+      if G.is_tensor(step) then step = sess:run(step) end
+      if type(step) ~= "number" then fail("Saver:save: global_step must be a number or a scalar tensor") end
+      path = string.format("%s-%d", path, step)
+    end
+    local n = #self.names
+    local ports, values = core.ports(n), core.value_ptrs(n)
+    for i, name in ipairs(self.names) do
+      local v = self.vars[name]
+      ports[i - 1].op, ports[i - 1].index = v.op.ptr, v.value_index
+    end
+    if C.mf_session_run(sess.ptr, nil, nil, 0, ports, values, n, nil, 0, core.status) ~= 0 then core.check() end
+    local ok, err = pcall(function()
+      local header, chunks, offset = {__metadata__ = {format = "moonflow"}}, {}, 0
+      for i, name in ipairs(self.names) do
+        local t = values[i - 1]
+        local rank, dims = C.mf_tensor_rank(t), C.mf_tensor_dims(t)
+        local shape = json.array({})
+        for k = 0, rank - 1 do shape[k + 1] = tonumber(dims[k]) end
+        local nbytes = tonumber(C.mf_tensor_nbytes(t))
+        header[name] = {dtype = code_of[core.by_enum[tonumber(C.mf_tensor_dtype(t))].name], shape = shape,
+                        data_offsets = {offset, offset + nbytes}}
+        chunks[#chunks + 1] = {C.mf_tensor_data(t), nbytes}
+        offset = offset + nbytes
+      end
+      local text = json.encode(header)
+      text = text .. string.rep(" ", (8 - #text % 8) % 8)
+      local len = ffi.new("uint64_t[1]", #text)
+      table.insert(chunks, 1, {len, 8})
+      table.insert(chunks, 2, text)
+      M.write_atomic(path, chunks)
+    end)
+    for i = 0, n - 1 do C.mf_tensor_release(values[i]) end
+    if not ok then error(err, 0) end
+    -- Bookkeeping: the newest last; older ones past max_to_keep are deleted.
+    local kept = self.last_checkpoints
+    for i = #kept, 1, -1 do if kept[i] == path then table.remove(kept, i) end end
+    kept[#kept + 1] = path
+    if self.max_to_keep > 0 then
+      while #kept > self.max_to_keep do
+        os.remove(table.remove(kept, 1))
+      end
+    end
+    write_index(dirname(path), path, kept)
+    return path
+  end
+
+  -- saver:restore(sess, path): sets every variable of the saver from the file.
+  function Saver:restore(sess, path)
+    check_session(self, sess, "restore")
+    if type(path) ~= "string" then
+      fail("Saver:restore: a checkpoint path is required (tf.train.latest_checkpoint(dir) gave nil?)")
+    end
+    local ckpt = M.read(path)
+    local missing = {}
+    for _, name in ipairs(self.names) do
+      if not ckpt.entries[name] then missing[#missing + 1] = name end
+    end
+    if #missing > 0 then
+      fail(string.format("NotFound: Key%s %s not found in checkpoint %s (%d of the saver's %d variables); " ..
+                         "restore a checkpoint saved from this model, or give the Saver a var_list of what it holds",
+                         #missing > 1 and "s" or "", table.concat(missing, ", "), path, #missing, #self.names))
+    end
+    local feeds = {}
+    for i, name in ipairs(self.names) do
+      local v, e = self.vars[name], ckpt.entries[name]
+      if e.dtype ~= v.dtype then
+        fail(string.format("InvalidArgument: checkpoint %s holds '%s' as %s but the variable %s is %s",
+                           path, name, e.dtype.name, v.op.name, v.dtype.name))
+      end
+      local dims = v:get_shape().dims
+      local same = dims == nil or #dims == #e.shape
+      for k = 1, same and dims and #dims or 0 do
+        if dims[k] >= 0 and dims[k] ~= e.shape[k] then same = false end
+      end
+      if not same then
+        fail(string.format("InvalidArgument: Assign requires shapes of both tensors to match: checkpoint %s " ..
+                           "holds '%s' with shape %s but the variable %s has shape %s", path, name,
+                           tostring(G.TensorShape.new(e.shape)), v.op.name, tostring(v:get_shape())))
+      end
+      feeds[self._placeholders[i]] = M.entry_value(ckpt, e)
+    end
+    sess:run(self.restore_op, feeds)
+  end
+
+  -- tf.train.latest_checkpoint(dir): the newest checkpoint's path, or nil.
+  function tf.train.latest_checkpoint(dir)
+    dir = (dir or "."):gsub("/+$", "")
+    if dir == "" then dir = "/" end
+    local state = read_index(dir)
+    if not state then return nil end
+    local p = resolve_in(dir, state.model_checkpoint_path)
+    return exists(p) and p or nil
+  end
+
+  -- tf.train.get_checkpoint_state(dir): {model_checkpoint_path=,
+  -- all_model_checkpoint_paths=} with full paths, or nil.
+  function tf.train.get_checkpoint_state(dir)
+    dir = (dir or "."):gsub("/+$", "")
+    local state = read_index(dir)
+    if not state then return nil end
+    state.model_checkpoint_path = resolve_in(dir, state.model_checkpoint_path)
+    for i, p in ipairs(state.all_model_checkpoint_paths) do state.all_model_checkpoint_paths[i] = resolve_in(dir, p) end
+    return state
+  end
+
+  -- tf.train.list_variables(path): {{name, shape}, ...} sorted by name.
+  function tf.train.list_variables(path)
+    local ckpt = M.read(path)
+    local out = {}
+    for name, e in pairs(ckpt.entries) do out[#out + 1] = {name, e.shape} end
+    table.sort(out, function(a, b) return a[1] < b[1] end)
+    return out
+  end
+
+  -- tf.train.load_variable(path, name): the saved value as a tf.Array.
+  function tf.train.load_variable(path, name)
+    local ckpt = M.read(path)
+    local e = ckpt.entries[name]
+    if not e then fail("NotFound: Key " .. tostring(name) .. " not found in checkpoint " .. path) end
+    return M.entry_value(ckpt, e)
+  end
+end
