@@ -1,0 +1,303 @@
+-- layers.lua — tf.layers: dense, conv2d, max_pooling2d, average_pooling2d,
+-- flatten, batch_normalization, dropout, built from tf.nn ops and
+-- tf.get_variable, with TensorFlow 1.x's variable names.
+--
+-- Naming and sharing: each layer call opens the variable scope of its name,
+-- so its variables are `dense/kernel`, `dense/bias`, its ops `dense/MatMul`,
+-- and its output `dense/BiasAdd:0` (or `dense/Relu:0`). Without `name` the
+-- name is the layer's kind, made unique in the current variable scope
+-- (`dense`, `dense_1`, ...); a `name` that is taken gets the same suffix,
+-- unless `reuse` is set, which opens that scope exactly and reuses its
+-- variables. The count starts again each time a variable scope is entered,
+-- as in TensorFlow, so re-entering a scope with reuse = true (or a
+-- tf.make_template's later calls) reuses the layers in the order they were
+-- first built.
+local core = require("moonflow.core")
+local G = require("moonflow.graph")
+
+local dtypes = core.dtypes
+
+-- Raises msg with the user's line.
+local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
+
+local function is_options(x)
+  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
+end
+
+-- Optional arguments positionally in TensorFlow's order (`names`) and/or as
+-- one trailing options table.
+local function options(fname, names, ...)
+  local n = select("#", ...)
+  local opts = {}
+  local last = n > 0 and select(n, ...) or nil
+  if is_options(last) then
+    local valid = {}
+    for _, k in ipairs(names) do valid[k] = true end
+    for k, v in pairs(last) do
+      if not valid[k] then
+        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
+             table.concat(names, ", ") .. ")")
+      end
+      opts[k] = v
+    end
+    n = n - 1
+  end
+  if n > #names then fail(fname .. ": too many arguments; pass options in a table") end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then opts[names[i]] = v end
+  end
+  return opts
+end
+
+local function is_integer(v) return type(v) == "number" and v % 1 == 0 end
+
+local function show(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
+  local parts = {}
+  for i, x in ipairs(v) do parts[i] = show(x) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+-- A positive integer or a pair of them, as {h, w}.
+local function pair(fname, what, v)
+  local p
+  if is_integer(v) then p = {v, v}
+  elseif type(v) == "table" and getmetatable(v) == nil and #v == 2 then p = {v[1], v[2]}
+  elseif type(v) == "table" and getmetatable(v) == nil and #v == 1 then p = {v[1], v[1]} end
+  if not p or not is_integer(p[1]) or not is_integer(p[2]) or p[1] < 1 or p[2] < 1 then
+    fail(string.format("%s: %s must be a positive integer or a pair {height, width}, got %s", fname, what, show(v)))
+  end
+  return p
+end
+
+local function padding_of(fname, p)
+  if p == nil then return "VALID" end
+  local u = type(p) == "string" and p:upper()
+  if u ~= "SAME" and u ~= "VALID" then
+    fail(fname .. ': padding must be "valid" or "same", got ' .. tostring(p))
+  end
+  return u
+end
+
+local function check_data_format(fname, df)
+  if df ~= nil and df ~= "channels_last" then
+    fail(fname .. ': only data_format = "channels_last" (NHWC) exists, got ' .. tostring(df))
+  end
+end
+
+local function check_function(fname, what, f)
+  if f ~= nil and f ~= false and type(f) ~= "function" and
+     not (type(f) == "table" and getmetatable(f) and getmetatable(f).__call) then
+    fail(fname .. ": " .. what .. " must be a function, got " .. tostring(f))
+  end
+end
+
+local function input_tensor(fname, x)
+  if G.is_tensor(x) then return x end
+  local ok, t = pcall(G.convert, x)
+  if not ok then fail(fname .. ": inputs must be a Tensor or a Lua value, got " .. tostring(x)) end
+  return t
+end
+
+-- Scope names opened by layers, per entry of a variable scope (a scope
+-- object is made at each entry, so the counts start again at each one).
+local opened = setmetatable({}, {__mode = "k"})
+
+return function(tf, ops)
+  tf.layers = tf.layers or {}
+  local layers = tf.layers
+
+  -- Runs fn(scope) in the layer's variable scope (see the header).
+  local function in_layer_scope(base, o, fn)
+    local parent = tf.get_variable_scope()
+    local names = opened[parent]
+    if not names then names = {}; opened[parent] = names end
+    local name = o.name or base
+    if type(name) ~= "string" or name == "" then fail("tf.layers." .. base .. ": name must be a non-empty string") end
+    local reuse = o.reuse
+    if reuse == false then reuse = nil end
+    if reuse == nil and names[name] then
+      local i = 1
+      while names[name .. "_" .. i] do i = i + 1 end
+      name = name .. "_" .. i
+    end
+    names[name] = true
+    return tf.variable_scope(name, {reuse = reuse}, fn)
+  end
+
+  -- A variable of the layer: float dtype of the inputs, trainable unless told.
+  local function variable(name, shape, dtype, init, trainable, regularizer)
+    local v = tf.get_variable(name, shape, {dtype = dtype, initializer = init, trainable = trainable})
+    if regularizer then
+      local loss = tf.name_scope(name .. "/Regularizer", function() return regularizer(v) end)
+      if loss ~= nil then tf.add_to_collection(tf.GraphKeys.REGULARIZATION_LOSSES, loss) end
+    end
+    return v
+  end
+
+  local function float_input(fname, x)
+    x = input_tensor(fname, x)
+    if not x.dtype.is_floating then
+      fail(fname .. ": inputs must be float32 or float64, got " .. x.dtype.name .. " (use tf.cast)")
+    end
+    return x
+  end
+
+  -- The static dims of x, which must have rank `want` (a number) or at least `min`.
+  local function dims_of(fname, x, want, min)
+    local dims = x:get_shape().dims
+    if dims == nil then fail(fname .. ": inputs must have a known rank, got " .. tostring(x:get_shape())) end
+    if want and #dims ~= want then
+      fail(string.format("%s: inputs must have rank %d, got shape %s (rank %d)", fname, want,
+                         tostring(x:get_shape()), #dims))
+    end
+    if min and #dims < min then
+      fail(string.format("%s: inputs must have rank at least %d, got shape %s (rank %d)", fname, min,
+                         tostring(x:get_shape()), #dims))
+    end
+    return dims
+  end
+
+  local dense_names = {"activation", "use_bias", "kernel_initializer", "bias_initializer", "kernel_regularizer",
+                       "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
+                       "trainable", "name", "reuse"}
+
+  -- tf.layers.dense(inputs, units, {activation=, use_bias=, kernel_initializer=,
+  -- bias_initializer=, kernel_regularizer=, bias_regularizer=,
+  -- activity_regularizer=, trainable=, name=, reuse=}): activation(inputs @
+  -- kernel + bias) over the last axis of inputs (rank 2 or more).
+  function layers.dense(inputs, units, ...)
+    local fname = "tf.layers.dense"
+    local o = options(fname, dense_names, ...)
+    local x = float_input(fname, inputs)
+    if not is_integer(units) or units < 1 then
+      fail(fname .. ": units must be a positive integer, got " .. tostring(units))
+    end
+    check_function(fname, "activation", o.activation)
+    if o.kernel_constraint or o.bias_constraint then fail(fname .. ": constraints are not supported") end
+    local dims = dims_of(fname, x, nil, 2)
+    local n_in = dims[#dims]
+    if n_in < 0 then
+      fail(fname .. ": the last dimension of the inputs must be known, got shape " .. tostring(x:get_shape()))
+    end
+    return in_layer_scope("dense", o, function()
+      local kernel = variable("kernel", {n_in, units}, x.dtype, o.kernel_initializer, o.trainable ~= false,
+                              o.kernel_regularizer)
+      local bias
+      if o.use_bias ~= false then
+        bias = variable("bias", {units}, x.dtype, o.bias_initializer or tf.zeros_initializer(),
+                        o.trainable ~= false, o.bias_regularizer)
+      end
+      local y
+      if #dims == 2 then
+        y = ops.matmul(x, kernel)
+      else
+        -- [..., n_in] -> [rows, n_in] @ kernel -> [..., units]
+        local flat = ops.reshape(x, {-1, n_in})
+        local out_dims, known = {}, true
+        for i = 1, #dims - 1 do out_dims[i] = dims[i]; known = known and dims[i] >= 0 end
+        out_dims[#dims] = units
+        local shape
+        if known then shape = out_dims
+        else shape = ops.concat({ops.slice(ops.shape(x), {0}, {#dims - 1}),
+                                 G.constant({units}, {dtype = dtypes.int32})}, 0) end
+        y = ops.reshape(ops.matmul(flat, kernel), shape, {name = "Tensordot"})
+        y:set_shape(out_dims)
+      end
+      if bias then y = tf.nn.bias_add(y, bias) end
+      if o.activation then y = o.activation(y) end
+      if o.activity_regularizer then
+        local loss = tf.name_scope("ActivityRegularizer", function() return o.activity_regularizer(y) end)
+        if loss ~= nil then tf.add_to_collection(tf.GraphKeys.REGULARIZATION_LOSSES, loss) end
+      end
+      return y
+    end)
+  end
+
+  -- tf.layers.flatten(inputs, {name=, data_format=}): [batch, everything else].
+  function layers.flatten(inputs, ...)
+    local fname = "tf.layers.flatten"
+    local o = options(fname, {"name", "data_format"}, ...)
+    check_data_format(fname, o.data_format)
+    local x = input_tensor(fname, inputs)
+    local dims = dims_of(fname, x, nil, 1)
+    return in_layer_scope("flatten", o, function()
+      local rest, known = 1, true
+      for i = 2, #dims do
+        if dims[i] < 0 then known = false else rest = rest * dims[i] end
+      end
+      if #dims == 1 then return ops.expand_dims(x, 1) end
+      local y
+      if known and rest > 0 then y = ops.reshape(x, {-1, rest})
+      elseif dims[1] >= 0 then y = ops.reshape(x, {dims[1], -1})
+      else y = ops.reshape(x, {ops.shape(x)[0], -1}) end
+      y:set_shape({dims[1], known and rest or -1})
+      return y
+    end)
+  end
+
+  local conv_names = {"strides", "padding", "data_format", "dilation_rate", "activation", "use_bias",
+                      "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
+                      "activity_regularizer", "kernel_constraint", "bias_constraint", "trainable", "name",
+                      "reuse"}
+
+  -- tf.layers.conv2d(inputs, filters, kernel_size, {strides = 1, padding = "valid",
+  -- dilation_rate = 1, activation=, use_bias = true, kernel_initializer=,
+  -- bias_initializer=, kernel_regularizer=, bias_regularizer=, trainable=, name=,
+  -- reuse=}): inputs NHWC, kernel [kh, kw, in_channels, filters].
+  function layers.conv2d(inputs, filters, kernel_size, ...)
+    local fname = "tf.layers.conv2d"
+    local o = options(fname, conv_names, ...)
+    local x = float_input(fname, inputs)
+    if not is_integer(filters) or filters < 1 then
+      fail(fname .. ": filters must be a positive integer, got " .. tostring(filters))
+    end
+    local k = pair(fname, "kernel_size", kernel_size)
+    local strides = pair(fname, "strides", o.strides or 1)
+    local dilation = pair(fname, "dilation_rate", o.dilation_rate or 1)
+    local padding = padding_of(fname, o.padding)
+    check_data_format(fname, o.data_format)
+    check_function(fname, "activation", o.activation)
+    if o.kernel_constraint or o.bias_constraint then fail(fname .. ": constraints are not supported") end
+    local dims = dims_of(fname, x, 4)
+    if dims[4] < 0 then
+      fail(fname .. ": the channel dimension of the inputs must be known, got shape " .. tostring(x:get_shape()))
+    end
+    return in_layer_scope("conv2d", o, function()
+      local kernel = variable("kernel", {k[1], k[2], dims[4], filters}, x.dtype, o.kernel_initializer,
+                              o.trainable ~= false, o.kernel_regularizer)
+      local y = tf.nn.conv2d(x, kernel, strides, padding, {dilations = dilation, name = "Conv2D"})
+      if o.use_bias ~= false then
+        local bias = variable("bias", {filters}, x.dtype, o.bias_initializer or tf.zeros_initializer(),
+                              o.trainable ~= false, o.bias_regularizer)
+        y = tf.nn.bias_add(y, bias)
+      end
+      if o.activation then y = o.activation(y) end
+      if o.activity_regularizer then
+        local loss = tf.name_scope("ActivityRegularizer", function() return o.activity_regularizer(y) end)
+        if loss ~= nil then tf.add_to_collection(tf.GraphKeys.REGULARIZATION_LOSSES, loss) end
+      end
+      return y
+    end)
+  end
+
+  -- tf.layers.max_pooling2d / average_pooling2d(inputs, pool_size, strides,
+  -- {padding = "valid", data_format=, name=}).
+  for lname, nn_name in pairs({max_pooling2d = "max_pool", average_pooling2d = "avg_pool"}) do
+    local fname = "tf.layers." .. lname
+    layers[lname] = function(inputs, pool_size, strides, ...)
+      local o = options(fname, {"padding", "data_format", "name"}, ...)
+      local x = input_tensor(fname, inputs)
+      local p = pair(fname, "pool_size", pool_size)
+      if strides == nil then fail(fname .. ": strides is required (tf.layers." .. lname .. "(inputs, pool_size, strides))") end
+      local s = pair(fname, "strides", strides)
+      local padding = padding_of(fname, o.padding)
+      check_data_format(fname, o.data_format)
+      dims_of(fname, x, 4)
+      return in_layer_scope(lname, o, function()
+        return tf.nn[nn_name](x, p, s, padding)
+      end)
+    end
+  end
+end
