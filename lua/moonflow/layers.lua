@@ -300,4 +300,150 @@ return function(tf, ops)
       end)
     end
   end
+
+  -- training: a Lua boolean, or a scalar bool tensor chosen at run time.
+  local function training_arg(fname, training)
+    if training == nil then return false end
+    if type(training) == "boolean" then return training end
+    if G.is_tensor(training) then
+      local d = training:get_shape().dims
+      if training.dtype == dtypes.bool and (d == nil or #d == 0) then return training end
+    end
+    fail(fname .. ": training must be a boolean or a scalar bool tensor, got " .. tostring(training))
+  end
+
+  -- tf.layers.dropout(inputs, rate = 0.5, noise_shape, seed, training = false,
+  -- name) or (inputs, {rate=, noise_shape=, seed=, training=, name=}): in
+  -- training tf.nn.dropout(inputs, {rate=}), otherwise the inputs unchanged;
+  -- training may be a bool tensor (then tf.cond chooses at run time).
+  function layers.dropout(inputs, ...)
+    local fname = "tf.layers.dropout"
+    local o = options(fname, {"rate", "noise_shape", "seed", "training", "name"}, ...)
+    local x = float_input(fname, inputs)
+    local rate = o.rate == nil and 0.5 or o.rate
+    if type(rate) == "number" and not (rate >= 0 and rate < 1) then
+      fail(fname .. ": rate must be a number in the range [0, 1), got " .. tostring(rate))
+    end
+    local training = training_arg(fname, o.training)
+    return in_layer_scope("dropout", o, function()
+      local function drop() return tf.nn.dropout(x, {rate = rate, noise_shape = o.noise_shape, seed = o.seed}) end
+      local function keep() return ops.identity(x) end
+      if training == true then return drop() end
+      if training == false then return keep() end
+      return tf.cond(training, drop, keep)
+    end)
+  end
+
+  local bn_names = {"axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
+                    "moving_mean_initializer", "moving_variance_initializer", "beta_regularizer",
+                    "gamma_regularizer", "training", "trainable", "name", "reuse", "fused"}
+
+  -- tf.layers.batch_normalization(inputs, {axis = -1, momentum = 0.99, epsilon =
+  -- 1e-3, center = true, scale = true, beta_initializer=, gamma_initializer=,
+  -- moving_mean_initializer=, moving_variance_initializer=, beta_regularizer=,
+  -- gamma_regularizer=, training = false, trainable=, name=, reuse=, fused=}):
+  -- normalizes over every axis but `axis` with the batch's statistics in
+  -- training, with moving_mean / moving_variance otherwise. In training the
+  -- moving averages' updates (moving -= (moving - batch) * (1 - momentum)) go
+  -- to tf.GraphKeys.UPDATE_OPS: run them, e.g. by building the training op in
+  -- tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS), fn).
+  -- training may be a bool tensor (tf.cond picks; the updates then move the
+  -- averages only when it is true). As in TensorFlow, a 4-D input normalized
+  -- over its last axis takes the fused path unless fused = false: the moving
+  -- variance then follows the batch variance with Bessel's correction.
+  function layers.batch_normalization(inputs, ...)
+    local fname = "tf.layers.batch_normalization"
+    local o = options(fname, bn_names, ...)
+    local x = float_input(fname, inputs)
+    local dims = dims_of(fname, x, nil, 1)
+    local rank = #dims
+    local axis = o.axis == nil and -1 or o.axis
+    if type(axis) == "table" and getmetatable(axis) == nil and #axis == 1 then axis = axis[1] end
+    if not is_integer(axis) or axis < -rank or axis >= rank then
+      fail(string.format("%s: axis must be an integer in [%d, %d) for inputs of shape %s, got %s", fname,
+                         -rank, rank, tostring(x:get_shape()), show(axis)))
+    end
+    axis = axis % rank
+    local channels = dims[axis + 1]
+    if channels < 0 then
+      fail(string.format("%s: the dimension of axis %d must be known, got shape %s", fname, axis,
+                         tostring(x:get_shape())))
+    end
+    local momentum = o.momentum == nil and 0.99 or o.momentum
+    if type(momentum) ~= "number" or not (momentum >= 0 and momentum <= 1) then
+      fail(fname .. ": momentum must be a number in [0, 1], got " .. tostring(momentum))
+    end
+    local epsilon = o.epsilon == nil and 1e-3 or o.epsilon
+    if type(epsilon) ~= "number" or not (epsilon > 0) then
+      fail(fname .. ": epsilon must be a positive number, got " .. tostring(epsilon))
+    end
+    local can_fuse = rank == 4 and axis == 3
+    local fused = o.fused
+    if fused == nil then fused = can_fuse end
+    if fused and not can_fuse then
+      fail(fname .. ": fused = true needs 4-D inputs normalized over their last axis, got shape " ..
+           tostring(x:get_shape()) .. " and axis " .. axis)
+    end
+    local training = training_arg(fname, o.training)
+    local reduction, bshape = {}, {}
+    for i = 0, rank - 1 do
+      if i ~= axis then reduction[#reduction + 1] = i end
+      bshape[i + 1] = i == axis and channels or 1
+    end
+    return in_layer_scope("batch_normalization", o, function()
+      local trainable = o.trainable ~= false
+      local gamma, beta
+      if o.scale ~= false then
+        gamma = variable("gamma", {channels}, x.dtype, o.gamma_initializer or tf.ones_initializer(), trainable,
+                         o.gamma_regularizer)
+      end
+      if o.center ~= false then
+        beta = variable("beta", {channels}, x.dtype, o.beta_initializer or tf.zeros_initializer(), trainable,
+                        o.beta_regularizer)
+      end
+      local moving_mean = variable("moving_mean", {channels}, x.dtype,
+                                   o.moving_mean_initializer or tf.zeros_initializer(), false)
+      local moving_variance = variable("moving_variance", {channels}, x.dtype,
+                                       o.moving_variance_initializer or tf.ones_initializer(), false)
+      -- Parameters of shape [channels] broadcast along `axis`.
+      local function b(t)
+        if t == nil or axis == rank - 1 then return t end
+        return ops.reshape(t, bshape)
+      end
+      local function normalize(mean, variance)
+        return tf.nn.batch_normalization(x, b(mean), b(variance), b(beta), b(gamma), epsilon)
+      end
+      local function train()
+        if fused then
+          return tf.nn.fused_batch_norm(x, gamma or ops.ones({channels}, x.dtype),
+                                        beta or ops.zeros({channels}, x.dtype), {epsilon = epsilon})
+        end
+        local mean, variance = tf.nn.moments(x, reduction)
+        return normalize(mean, variance), mean, variance
+      end
+      local function infer()
+        if fused then
+          local y = tf.nn.fused_batch_norm(x, gamma or ops.ones({channels}, x.dtype),
+                                           beta or ops.zeros({channels}, x.dtype),
+                                           {mean = moving_mean, variance = moving_variance, epsilon = epsilon,
+                                            is_training = false})
+          return y, ops.identity(moving_mean), ops.identity(moving_variance)
+        end
+        return normalize(moving_mean, moving_variance), ops.identity(moving_mean), ops.identity(moving_variance)
+      end
+      if training == false then return (infer()) end
+      local y, mean, variance
+      if training == true then y, mean, variance = train()
+      else y, mean, variance = tf.cond(training, train, infer) end
+      tf.name_scope("AssignMovingAvg", function()
+        local decay = 1 - momentum
+        for _, pair_ in ipairs({{moving_mean, mean}, {moving_variance, variance}}) do
+          local var, value = pair_[1], pair_[2]
+          local update = tf.assign_sub(var, ops.multiply(ops.subtract(var, value), decay))
+          tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, update)
+        end
+      end)
+      return y
+    end)
+  end
 end

@@ -1,7 +1,115 @@
 -- nn_ops.lua — numerically stable functions, built from primitive ops (so
 -- their gradients come from the primitives' rules): softmax, log_softmax,
--- reduce_logsumexp, the cross-entropy losses and l2_loss.
+-- reduce_logsumexp, the cross-entropy losses and l2_loss; and the
+-- normalization and regularization composites: tf.nn.dropout, tf.nn.moments,
+-- tf.nn.batch_normalization, tf.nn.fused_batch_norm.
 local G = require("moonflow.graph")
+local core = require("moonflow.core")
+
+-- Raises msg with the user's line (the first frame outside moonflow).
+local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
+
+-- A plain table with string keys only is an options table (DESIGN §3).
+local function is_options(x)
+  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
+end
+
+-- Optional arguments positionally in TensorFlow's order (`names`) and/or as
+-- one trailing options table; returns them by name.
+local function options(fname, names, ...)
+  local n = select("#", ...)
+  local opts = {}
+  local last = n > 0 and select(n, ...) or nil
+  if is_options(last) then
+    local valid = {}
+    for _, k in ipairs(names) do valid[k] = true end
+    for k, v in pairs(last) do
+      if not valid[k] then
+        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " .. table.concat(names, ", ") .. ")")
+      end
+      opts[k] = v
+    end
+    n = n - 1
+  end
+  if n > #names then fail(fname .. ": too many arguments; pass the optional ones in an options table") end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then
+      if opts[names[i]] ~= nil then fail(fname .. ": '" .. names[i] .. "' is given both positionally and as an option") end
+      opts[names[i]] = v
+    end
+  end
+  return opts
+end
+
+local function show(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
+  local parts = {}
+  for i, x in ipairs(v) do parts[i] = show(x) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+-- x as a float tensor (a Lua value becomes float32).
+local function float_tensor(fname, what, x)
+  local ok, t = pcall(G.convert, x)
+  if not ok or not G.is_tensor(t) then fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x)) end
+  if not t.dtype.is_floating then
+    fail(string.format("%s: %s must be a float32 or float64 tensor, got %s %s (use tf.cast)", fname, what,
+                       t.dtype.name, t.name))
+  end
+  return t
+end
+
+-- A parameter (mean, variance, offset, scale) in x's dtype, checked to
+-- broadcast against x without changing x's shape.
+local function param(fname, what, v, x)
+  if v == nil then return nil end
+  local t = G.convert(v, x.dtype, x.graph)
+  if t.dtype ~= x.dtype then
+    fail(string.format("%s: %s has dtype %s but x has dtype %s (use tf.cast)", fname, what, t.dtype.name, x.dtype.name))
+  end
+  local pd, xd = t:get_shape().dims, x:get_shape().dims
+  if pd and xd then
+    local ok = #pd <= #xd
+    for i = 1, ok and #pd or 0 do
+      local a, b = pd[#pd - i + 1], xd[#xd - i + 1]
+      if a >= 0 and b >= 0 and a ~= 1 and a ~= b then ok = false end
+    end
+    if not ok then
+      fail(string.format("%s: %s of shape %s does not broadcast against x of shape %s (rank %d); give one value " ..
+                         "per entry of the normalized axes, e.g. shape (%s,)", fname, what,
+                         tostring(t:get_shape()), tostring(x:get_shape()), #xd,
+                         xd[#xd] and xd[#xd] >= 0 and tostring(xd[#xd]) or "channels"))
+    end
+  end
+  return t
+end
+
+-- Reduction axes as a sorted-as-given Lua list, checked against x's rank.
+local function axes_list(fname, axes, x)
+  if type(axes) == "number" then axes = {axes} end
+  if type(axes) ~= "table" or getmetatable(axes) ~= nil then
+    fail(fname .. ": axes must be a list of integers, got " .. tostring(axes))
+  end
+  local dims = x:get_shape().dims
+  local seen, out = {}, {}
+  for i, a in ipairs(axes) do
+    if type(a) ~= "number" or a % 1 ~= 0 then
+      fail(fname .. ": axes must be a list of integers, got " .. show(axes))
+    end
+    if dims then
+      if a < -#dims or a >= #dims then
+        fail(string.format("%s: axis %d is out of range for x of shape %s (rank %d): axes are in [%d, %d)",
+                           fname, a, tostring(x:get_shape()), #dims, -#dims, #dims))
+      end
+      local k = a % #dims
+      if seen[k] then fail(string.format("%s: axis %d appears twice in axes %s", fname, k, show(axes))) end
+      seen[k] = true
+    end
+    out[i] = a
+  end
+  return out
+end
 
 -- Reads (x, axis, name) or (x, {axis=, dim=, name=}) with a default axis.
 local function axis_args(fname, default_axis, axis, name)
@@ -94,5 +202,206 @@ return function(tf, ops)
   function tf.nn.l2_loss(t, name)
     t = G.convert(t)
     return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, type(name) == "table" and name.name or name)
+  end
+
+  -- tf.nn.dropout(x, keep_prob, noise_shape, seed, name) or (x, {rate=, keep_prob=,
+  -- noise_shape=, seed=, name=}): each element (or each slice that
+  -- noise_shape broadcasts over) kept with probability keep_prob = 1 - rate
+  -- and scaled by 1 / keep_prob, else zeroed. The draw is a tf.random_uniform
+  -- that follows the graph and op seeds; a new draw every run.
+  function tf.nn.dropout(x, ...)
+    local fname = "tf.nn.dropout"
+    local o = options(fname, {"keep_prob", "noise_shape", "seed", "name", "rate"}, ...)
+    x = float_tensor(fname, "x", x)
+    if o.rate ~= nil and o.keep_prob ~= nil then fail(fname .. ": give rate or keep_prob, not both") end
+    if o.rate == nil and o.keep_prob == nil then fail(fname .. ": rate (or keep_prob) is required") end
+    local keep
+    if o.rate ~= nil then
+      if type(o.rate) == "number" then
+        if not (o.rate >= 0 and o.rate < 1) then
+          fail(fname .. ": rate must be a scalar tensor or a number in the range [0, 1), got " .. tostring(o.rate))
+        end
+        keep = 1 - o.rate
+      end
+    elseif type(o.keep_prob) == "number" then
+      if not (o.keep_prob > 0 and o.keep_prob <= 1) then
+        fail(fname .. ": keep_prob must be a scalar tensor or a number in the range (0, 1], got " ..
+             tostring(o.keep_prob))
+      end
+      keep = o.keep_prob
+    end
+    local dims = x:get_shape().dims
+    return tf.name_scope(o.name or "dropout", function()
+      if keep == nil then  -- a tensor rate or keep_prob
+        local given = o.rate ~= nil and o.rate or o.keep_prob
+        local t = G.is_tensor(given) and given or G.convert(given, x.dtype, x.graph)
+        local td = t:get_shape().dims
+        if not t.dtype.is_floating or (td and #td ~= 0) then
+          fail(string.format("%s: %s must be a scalar float tensor or a number, got %s (dtype %s, shape %s)", fname,
+                             o.rate ~= nil and "rate" or "keep_prob", t.name, t.dtype.name, tostring(t:get_shape())))
+        end
+        t = ops.cast(t, x.dtype)
+        keep = o.rate ~= nil and ops.subtract(1, t, "keep_prob") or t
+      end
+      local shape
+      if o.noise_shape == nil then
+        local known = dims ~= nil
+        for _, d in ipairs(dims or {}) do known = known and d >= 0 end
+        shape = known and dims or ops.shape(x)
+      elseif G.is_tensor(o.noise_shape) then
+        shape = o.noise_shape
+      else
+        local ns = o.noise_shape
+        if getmetatable(ns) == G.TensorShape then ns = ns.dims end
+        if type(ns) ~= "table" or getmetatable(ns) ~= nil then
+          fail(fname .. ": noise_shape must be a list of integers or an int32 tensor, got " .. tostring(ns))
+        end
+        if dims and #ns ~= #dims then
+          fail(string.format("%s: noise_shape %s must have the rank of x, whose shape is %s", fname, show(ns),
+                             tostring(x:get_shape())))
+        end
+        shape = {}
+        for i, d in ipairs(ns) do
+          if type(d) ~= "number" or d % 1 ~= 0 or d < -1 then
+            fail(fname .. ": noise_shape must be a list of integers (-1 for x's dimension), got " .. show(ns))
+          end
+          local xd = dims and dims[i] or -1
+          if d >= 0 and xd >= 0 and d ~= 1 and d ~= xd then
+            fail(string.format("%s: noise_shape %s does not broadcast to x's shape %s (dimension %d is %d; " ..
+                               "it must be 1 or %d)", fname, show(ns), tostring(x:get_shape()), i - 1, d, xd))
+          end
+          if d == -1 then d = xd >= 0 and xd or ops.shape(x)[i - 1] end
+          shape[i] = d
+        end
+      end
+      local rnd = ops.random_uniform(shape, {seed = o.seed, dtype = x.dtype})
+      local binary = ops.floor(ops.add(rnd, keep))
+      local y = ops.multiply(ops.divide(x, keep), binary)
+      if dims then y:set_shape(dims) end
+      return y
+    end)
+  end
+
+  -- tf.nn.moments(x, axes, shift, name, keep_dims) or (x, axes, {keepdims=,
+  -- keep_dims=, name=, shift=}): the mean and the (biased) variance of x over
+  -- axes, as two values. shift is accepted and unused, as in TensorFlow 1.x.
+  function tf.nn.moments(x, axes, ...)
+    local fname = "tf.nn.moments"
+    local o = options(fname, {"shift", "name", "keep_dims", "keepdims"}, ...)
+    x = float_tensor(fname, "x", x)
+    if axes == nil then fail(fname .. ": axes is required (tf.nn.moments(x, axes))") end
+    local list = axes_list(fname, axes, x)
+    if o.keep_dims ~= nil and o.keepdims ~= nil then fail(fname .. ": give keepdims or keep_dims, not both") end
+    local keepdims = o.keepdims
+    if keepdims == nil then keepdims = o.keep_dims end
+    if keepdims ~= nil and type(keepdims) ~= "boolean" then
+      fail(fname .. ": keepdims must be a boolean, got " .. tostring(keepdims))
+    end
+    return tf.name_scope(o.name or "moments", function()
+      local mean = ops.reduce_mean(x, {axis = list, keepdims = true, name = "mean"})
+      -- The mean's gradient is stopped here: the variance does not depend on it
+      -- to first order (the sum of x - mean is zero), so nothing is lost.
+      local variance = ops.reduce_mean(ops.square(ops.subtract(x, ops.stop_gradient(mean))),
+                                       {axis = list, keepdims = true, name = "variance"})
+      if keepdims or #list == 0 then return mean, variance end
+      return ops.squeeze(mean, list), ops.squeeze(variance, list)
+    end)
+  end
+
+  -- tf.nn.batch_normalization(x, mean, variance, offset, scale, variance_epsilon,
+  -- name): (x - mean) / sqrt(variance + variance_epsilon) * scale + offset,
+  -- computed as x * inv + (offset - mean * inv); offset and scale may be nil.
+  -- The parameters broadcast against x. Also (x, {mean=, variance=, offset=,
+  -- scale=, variance_epsilon=, name=}).
+  function tf.nn.batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name)
+    local fname = "tf.nn.batch_normalization"
+    if is_options(mean) then
+      local o = options(fname, {"mean", "variance", "offset", "scale", "variance_epsilon", "name"}, mean)
+      mean, variance, offset, scale, variance_epsilon, name =
+        o.mean, o.variance, o.offset, o.scale, o.variance_epsilon, o.name
+    end
+    x = float_tensor(fname, "x", x)
+    if mean == nil or variance == nil then fail(fname .. ": mean and variance are required") end
+    if variance_epsilon == nil then
+      fail(fname .. ": variance_epsilon is required (a small number such as 1e-3)")
+    end
+    if type(variance_epsilon) == "number" and not (variance_epsilon >= 0) then
+      fail(fname .. ": variance_epsilon must be a non-negative number, got " .. tostring(variance_epsilon))
+    end
+    if type(name) == "table" then name = name.name end
+    mean, variance = param(fname, "mean", mean, x), param(fname, "variance", variance, x)
+    offset, scale = param(fname, "offset", offset, x), param(fname, "scale", scale, x)
+    return tf.name_scope(name or "batchnorm", function()
+      local inv = ops.rsqrt(ops.add(variance, variance_epsilon))
+      if scale then inv = ops.multiply(inv, scale) end
+      local shift = offset and ops.subtract(offset, ops.multiply(mean, inv)) or ops.negative(ops.multiply(mean, inv))
+      return ops.add(ops.multiply(x, inv), shift)
+    end)
+  end
+
+  -- tf.nn.fused_batch_norm(x, scale, offset, mean, variance, epsilon = 0.001,
+  -- data_format = "NHWC", is_training = true, name) or (x, scale, offset,
+  -- {mean=, variance=, epsilon=, is_training=, data_format=, name=}): batch
+  -- normalization of a 4-D NHWC x over its channels. Returns y, the mean and
+  -- the variance used: in training the batch's (the variance returned with
+  -- Bessel's correction n / (n - 1), n = batch * height * width, for moving
+  -- averages, while y uses the biased one), otherwise the given mean and
+  -- variance. As in TensorFlow, epsilon is raised to at least 1.001e-5.
+  function tf.nn.fused_batch_norm(x, scale, offset, ...)
+    local fname = "tf.nn.fused_batch_norm"
+    local o = options(fname, {"mean", "variance", "epsilon", "data_format", "is_training", "name"}, ...)
+    x = float_tensor(fname, "x", x)
+    local dims = x:get_shape().dims
+    if dims and #dims ~= 4 then
+      fail(string.format("%s: x must be 4-D (NHWC: batch, height, width, channels), got shape %s (rank %d)",
+                         fname, tostring(x:get_shape()), #dims))
+    end
+    if o.data_format ~= nil and o.data_format ~= "NHWC" then
+      fail(fname .. ': only data_format = "NHWC" exists, got ' .. tostring(o.data_format))
+    end
+    if scale == nil or offset == nil then fail(fname .. ": scale and offset are required") end
+    local training = o.is_training
+    if training == nil then training = true end
+    if type(training) ~= "boolean" then
+      fail(fname .. ": is_training must be a boolean (use tf.cond to choose at run time), got " .. tostring(training))
+    end
+    local epsilon = o.epsilon == nil and 0.001 or o.epsilon
+    if type(epsilon) ~= "number" or not (epsilon >= 0) then
+      fail(fname .. ": epsilon must be a non-negative number, got " .. tostring(epsilon))
+    end
+    epsilon = math.max(epsilon, 1.001e-5)
+    local function channels(what, v)
+      local t = param(fname, what, v, x)
+      local d = t:get_shape().dims
+      if d and #d ~= 1 then
+        fail(string.format("%s: %s must be 1-D (one value per channel), got shape %s", fname, what,
+                           tostring(t:get_shape())))
+      end
+      return t
+    end
+    scale, offset = channels("scale", scale), channels("offset", offset)
+    if not training then
+      if o.mean == nil or o.variance == nil then
+        fail(fname .. ": mean and variance must be given when is_training is false")
+      end
+      local mean, variance = channels("mean", o.mean), channels("variance", o.variance)
+      return tf.name_scope(o.name or "FusedBatchNorm", function()
+        return tf.nn.batch_normalization(x, mean, variance, offset, scale, epsilon), mean, variance
+      end)
+    end
+    return tf.name_scope(o.name or "FusedBatchNorm", function()
+      local mean, variance = tf.nn.moments(x, {0, 1, 2})
+      local y = tf.nn.batch_normalization(x, mean, variance, offset, scale, epsilon)
+      local n
+      if dims and dims[1] >= 0 and dims[2] >= 0 and dims[3] >= 0 then
+        n = dims[1] * dims[2] * dims[3]
+        n = G.convert(n / math.max(n - 1, 1), x.dtype, x.graph)
+      else
+        local s = ops.cast(ops.shape(x), x.dtype)
+        local count = s[0] * s[1] * s[2]
+        n = ops.divide(count, ops.maximum(count - 1, 1))
+      end
+      return y, mean, ops.multiply(variance, n)
+    end)
   end
 end
