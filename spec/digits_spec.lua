@@ -1,0 +1,74 @@
+-- examples/digits.lua end to end: the UCI digits from Debian's python3-sklearn
+-- (which .ci/run installs), an MLP and a convnet each trained to at least 95%
+-- held-out accuracy, with a progress bar and an SVG loss curve.
+local DATA = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+
+local function have_data()
+  local f = io.open(DATA)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- Runs the example in a process of its own (the environment, library path
+-- included, is inherited); returns its output and whether it exited 0.
+local function run_example(args)
+  local p = io.popen("luajit examples/digits.lua " .. args .. " 2>&1; echo \"exit=$?\"")
+  local out = p:read("*a")
+  p:close()
+  return out, out:match("exit=(%d+)%s*$") == "0"
+end
+
+local function tmpdir()
+  local p = io.popen("mktemp -d")
+  local d = p:read("*l")
+  p:close()
+  return d
+end
+
+describe("examples/digits.lua", function()
+  for _, model in ipairs({"mlp", "convnet"}) do
+    it("trains the " .. model .. " to at least 95% test accuracy and draws its loss curve", function()
+      if not have_data() then pending("needs " .. DATA .. " (apt-get install python3-sklearn)") return end
+      local dir = tmpdir()
+      local out, ok = run_example(model .. " --out " .. dir)
+      assert.is_true(ok, out)
+      assert.matches("1797 images, 1438 for training, 359 held out", out, 1, true)
+      -- one progress bar per epoch, the last one full
+      assert.matches("epoch  1/%d+ %[[#.]+%]", out)
+      assert.matches("#" .. string.rep("#", 29) .. "%]  *44/44  loss", out)
+      local test_acc = tonumber(out:match("test accuracy ([%d.]+)"))
+      local train_acc = tonumber(out:match("train accuracy ([%d.]+)"))
+      assert.is_true(test_acc >= 0.95, "test accuracy " .. tostring(test_acc))
+      assert.is_true(train_acc >= test_acc - 0.05, "train accuracy " .. tostring(train_acc))
+      local svg_path = dir .. "/digits-" .. model .. "-loss.svg"
+      local f = assert(io.open(svg_path))
+      local svg = f:read("*a")
+      f:close()
+      assert.matches("^<svg ", svg)
+      local points = svg:match('points="([^"]*)"')
+      local n, first_y, last_y = 0, nil, nil
+      for _, y in points:gmatch("([%d.]+),([%d.]+)") do
+        n = n + 1
+        first_y = first_y or tonumber(y)
+        last_y = tonumber(y)
+      end
+      local epochs = tonumber(out:match("(%d+) epochs in"))
+      assert.equals(epochs, n)
+      assert.is_true(last_y > first_y, "the loss curve goes down (SVG y grows downwards)")
+      os.execute("rm -rf '" .. dir .. "'")
+    end)
+  end
+
+  it("says how to get the data when the file is missing", function()
+    local out, ok = run_example("--data /nonexistent/digits.csv.gz --quiet")
+    assert.is_false(ok)
+    assert.matches("/nonexistent/digits.csv.gz not found", out, 1, true)
+    assert.matches("apt-get install python3-sklearn", out, 1, true)
+  end)
+
+  it("rejects an unknown argument with the usage", function()
+    local out, ok = run_example("--bogus")
+    assert.is_false(ok)
+    assert.matches("unknown argument --bogus (use mlp|convnet", out, 1, true)
+  end)
+end)
