@@ -32,7 +32,9 @@ local function number(v)
 end
 
 local encode_into
+local indent_depth = math.huge
 local function encode_table(t, out, indent, depth)
+  if indent and depth >= indent_depth then indent = nil end
   local nl = indent and "\n" .. string.rep(indent, depth + 1) or ""
   local close = indent and "\n" .. string.rep(indent, depth) or ""
   if getmetatable(t) == array_mt or t[1] ~= nil then
@@ -72,10 +74,14 @@ function encode_into(v, out, indent, depth)
   else error("JSON: cannot encode a " .. tv, 0) end
 end
 
--- json.encode(value, indent): indent (e.g. " ") pretty-prints, one item a line.
-function M.encode(v, indent)
+-- json.encode(value, indent, depth): indent (e.g. " ") pretty-prints, one
+-- item a line, down to nesting `depth` (default all); deeper values are compact.
+function M.encode(v, indent, depth)
   local out = {}
-  encode_into(v, out, indent, 0)
+  indent_depth = depth or math.huge
+  local ok, err = pcall(encode_into, v, out, indent, 0)
+  indent_depth = math.huge
+  if not ok then error(err, 0) end
   return table.concat(out)
 end
 

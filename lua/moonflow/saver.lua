@@ -27,18 +27,8 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local json = require("moonflow.json")
+local fileio = require("moonflow.fileio")
 local C = core.C
-
--- C stdio, for fsync. Declared one by one: another module may have declared some.
-for _, decl in ipairs({
-  "void *fopen(const char *path, const char *mode);",
-  "size_t fwrite(const void *ptr, size_t size, size_t n, void *f);",
-  "int fflush(void *f);",
-  "int fclose(void *f);",
-  "int fileno(void *f);",
-  "int fsync(int fd);",
-}) do pcall(ffi.cdef, decl) end
-local libc = ffi.C
 
 local M = {}
 
@@ -50,49 +40,8 @@ M.code_of, M.dtype_of = code_of, dtype_of
 
 local function fail(msg) error(msg, 0) end
 
-local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
-local function basename(path) return path:match("([^/]*)$") end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
-
-local tmp_counter = 0
--- A temporary name next to `path` (the same directory, so rename is atomic).
-local function temp_name(path)
-  tmp_counter = tmp_counter + 1
-  return string.format("%s.tmp%d-%d-%d", path, os.time(), tmp_counter, math.random(0, 2 ^ 30))
-end
-
--- Writes the chunks {ptr, nbytes} (or strings) to `path` atomically.
-function M.write_atomic(path, chunks)
-  local tmp = temp_name(path)
-  local f = libc.fopen(tmp, "wb")
-  if f == nil then
-    fail(string.format("NotFound: cannot write %s: the directory %s does not exist or is not writable",
-                       path, dirname(path)))
-  end
-  local ok = true
-  for _, c in ipairs(chunks) do
-    local ptr, n
-    if type(c) == "string" then ptr, n = c, #c else ptr, n = c[1], c[2] end
-    if n > 0 and libc.fwrite(ptr, 1, n, f) ~= n then ok = false; break end
-  end
-  if ok and libc.fflush(f) ~= 0 then ok = false end
-  if ok and libc.fsync(libc.fileno(f)) ~= 0 then ok = false end
-  if libc.fclose(f) ~= 0 then ok = false end
-  if not ok then
-    os.remove(tmp)
-    fail("ResourceExhausted: writing " .. path .. " failed (disk full?); the previous file is unchanged")
-  end
-  local renamed, err = os.rename(tmp, path)
-  if not renamed then
-    os.remove(tmp)
-    fail("Unknown: cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(err))
-  end
-end
+local dirname, basename, exists = fileio.dirname, fileio.basename, fileio.exists
+M.write_atomic = fileio.write_atomic
 
 local function check_little_endian()
   if not ffi.abi("le") then fail("Unimplemented: checkpoints are little-endian; this host is big-endian") end
