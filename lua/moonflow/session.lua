@@ -187,6 +187,8 @@ function Session:run(fetches, feeds)
   local graph = self.graph
   local tensors, targets = {}, {}
   local template = flatten(graph, fetches, tensors, targets)
+  -- Dataset iterators (data.lua) add their next elements to the feeds.
+  if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
   for i, t in ipairs(tensors) do
     if t.graph ~= graph then
@@ -211,10 +213,14 @@ end
 
 -- sess:make_callable(fetches, feed_list): a function taking the feed values in
 -- feed_list order and returning what run would.
-function Session:make_callable(fetches, feed_list)
+function Session:make_callable(fetches, feed_list, _unwrapped)
   local graph = self.graph
   local tensors, targets = {}, {}
   local template = flatten(graph, fetches, tensors, targets)
+  -- Dataset iterators (data.lua) wrap the callable to feed their elements.
+  if graph._wrap_callable and not _unwrapped then
+    return graph._wrap_callable(self, fetches, feed_list, tensors, targets)
+  end
   feed_list = feed_list or {}
   local nfeeds, nfetches = #feed_list, #tensors
   local feed_ports = core.ports(math.max(nfeeds, 1))

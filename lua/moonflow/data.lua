@@ -1,0 +1,1056 @@
+-- data.lua — tf.data: Dataset input pipelines and their iterators.
+--
+-- Design. A Dataset is a Lua object describing a pipeline (sources and
+-- transformations); an iterator runs it once per session. The elements a
+-- pipeline produces are host values (tf.Array, or Lua numbers and booleans
+-- for scalars), and they reach the graph as feeds:
+--   * `it:get_next()` builds one Placeholder per element component (named
+--     IteratorGetNext…) and registers them, with the iterator, on the graph;
+--   * Session:run (and make_callable) call the graph's `_before_run` /
+--     `_wrap_callable` hook (two lines in session.lua) with the run's fetches
+--     and targets. The hook looks up, memoized per op, which get_next groups
+--     and iterator initializers the fetched ops depend on (through data and
+--     control inputs, so `train_op` reaches the get_next behind its loss),
+--     restarts the iterators whose initializer runs, pulls one element per
+--     get_next group the run needs, and adds the element to the run's feeds.
+-- So a run that needs get_next advances the iterator once, a run that does
+-- not leaves it alone, nothing is looked at per run beyond one table lookup
+-- per fetch, and no data ever becomes a graph constant: a 100 MB array goes to
+-- the kernels zero-copy as a fed tf.Array, not into a Const op.
+--
+-- Why not a C iterator op with per-session state: the elements come from Lua
+-- (generators, CSV rows, traced map/filter functions), so a C kernel would have
+-- to call back into Lua mid-run, which LuaJIT forbids from JIT-compiled
+-- callers ("bad callback") and which could not raise errors across the C
+-- executor. Feeding keeps the executor untouched and plans cached (the fed
+-- ports are the same every step).
+--
+-- The work per element stays in C where it is bulk: slicing rows and stacking
+-- batches are memcpy (ffi.copy) into one allocation per component, and map and
+-- filter functions are traced once into a private graph and run through a
+-- prepared callable (one C call per element). Iterator state is per (iterator,
+-- session): two sessions iterate independently, like variables.
+--
+-- prefetch(n): LuaJIT has one thread, and the elements of these pipelines are
+-- made by Lua code, so there is no worker thread: prefetch validates its
+-- argument and passes elements through; each element is produced when the
+-- run that needs it starts, on the calling thread.
+local ffi = require("ffi")
+local bit = require("bit")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+local C = core.C
+
+return function(tf, ops)
+  local data = tf.data or {}
+  tf.data = data
+  data.experimental = data.experimental or {}
+  data.experimental.AUTOTUNE = -1
+
+  -- Structures ------------------------------------------------------------------
+  -- An element is kept flat (a list of components); its structure is a
+  -- template: a number (the component's index) or a table of templates with
+  -- the keys of the structure given (a list stays a list, a map a map).
+  local function pack(template, flat)
+    if type(template) == "number" then return flat[template] end
+    local out = {}
+    for k, v in pairs(template) do out[k] = pack(v, flat) end
+    return out
+  end
+
+  local function is_map(t)
+    for k in pairs(t) do if type(k) ~= "number" then return true end end
+    return false
+  end
+
+  -- Whether a plain Lua table is a value (nested numbers or booleans) rather
+  -- than a structure of components.
+  local function is_value_table(t)
+    local v = t
+    while type(v) == "table" and getmetatable(v) == nil and not is_map(v) do v = v[1] end
+    return type(v) == "number" or type(v) == "boolean" or (v == nil and next(t) == nil)
+  end
+
+  local function is_leaf(x)
+    return Array.is(x) or G.is_tensor(x) or type(x) ~= "table" or is_value_table(x)
+  end
+
+  -- Flattens `value` into `flat`; returns its template.
+  local function flatten(value, flat)
+    if is_leaf(value) then
+      flat[#flat + 1] = value
+      return #flat
+    end
+    local template = {}
+    for k, v in pairs(value) do template[k] = flatten(v, flat) end
+    return template
+  end
+
+  -- Calls fn with an element given as its structure: a list spreads into
+  -- arguments (as TensorFlow spreads tuples), a map or single value is one.
+  local function call_structured(fn, template, values)
+    local args = pack(template, values)
+    if type(template) == "table" and not is_map(template) then return fn(unpack(args, 1, #template)) end
+    return fn(args)
+  end
+
+  local function shape_str(shape)
+    if shape == nil then return "<unknown>" end
+    return "[" .. table.concat(shape, ",") .. "]"
+  end
+
+  local function shape_of(v)
+    if Array.is(v) then return v._dims end
+    return {}
+  end
+
+  -- Whether a concrete shape fits a static one (-1 / nil unknown).
+  local function shape_fits(static, dims)
+    if static == nil then return true end
+    if #static ~= #dims then return false end
+    for i, d in ipairs(static) do if d >= 0 and d ~= dims[i] then return false end end
+    return true
+  end
+
+  local function static_shape(t)
+    local s = t:get_shape()
+    return s.dims and s:as_list() or nil
+  end
+
+  -- A fetched or generated component as a feedable value of `dtype`.
+  local function component(v, dtype, what)
+    if Array.is(v) then
+      if v.dtype ~= dtype then
+        error(what .. ": got a " .. v.dtype.name .. " value where the dataset declares " .. dtype.name ..
+              "; convert it (tf.array(x, tf." .. dtype.name .. "))", 0)
+      end
+      return v
+    end
+    if type(v) == "number" then
+      if dtype.name == "bool" then error(what .. ": got a number for a bool component", 0) end
+      return v
+    end
+    if type(v) == "boolean" then
+      if dtype.name ~= "bool" then return v and 1 or 0 end
+      return v
+    end
+    if type(v) == "table" then return Array.from(v, dtype) end
+    error(what .. ": cannot use a " .. type(v) .. " as a tensor value (use numbers, booleans, " ..
+          "nested tables or tf.Array)", 0)
+  end
+
+  -- Random numbers for shuffle: xorshift32, reproducible from a seed.
+  local function mix(a, b)
+    local h = bit.tobit(a)
+    h = bit.bxor(h, bit.tobit(b) + 0x9e3779b9 + bit.lshift(h, 6) + bit.rshift(h, 2))
+    h = bit.tobit(h * 0x85ebca6b % 4294967296)
+    h = bit.bxor(h, bit.rshift(h, 13))
+    return h ~= 0 and h or 0x6d2b79f5
+  end
+  local function xorshift(seed)
+    local s = seed
+    return function(n)  -- an integer in [0, n)
+      s = bit.bxor(s, bit.lshift(s, 13))
+      s = bit.bxor(s, bit.rshift(s, 17))
+      s = bit.bxor(s, bit.lshift(s, 5))
+      return math.floor((s % 4294967296) / 4294967296 * n)
+    end
+  end
+  local unseeded = 0
+
+  -- Datasets ---------------------------------------------------------------------
+  -- Fields: template (the element structure), spec (per component {dtype=,
+  -- shape=}), open(ctx) returning next() (the next flat element, or nil at the
+  -- end). ctx belongs to one iterator in one session: ctx.session, ctx.feeds
+  -- (the feeds of the run that started the epoch), ctx.node[ds] (state a
+  -- dataset keeps across epochs: caches, shuffle counters).
+  local Dataset = {}
+  Dataset.__index = function(ds, k)
+    if k == "output_types" then return pack(ds.template, (function()
+      local t = {}
+      for i, c in ipairs(ds.spec) do t[i] = c.dtype end
+      return t
+    end)()) end
+    if k == "output_shapes" then return pack(ds.template, (function()
+      local t = {}
+      for i, c in ipairs(ds.spec) do t[i] = G.TensorShape.new(c.shape) end
+      return t
+    end)()) end
+    return Dataset[k]
+  end
+  data.Dataset = Dataset
+
+  local function new_dataset(kind, template, spec, open)
+    return setmetatable({kind = kind, template = template, spec = spec, open = open}, Dataset)
+  end
+
+  function Dataset:__tostring()
+    local parts = {}
+    for i, c in ipairs(self.spec) do parts[i] = c.dtype.name .. " " .. shape_str(c.shape) end
+    return "<moonflow.Dataset " .. self.kind .. ": " .. table.concat(parts, ", ") .. ">"
+  end
+
+  local function check_dataset(ds, what)
+    if getmetatable(ds) ~= Dataset then
+      error(what .. ": call it as a method (ds:" .. what:match("[%w_]+$") .. "(...))", 3)
+    end
+  end
+
+  local function check_count(n, what, allow_negative)
+    if type(n) ~= "number" or n % 1 ~= 0 or (n < 0 and not allow_negative) then
+      error(what .. ": expected a" .. (allow_negative and "n" or " non-negative") .. " integer count, got " ..
+            tostring(n), 3)
+    end
+  end
+
+  -- Dataset.from_tensor_slices(x | {x, y} | {a = x}) -----------------------------
+  -- Components are tf.Array, nested Lua tables of numbers (float32; bool for
+  -- booleans) or tensors (evaluated when the iterator starts, with the feeds of
+  -- that run: feed a placeholder when running it.initializer). Element i is row
+  -- i of every component.
+  function Dataset.from_tensor_slices(value)
+    if value == nil then error("Dataset.from_tensor_slices: expected an array or a table of arrays", 2) end
+    if value == Dataset then
+      error("Dataset.from_tensor_slices is a function: call it with a dot, not a colon", 2)
+    end
+    local flat = {}
+    local template = flatten(value, flat)
+    if #flat == 0 then error("Dataset.from_tensor_slices: the structure has no components", 2) end
+    local spec, rows = {}, nil
+    for i, v in ipairs(flat) do
+      local dtype, shape
+      if G.is_tensor(v) then
+        dtype, shape = v.dtype, static_shape(v)
+      else
+        if not Array.is(v) then
+          if type(v) ~= "table" then
+            error("Dataset.from_tensor_slices: component " .. i .. " is a " .. type(v) ..
+                  "; slicing needs an array of rank >= 1", 2)
+          end
+          v = Array.from(v)
+          flat[i] = v
+        end
+        dtype, shape = v.dtype, v:shape()
+      end
+      if shape and #shape == 0 then
+        error("Dataset.from_tensor_slices: component " .. i .. " is a scalar; slicing needs rank >= 1", 2)
+      end
+      if shape and shape[1] >= 0 then
+        if rows and rows ~= shape[1] then
+          error(string.format("Dataset.from_tensor_slices: components have different first dimensions " ..
+                              "(%d and %d); every component needs one row per element", rows, shape[1]), 2)
+        end
+        rows = shape[1]
+      end
+      local elem = nil
+      if shape then elem = {unpack(shape, 2)} end
+      spec[i] = {dtype = dtype, shape = elem}
+    end
+    local has_tensors = false
+    for _, v in ipairs(flat) do if G.is_tensor(v) then has_tensors = true end end
+    return new_dataset("TensorSliceDataset", template, spec, function(ctx)
+      local values = flat
+      if has_tensors then
+        local fetch = {}
+        for i, v in ipairs(flat) do if G.is_tensor(v) then fetch[#fetch + 1] = v end end
+        local got = ctx.session:run(fetch, ctx.feeds)
+        values = {}
+        local k = 0
+        for i, v in ipairs(flat) do
+          if G.is_tensor(v) then
+            k = k + 1
+            local x = got[k]
+            if not Array.is(x) then
+              error("Dataset.from_tensor_slices: tensor " .. v.name .. " evaluated to a scalar; slicing needs rank >= 1", 0)
+            end
+            values[i] = x
+          else
+            values[i] = v
+          end
+        end
+        local n
+        for _, x in ipairs(values) do
+          local r = x._dims[1]
+          if n and r ~= n then
+            error(string.format("Dataset.from_tensor_slices: components have different first dimensions " ..
+                                "(%d and %d)", n, r), 0)
+          end
+          n = r
+        end
+      end
+      local n = values[1]._dims[1]
+      local ncomp = #values
+      -- Per component: the row's shape, bytes and element count.
+      local row_dims, row_bytes, row_size, dtypes, ptrs = {}, {}, {}, {}, {}
+      for i, x in ipairs(values) do
+        row_dims[i] = {unpack(x._dims, 2)}
+        row_size[i] = x._size / math.max(n, 1)
+        row_bytes[i] = row_size[i] * x.dtype.size
+        dtypes[i] = x.dtype
+        ptrs[i] = ffi.cast("uint8_t*", x._data)
+      end
+      local i = 0
+      return function()
+        if i >= n then return nil end
+        local elem = {}
+        for c = 1, ncomp do
+          local x = values[c]
+          if #row_dims[c] == 0 then
+            local v = x._data[i]
+            if dtypes[c].name ~= "bool" then v = tonumber(v) end
+            elem[c] = v
+          else
+            local row = Array.new(dtypes[c], row_dims[c])
+            ffi.copy(row._data, ptrs[c] + i * row_bytes[c], row_bytes[c])
+            elem[c] = row
+          end
+        end
+        i = i + 1
+        return elem
+      end
+    end)
+  end
+
+  -- Dataset.range(stop) / (start, stop[, step]): int64 scalars --------------------
+  function Dataset.range(a, b, step)
+    local start, stop = 0, a
+    if b ~= nil then start, stop = a, b end
+    step = step or 1
+    for _, v in ipairs({start, stop, step}) do
+      if type(v) ~= "number" or v % 1 ~= 0 then
+        error("Dataset.range: expected integers (stop) or (start, stop[, step]), got " .. tostring(v), 2)
+      end
+    end
+    if step == 0 then error("Dataset.range: step must not be 0", 2) end
+    return new_dataset("RangeDataset", 1, {{dtype = tf.int64, shape = {}}}, function()
+      local v = start
+      return function()
+        if (step > 0 and v >= stop) or (step < 0 and v <= stop) then return nil end
+        local out = v
+        v = v + step
+        return {out}
+      end
+    end)
+  end
+
+  -- Dataset.from_generator(fn, dtypes, shapes): fn() is called at the start of
+  -- each epoch and returns an iterator (a function returning the next element,
+  -- nil at the end, e.g. coroutine.wrap(...)) or a list of elements. dtypes is
+  -- a dtype or a structure of them; shapes (optional) the same structure of
+  -- shapes (-1 unknown dims; nil unknown shape).
+  function Dataset.from_generator(fn, dtypes, shapes)
+    if type(fn) ~= "function" then
+      error("Dataset.from_generator(fn, dtypes, shapes): fn must be a function returning an iterator " ..
+            "(a function giving one element per call, nil at the end) or a list", 2)
+    end
+    if dtypes == nil then error("Dataset.from_generator: dtypes is required (e.g. tf.float32 or {tf.float32, tf.int32})", 2) end
+    local flat_types, flat_shapes = {}, {}
+    local template
+    local function walk(t, s)
+      if getmetatable(t) == core.DType or type(t) == "string" then
+        flat_types[#flat_types + 1] = core.as_dtype(t, "Dataset.from_generator")
+        if s ~= nil and (type(s) ~= "table" or (#s == 0 and next(s) ~= nil and getmetatable(s) == nil)) then
+          if getmetatable(s) ~= G.TensorShape then
+            error("Dataset.from_generator: shapes must mirror dtypes with a shape list per dtype", 3)
+          end
+        end
+        if getmetatable(s) == G.TensorShape then s = s.dims end
+        flat_shapes[#flat_types] = s
+        return #flat_types
+      end
+      if type(t) ~= "table" then
+        error("Dataset.from_generator: dtypes must be a dtype or a table of dtypes, got " .. tostring(t), 3)
+      end
+      local out = {}
+      for k, v in pairs(t) do out[k] = walk(v, s ~= nil and s[k] or nil) end
+      return out
+    end
+    template = walk(dtypes, shapes)
+    local spec = {}
+    for i, d in ipairs(flat_types) do spec[i] = {dtype = d, shape = flat_shapes[i]} end
+    local what = "Dataset.from_generator"
+    local function convert(v)
+      local flat = {}
+      if type(template) == "number" then
+        flat[1] = v
+      else
+        if type(v) ~= "table" or Array.is(v) then
+          error(what .. ": the generator gave a " .. type(v) .. " where the dtypes declare a structure", 0)
+        end
+        local function take(t, x)
+          if type(t) == "number" then flat[t] = x; return end
+          for k, sub in pairs(t) do
+            if x[k] == nil then error(what .. ": the generator's element lacks component " .. tostring(k), 0) end
+            take(sub, x[k])
+          end
+        end
+        take(template, v)
+      end
+      for i, c in ipairs(spec) do
+        local x = component(flat[i], c.dtype, what)
+        if not shape_fits(c.shape, shape_of(x)) then
+          error(string.format("%s: the generator gave component %d of shape %s where shapes says %s",
+                              what, i, shape_str(shape_of(x)), shape_str(c.shape)), 0)
+        end
+        flat[i] = x
+      end
+      return flat
+    end
+    return new_dataset("GeneratorDataset", template, spec, function()
+      local it = fn()
+      if type(it) == "table" then
+        local list, i = it, 0
+        it = function() i = i + 1; return list[i] end
+      elseif type(it) ~= "function" then
+        error(what .. ": fn() returned a " .. type(it) .. "; return an iterator function or a list", 0)
+      end
+      return function()
+        local v = it()
+        if v == nil then return nil end
+        return convert(v)
+      end
+    end)
+  end
+
+  -- Traced functions (map, filter) -------------------------------------------------
+  -- fn is called once with placeholders standing for an element, in a private
+  -- graph (it inherits the default graph's random seed); the ops it builds run
+  -- per element through a prepared callable of a private session.
+  local function trace(ds, fn, what)
+    if type(fn) ~= "function" then error(what .. ": expected a function", 3) end
+    local outer = G.get_default_graph()
+    local g = tf.Graph()
+    C.mf_graph_set_seed(g.ptr, C.mf_graph_seed(outer.ptr))
+    local args, outs, template = {}, {}, nil
+    g:as_default(function()
+      for i, c in ipairs(ds.spec) do args[i] = tf.placeholder(c.dtype, c.shape, "arg" .. (i - 1)) end
+      local results = {call_structured(fn, ds.template, args)}
+      local n = table.maxn(results)
+      if n == 0 or (n == 1 and results[1] == nil) then
+        error(what .. ": the function returned nothing; return a tensor or a table of tensors", 0)
+      end
+      local value = n == 1 and results[1] or results
+      local flat = {}
+      if G.is_tensor(value) or type(value) ~= "table" or Array.is(value) then
+        template = flatten(value, flat)
+      else
+        template = {}
+        for k, v in pairs(value) do template[k] = flatten(v, flat) end
+      end
+      for i, v in ipairs(flat) do
+        if not G.is_tensor(v) then v = tf.convert_to_tensor(v) end
+        if v.graph ~= g then
+          error(what .. ": the function used tensor " .. v.name .. " of another graph; a dataset " ..
+                "function runs in its own graph: pass data through the dataset, or build constants inside", 0)
+        end
+        outs[i] = v
+      end
+    end)
+    local sess = tf.Session(g)
+    local call = sess:make_callable(outs, args)
+    local spec = {}
+    for i, t in ipairs(outs) do spec[i] = {dtype = t.dtype, shape = static_shape(t)} end
+    return call, template, spec, sess
+  end
+
+  local function run_traced(call, elem, n, what)
+    local ok, res = pcall(call, unpack(elem, 1, n))
+    if not ok then error(what .. ": " .. tostring(res), 0) end
+    return res
+  end
+
+  -- ds:map(fn): fn gets the element's tensors (a list spread as arguments, a
+  -- map or single tensor as one) and returns tensors: one, several (a list),
+  -- or a table (list or map).
+  function Dataset:map(fn)
+    check_dataset(self, "Dataset:map")
+    local call, template, spec = trace(self, fn, "Dataset:map")
+    local parent, nin, nout = self, #self.spec, #spec
+    return new_dataset("MapDataset", template, spec, function(ctx)
+      local next_in = parent.open(ctx)
+      return function()
+        local e = next_in()
+        if e == nil then return nil end
+        local r = run_traced(call, e, nin, "Dataset:map")
+        local out = {}
+        for i = 1, nout do out[i] = r[i] end
+        return out
+      end
+    end)
+  end
+
+  -- ds:filter(pred): keeps the elements for which pred (traced like map)
+  -- returns true; pred must return a scalar bool tensor.
+  function Dataset:filter(pred)
+    check_dataset(self, "Dataset:filter")
+    local call, template, spec = trace(self, pred, "Dataset:filter")
+    if type(template) ~= "number" or spec[1].dtype.name ~= "bool" or
+       (spec[1].shape and #spec[1].shape ~= 0) then
+      error("Dataset:filter: the predicate must return a scalar bool tensor, got " ..
+            (type(template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
+             or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)", 2)
+    end
+    local parent, nin = self, #self.spec
+    return new_dataset("FilterDataset", self.template, self.spec, function(ctx)
+      local next_in = parent.open(ctx)
+      return function()
+        while true do
+          local e = next_in()
+          if e == nil then return nil end
+          local keep = run_traced(call, e, nin, "Dataset:filter")[1]
+          if type(keep) ~= "boolean" then
+            error("Dataset:filter: the predicate gave a non-scalar value; reduce it to a scalar bool", 0)
+          end
+          if keep then return e end
+        end
+      end
+    end)
+  end
+
+  -- ds:batch(n, {drop_remainder=}): stacks n consecutive elements along a new
+  -- first axis (the last batch may be smaller unless drop_remainder).
+  function Dataset:batch(n, opts)
+    check_dataset(self, "Dataset:batch")
+    if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
+      error("Dataset:batch: batch_size must be a positive integer, got " .. tostring(n), 2)
+    end
+    local drop = false
+    if type(opts) == "table" then drop = opts.drop_remainder and true or false
+    elseif type(opts) == "boolean" then drop = opts end
+    local spec = {}
+    for i, c in ipairs(self.spec) do
+      spec[i] = {dtype = c.dtype, shape = c.shape and {drop and n or -1, unpack(c.shape)} or nil}
+    end
+    local parent, ncomp = self, #self.spec
+    return new_dataset("BatchDataset", self.template, spec, function(ctx)
+      local next_in = parent.open(ctx)
+      local done = false
+      return function()
+        if done then return nil end
+        local elems = {}
+        while #elems < n do
+          local e = next_in()
+          if e == nil then done = true; break end
+          elems[#elems + 1] = e
+        end
+        local m = #elems
+        if m == 0 or (drop and m < n) then return nil end
+        local out = {}
+        for c = 1, ncomp do
+          local dtype = parent.spec[c].dtype
+          local first = elems[1][c]
+          local dims = shape_of(first)
+          local rest = #dims
+          local bdims = {m}
+          for d = 1, rest do bdims[d + 1] = dims[d] end
+          local b = Array.new(dtype, bdims)
+          if rest == 0 then
+            local bd = b._data
+            for k = 1, m do
+              local v = elems[k][c]
+              if Array.is(v) then
+                if v:rank() ~= 0 then
+                  error(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
+                                      "batching needs equal shapes", k, shape_str(v._dims)), 0)
+                end
+                v = v._data[0]
+              end
+              if type(v) == "boolean" and dtype.name ~= "bool" then v = v and 1 or 0 end
+              bd[k - 1] = v
+            end
+          else
+            local size = first._size
+            local bytes = size * dtype.size
+            local dst = ffi.cast("uint8_t*", b._data)
+            for k = 1, m do
+              local v = elems[k][c]
+              local vd = shape_of(v)
+              local same = #vd == rest
+              for d = 1, rest do if vd[d] ~= dims[d] then same = false end end
+              if not same then
+                error(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
+                                    "batching needs equal shapes (reshape or pad them in a map)",
+                                    k, shape_str(vd), shape_str(dims)), 0)
+              end
+              ffi.copy(dst + (k - 1) * bytes, v._data, bytes)
+            end
+          end
+          out[c] = b
+        end
+        return out
+      end
+    end)
+  end
+
+  -- ds:shuffle(buffer_size, {seed=, reshuffle_each_iteration=true}): TensorFlow's
+  -- buffered shuffle: fill a buffer, emit a random entry and refill its slot.
+  -- With a seed the orders are reproducible; each new pass over the dataset
+  -- (an initializer run, a repeat) draws a new order unless
+  -- reshuffle_each_iteration = false.
+  function Dataset:shuffle(buffer_size, opts)
+    check_dataset(self, "Dataset:shuffle")
+    if type(buffer_size) ~= "number" or buffer_size % 1 ~= 0 or buffer_size < 1 then
+      error("Dataset:shuffle: buffer_size must be a positive integer, got " .. tostring(buffer_size), 2)
+    end
+    opts = opts or {}
+    if type(opts) == "number" then opts = {seed = opts} end
+    local reshuffle = opts.reshuffle_each_iteration ~= false
+    local seed = opts.seed
+    if seed == nil then
+      local gs = tonumber(C.mf_graph_seed(G.get_default_graph().ptr))
+      if gs >= 0 then
+        seed = gs
+      else
+        unseeded = unseeded + 1
+        seed = math.floor((os.time() % 1000003) * 7919 + os.clock() * 1e6) + unseeded
+      end
+    end
+    local base = mix(seed % 4294967296, 0x5eed)
+    local parent = self
+    local ds
+    ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx)
+      local st = ctx.node[ds] or {passes = 0}
+      ctx.node[ds] = st
+      local pass = reshuffle and st.passes or 0
+      st.passes = st.passes + 1
+      local rand = xorshift(mix(base, pass))
+      local next_in = parent.open(ctx)
+      local buf, exhausted = {}, false
+      return function()
+        while not exhausted and #buf < buffer_size do
+          local e = next_in()
+          if e == nil then exhausted = true else buf[#buf + 1] = e end
+        end
+        local n = #buf
+        if n == 0 then return nil end
+        local j = rand(n) + 1
+        local e = buf[j]
+        local nxt = not exhausted and next_in() or nil
+        if nxt ~= nil then
+          buf[j] = nxt
+        else
+          exhausted = true
+          buf[j] = buf[n]
+          buf[n] = nil
+        end
+        return e
+      end
+    end)
+    return ds
+  end
+
+  -- ds:repeat_(count): the dataset count times (nil or -1: forever). Lua
+  -- reserves `repeat`; ds["repeat"] works too.
+  function Dataset:repeat_(count)
+    check_dataset(self, "Dataset:repeat_")
+    if count == nil then count = -1 end
+    check_count(count, "Dataset:repeat_", true)
+    local parent = self
+    return new_dataset("RepeatDataset", self.template, self.spec, function(ctx)
+      local pass, next_in, produced = 0, nil, false
+      return function()
+        while true do
+          if next_in == nil then
+            if count >= 0 and pass >= count then return nil end
+            pass = pass + 1
+            produced = false
+            next_in = parent.open(ctx)
+          end
+          local e = next_in()
+          if e ~= nil then produced = true; return e end
+          next_in = nil
+          -- An empty pass would repeat forever without producing anything.
+          if not produced then return nil end
+        end
+      end
+    end)
+  end
+  Dataset["repeat"] = Dataset.repeat_
+
+  -- ds:take(n): the first n elements (-1: all).
+  function Dataset:take(n)
+    check_dataset(self, "Dataset:take")
+    check_count(n, "Dataset:take", true)
+    local parent = self
+    return new_dataset("TakeDataset", self.template, self.spec, function(ctx)
+      local next_in, k = parent.open(ctx), 0
+      return function()
+        if n >= 0 and k >= n then return nil end
+        k = k + 1
+        return next_in()
+      end
+    end)
+  end
+
+  -- ds:skip(n): all but the first n elements (-1: skips everything).
+  function Dataset:skip(n)
+    check_dataset(self, "Dataset:skip")
+    check_count(n, "Dataset:skip", true)
+    local parent = self
+    return new_dataset("SkipDataset", self.template, self.spec, function(ctx)
+      local next_in, skipped = parent.open(ctx), false
+      return function()
+        if not skipped then
+          skipped = true
+          local k = 0
+          while n < 0 or k < n do
+            if next_in() == nil then return nil end
+            k = k + 1
+          end
+        end
+        return next_in()
+      end
+    end)
+  end
+
+  -- ds:cache(): the first complete pass is kept in memory (per iterator and
+  -- session); later passes replay it without running the pipeline above.
+  -- A pass cut short (take, a re-initialization) is not kept.
+  function Dataset:cache(filename)
+    check_dataset(self, "Dataset:cache")
+    if filename ~= nil and filename ~= "" then
+      error("Dataset:cache: only the in-memory cache is supported; call ds:cache() without a filename", 2)
+    end
+    local parent = self
+    local ds
+    ds = new_dataset("CacheDataset", self.template, self.spec, function(ctx)
+      local st = ctx.node[ds] or {}
+      ctx.node[ds] = st
+      if st.complete then
+        local list, i = st.complete, 0
+        return function() i = i + 1; return list[i] end
+      end
+      local next_in, recorded = parent.open(ctx), {}
+      return function()
+        local e = next_in()
+        if e == nil then
+          if recorded then st.complete = recorded; recorded = nil end
+          return nil
+        end
+        if recorded then recorded[#recorded + 1] = e end
+        return e
+      end
+    end)
+    return ds
+  end
+
+  -- ds:prefetch(n): see the header comment: validates n and passes elements
+  -- through (no worker thread in LuaJIT for Lua-made elements).
+  function Dataset:prefetch(n)
+    check_dataset(self, "Dataset:prefetch")
+    if type(n) ~= "number" or n % 1 ~= 0 or (n < 1 and n ~= data.experimental.AUTOTUNE) then
+      error("Dataset:prefetch: buffer_size must be a positive integer or tf.data.experimental.AUTOTUNE, got " ..
+            tostring(n), 2)
+    end
+    local parent = self
+    return new_dataset("PrefetchDataset", self.template, self.spec, function(ctx) return parent.open(ctx) end)
+  end
+
+  -- tf.data.experimental.CsvDataset(path | {paths}, dtypes, {header=, field_delim=,
+  -- select_cols=}): one element per record, a list of scalars (one per selected
+  -- column) of the given dtypes (float32, float64, int32, int64, uint8, bool).
+  function data.experimental.CsvDataset(paths, dtypes, opts)
+    local what = "CsvDataset"
+    if type(paths) == "string" then paths = {paths} end
+    if type(paths) ~= "table" or #paths == 0 then error(what .. ": expected a file name or a list of them", 2) end
+    if type(dtypes) ~= "table" or #dtypes == 0 then
+      error(what .. ": dtypes must be a list with one dtype per column, e.g. {tf.float32, tf.int32}", 2)
+    end
+    opts = opts or {}
+    local delim = opts.field_delim or ","
+    if #delim ~= 1 then error(what .. ": field_delim must be one character", 2) end
+    local cols = opts.select_cols
+    local spec, template = {}, {}
+    for i, d in ipairs(dtypes) do
+      d = core.as_dtype(d, what)
+      spec[i] = {dtype = d, shape = {}}
+      template[i] = i
+    end
+    if cols and #cols ~= #dtypes then
+      error(what .. ": select_cols names " .. #cols .. " columns but dtypes has " .. #dtypes, 2)
+    end
+    for _, p in ipairs(paths) do
+      local f = io.open(p, "rb")
+      if not f then error(what .. ": cannot open '" .. tostring(p) .. "': no such file or not readable", 2) end
+      f:close()
+    end
+    local pattern = "([^" .. delim:gsub("%p", "%%%0") .. "]*)"
+    local function parse(s, d, path, line, col)
+      s = s:match("^%s*(.-)%s*$")
+      if s:sub(1, 1) == '"' and s:sub(-1) == '"' and #s >= 2 then s = s:sub(2, -2) end
+      local function bad(why)
+        error(string.format("%s: %s line %d, column %d: %s", what, path, line, col, why), 0)
+      end
+      if s == "" then bad("the field is empty") end
+      if d.name == "bool" then
+        local l = s:lower()
+        if l == "true" or l == "1" then return true end
+        if l == "false" or l == "0" then return false end
+        bad("'" .. s .. "' is not a bool (true, false, 1 or 0)")
+      end
+      local v = tonumber(s)
+      if v == nil then bad("'" .. s .. "' is not a number") end
+      if d.is_integer and v % 1 ~= 0 then bad("'" .. s .. "' is not an integer (dtype " .. d.name .. ")") end
+      return v
+    end
+    local ncol = #dtypes
+    return new_dataset("CsvDataset", template, spec, function()
+      local fi, lines, path, lineno = 0, nil, nil, 0
+      return function()
+        while true do
+          if lines == nil then
+            fi = fi + 1
+            path = paths[fi]
+            if path == nil then return nil end
+            local f = io.open(path, "rb")
+            if not f then error(what .. ": cannot open '" .. path .. "'", 0) end
+            lines = f:lines()
+            lineno = 0
+            if opts.header then lines(); lineno = 1 end
+          end
+          local line = lines()
+          if line == nil then
+            lines = nil
+          else
+            lineno = lineno + 1
+            line = line:gsub("\r$", "")
+            if line:match("%S") then
+              local fields = {}
+              for field in (line .. delim):gmatch(pattern .. "%" .. delim) do fields[#fields + 1] = field end
+              local elem = {}
+              if cols then
+                for i, c in ipairs(cols) do
+                  local s = fields[c + 1]
+                  if s == nil then
+                    error(string.format("%s: %s line %d has %d fields; select_cols asks for column %d",
+                                        what, path, lineno, #fields, c), 0)
+                  end
+                  elem[i] = parse(s, spec[i].dtype, path, lineno, c)
+                end
+              else
+                if #fields ~= ncol then
+                  error(string.format("%s: %s line %d has %d fields, expected %d (one per dtype)",
+                                      what, path, lineno, #fields, ncol), 0)
+                end
+                for i = 1, ncol do elem[i] = parse(fields[i], spec[i].dtype, path, lineno, i - 1) end
+              end
+              return elem
+            end
+          end
+        end
+      end
+    end)
+  end
+
+  -- Iterators ---------------------------------------------------------------------
+  local Iterator = {}
+  Iterator.__index = Iterator
+  data.Iterator = Iterator
+
+  local function graph_data(g)
+    local d = g._data
+    if not d then
+      d = {reach = setmetatable({}, {__mode = "k"}), marks = {}}
+      g._data = d
+      g._before_run = function(sess, tensors, targets, feeds) return data._before_run(g, sess, tensors, targets, feeds) end
+      g._wrap_callable = function(sess, fetches, feed_list, tensors, targets)
+        return data._wrap_callable(g, sess, fetches, feed_list, tensors, targets)
+      end
+    end
+    return d
+  end
+
+  local function make_iterator(ds, one_shot, what)
+    check_dataset(ds, what)
+    local g = G.get_default_graph()
+    if g._parent then error(what .. ": build iterators outside tf.cond / tf.while_loop functions", 3) end
+    local it = setmetatable({dataset = ds, one_shot = one_shot, graph = g, origin = core.user_location(),
+                             states = setmetatable({}, {__mode = "k"})}, Iterator)
+    local d = graph_data(g)
+    if not one_shot then
+      it.initializer = G.build{"NoOp", name = "MakeIterator"}
+      d.marks[it.initializer] = {kind = "init", iterator = it}
+    end
+    it.name = one_shot and "OneShotIterator" or "Iterator"
+    return it
+  end
+
+  function Dataset:make_one_shot_iterator() return make_iterator(self, true, "Dataset:make_one_shot_iterator") end
+  function Dataset:make_initializable_iterator() return make_iterator(self, false, "Dataset:make_initializable_iterator") end
+
+  function Iterator:__tostring() return "<moonflow.Iterator over " .. tostring(self.dataset) .. ">" end
+
+  -- it:get_next(): the element's tensors, with the dataset's structure. Each
+  -- run that needs them advances the iterator once (per get_next call).
+  function Iterator:get_next(name)
+    if getmetatable(self) ~= Iterator then error("Iterator:get_next: call it as a method (it:get_next())", 2) end
+    local g = self.graph
+    if G.get_default_graph():outermost() ~= g then
+      error("Iterator:get_next: the iterator belongs to another graph; call get_next with its graph as default", 2)
+    end
+    local phs = {}
+    g:as_default(function()
+      for i, c in ipairs(self.dataset.spec) do
+        phs[i] = tf.placeholder(c.dtype, c.shape, name or "IteratorGetNext")
+      end
+    end)
+    local group = {kind = "next", iterator = self, tensors = phs}
+    local d = graph_data(g)
+    for _, t in ipairs(phs) do d.marks[t.op] = group end
+    return pack(self.dataset.template, phs)
+  end
+
+  -- The marks (get_next groups, initializers) an op depends on: nil or a list.
+  local function reach(d, op)
+    local r = d.reach[op]
+    if r ~= nil then return r or nil end
+    local found, seen = nil, nil
+    local function add(list)
+      if not list then return end
+      if found == nil then found = list; return end
+      if not seen then
+        local copy = {}
+        seen = {}
+        for i, m in ipairs(found) do copy[i] = m; seen[m] = true end
+        found = copy
+      end
+      for _, m in ipairs(list) do
+        if not seen[m] then seen[m] = true; found[#found + 1] = m end
+      end
+    end
+    local mark = d.marks[op]
+    if mark then add({mark}) end
+    local p = op.ptr
+    local g = op.graph
+    for i = 0, C.mf_op_num_inputs(p) - 1 do
+      local inp = C.mf_op_input(p, i)
+      add(reach(d, g:_op(inp.op)))
+    end
+    for i = 0, C.mf_op_num_control_inputs(p) - 1 do add(reach(d, g:_op(C.mf_op_control_input(p, i)))) end
+    d.reach[op] = found or false
+    return found
+  end
+
+  local function end_of_sequence(it)
+    local how = it.one_shot and
+      "a one-shot iterator does not restart: use ds:make_initializable_iterator() and run it.initializer " ..
+      "for another epoch, or ds:repeat_()" or
+      "catch it with pcall to end the epoch, and run it.initializer to start another"
+    error("OutOfRangeError: End of sequence: iterator '" .. it.name .. "' (created at " .. it.origin ..
+          ") has no more elements; " .. how, 0)
+  end
+
+  -- (Re)starts the iterator's epoch in this session.
+  local function restart(it, sess, feeds)
+    local st = it.states[sess]
+    if not st then
+      st = {node = {}}
+      it.states[sess] = st
+    end
+    st.next, st.done = nil, false
+    local ctx = {session = sess, feeds = feeds, node = st.node}
+    st.next = it.dataset.open(ctx)
+    ctx.feeds = nil
+    return st
+  end
+
+  local function pull(it, sess)
+    local st = it.states[sess]
+    if not st or not st.next then
+      if not it.one_shot or (st and st.done) then
+        if st and st.done then end_of_sequence(it) end
+        error("FailedPreconditionError: GetNext() failed because the iterator has not been initialized. " ..
+              "Ensure that you have run the initializer operation for this iterator before getting the " ..
+              "next element: sess:run(it.initializer) (iterator created at " .. it.origin .. ")", 0)
+      end
+      st = restart(it, sess, nil)
+    end
+    if st.done then end_of_sequence(it) end
+    local e = st.next()
+    if e == nil then
+      st.done = true
+      end_of_sequence(it)
+    end
+    return e
+  end
+
+  local function collect(d, list, out, seen)
+    for _, x in ipairs(list) do
+      local op = G.is_tensor(x) and x.op or x
+      local r = reach(d, op)
+      if r then
+        for _, m in ipairs(r) do
+          if not seen[m] then seen[m] = true; out[#out + 1] = m end
+        end
+      end
+    end
+  end
+
+  -- Restarts the iterators whose initializer is among marks; then, for each
+  -- get_next group, calls put(tensor, value) with the next element (groups
+  -- whose tensors are fed already (`fed(tensor)`) are left alone).
+  local function advance(marks, sess, feeds, fed, put)
+    for _, m in ipairs(marks) do
+      if m.kind == "init" then restart(m.iterator, sess, feeds) end
+    end
+    for _, m in ipairs(marks) do
+      if m.kind == "next" and not fed(m.tensors[1]) then
+        local e = pull(m.iterator, sess)
+        for i, t in ipairs(m.tensors) do put(t, e[i]) end
+      end
+    end
+  end
+
+  function data._before_run(g, sess, tensors, targets, feeds)
+    local d = g._data
+    local marks, seen = {}, {}
+    collect(d, tensors, marks, seen)
+    collect(d, targets, marks, seen)
+    if #marks == 0 then return feeds end
+    local out = {}
+    if feeds then for k, v in pairs(feeds) do out[k] = v end end
+    advance(marks, sess, feeds,
+            function(t) return feeds ~= nil and (feeds[t] ~= nil or feeds[t.name] ~= nil) end,
+            function(t, v) out[t] = v end)
+    return out
+  end
+
+  function data._wrap_callable(g, sess, fetches, feed_list, tensors, targets)
+    local d = g._data
+    local marks, seen = {}, {}
+    collect(d, tensors, marks, seen)
+    collect(d, targets, marks, seen)
+    feed_list = feed_list or {}
+    if #marks == 0 then return sess:make_callable(fetches, feed_list, true) end
+    local user = #feed_list
+    local list, slot = {}, {}
+    local fed = {}
+    for i, t in ipairs(feed_list) do
+      list[i] = t
+      if type(t) == "string" then t = g:get_tensor_by_name(t) end
+      fed[t] = i
+    end
+    for _, m in ipairs(marks) do
+      if m.kind == "next" and not fed[m.tensors[1]] then
+        for _, t in ipairs(m.tensors) do list[#list + 1] = t; slot[t] = #list end
+      end
+    end
+    local call = sess:make_callable(fetches, list, true)
+    local total = #list
+    return function(...)
+      local args = {...}
+      local feeds = nil
+      for _, m in ipairs(marks) do
+        if m.kind == "init" then
+          feeds = {}
+          for i = 1, user do feeds[list[i]] = args[i] end
+          break
+        end
+      end
+      advance(marks, sess, feeds, function(t) return fed[t] ~= nil end,
+              function(t, v) args[slot[t]] = v end)
+      return call(unpack(args, 1, total))
+    end
+  end
+end
