@@ -1,0 +1,353 @@
+-- tf.train.Saver: safetensors checkpoints, restore into fresh graphs, errors
+-- that leave the variables untouched, max_to_keep and the checkpoint index.
+local tf = require("moonflow")
+local ffi = require("ffi")
+local H = require("spec.helpers")
+pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p '" .. d .. "'") == 0)
+  return d
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function files_in(dir)
+  local p = io.popen("ls -1 '" .. dir .. "'")
+  local out = {}
+  for line in p:lines() do out[#out + 1] = line end
+  p:close()
+  return out
+end
+
+-- Builds w (float32 3x4), b (float64 {4}), n (int32 scalar), k (int64 {2}),
+-- mask (bool {3}) and u (uint8 {2}) in the default graph with these initial values.
+local W = {}
+for i = 1, 3 do W[i] = {} for j = 1, 4 do W[i][j] = H.values(12, 3)[(i - 1) * 4 + j] end end
+local B = {0.1, -2.25, 1e-300, 3.14159265358979}
+local function build(init)
+  local vals = init or {w = W, b = B, n = 42, k = {2 ^ 40 + 3, -7}, mask = {true, false, true}, u = {0, 255}}
+  return {
+    w = tf.Variable(tf.constant(vals.w), {name = "w"}),
+    b = tf.Variable(tf.constant(vals.b, tf.float64), {name = "b"}),
+    n = tf.Variable(tf.constant(vals.n, tf.int32), {name = "n"}),
+    k = tf.Variable(tf.constant(vals.k, tf.int64), {name = "k"}),
+    mask = tf.Variable(tf.constant(vals.mask, tf.bool), {name = "mask"}),
+    u = tf.Variable(tf.constant(vals.u, tf.uint8), {name = "u"}),
+  }
+end
+local ZERO = {w = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}, b = {0, 0, 0, 0}, n = 0, k = {0, 0},
+              mask = {false, false, false}, u = {0, 0}}
+
+describe("tf.train.Saver", function()
+  local dir
+  before_each(function()
+    tf.reset_default_graph()
+    dir = tmpdir()
+  end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it("round-trips float32, float64, int32, int64, bool and uint8 values into a fresh graph", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local saved = sess:run({w = v.w, b = v.b, n = v.n, k = v.k, mask = v.mask, u = v.u})
+    local path = tf.train.Saver():save(sess, dir .. "/model.ckpt")
+    assert.equal(dir .. "/model.ckpt", path)
+
+    tf.reset_default_graph()
+    local v2 = build(ZERO)
+    local s2 = tf.Session()
+    local saver = tf.train.Saver()
+    saver:restore(s2, path)  -- no initializer run: restoring initializes
+    local got = s2:run({w = v2.w, b = v2.b, n = v2.n, k = v2.k, mask = v2.mask, u = v2.u})
+    assert.same(saved.w:totable(), got.w:totable())
+    assert.same(B, got.b:totable())               -- float64 exactly, 1e-300 included
+    assert.equal(42, got.n)
+    assert.equal(v2.k.dtype, tf.int64)
+    assert.is_true(got.k:data()[0] == 2 ^ 40 + 3)
+    assert.same({2 ^ 40 + 3, -7}, got.k:totable())
+    assert.same({true, false, true}, got.mask:totable())
+    assert.same({0, 255}, got.u:totable())
+    -- float32 bits are kept exactly (not via decimal text)
+    for i = 0, 11 do assert.is_true(saved.w:data()[i] == got.w:data()[i]) end
+  end)
+
+  it("writes safetensors: 8-byte header length, JSON header, raw little-endian data", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local path = tf.train.Saver({v.w, v.n}):save(sess, dir .. "/m")
+    local s = read(path)
+    local n = 0
+    for i = 8, 1, -1 do n = n * 256 + s:byte(i) end
+    assert.equal(0, n % 8)
+    local header = require("moonflow.json").decode(s:sub(9, 8 + n))
+    assert.same({dtype = "F32", shape = {3, 4}, data_offsets = {4, 52}}, {dtype = header.w.dtype,
+                shape = {unpack(header.w.shape)}, data_offsets = {unpack(header.w.data_offsets)}})
+    assert.equal("I32", header.n.dtype)
+    assert.same({0, 4}, {unpack(header.n.data_offsets)})
+    assert.equal(8 + n + 52, #s)
+    -- n = 42 as a little-endian int32 right after the header
+    assert.equal(string.char(42, 0, 0, 0), s:sub(9 + n, 12 + n))
+    -- w[0][0] as float32 bytes
+    local f = ffi.new("float[1]", W[1][1])
+    assert.equal(ffi.string(f, 4), s:sub(13 + n, 16 + n))
+  end)
+
+  it("saves a list or a map of variables under the given names", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local path = tf.train.Saver({weights = v.w, count = v.n}):save(sess, dir .. "/renamed")
+    local names = {}
+    for _, e in ipairs(tf.train.list_variables(path)) do names[#names + 1] = e[1] end
+    assert.same({"count", "weights"}, names)
+    assert.same(sess:run(v.w):totable(), tf.train.load_variable(path, "weights"):totable())
+
+    tf.reset_default_graph()
+    local other = tf.Variable(tf.zeros({3, 4}), {name = "other_name"})
+    local s2 = tf.Session()
+    tf.train.Saver({weights = other}):restore(s2, path)
+    assert.same(sess:run(v.w):totable(), s2:run(other):totable())
+  end)
+
+  it("saves optimizer slot variables with the global variables (w/Adam)", function()
+    local w = tf.Variable({1, 2}, {name = "w"})
+    local loss = tf.reduce_sum(w * w)
+    local train = tf.train.AdamOptimizer(0.1):minimize(loss)
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    for _ = 1, 3 do sess:run(train) end
+    local path = tf.train.Saver():save(sess, dir .. "/adam")
+    local names = {}
+    for _, e in ipairs(tf.train.list_variables(path)) do names[e[1]] = true end
+    assert.is_true(names["w"] and names["w/Adam"] and names["w/Adam_1"])
+    local m = sess:run(tf.get_default_graph():get_tensor_by_name("w/Adam:0"))
+    assert.same(m:totable(), tf.train.load_variable(path, "w/Adam"):totable())
+  end)
+
+  it("appends the global step (a number or a variable) to the path", function()
+    local v = build()
+    local step = tf.Variable(tf.constant(100, tf.int64), {name = "global_step", trainable = false})
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local saver = tf.train.Saver()
+    assert.equal(dir .. "/model.ckpt-7", saver:save(sess, dir .. "/model.ckpt", {global_step = 7}))
+    assert.equal(dir .. "/model.ckpt-100", saver:save(sess, dir .. "/model.ckpt", {global_step = step}))
+    assert.is_true(exists(dir .. "/model.ckpt-7") and exists(dir .. "/model.ckpt-100"))
+    assert.equal(42, tf.train.load_variable(dir .. "/model.ckpt-100", "n"):get())
+    assert.is_truthy(v)
+  end)
+
+  it("keeps max_to_keep checkpoints and names the newest in the checkpoint index", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    assert.is_nil(tf.train.latest_checkpoint(dir))
+    local saver = tf.train.Saver(nil, {max_to_keep = 2})
+    local bump = tf.assign_add(v.n, 1)
+    for step = 1, 4 do
+      sess:run(bump)
+      saver:save(sess, dir .. "/model.ckpt", {global_step = step})
+      assert.equal(dir .. "/model.ckpt-" .. step, tf.train.latest_checkpoint(dir))
+    end
+    assert.same({"checkpoint", "model.ckpt-3", "model.ckpt-4"}, files_in(dir))
+    assert.same({dir .. "/model.ckpt-3", dir .. "/model.ckpt-4"}, saver.last_checkpoints)
+    local state = tf.train.get_checkpoint_state(dir .. "/")
+    assert.same({dir .. "/model.ckpt-3", dir .. "/model.ckpt-4"}, state.all_model_checkpoint_paths)
+    assert.equal(46, tf.train.load_variable(tf.train.latest_checkpoint(dir), "n"):get())
+    assert.equal(45, tf.train.load_variable(dir .. "/model.ckpt-3", "n"):get())
+    -- max_to_keep = 0 keeps them all
+    local all = tf.train.Saver({v.n}, {max_to_keep = 0})
+    for step = 10, 16 do all:save(sess, dir .. "/all", {global_step = step}) end
+    assert.equal(7, #all.last_checkpoints)
+    assert.equal(dir .. "/all-16", tf.train.latest_checkpoint(dir))
+  end)
+
+  it("reports every variable missing from the file, NotFound first", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local path = tf.train.Saver({v.w}):save(sess, dir .. "/only_w")
+
+    tf.reset_default_graph()
+    build(ZERO)
+    tf.Variable(1, {name = "extra"})
+    local s2 = tf.Session()
+    local err = H.error_of(function() tf.train.Saver():restore(s2, path) end)
+    assert.equal("NotFound", err:sub(1, 8))
+    for _, name in ipairs({"b", "n", "k", "mask", "u", "extra"}) do
+      assert.is_truthy(err:find(name, 1, true), name .. " not named in: " .. err)
+    end
+    assert.is_falsy(err:find(" w,", 1, true))
+    assert.is_truthy(err:find("6 of the saver's 7", 1, true))
+  end)
+
+  describe("a bad file is an error that leaves the variables as they were", function()
+    local path, v2, s2, saver
+    before_each(function()
+      local v = build()
+      local sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      path = tf.train.Saver():save(sess, dir .. "/good")
+      tf.reset_default_graph()
+      v2 = build(ZERO)
+      s2 = tf.Session()
+      s2:run(tf.global_variables_initializer())
+      saver = tf.train.Saver()
+      assert.is_truthy(v)
+    end)
+    local function unchanged()
+      assert.same(ZERO.w, s2:run(v2.w):totable())
+      assert.same(ZERO.b, s2:run(v2.b):totable())
+      assert.equal(0, s2:run(v2.n))
+      assert.same(ZERO.u, s2:run(v2.u):totable())
+    end
+    local function header_of(s)
+      local n = 0
+      for i = 8, 1, -1 do n = n * 256 + s:byte(i) end
+      return n
+    end
+
+    it("truncated in the data", function()
+      local s = read(path)
+      write(dir .. "/bad", s:sub(1, #s - 5))
+      local err = H.error_of(function() saver:restore(s2, dir .. "/bad") end)
+      assert.is_truthy(err:find("DataLoss", 1, true))
+      assert.is_truthy(err:find("past the", 1, true))
+      unchanged()
+    end)
+    it("truncated in the header, or shorter than 8 bytes", function()
+      local s = read(path)
+      write(dir .. "/bad", s:sub(1, 40))
+      assert.is_truthy(H.error_of(function() saver:restore(s2, dir .. "/bad") end):find("header length", 1, true))
+      write(dir .. "/bad", s:sub(1, 5))
+      assert.is_truthy(H.error_of(function() saver:restore(s2, dir .. "/bad") end):find("fewer than the 8", 1, true))
+      unchanged()
+    end)
+    it("with a corrupt JSON header", function()
+      local s = read(path)
+      local n = header_of(s)
+      write(dir .. "/bad", s:sub(1, 8) .. s:sub(9, 8 + n):gsub(":", ";", 1) .. s:sub(9 + n))
+      local err = H.error_of(function() saver:restore(s2, dir .. "/bad") end)
+      assert.is_truthy(err:find("not valid JSON", 1, true))
+      unchanged()
+    end)
+    it("with offsets past the end", function()
+      local s = read(path)
+      local n = header_of(s)
+      local header = s:sub(9, 8 + n):gsub('"data_offsets":%[(%d+),(%d+)%]', function(a, b)
+        return string.format('"data_offsets":[%d,%d]', a + 1000000, b + 1000000)
+      end, 1)
+      header = header .. string.rep(" ", (8 - #header % 8) % 8)
+      local len = ffi.new("uint64_t[1]", #header)
+      write(dir .. "/bad", ffi.string(len, 8) .. header .. s:sub(9 + n))
+      local err = H.error_of(function() saver:restore(s2, dir .. "/bad") end)
+      assert.is_truthy(err:find("past the", 1, true), err)
+      unchanged()
+    end)
+    it("with a dtype or shape that does not match the variable", function()
+      tf.reset_default_graph()
+      local wrong = tf.Variable(tf.zeros({3, 4}, tf.float64), {name = "w"})
+      local s3 = tf.Session()
+      s3:run(tf.global_variables_initializer())
+      local err = H.error_of(function() tf.train.Saver({wrong}):restore(s3, path) end)
+      assert.is_truthy(err:find("float32", 1, true) and err:find("float64", 1, true), err)
+      tf.reset_default_graph()
+      local misshaped = tf.Variable(tf.zeros({4, 3}), {name = "w"})
+      local keep = tf.Variable(tf.constant(5, tf.int32), {name = "n"})
+      local s4 = tf.Session()
+      s4:run(tf.global_variables_initializer())
+      err = H.error_of(function() tf.train.Saver():restore(s4, path) end)
+      assert.is_truthy(err:find("(3, 4)", 1, true) and err:find("(4, 3)", 1, true), err)
+      assert.equal(5, s4:run(keep))  -- validated before anything was assigned
+      assert.same({0, 0, 0}, s4:run(misshaped):totable()[1])
+    end)
+    it("that does not exist", function()
+      local err = H.error_of(function() saver:restore(s2, dir .. "/nothing") end)
+      assert.equal("NotFound", err:sub(1, 8))
+      unchanged()
+    end)
+  end)
+
+  it("writes atomically: a failed save leaves the previous checkpoint intact", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local saver = tf.train.Saver()
+    local path = saver:save(sess, dir .. "/model.ckpt")
+    local before = read(path)
+    sess:run(tf.assign(v.n, 7))
+    -- the variable u is uninitialized in this session: the save fails before writing
+    local s2 = tf.Session()
+    s2:run(tf.variables_initializer({v.w, v.b, v.n, v.k, v.mask}))
+    assert.is_truthy(H.error_of(function() saver:save(s2, dir .. "/model.ckpt") end):find("uninitialized", 1, true))
+    assert.equal(before, read(path))
+    -- a path in a missing directory is an error naming it
+    assert.is_truthy(H.error_of(function() saver:save(sess, dir .. "/no/such/dir/m") end):find("does not exist", 1, true))
+    assert.same({"checkpoint", "model.ckpt"}, files_in(dir))  -- no temporary left behind
+    assert.equal(path, saver:save(sess, path))
+    assert.equal(7, tf.train.load_variable(path, "n"):get())
+  end)
+
+  it("restores repeatedly without growing the graph", function()
+    local v = build()
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local saver = tf.train.Saver()
+    local path = saver:save(sess, dir .. "/m")
+    local clobber = v.n:assign(-1)
+    local n_ops = tf.get_default_graph():num_ops()
+    for _ = 1, 3 do
+      sess:run(clobber)
+      assert.equal(-1, sess:run(v.n))
+      saver:restore(sess, path)
+      assert.equal(42, sess:run(v.n))
+    end
+    assert.equal(n_ops, tf.get_default_graph():num_ops())
+  end)
+
+  it("restores a large variable through one memory copy", function()
+    local big = tf.Variable(tf.random_uniform({512, 512}, {seed = 1}), {name = "big"})
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local path = tf.train.Saver():save(sess, dir .. "/big")
+    local want = sess:run(big)
+    sess:run(big:assign(tf.zeros({512, 512})))
+    tf.train.Saver():restore(sess, path)
+    local got = sess:run(big)
+    assert.equal(0, ffi.C.memcmp(want:data(), got:data(), 512 * 512 * 4))
+  end)
+
+  it("checks its arguments", function()
+    assert.is_truthy(H.error_of(function() tf.train.Saver() end):find("No variables to save", 1, true))
+    local v = build()
+    assert.is_truthy(H.error_of(function() tf.train.Saver({v.w, tf.constant(1)}) end):find("not a variable", 1, true))
+    assert.is_truthy(H.error_of(function() tf.train.Saver({v.w, v.w}) end):find("given twice", 1, true))
+    assert.is_truthy(H.error_of(function() tf.train.Saver(nil, {keep = 1}) end):find("unknown option", 1, true))
+    local saver = tf.train.Saver()
+    assert.is_truthy(H.error_of(function() saver:restore(tf.Session(), nil) end):find("latest_checkpoint", 1, true))
+    local other = tf.Session(tf.Graph())
+    assert.is_truthy(H.error_of(function() saver:save(other, dir .. "/x") end):find("another graph", 1, true))
+  end)
+end)
