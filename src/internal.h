@@ -236,6 +236,12 @@ const mf_op_def *mf_registry_lookup(const char *name);
 typedef struct mf_op_table { const mf_op_def *defs; size_t count; } mf_op_table;
 #define MF_OP_TABLE(ident, arr) const mf_op_table ident = {arr, MF_ARRAY_LEN(arr)}
 
+/* The per-session state of op, in the session's graph or in a function graph
+ * the session has run; NULL while it has none (ops_debug.c reads run counts). */
+mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op);
+/* The graph a session runs (its functions' ops fall back to its host). */
+mf_graph *mf_session_graph(const mf_session *sess);
+
 /* Frees an op description without building it. */
 void mf_op_desc_discard(mf_op_desc *d);
 
@@ -276,6 +282,7 @@ struct mf_graph {
   int num_scopes, cap_scopes;
   bool finalized;
   int64_t seed;
+  mf_host host;              /* callbacks of LuaFunc and Print ops (ops_debug.c) */
 };
 
 /* Builders for rules. They take and return ports; a port whose .op is NULL

@@ -195,6 +195,38 @@ mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values,
 int mf_session_num_plans(const mf_session *sess);
 /* Buffers allocated by the session's runs so far (for tests of buffer reuse). */
 uint64_t mf_session_num_allocations(const mf_session *sess);
+
+/* --- host functions: ops that call back into the embedding program --- */
+/* A LuaFunc op (tf.lua_func) runs host function `fn_id`, a Print op hands its
+ * line of text to the host, and LuaFunc's gradient rule asks the host to build
+ * the gradient ops. The callbacks come from the graph the op belongs to
+ * (mf_graph_set_host). They must return, never unwind (longjmp, exceptions)
+ * through the engine: a failure sets s (mf_status_set_error) and returns its
+ * code. They must not run the session that is calling them. */
+/* inputs[0..ninputs) are borrowed; on success outputs[0..noutputs) hold new references. */
+typedef mf_code (*mf_host_call_fn)(void *ud, const mf_op *op, int64_t fn_id, mf_tensor *const *inputs,
+                                   int ninputs, mf_tensor **outputs, int noutputs, mf_status *s);
+/* text: what a Print op prints, one line without its newline. */
+typedef mf_code (*mf_host_print_fn)(void *ud, const mf_op *op, const char *text, mf_status *s);
+/* Builds in g the gradients of LuaFunc `op`: grads[i] is d/d(output i) (zeros
+ * where nothing reached it); sets input_grads[k] ({NULL} for no gradient). */
+typedef mf_code (*mf_host_grad_fn)(void *ud, mf_graph *g, const mf_op *op, int64_t fn_id,
+                                   const mf_output *grads, int ngrads, mf_output *input_grads,
+                                   int ninputs, mf_status *s);
+typedef struct mf_host {
+  void *ud;                 /* passed to each callback */
+  mf_host_call_fn call;     /* NULL: LuaFunc ops of the graph fail when run */
+  mf_host_print_fn print;   /* NULL: Print writes to stderr */
+  mf_host_grad_fn grad;     /* NULL: LuaFunc ops of the graph have no gradient */
+} mf_host;
+/* Copies *host into g (NULL clears it). Ops in function graphs (branches,
+ * loop bodies) use their own graph's host, else that of the graph they run in. */
+void mf_graph_set_host(mf_graph *g, const mf_host *host);
+/* For callbacks: sets an error (code != MF_OK) with a message; returns code. */
+mf_code mf_status_set_error(mf_status *s, mf_code code, const char *message);
+/* How many times a Print, Assert or CheckNumerics op ran in sess (in any of
+ * its runs, in functions too); 0 for other ops and after mf_session_close. */
+int64_t mf_session_op_run_count(const mf_session *sess, const mf_op *op);
 /* MF_CDEF_END */
 
 #ifdef __cplusplus

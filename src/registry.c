@@ -8,11 +8,12 @@ extern const mf_op_table mf_ops_core, mf_ops_math, mf_ops_array, mf_ops_reduce, 
 /* Weak while these op files are being written in parallel; a missing table is skipped. */
 #define MF_WEAK __attribute__((weak))
 extern const mf_op_table mf_ops_train MF_WEAK, mf_ops_nn MF_WEAK, mf_ops_index MF_WEAK,
-    mf_ops_control MF_WEAK;
+    mf_ops_control MF_WEAK, mf_ops_debug MF_WEAK;
 
 static const mf_op_table *const tables[] = {
     &mf_ops_core, &mf_ops_math, &mf_ops_array, &mf_ops_reduce, &mf_ops_matmul, &mf_ops_random,
     &mf_ops_state, &mf_ops_train, &mf_ops_nn, &mf_ops_index, &mf_ops_control,
+    &mf_ops_debug,
 };
 
 const mf_op_def *mf_registry_lookup(const char *name) {

@@ -235,6 +235,14 @@ void mf_session_free(mf_session *sess) {
 }
 
 int mf_session_num_plans(const mf_session *sess) { return sess->num_plans; }
+mf_graph *mf_session_graph(const mf_session *sess) { return sess->graph; }
+
+mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
+  mf_graph_states *st = op->graph == sess->graph ? &sess->states : NULL;
+  for (int i = 0; !st && i < sess->num_fn_states; i++)
+    if (sess->fn_states[i]->graph == op->graph) st = sess->fn_states[i];
+  return st && op->id < st->num ? &st->slots[op->id] : NULL;
+}
 uint64_t mf_session_num_allocations(const mf_session *sess) { return sess->num_allocations; }
 
 /* ---------- plans ---------- */
