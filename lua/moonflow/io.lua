@@ -37,8 +37,7 @@ return function(tf, ops)
                  shape_repr(dims) .. ", }"
     if #dims > 0 then dict = dict .. string.rep(" ", 21 - #tostring(dims[1])) end
     local hlen = #dict + 1
-    local pad = 64 - (10 + hlen) % 64
-    if pad == 64 then pad = 0 end
+    local pad = 64 - (10 + hlen) % 64  -- 64, not 0, when already aligned (as NumPy)
     dict = dict .. string.rep(" ", pad) .. "\n"
     local n = #dict
     if n > 65535 then error("tf.io.write_npy: the header is too long for NPY 1.0", 3) end
