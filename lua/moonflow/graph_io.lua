@@ -211,9 +211,8 @@ local function graph_out(g)
     local items = json.array({})
     for _, x in ipairs(list) do
       local item = item_out(x)
-      if item and (not (item.tensor or item.op) or (item.tensor and x.graph == g) or (item.op and x.graph == g)) then
-        items[#items + 1] = item
-      end
+      -- (a tensor or op of another graph, e.g. a traced function's, cannot be named)
+      if item and (type(x) ~= "table" or x.graph == g) then items[#items + 1] = item end
     end
     if #items > 0 then doc.collections[key] = items end
   end
@@ -258,82 +257,94 @@ local function tensor_in(v, what)
   return a
 end
 
--- Sets attribute `name` (encoded value `enc`) on desc d; keeps Lua values
--- the desc must outlive in `keep`.
-local function attr_in(d, name, enc, fgraphs, keep, what)
+-- Decodes attribute `name` (encoded value `enc`) into a function that sets
+-- it on a desc; errors come before any desc exists. Keeps Lua values the
+-- desc must outlive in `keep`.
+local function attr_in(name, enc, fgraphs, keep, what)
   if type(enc) ~= "table" then fail(what .. ": bad attribute value") end
   local kind, v = next(enc)
-  if kind == "int" then C.mf_op_desc_set_attr_int(d, name, int_in(v, what))
-  elseif kind == "float" then C.mf_op_desc_set_attr_float(d, name, float_in(v, what))
-  elseif kind == "bool" then C.mf_op_desc_set_attr_bool(d, name, v == true)
+  if kind == "int" then
+    local i = int_in(v, what)
+    return function(d) C.mf_op_desc_set_attr_int(d, name, i) end
+  elseif kind == "float" then
+    local f = float_in(v, what)
+    return function(d) C.mf_op_desc_set_attr_float(d, name, f) end
+  elseif kind == "bool" then
+    if type(v) ~= "boolean" then fail(what .. ": expected a boolean") end
+    return function(d) C.mf_op_desc_set_attr_bool(d, name, v) end
   elseif kind == "type" then
     local dtype = core.dtypes[v] or fail(what .. ": unknown dtype " .. tostring(v))
-    C.mf_op_desc_set_attr_type(d, name, dtype.enum)
+    return function(d) C.mf_op_desc_set_attr_type(d, name, dtype.enum) end
   elseif kind == "ints" then
     local n = type(v) == "table" and #v or fail(what .. ": expected a list")
     local buf = core.dims_buffer(n > 0 and n or 1)
     for i = 1, n do buf[i - 1] = int_in(v[i], what) end
-    C.mf_op_desc_set_attr_ints(d, name, buf, n)
+    return function(d) C.mf_op_desc_set_attr_ints(d, name, buf, n) end
   elseif kind == "shape" then
-    local s = G.c_shape(dims_of(v, what))
-    C.mf_op_desc_set_attr_shape(d, name, s.dims, s.rank)
-  elseif kind == "string" then C.mf_op_desc_set_attr_string(d, name, tostring(v))
+    local dims = dims_of(v, what)
+    if dims and #dims > C.MF_MAX_RANK then fail(what .. ": shapes have at most " .. C.MF_MAX_RANK .. " dimensions") end
+    local sh = G.c_shape(dims)
+    return function(d) C.mf_op_desc_set_attr_shape(d, name, sh.dims, sh.rank) end
+  elseif kind == "string" then
+    if type(v) ~= "string" then fail(what .. ": expected a string") end
+    return function(d) C.mf_op_desc_set_attr_string(d, name, v) end
   elseif kind == "tensor" then
     local a = tensor_in(v, what)
     keep[#keep + 1] = a
-    C.mf_op_desc_set_attr_tensor(d, name, a.ptr)
+    return function(d) C.mf_op_desc_set_attr_tensor(d, name, a.ptr) end
   elseif kind == "graph" then
     local fg = type(v) == "number" and fgraphs[v + 1]
     if not fg then fail(what .. ": function " .. tostring(v) .. " is not defined before its use") end
-    C.mf_op_desc_set_attr_graph(d, name, fg)
-  else
-    fail(what .. ": unknown attribute kind " .. tostring(kind))
+    return function(d) C.mf_op_desc_set_attr_graph(d, name, fg) end
   end
+  fail(what .. ": unknown attribute kind " .. tostring(kind))
 end
 
 -- Rebuilds the ops `list` into graph pointer gp (empty, at the root scope).
 local function ops_in(gp, list, fgraphs, where)
   if type(list) ~= "table" then fail(where .. ": 'ops' must be a list") end
   local keep = {}
-  local shape = ffi.new("mf_shape")
   for id, e in ipairs(list) do
     local what = string.format("%s: op %d", where, id - 1)
     if type(e) ~= "table" or type(e.name) ~= "string" or type(e.type) ~= "string" then
       fail(what .. ": expected {name, type, ...}")
     end
     what = string.format("%s: op '%s'", where, e.name)
-    local d = C.mf_op_desc_new(gp, e.type, e.name)
-    local ok, err = pcall(function()
-      for _, input in ipairs(e.inputs or {}) do
-        local opname, index = tostring(input):match("^(.*):(%d+)$")
-        local src = opname and C.mf_graph_op_by_name(gp, opname)
-        if src == nil then fail(what .. ": input " .. tostring(input) .. " is not an earlier op's output") end
-        C.mf_op_desc_add_input(d, ffi.new("mf_output", src, tonumber(index)))
-      end
-      for _, name in ipairs(e.control_inputs or {}) do
-        local src = C.mf_graph_op_by_name(gp, tostring(name))
-        if src == nil then fail(what .. ": control input " .. tostring(name) .. " is not an earlier op") end
-        C.mf_op_desc_add_control_input(d, src)
-      end
-      for name, enc in pairs(e.attrs or {}) do attr_in(d, name, enc, fgraphs, keep, what .. ", attribute " .. name) end
-      if e.device then C.mf_op_desc_set_device(d, tostring(e.device)) end
-      if e.origin then C.mf_op_desc_set_origin(d, tostring(e.origin)) end
-    end)
-    if not ok then
-      C.mf_op_desc_discard(d)
-      error(err, 0)
+    -- Everything is checked and decoded first: a desc, once made, must be finished.
+    local inputs, controls, setters, shapes = {}, {}, {}, {}
+    for _, input in ipairs(e.inputs or {}) do
+      local opname, index = tostring(input):match("^(.*):(%d+)$")
+      local src = opname and C.mf_graph_op_by_name(gp, opname)
+      if src == nil then fail(what .. ": input " .. tostring(input) .. " is not an earlier op's output") end
+      inputs[#inputs + 1] = ffi.new("mf_output", src, tonumber(index))
     end
+    for _, name in ipairs(e.control_inputs or {}) do
+      local src = C.mf_graph_op_by_name(gp, tostring(name))
+      if src == nil then fail(what .. ": control input " .. tostring(name) .. " is not an earlier op") end
+      controls[#controls + 1] = src
+    end
+    for name, enc in pairs(e.attrs or {}) do
+      setters[#setters + 1] = attr_in(name, enc, fgraphs, keep, what .. ", attribute " .. name)
+    end
+    for i, dims in ipairs(e.shapes or {}) do
+      dims = dims_of(dims, what)
+      if dims and #dims > C.MF_MAX_RANK then fail(what .. ": shapes have at most " .. C.MF_MAX_RANK .. " dimensions") end
+      shapes[i] = G.c_shape(dims)
+    end
+    local d = C.mf_op_desc_new(gp, e.type, e.name)
+    for _, o in ipairs(inputs) do C.mf_op_desc_add_input(d, o) end
+    for _, c in ipairs(controls) do C.mf_op_desc_add_control_input(d, c) end
+    for _, set in ipairs(setters) do set(d) end
+    if e.device then C.mf_op_desc_set_device(d, tostring(e.device)) end
+    if e.origin then C.mf_op_desc_set_origin(d, tostring(e.origin)) end
     local op = C.mf_op_desc_finish(d, core.status)
     if op == nil then fail(what .. ": " .. ffi.string(C.mf_status_message(core.status))) end
     if ffi.string(C.mf_op_name(op)) ~= e.name or C.mf_op_id(op) ~= id - 1 then
       fail(what .. ": came back as '" .. ffi.string(C.mf_op_name(op)) .. "' (duplicate names in the file?)")
     end
-    for i, dims in ipairs(e.shapes or {}) do
-      if i <= C.mf_op_num_outputs(op) then
-        local want = G.c_shape(dims_of(dims, what))
-        if C.mf_op_set_output_shape(op, i - 1, want, core.status) ~= 0 then
-          fail(what .. ": " .. ffi.string(C.mf_status_message(core.status)))
-        end
+    for i, want in ipairs(shapes) do
+      if i <= C.mf_op_num_outputs(op) and C.mf_op_set_output_shape(op, i - 1, want, core.status) ~= 0 then
+        fail(what .. ": " .. ffi.string(C.mf_status_message(core.status)))
       end
     end
   end
