@@ -423,7 +423,7 @@ return function(tf, ops)
     local g = tf.Graph()
     C.mf_graph_set_seed(g.ptr, C.mf_graph_seed(outer.ptr))
     local args, outs, template = {}, {}, nil
-    g:as_default(function()
+    local ok, err = pcall(g.as_default, g, function()
       for i, c in ipairs(ds.spec) do args[i] = tf.placeholder(c.dtype, c.shape, "arg" .. (i - 1)) end
       local results = {call_structured(fn, ds.template, args)}
       local n = table.maxn(results)
@@ -441,12 +441,21 @@ return function(tf, ops)
       for i, v in ipairs(flat) do
         if not G.is_tensor(v) then v = tf.convert_to_tensor(v) end
         if v.graph ~= g then
-          error(what .. ": the function used tensor " .. v.name .. " of another graph; a dataset " ..
+          error(what .. ": the function returned tensor " .. v.name .. " of another graph; a dataset " ..
                 "function runs in its own graph: pass data through the dataset, or build constants inside", 0)
         end
         outs[i] = v
       end
     end)
+    if not ok then
+      err = tostring(err)
+      if err:find("same graph", 1, true) then
+        err = err .. "; a dataset function runs in its own graph: pass data through the dataset, " ..
+              "or build the constants it needs inside the function"
+      end
+      if err:sub(1, #what) ~= what then err = what .. ": " .. err end
+      error(err, 0)
+    end
     local sess = tf.Session(g)
     local call = sess:make_callable(outs, args)
     local spec = {}
