@@ -349,6 +349,117 @@ section("while_loop gradient: memory held", function()
                     "forward + backward %.2f ms", T, B, H, kept / 1024, t * 1e3))
 end)
 
+-- 9, 10: training steps of MLPs, each against PyTorch doing the same step
+-- (forward, cross-entropy, backward, update) on the same sizes in the same
+-- run. Both use their default threads (OpenBLAS's and PyTorch's).
+local TRAIN_SCRIPT = PY_TIMER .. [[
+import torch
+torch.manual_seed(0)
+def mlp_step(sizes, adam, lr, batch, iters, reps):
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = (torch.optim.Adam if adam else torch.optim.SGD)(model.parameters(), lr)
+    x = torch.rand(batch, sizes[0])
+    y = torch.randint(0, sizes[-1], (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    return best(step, iters, reps)
+print("digits_mlp", mlp_step([64, 128, 10], True, 0.01, 32, 1000, 7))
+print("mnist_mlp", mlp_step([784, 512, 512, 10], False, 0.1, 128, 50, 7))
+]]
+local train_peer, train_why = python_peer(TRAIN_SCRIPT)
+
+-- Seconds per training step of an MLP with layer sizes `sizes`.
+local function mlp_step_time(sizes, optimizer, batch, iters)
+  tf.reset_default_graph()
+  tf.set_random_seed(1)
+  local x = tf.placeholder(tf.float32, {batch, sizes[1]})
+  local y = tf.placeholder(tf.int32, {batch})
+  local h = x
+  for i = 2, #sizes do
+    h = i < #sizes and tf.layers.dense(h, sizes[i], {activation = tf.nn.relu}) or tf.layers.dense(h, sizes[i])
+  end
+  local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = h}))
+  local train_op = optimizer:minimize(loss)
+  local sess = tf.Session()
+  sess:run(tf.global_variables_initializer())
+  local xs, ys = tf.Array.new(tf.float32, {batch, sizes[1]}), tf.Array.new(tf.int32, {batch})
+  for i = 0, batch * sizes[1] - 1 do xs._data[i] = (i * 7919 % 1000) / 1000 end
+  for i = 0, batch - 1 do ys._data[i] = i % sizes[#sizes] end
+  local step = sess:make_callable(train_op, {x, y})
+  local first = sess:run(loss, {[x] = xs, [y] = ys})
+  local t = best(function() step(xs, ys) end, iters, 7)
+  assert(sess:run(loss, {[x] = xs, [y] = ys}) < first, "training did not lower the loss")
+  return t
+end
+
+local function training_row(name, ours, peer_key, note)
+  local peer = train_peer and train_peer[peer_key]
+  row(name, string.format("%.0f", 1 / ours), "steps/s", "PyTorch " .. (peer and "" or "(skipped)"),
+      peer and string.format("%.0f", 1 / peer) or "", peer and fmt_ratio(ours / peer) or "",
+      peer and note or train_why)
+end
+
+section("digits MLP 64-128-10, Adam, batch 32", function()
+  local t = mlp_step_time({64, 128, 10}, tf.train.AdamOptimizer(0.01), 32, 1000)
+  training_row("digits MLP 64-128-10, Adam, batch 32", t, "digits_mlp",
+               string.format("%.1f us/step", t * 1e6))
+end)
+
+section("MLP 784-512-512-10, SGD, batch 128", function()
+  local t = mlp_step_time({784, 512, 512, 10}, tf.train.GradientDescentOptimizer(0.1), 128, 50)
+  training_row("MLP 784-512-512-10, SGD, batch 128", t, "mnist_mlp", string.format("%.2f ms/step", t * 1e3))
+end)
+
+-- 11: peak resident memory of the digits training (examples/digits.lua, the
+-- MLP), each framework in a process of its own.
+local DIGITS_DATA = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+local DIGITS_TORCH = [[
+import gzip, resource, numpy as np, torch
+torch.manual_seed(1)
+d = np.loadtxt(gzip.open("]] .. DIGITS_DATA .. [["), delimiter=",", dtype=np.float32)
+x = torch.from_numpy(d[:, :64] / 16)
+y = torch.from_numpy(d[:, 64].astype(np.int64))
+n_train = len(d) - round(len(d) * 0.2)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+opt = torch.optim.Adam(model.parameters(), 0.01)
+loss_fn = torch.nn.CrossEntropyLoss()
+for epoch in range(20):
+    order = torch.randperm(n_train)
+    for s in range(n_train // 32):
+        idx = order[s * 32:(s + 1) * 32]
+        opt.zero_grad()
+        loss_fn(model(x[idx]), y[idx]).backward()
+        opt.step()
+print("peak_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+]]
+section("digits training: peak resident memory", function()
+  local probe = io.open(DIGITS_DATA)
+  if not probe then
+    row("digits training: peak resident memory", "skipped", "", "", "", "", "no " .. DIGITS_DATA ..
+        " (apt-get install python3-sklearn)")
+    return
+  end
+  probe:close()
+  local p = io.popen("luajit examples/digits.lua mlp --quiet --out " .. os.tmpname():match("^(.*)/") .. " 2>&1")
+  local out = p:read("*a")
+  p:close()
+  local ours = tonumber(out:match("peak resident memory ([%d.]+) MiB"))
+  assert(ours, "examples/digits.lua printed no peak memory: " .. out)
+  local peer, why = python_peer(DIGITS_TORCH)
+  row("digits training: peak resident memory", string.format("%.0f", ours), "MiB",
+      "PyTorch " .. (peer and "" or "(skipped)"), peer and string.format("%.0f", peer.peak_mib) or "",
+      peer and string.format("%.2fx", ours / peer.peak_mib) or "",
+      peer and "memory ratio; 20 epochs of the MLP, batch 32, each in its own process" or why)
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}
