@@ -76,6 +76,18 @@ return function(tf, ops)
     return Array.is(x) or G.is_tensor(x) or type(x) ~= "table" or is_value_table(x)
   end
 
+  -- The keys of a structure in a fixed order: list positions, then names
+  -- sorted (as TensorFlow orders a dict's components).
+  local function ordered_keys(t)
+    local keys = {}
+    for k in pairs(t) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b)
+      if type(a) == type(b) then return a < b end
+      return type(a) == "number"
+    end)
+    return keys
+  end
+
   -- Flattens `value` into `flat`; returns its template.
   local function flatten(value, flat)
     if is_leaf(value) then
@@ -83,7 +95,7 @@ return function(tf, ops)
       return #flat
     end
     local template = {}
-    for k, v in pairs(value) do template[k] = flatten(v, flat) end
+    for _, k in ipairs(ordered_keys(value)) do template[k] = flatten(value[k], flat) end
     return template
   end
 
@@ -363,7 +375,7 @@ return function(tf, ops)
         error("Dataset.from_generator: dtypes must be a dtype or a table of dtypes, got " .. tostring(t), 3)
       end
       local out = {}
-      for k, v in pairs(t) do out[k] = walk(v, s ~= nil and s[k] or nil) end
+      for _, k in ipairs(ordered_keys(t)) do out[k] = walk(t[k], s ~= nil and s[k] or nil) end
       return out
     end
     template = walk(dtypes, shapes)
@@ -436,7 +448,7 @@ return function(tf, ops)
         template = flatten(value, flat)
       else
         template = {}
-        for k, v in pairs(value) do template[k] = flatten(v, flat) end
+        for _, k in ipairs(ordered_keys(value)) do template[k] = flatten(value[k], flat) end
       end
       for i, v in ipairs(flat) do
         if not G.is_tensor(v) then v = tf.convert_to_tensor(v) end
