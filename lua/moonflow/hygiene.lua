@@ -2,13 +2,16 @@
 -- pass in silence (see "How Not To Program the TensorFlow Graph"):
 --   * a line that keeps creating ops between the runs of a session, e.g.
 --     `sess:run(tf.assign(x, x + 1))` in a loop: the graph grows every step;
---   * a constant larger than 1 MB embedded in the graph instead of fed.
+--   * a constant larger than 1 MB embedded in the graph instead of fed;
+--   * a tf.Print or assertion that no run of a session reached, reported when
+--     the session closes (debugging.lua registers the check).
 -- Each warning goes to stderr once per cause (the Lua line responsible).
 -- The settings are this module's fields, exposed as tf.hygiene:
 --   tf.hygiene.enabled = false          silences every warning
 --                                       (or MOONFLOW_HYGIENE=0 in the environment)
 --   tf.hygiene.graph_growth = false     silences one kind;
 --   tf.hygiene.large_constants = false  likewise
+--   tf.hygiene.unreached_debug_ops = false  likewise
 --   tf.hygiene.growth_runs              gaps between runs in which one line must
 --                                       create ops before it is reported (10)
 --   tf.hygiene.large_constant_bytes     the size above which a constant is reported
@@ -21,17 +24,18 @@ local M = {
   enabled = os.getenv("MOONFLOW_HYGIENE") ~= "0",
   graph_growth = true,
   large_constants = true,
+  unreached_debug_ops = true,
   growth_runs = 10,
   large_constant_bytes = 2 ^ 20,
   output = function(message) io.stderr:write(message, "\n") end,
 }
 
--- Causes already reported: kind .. "@" .. Lua line.
+-- Causes already reported: kind .. "@" .. Lua line (or the key given).
 local warned = {}
 
-local function warn(kind, where, message)
+local function warn(kind, where, message, key)
   if not M.enabled or not M[kind] then return end
-  local key = kind .. "@" .. where
+  key = kind .. "@" .. (key or where)
   if warned[key] then return end
   warned[key] = true
   M.output("moonflow warning: " .. where .. ": " .. message ..
@@ -85,6 +89,16 @@ function M.after_run(sess)
       end
     end
   end
+end
+
+-- Checks run when a session closes, before its values go: functions(sess, warn)
+-- where warn(kind, where, message, key) reports once per key.
+M.close_checks = {}
+
+-- Called by Session:close.
+function M.session_closing(sess)
+  if not M.enabled then return end
+  for _, check in ipairs(M.close_checks) do check(sess, warn) end
 end
 
 return M

@@ -4,6 +4,7 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local hygiene = require("moonflow.hygiene")
+local host = require("moonflow.host")
 local C = core.C
 
 local Session = {}
@@ -23,6 +24,7 @@ function M.new(arg)
 end
 
 function Session:close()
+  if not self.closed then hygiene.session_closing(self) end
   C.mf_session_close(self.ptr)
   self.closed = true
 end
@@ -200,8 +202,10 @@ function Session:run(fetches, feeds)
   for i, op in ipairs(targets) do b.targets[i - 1] = op.ptr end
   local nfeeds = feeds and set_feeds(self, b, feeds) or 0
   collect_if_due()
-  local rc = C.mf_session_run(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
-                              b.fetch_values, #tensors, b.targets, #targets, core.status)
+  -- A graph with host ops (tf.lua_func, tf.Print) calls back into Lua: host.lua.
+  local run_c = graph._host_ops and host.session_run or C.mf_session_run
+  local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
+                   b.fetch_values, #tensors, b.targets, #targets, core.status)
   release_owned_feeds(b, nfeeds)
   if rc ~= 0 then core.check() end
   hygiene.after_run(self)
@@ -256,7 +260,8 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       feed_values[i - 1], owned[i] = ptr, own
     end
     collect_if_due()
-    local rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
+    local run_c = session.graph._host_ops and host.callable_run or C.mf_callable_run
+    local rc = run_c(callable, feed_values, fetch_values, core.status)
     for i = 1, nfeeds do if owned[i] then C.mf_tensor_release(feed_values[i - 1]) end end
     if rc ~= 0 then core.check() end
     if single then return to_lua(fetch_values[0]) end
