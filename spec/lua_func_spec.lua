@@ -170,7 +170,8 @@ describe("tf.lua_func", function()
     local p = tf.placeholder(tf.bool, {})
     local x = tf.placeholder(tf.float32, {2})
     local square = function(v) return tf.lua_func(function(a) return map(a, function(e) return e * e end) end,
-                                                  {v}, tf.float32, {grad = function(op, dy) return 2 * op.inputs[1] * dy end}) end
+                                                  {v}, tf.float32, {shape = {2},
+                                                  grad = function(op, dy) return 2 * op.inputs[1] * dy end}) end
     local y = tf.cond(p, function() return square(x) end, function() return x end)
     local g = tf.gradients(tf.reduce_sum(y), x)[1]
     local sess = tf.Session()
@@ -184,6 +185,12 @@ describe("tf.lua_func", function()
     local vi, vacc = unpack(sess:run({i, acc}, {[x] = {1, 2}}))
     assert.equal(3, vi)
     assert.same({4, 5}, vacc:totable())
+    -- x^4 as two squarings in a loop: the gradient goes through each iteration's lua_func
+    local _, fourth = tf.while_loop(function(k) return tf.less(k, 2) end,
+                                    function(k, v) return k + 1, square(v) end, {tf.constant(0), x})
+    local g4 = tf.gradients(tf.reduce_sum(fourth), x)[1]
+    assert.same({1, 16}, sess:run(fourth, {[x] = {1, 2}}):totable())
+    assert.same({4, 32}, sess:run(g4, {[x] = {1, 2}}):totable())
   end)
 
   it("runs a function with no outputs as a target, and stateless ones too", function()
