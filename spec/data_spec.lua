@@ -401,6 +401,23 @@ describe("tf.data iterators", function()
     assert.same({-1, 4}, x:get_shape():as_list())
   end)
 
+  it("reuses batch buffers only when nothing holds them", function()
+    local x = Dataset.range(48):map(function(v) return tf.cast(v, tf.float32) end):batch(4)
+      :make_one_shot_iterator():get_next()
+    local y = x * 1
+    local sess = tf.Session()
+    local kept = sess:run(x)                    -- a fetched batch stays the caller's
+    local sums = {}
+    for i = 1, 8 do sums[i] = sess:run(tf.reduce_sum(y)) end
+    assert.same({0, 1, 2, 3}, kept:totable())
+    assert.same({22, 38, 54, 70, 86, 102, 118, 134}, sums)
+    local v = tf.Variable(tf.zeros({4}))
+    sess:run(v.initializer)
+    sess:run(tf.assign(v, x))                   -- a variable holding a fed batch
+    sess:run(x)
+    assert.same({36, 37, 38, 39}, sess:run(v):totable())
+  end)
+
   it("trains a linear model from a shuffled, batched, repeated dataset", function()
     -- y = 3x - 2 on 64 points; 40 epochs of 8 batches of 8.
     local xs, ys = {}, {}

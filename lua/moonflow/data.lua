@@ -112,8 +112,85 @@ return function(tf, ops)
     return "[" .. table.concat(shape, ",") .. "]"
   end
 
+  -- A row of a sliced array, not copied yet: batch copies it straight from
+  -- the source into the batch, anything else copies it into its own Array
+  -- first (materialize). _data points into the source, which _keep holds.
+  local Row = {}
+
+  -- Arrays made per element or batch own C memory the Lua collector cannot
+  -- see, so a pipeline would leave dead batches piling up, and each new one
+  -- would fault in fresh pages (a 100 KB batch cost 80 us that way). So, as
+  -- session.lua does for fetched results, count the bytes and finish a
+  -- collection once they pass both 4 MB and twice the Lua heap; and when the
+  -- collector finds such an array dead and nobody else holds its value
+  -- (refcount 1: no session, fetch or variable kept it), its buffer goes to a
+  -- pool (per dtype and shape) that the next array of that shape reuses. Every
+  -- user of new_array overwrites all its bytes.
+  local unseen_bytes = 0
+  local pool = {}            -- "dtype:d1,d2" -> list of mf_tensor* (plain, no finalizer)
+  local POOL_MAX = 64
+  local tensor_ptr = ffi.typeof("mf_tensor*")
+  local function pool_key(dtype, dims) return dtype.name .. ":" .. table.concat(dims, ",") end
+  local function recycler(key)
+    return function(p)
+      local list = pool[key]
+      if C.mf_tensor_refcount(p) == 1 and (not list or #list < POOL_MAX) then
+        if not list then list = {}; pool[key] = list end
+        list[#list + 1] = ffi.cast(tensor_ptr, p)
+      else
+        C.mf_tensor_release(p)
+      end
+    end
+  end
+  local recyclers = {}
+  local function new_array(dtype, dims, size)
+    local key = pool_key(dtype, dims)
+    local list = pool[key]
+    local a
+    if list and #list > 0 then
+      local p = list[#list]
+      list[#list] = nil
+      a = Array.wrap(p)
+    else
+      unseen_bytes = unseen_bytes + size * dtype.size
+      if unseen_bytes >= 4 * 2 ^ 20 and unseen_bytes >= 2048 * collectgarbage("count") then
+        unseen_bytes = 0
+        collectgarbage()
+      end
+      a = Array.new(dtype, dims)
+    end
+    local r = recyclers[key]
+    if not r then r = recycler(key); recyclers[key] = r end
+    ffi.gc(a.ptr, r)
+    a._pool_key = key
+    return a
+  end
+
+  -- Without waiting for the collector: an array of new_array that an iterator
+  -- fed to a run is dead once the run is over, unless a cache keeps it
+  -- (_kept) or someone else holds its value (refcount > 1: a fetch of
+  -- get_next, a variable assigned from it). The iterator hands those back at
+  -- its next step; the Lua object is emptied so that no stale use goes unseen.
+  local function give_back(a)
+    if a._kept or a.ptr == nil or C.mf_tensor_refcount(a.ptr) ~= 1 then return end
+    local list = pool[a._pool_key]
+    if not list then list = {}; pool[a._pool_key] = list end
+    if #list >= POOL_MAX then return end
+    local p = a.ptr
+    ffi.gc(p, nil)
+    list[#list + 1] = ffi.cast(tensor_ptr, p)
+    a.ptr, a._data = nil, nil
+  end
+
+  local function materialize(v)
+    if getmetatable(v) ~= Row then return v end
+    local a = new_array(v.dtype, v._dims, v._size)
+    ffi.copy(a._data, v._data, v._bytes)
+    return a
+  end
+
   local function shape_of(v)
-    if Array.is(v) then return v._dims end
+    if Array.is(v) or getmetatable(v) == Row then return v._dims end
     return {}
   end
 
@@ -313,9 +390,9 @@ return function(tf, ops)
             if dtypes[c].name ~= "bool" then v = tonumber(v) end
             elem[c] = v
           else
-            local row = Array.new(dtypes[c], row_dims[c])
-            ffi.copy(row._data, ptrs[c] + i * row_bytes[c], row_bytes[c])
-            elem[c] = row
+            elem[c] = setmetatable({dtype = dtypes[c], _dims = row_dims[c], _size = row_size[c],
+                                    _bytes = row_bytes[c], _data = ptrs[c] + i * row_bytes[c],
+                                    _keep = x}, Row)
           end
         end
         i = i + 1
@@ -476,7 +553,9 @@ return function(tf, ops)
   end
 
   local function run_traced(call, elem, n, what)
-    local ok, res = pcall(call, unpack(elem, 1, n))
+    local args = {}
+    for i = 1, n do args[i] = materialize(elem[i]) end
+    local ok, res = pcall(call, unpack(args, 1, n))
     if not ok then error(what .. ": " .. tostring(res), 0) end
     return res
   end
@@ -565,7 +644,7 @@ return function(tf, ops)
           local rest = #dims
           local bdims = {m}
           for d = 1, rest do bdims[d + 1] = dims[d] end
-          local b = Array.new(dtype, bdims)
+          local b = new_array(dtype, bdims, m * (rest == 0 and 1 or first._size))
           if rest == 0 then
             local bd = b._data
             for k = 1, m do
@@ -749,7 +828,10 @@ return function(tf, ops)
           if recorded then st.complete = recorded; recorded = nil end
           return nil
         end
-        if recorded then recorded[#recorded + 1] = e end
+        if recorded then
+          for _, v in ipairs(e) do if type(v) == "table" then v._kept = true end end
+          recorded[#recorded + 1] = e
+        end
         return e
       end
     end)
@@ -988,6 +1070,11 @@ return function(tf, ops)
       st = restart(it, sess, nil)
     end
     if st.done then end_of_sequence(it) end
+    local fed = st.fed
+    if fed then
+      for i = 1, #fed do give_back(fed[i]) end
+      st.fed = nil
+    end
     local e = st.next()
     if e == nil then
       st.done = true
@@ -1018,7 +1105,16 @@ return function(tf, ops)
     for _, m in ipairs(marks) do
       if m.kind == "next" and not fed(m.tensors[1]) then
         local e = pull(m.iterator, sess)
-        for i, t in ipairs(m.tensors) do put(t, e[i]) end
+        local fed
+        for i, t in ipairs(m.tensors) do
+          local v = materialize(e[i])
+          if type(v) == "table" and v._pool_key and not v._kept then
+            fed = fed or {}
+            fed[#fed + 1] = v
+          end
+          put(t, v)
+        end
+        m.iterator.states[sess].fed = fed
       end
     end
   end
