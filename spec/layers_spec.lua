@@ -200,11 +200,16 @@ describe("tf.layers.conv2d and pooling", function()
     local f2 = tf.variable_scope("scope", {reuse = true}, function() return tf.layers.conv2d(image2, 32, 3) end)
     assert.same({"scope/conv2d/kernel:0", "scope/conv2d/bias:0"}, var_names())
     assert.same({-1, 3, 3, 32}, f2:get_shape():as_list())
+    for _, image in ipairs({image1, image2}) do
+      tf.variable_scope("auto", {reuse = tf.AUTO_REUSE}, function() return tf.layers.conv2d(image, 32, 3) end)
+    end
+    assert.same({"scope/conv2d/kernel:0", "scope/conv2d/bias:0", "auto/conv2d/kernel:0", "auto/conv2d/bias:0"},
+                var_names())
     local conv3x32 = tf.make_template("conv3x32", function(x) return tf.layers.conv2d(x, 32, 3) end)
     conv3x32(image1)
     conv3x32(image2)
-    assert.equal(4, #tf.global_variables())
-    assert.equal("conv3x32/conv2d/kernel:0", tf.global_variables()[3].name)
+    assert.equal(6, #tf.global_variables())
+    assert.equal("conv3x32/conv2d/kernel:0", tf.global_variables()[5].name)
     assert.is_not_nil(f1)
   end)
 
