@@ -1,5 +1,5 @@
 -- graph_io.lua — graph files and pictures: tf.train.write_graph,
--- tf.train.import_graph (also tf.train.import_meta_graph), g:to_dot().
+-- tf.train.import_graph, g:to_dot().
 --
 -- A graph file is JSON (format "moonflow.graph", version 1):
 --   {"format": "moonflow.graph", "version": 1, "seed": -1,
