@@ -141,6 +141,10 @@ local function ops_out(gp, ctx)
     local op = C.mf_graph_op(gp, id)
     local e = {name = ffi.string(C.mf_op_name(op)), type = ffi.string(C.mf_op_type(op)),
                inputs = json.array({}), control_inputs = json.array({}), shapes = json.array({}), attrs = {}}
+    if e.type == "LuaFunc" then
+      fail("tf.train.write_graph: op '" .. e.name .. "' is a tf.lua_func, whose Lua function cannot be " ..
+           "written to a file; build it again after importing the graph")
+    end
     for i = 0, C.mf_op_num_inputs(op) - 1 do
       local o = C.mf_op_input(op, i)
       e.inputs[i + 1] = ffi.string(C.mf_op_name(o.op)) .. ":" .. o.index
@@ -377,6 +381,14 @@ local function graph_in(doc, path, tf)
   local g = G.Graph.new()
   C.mf_graph_set_seed(g.ptr, int_in(doc.seed or -1, where))
   ops_in(g.ptr, doc.ops, fgraphs, where)
+  -- Print ops write through Lua (host.lua), in the graph or its functions.
+  local function has_print(list)
+    for _, e in ipairs(list or {}) do if e.type == "Print" then return true end end
+    return false
+  end
+  local prints = has_print(doc.ops)
+  for _, f in ipairs(doc.functions or {}) do prints = prints or has_print(f.ops) end
+  if prints then require("moonflow.host").attach(g) end
   for _, v in ipairs(doc.variables or {}) do
     local var = lookup(g, v.tensor, path, true)
     rawset(var, "initializer", lookup(g, v.initializer, path, false))
