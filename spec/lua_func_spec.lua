@@ -218,6 +218,28 @@ describe("tf.lua_func", function()
     assert.equal(2 * (300 * 301 / 2 + 300), total)
   end)
 
+  it("may run another session, not the one running it", function()
+    local other_graph = tf.Graph()
+    local doubled = other_graph:as_default(function()
+      local p = tf.placeholder(tf.float32, {})
+      return {p = p, y = tf.lua_func(function(v) return v:get() * 2 end, {p}, tf.float32)}
+    end)
+    local other = tf.Session(other_graph)
+    local sess
+    local x = tf.placeholder(tf.float32, {})
+    local via_other = tf.lua_func(function(v) return other:run(doubled.y, {[doubled.p] = v:get()}) end,
+                                  {x}, tf.float32)
+    local same = tf.lua_func(function(v) return sess:run(x, {[x] = v:get()}) end, {x}, tf.float32)
+    sess = tf.Session()
+    assert.equal(14, sess:run(via_other, {[x] = 7}))
+    local e = H.error_of(sess.run, sess, same, {[x] = 1})
+    assert.truthy(e:find("cannot run the session that is running it", 1, true), e)
+    local f = sess:make_callable(same, {x})
+    e = H.error_of(f, 1)
+    assert.truthy(e:find("cannot run the session that is running it", 1, true), e)
+    assert.equal(6, sess:run(via_other, {[x] = 3}))
+  end)
+
   it("rejects bad arguments when the op is built", function()
     assert.truthy(H.error_of(tf.lua_func, 3, {}, tf.float32):find("fn must be a function", 1, true))
     assert.truthy(H.error_of(tf.lua_func, print, {}, tf.float32, {grad = 1}):find("grad must be a function", 1, true))

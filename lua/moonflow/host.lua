@@ -212,9 +212,35 @@ function M.attach(g)
 end
 
 -- C calls that may call back, made from interpreted code (see the top). --------
-function M.session_run(...) return C.mf_session_run(...) end
+-- A callback must not run the session that is calling it (its plan's values
+-- would be overwritten mid-run): such a run fails instead.
+local running = {}  -- session addresses with a run in progress
+
+local function refuse(s)
+  return C.mf_status_set_error(s, C.MF_FAILED_PRECONDITION,
+    "a lua_func or print sink cannot run the session that is running it; use another tf.Session")
+end
+
+function M.session_run(sess, feeds, feed_values, nfeeds, fetches, fetch_values, nfetches, targets, ntargets, s)
+  local key = address(sess)
+  if running[key] then return refuse(s) end
+  running[key] = true
+  local rc = C.mf_session_run(sess, feeds, feed_values, nfeeds, fetches, fetch_values, nfetches, targets,
+                              ntargets, s)
+  running[key] = nil
+  return rc
+end
 jit.off(M.session_run)
-function M.callable_run(...) return C.mf_callable_run(...) end
+
+-- sess: the session owning the callable.
+function M.callable_run(sess, callable, feed_values, fetch_values, s)
+  local key = address(sess)
+  if running[key] then return refuse(s) end
+  running[key] = true
+  local rc = C.mf_callable_run(callable, feed_values, fetch_values, s)
+  running[key] = nil
+  return rc
+end
 jit.off(M.callable_run)
 
 return M

@@ -260,8 +260,12 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       feed_values[i - 1], owned[i] = ptr, own
     end
     collect_if_due()
-    local run_c = session.graph._host_ops and host.callable_run or C.mf_callable_run
-    local rc = run_c(callable, feed_values, fetch_values, core.status)
+    local rc
+    if session.graph._host_ops then  -- calls back into Lua: host.lua
+      rc = host.callable_run(session.ptr, callable, feed_values, fetch_values, core.status)
+    else
+      rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
+    end
     for i = 1, nfeeds do if owned[i] then C.mf_tensor_release(feed_values[i - 1]) end end
     if rc ~= 0 then core.check() end
     if single then return to_lua(fetch_values[0]) end
