@@ -24,7 +24,10 @@
 -- VariableV2 op (attr _var_id), so ops are recreated in their order and a
 -- graph file imports into a new graph, where every id and name comes back
 -- the same. Collection items that are neither tensors, ops nor plain values
--- (Lua objects such as a Saver) are not written.
+-- (Lua objects such as a Saver) are not written. What lives only in Lua is
+-- not in the file: a tf.lua_func op is refused (its function cannot be
+-- written), and a tf.data iterator's get_next tensors come back as the plain
+-- placeholders they are, to be fed.
 local ffi = require("ffi")
 local bit = require("bit")
 local core = require("moonflow.core")
