@@ -95,6 +95,25 @@ describe("tf.Print", function()
     H.check_grad(x, {3}, y, {3}, {x_init_value = {0.5, -1, 2}}, 1e-3)
   end)
 
+  it("prints through the sink in an imported graph too, in functions included", function()
+    local g = tf.Graph()
+    local cond_name
+    g:as_default(function()
+      local x = tf.placeholder(tf.float32, {2}, "x")
+      tf.identity(tf.Print(x * 2, {x}, "x: "), "z")
+      cond_name = tf.cond(tf.constant(true), function() return tf.Print(x, {x}, "in cond: ") end,
+                          function() return x end).name
+    end)
+    local path = os.tmpname()
+    tf.train.write_graph(g, path)
+    local imported = tf.train.import_graph(path)
+    os.remove(path)
+    local sess = tf.Session(imported)
+    assert.same({2, 4}, sess:run("z:0", {["x:0"] = {1, 2}}):totable())
+    assert.same({1, 2}, sess:run(cond_name, {["x:0"] = {1, 2}}):totable())
+    assert.same({"x: [1 2]", "in cond: [1 2]"}, printed)
+  end)
+
   it("writes to io.stdout by default", function()
     tf.set_print_sink(nil)
     local written = {}
