@@ -57,11 +57,6 @@ return function(tf, ops)
   jit.off(tf.gradients)
 
   tf.set_print_sink = host.set_print_sink
-  -- An imported graph's Print and lua_func ops call back into Lua too.
-  local import_graph = tf.train and tf.train.import_graph
-  if import_graph then
-    tf.train.import_graph = function(...) return host.adopt(import_graph(...)) end
-  end
   tf.debugging = tf.debugging or {}
 
   -- tf.Print(input, data, message, first_n, summarize, name), or

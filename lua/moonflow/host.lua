@@ -211,31 +211,6 @@ function M.attach(g)
   outer._host_ops = true
 end
 
--- Whether graph gptr (an mf_graph*), or a function graph of its ops, holds an
--- op calling back into Lua.
-local host_types = {Print = true, LuaFunc = true, LuaFuncStateless = true}
-local function has_host_ops(gptr, depth)
-  if depth > 64 then return false end
-  for i = 0, C.mf_graph_num_ops(gptr) - 1 do
-    local op = C.mf_graph_op(gptr, i)
-    if host_types[ffi.string(C.mf_op_type(op))] then return true end
-    for k = 0, C.mf_op_num_attrs(op) - 1 do
-      if C.mf_op_attr_kind(op, k) == C.MF_ATTR_GRAPH then
-        local fn = C.mf_op_attr_graph(op, C.mf_op_attr_name(op, k))
-        if fn ~= nil and has_host_ops(fn, depth + 1) then return true end
-      end
-    end
-  end
-  return false
-end
-
--- For a graph built without these builders (tf.train.import_graph): attaches
--- the callbacks when it holds host ops. Returns g.
-function M.adopt(g)
-  if has_host_ops(g.ptr, 0) then M.attach(g) end
-  return g
-end
-
 -- C calls that may call back, made from interpreted code (see the top). --------
 -- A callback must not run the session that is calling it (its plan's values
 -- would be overwritten mid-run): such a run fails instead.
