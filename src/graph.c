@@ -427,6 +427,14 @@ static mf_shape port_shape_value(mf_output o, int depth) {
   return out;
 }
 
+bool mf_port_value_read_at_build(mf_output o) {
+  if (static_value(o) || port_scalar_value(o, 0) >= 0) return true;
+  mf_shape v = port_shape_value(o, 0);
+  for (int i = 0; i < v.rank; i++)
+    if (v.dims[i] >= 0) return true;
+  return false;
+}
+
 mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
   const mf_tensor *v = ic->in_values[i];
   if (v && v->rank == 1 && v->size <= MF_MAX_RANK) {

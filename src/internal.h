@@ -133,6 +133,11 @@ typedef mf_code (*mf_infer_fn)(mf_infer_ctx *ic);
  * also reads through Shape, Pack of scalars, and Unpack / StridedSlice picking
  * one dim of those. Unknown dims are -1; rank -1 when the length is unknown. */
 mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i);
+/* Whether build-time inference could read (some of) the value of o: a
+ * constant, or a shape vector it evaluates. A feed replacing such a value
+ * voids what was inferred from it; a Placeholder's or a function argument's
+ * never was. */
+bool mf_port_value_read_at_build(mf_output o);
 enum { MF_MAX_OUTPUTS_INLINE = 8 };
 /* Makes room for n outputs (variadic ops such as Unstack); sets num_outputs. */
 mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);

@@ -306,11 +306,11 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   if (!PLAN_ALLOC(needed, n) || !PLAN_ALLOC(fed_op, n) || !PLAN_ALLOC(slot_base, n)) goto done;
 
   /* Build-time inference read the values of constants and shapes; a feed that
-   * replaces any such value (anything but a Placeholder) voids what it inferred. */
+   * replaces any such value voids what it inferred. */
   bool fed_values = false;
   for (int i = 0; i < p->nfeeds; i++) {
     fed_op[p->feeds[i].op->id] = true;
-    fed_values |= strcmp(p->feeds[i].op->def->name, "Placeholder") != 0;
+    fed_values |= mf_port_value_read_at_build(p->feeds[i]);
   }
   /* A port is fed when some feed names it. */
 #define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
