@@ -354,6 +354,30 @@ describe("sessions", function()
       assert.same({{1, 2, 3}, {4, 50, 6}}, tf.Session():run(y, {[x] = arr}):totable())
     end)
 
+    it("tf.Array.from_pointer refuses what cannot hold the shape", function()
+      local err = error_of(tf.Array.from_pointer, ffi.new("float[3]"), {3, 1000000}, tf.float32)
+      assert.equal("tf.Array.from_pointer: float [3] holds 12 bytes, but shape {3, 1000000} of float32 needs 12000000",
+                   err)
+      err = error_of(tf.Array.from_pointer, ffi.new("float[?]", 5), {2, 3}, tf.float32)
+      assert_contains(err, "holds 20 bytes, but shape {2, 3} of float32 needs 24")
+      assert_contains(error_of(tf.Array.from_pointer, ffi.new("int32_t[2]"), {2}, tf.float64), "needs 16")
+      assert_contains(error_of(tf.Array.from_pointer, "abc", {3}, tf.float32), "expected FFI cdata")
+      assert_contains(error_of(tf.Array.from_pointer, 12, {3}, tf.float32), "got a number")
+      assert_contains(error_of(tf.Array.from_pointer, ffi.new("float[3]"), {-1, 3}, tf.float32),
+                      "shape[1] is -1")
+      -- Exactly enough is fine, and so is more (a prefix of a bigger buffer).
+      local buf = ffi.new("double[2][3]", {{1, 2, 3}, {4, 5, 6}})
+      assert.same({{1, 2}, {3, 4}, {5, 6}}, tf.Array.from_pointer(buf, {3, 2}, tf.float64):totable())
+      assert.same({1, 2}, tf.Array.from_pointer(buf, {2}, tf.float64):totable())
+      -- A raw pointer's extent is unknowable: it is trusted.
+      local p = ffi.cast("double *", buf) + 3
+      assert.same({4, 5, 6}, tf.Array.from_pointer(p, {3}, tf.float64, buf):totable())
+      -- The error points at the caller's line.
+      local line = next_line()
+      err = error_of(function() local a = tf.Array.from_pointer(ffi.new("uint8_t[3]"), {1}, tf.int32); return a end)
+      assert_contains(err, "core_spec.lua:" .. line)
+    end)
+
     it("a missing feed says TensorFlow's words and where the placeholder was made", function()
       local line = next_line()
       local x = tf.placeholder(tf.float32, {-1, 3}, "x")

@@ -107,10 +107,47 @@ function Array.from(value, dtype)
   return out
 end
 
+-- The bytes an FFI object is known to hold: an array, a VLA, a struct or a
+-- reference to one. nil for pointers (and boxed integers used as addresses),
+-- whose extent the FFI cannot know.
+local function known_bytes(obj)
+  local name = tostring(ffi.typeof(obj))
+  if name:find("*", 1, true) then return nil end
+  if name:find("%]>$") or name:find("^ctype<struct") or name:find("^ctype<union") then
+    return ffi.sizeof(obj)
+  end
+  return nil
+end
+
 -- Wraps caller memory without copying; `keep` is kept alive with the array.
+-- ptr must be FFI cdata. When its size is known (an FFI array or VLA such as
+-- ffi.new("float[?]", n)) it must hold the whole shape; a raw pointer is
+-- trusted: the caller answers for it pointing at enough live memory.
 function Array.from_pointer(ptr, shape, dtype, keep)
   dtype = core.as_dtype(dtype)
+  if type(ptr) ~= "cdata" then
+    error("tf.Array.from_pointer: expected FFI cdata (an array, VLA or pointer), got a " .. type(ptr), 2)
+  end
+  if type(shape) ~= "table" then
+    error("tf.Array.from_pointer: expected a shape list, got " .. tostring(shape), 2)
+  end
   local rank = #shape
+  local numel = 1
+  for i = 1, rank do
+    local d = shape[i]
+    if type(d) ~= "number" or d < 0 or d % 1 ~= 0 then
+      error("tf.Array.from_pointer: shape[" .. i .. "] is " .. tostring(d) ..
+            "; dimensions must be non-negative integers", 2)
+    end
+    numel = numel * d
+  end
+  local need = numel * dtype.size
+  local have = known_bytes(ptr)
+  if have and have < need then
+    error(string.format("tf.Array.from_pointer: %s holds %d bytes, but shape {%s} of %s needs %.0f",
+                        tostring(ffi.typeof(ptr)):match("^ctype<(.*)>$"), have,
+                        table.concat(shape, ", "), dtype.name, need), 2)
+  end
   local dims = core.dims_buffer(rank > 0 and rank or 1)
   for i = 1, rank do dims[i - 1] = shape[i] end
   local t = C.mf_tensor_wrap(dtype.enum, rank, dims, ffi.cast("void*", ptr), nil, nil, core.status)
