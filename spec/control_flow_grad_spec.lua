@@ -133,6 +133,46 @@ describe("gradients through tf.while_loop", function()
     H.check_grad(x, {2}, z, {2}, {x_init_value = {0.3, 0.5}, delta = 1e-6}, 1e-8)
   end)
 
+  it("count the iterations of linear bodies, which keep no values", function()
+    -- y = x * 2^3: nothing of the forward pass is needed backwards, only the trip count.
+    local x = tf.placeholder(tf.float64, {})
+    local y = tf.while_loop(function(a) return tf.less(a, 10) end, function(a) return a * 2 end, {x})
+    local sess = tf.Session()
+    local r = sess:run({y, tf.gradients(y, x)[1]}, {[x] = 1.5})  -- 1.5 -> 3 -> 6 -> 12
+    assert.equal(12, r[1])
+    assert.equal(8, r[2])
+    H.check_grad(x, {}, y, {}, {x_init_value = {1.5}, delta = 1e-6}, 1e-8)
+    -- a0 = 1, a <- a + x three times: z = 1 + 3x, dz/dx = 3.
+    local _, z = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, a) return i + 1, a + x end,
+                               {i32(0), tf.constant(1, tf.float64)})
+    r = sess:run({z, tf.gradients(z, x)[1]}, {[x] = 0.5})
+    assert.equal(2.5, r[1])
+    assert.equal(3, r[2])
+    H.check_grad(x, {}, z, {}, {x_init_value = {0.5}, delta = 1e-6}, 1e-8)
+    -- Over vectors, with a captured vector: w = 2^2 x + (2 + 1) c after two steps a <- 2a + c.
+    local v = tf.placeholder(tf.float64, {2})
+    local c = tf.constant({0.5, -1}, tf.float64)
+    local _, w = tf.while_loop(function(i) return tf.less(i, 2) end, function(i, a) return i + 1, a * 2 + c end,
+                               {i32(0), v})
+    assert.same({4, 4}, sess:run(tf.gradients(tf.reduce_sum(w), v)[1], {[v] = {1, 2}}):totable())
+    H.check_grad(v, {2}, w, {2}, {x_init_value = {1, 2}, delta = 1e-6}, 1e-8)
+  end)
+
+  it("train a variable a linear body adds", function()
+    -- loss = 1 + 3 v: dloss/dv = 3, so one step at rate 0.1 takes v from 2 to 1.7.
+    local v = tf.Variable(tf.constant(2, tf.float64), {name = "v"})
+    local _, loss = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, a) return i + 1, a + v end,
+                                  {i32(0), tf.constant(1, tf.float64)})
+    local train = tf.train.GradientDescentOptimizer(0.1):minimize(loss)
+    local sess = tf.Session()
+    sess:run(v.initializer)
+    assert.equal(7, sess:run(loss))
+    sess:run(train)
+    assert.near(1.7, sess:run(v), 1e-12)
+    sess:run(train)
+    assert.near(1.4, sess:run(v), 1e-12)
+  end)
+
   it("give none with back_prop = false", function()
     local x = tf.placeholder(tf.float64, {})
     local _, y = tf.while_loop(function(i) return tf.less(i, 2) end, function(i, y) return i + 1, y * x end,

@@ -627,7 +627,11 @@ static mf_code while_kernel(mf_kernel_ctx *ctx) {
   fn_attr c, b;
   fn_get(ctx->attrs, "cond", &c);
   fn_get(ctx->attrs, "body", &b);
-  bool keep = ctx->outputs_read[nv] && b.nstash > 0 && mf_attr_bool(ctx->attrs, "back_prop", true);
+  /* With a gradient reading the stash, the stash is made even when the body
+   * keeps no values (a linear body): it still counts the iterations, which
+   * WhileGrad runs the body's gradient for. */
+  bool grad = ctx->outputs_read[nv] && mf_attr_bool(ctx->attrs, "back_prop", true);
+  bool keep = grad && b.nstash > 0;
   fn_call *cc = prepare_call(ctx, 0, &c, 0, NULL, 0, false);
   fn_call *bc = cc ? prepare_call(ctx, 1 + keep, &b, keep ? b.nstash : 0, NULL, 0, false) : NULL;
   if (!bc) return ctx->status->code;
@@ -644,7 +648,7 @@ static mf_code while_kernel(mf_kernel_ctx *ctx) {
   }
   for (int k = 0; k < nin; k++) vals[k] = k < nv ? mf_tensor_retain(ctx->inputs[k]) : ctx->inputs[k];
   for (int k = 0; k < nv; k++) move[k] = true;
-  if (keep && !(kept = stash_new(ctx, &b, 0))) goto done;
+  if (grad && !(kept = stash_new(ctx, &b, 0))) goto done;
   /* go: whether the body runs (again). The cond function decides first;
    * then the body itself when it returns the condition on its results. */
   bool go = false;
