@@ -173,6 +173,22 @@ describe("gradients through tf.while_loop", function()
     assert.near(1.4, sess:run(v), 1e-12)
   end)
 
+  it("of the gradient of a loop are reported as unsupported, naming the op and the line", function()
+    local x = tf.placeholder(tf.float64, {})
+    local _, y = tf.while_loop(function(i) return tf.less(i, 2) end, function(i, a) return i + 1, a * a end,
+                               {i32(0), x}, {name = "squares"})
+    local line = debug.getinfo(1, "l").currentline + 1
+    local g = tf.gradients(y, x)[1]
+    assert.equal(4 * 1.5 ^ 3, tf.Session():run(g, {[x] = 1.5}))  -- y = x^4
+    local e = H.error_of(tf.gradients, g, x)
+    assert.truthy(e:find("gradients of the gradient of tf.while_loop ('squares') are not supported", 1, true), e)
+    assert.truthy(e:find("(op type: WhileGrad)", 1, true), e)
+    assert.truthy(e:find("control_flow_grad_spec.lua:" .. line, 1, true), e)
+    -- Stopped there, the first-order gradient takes part in further gradients as a constant.
+    local h = tf.gradients(tf.stop_gradient(g) * x + x * x, x)[1]
+    assert.equal(4 * 1.5 ^ 3 + 3, tf.Session():run(h, {[x] = 1.5}))
+  end)
+
   it("give none with back_prop = false", function()
     local x = tf.placeholder(tf.float64, {})
     local _, y = tf.while_loop(function(i) return tf.less(i, 2) end, function(i, y) return i + 1, y * x end,

@@ -128,6 +128,23 @@ describe("tf.gradients", function()
     end
   end)
 
+  it("names an op without a gradient, its type and the Lua line that made it", function()
+    -- WhileGrad (the gradient of a loop) has no gradient: a second derivative through a loop.
+    local x = tf.placeholder(tf.float64, {}, "x")
+    local _, y = tf.while_loop(function(i) return tf.less(i, 3) end,
+                               function(i, a) return i + 1, a * x end, {tf.constant(0, tf.int32), x})
+    local line = debug.getinfo(1, "l").currentline + 1
+    local g = tf.gradients(y, x)[1]
+    assert.equal(4 * 2 ^ 3, tf.Session():run(g, {[x] = 2}))  -- y = x^4
+    local e = error_of(tf.gradients, g, x)
+    assert.truthy(e:find("No gradient defined for operation 'gradients/while_grad/WhileGrad' " ..
+                         "(op type: WhileGrad)", 1, true), e)
+    assert.truthy(e:find("gradients_spec.lua:" .. line, 1, true), e)
+    -- Stopped there, no rule is needed: d(stop_gradient(g) + z^2)/dz = 2z.
+    local z = tf.placeholder(tf.float64, {}, "z")
+    assert.equal(4, tf.Session():run(tf.gradients(tf.stop_gradient(g) + z * z, z)[1], {[x] = 2, [z] = 2}))
+  end)
+
   it("puts gradient ops under the gradients/ name scope", function()
     local x = tf.placeholder(tf.float64, {}, "x")
     local g1 = tf.gradients(x * x, x)[1]

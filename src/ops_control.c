@@ -1338,6 +1338,21 @@ static mf_code while_grad_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
+/* WhileGrad has no gradient of its own: second derivatives through a loop
+ * would need the values of every run of the body's gradient function, and
+ * gradients through the forward loop's stash. Fails clearly, like If's, in
+ * the autodiff driver's words for an op without a rule. */
+static mf_code while_grad_grad(mf_grad_ctx *gc) {
+  const mf_op *op = gc->op;
+  int nc = op->num_inputs - 1 - (int)mf_attr_int(&op->attrs, "num_dx", 0);
+  const char *loop = nc >= 0 && nc < op->num_inputs ? op->inputs[nc].op->name : "?";
+  return mf_status_set(gc->status, MF_UNIMPLEMENTED,
+                       "No gradient defined for operation '%s' (op type: WhileGrad): gradients of the gradient "
+                       "of tf.while_loop ('%s') are not supported (second derivatives through loops); unroll "
+                       "the loop in Lua for them, or wrap its input in tf.stop_gradient",
+                       op->name, loop);
+}
+
 /* acc += v elementwise (float gradients of one shape); acc is replaced by a
  * new buffer unless nobody else holds it. */
 static mf_code accumulate(mf_kernel_ctx *ctx, mf_tensor **acc, mf_tensor *v) {
@@ -2018,7 +2033,7 @@ static const mf_op_def defs[] = {
      .infer = while_infer, .kernel = {[MF_CPU] = while_kernel}, .grad = while_grad},
     {.name = "WhileGrad", .num_inputs = 1, .num_outputs = -1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_VARIADIC_INPUTS,
-     .infer = while_grad_infer, .kernel = {[MF_CPU] = while_grad_kernel}},
+     .infer = while_grad_infer, .kernel = {[MF_CPU] = while_grad_kernel}, .grad = while_grad_grad},
     {.name = "Select", .num_inputs = 3, .num_outputs = 1,
      .infer = select_infer, .kernel = {[MF_CPU] = select_kernel}, .grad = select_grad},
     {.name = "Where", .num_inputs = 1, .num_outputs = 1,
