@@ -342,6 +342,14 @@ describe("tf.while_loop", function()
     assert.matches("has shape %(2,%) before the loop, but shape %(3,%) after one iteration%. Provide shape invariants", err)
     assert.matches("Input tensor 'Const_%d:0' %(loop variable 3%)", err)
     assert.matches("%(at spec/control_flow_spec.lua:%d+%)", err)
+    -- A change of rank too, although the condition on the body's results is then no scalar.
+    err = H.error_of(tf.while_loop, function(i) return tf.less(i, 3) end, function(i) return tf.reshape(i, {1}) end,
+                     {tf.constant(0, tf.int32)})
+    assert.truthy(err:find("(loop variable 0) has shape () before the loop, but shape (1,) after one " ..
+                           "iteration. Provide shape invariants", 1, true), err)
+    err = H.error_of(tf.while_loop, function(v) return tf.less(tf.reduce_sum(v), 3) end,
+                     function(v) return tf.reshape(tf.concat({v, v}, 0), {2, 1}) end, {tf.constant({1}, tf.int32)})
+    assert.truthy(err:find("has shape (1,) before the loop, but shape (2, 1) after one iteration", 1, true), err)
     local _, _, _, c = tf.while_loop(cond, body, {2, 1, 1, tf.constant({1, 1})},
       {shape_invariants = {tf.TensorShape({}), tf.TensorShape({}), tf.TensorShape({}), tf.TensorShape({-1})}})
     assert.same({-1}, c:get_shape():as_list())

@@ -543,16 +543,6 @@ static mf_code while_infer(mf_infer_ctx *ic) {
   if (c.nout != 1 || b.nout != nv + fused)
     return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: cond must return 1 value and body %d, got %d and %d",
                          ic->op_name, nv + fused, c.nout, b.nout);
-  mf_output p = fused ? fn_result(&b, nv) : fn_result(&c, 0);
-  if (fused && (port_dtype(p) != MF_BOOL || port_shape(p)->rank > 0))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the body's condition must be a scalar bool", ic->op_name);
-  p = fn_result(&c, 0);
-  if (port_dtype(p) != MF_BOOL || port_shape(p)->rank > 0) {
-    char buf[128];
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: cond must return a scalar bool, got a %s tensor of shape %s", ic->op_name,
-                         mf_dtype_name(port_dtype(p)), mf_shape_str_tf(port_shape(p), buf, sizeof buf));
-  }
   if (has_max) {
     mf_dtype t = ic->in_dtypes[nin];
     if ((t != MF_INT32 && t != MF_INT64) || ic->in_shapes[nin].rank > 0)
@@ -595,6 +585,18 @@ static mf_code while_infer(mf_infer_ctx *ic) {
     ic->out_dtypes[k] = ic->in_dtypes[k];
     ic->out_shapes[k] = inv;
   }
+  /* After the loop variables: a variable changing shape also changes the
+   * shape of the condition the body computes on its results, and the
+   * variable's error is the one that says what to do. */
+  mf_output p = fn_result(&c, 0);
+  if (port_dtype(p) != MF_BOOL || port_shape(p)->rank > 0) {
+    char buf[128];
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: cond must return a scalar bool, got a %s tensor of shape %s", ic->op_name,
+                         mf_dtype_name(port_dtype(p)), mf_shape_str_tf(port_shape(p), buf, sizeof buf));
+  }
+  if (fused && (p = fn_result(&b, nv), port_dtype(p) != MF_BOOL || port_shape(p)->rank > 0))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the body's condition must be a scalar bool", ic->op_name);
   ic->out_dtypes[nv] = MF_INT64;
   ic->out_shapes[nv] = mf_shape_scalar();
   return MF_OK;
