@@ -236,6 +236,52 @@ describe("graphs", function()
       tf.constant(2)
       local sess = tf.Session()
       assert_contains(error_of(function() return sess:run(other) end), "not an element of this session's graph")
+      -- The error names the fetch's line and the run's.
+      local made = next_line()
+      local far = g:as_default(function() local t = tf.constant(3); return t end)
+      local line = next_line()
+      local err = error_of(function() local v = sess:run({far}); return v end)
+      assert.equal("spec/core_spec.lua:" .. line .. ": Fetch argument " .. tostring(far) ..
+                   " is not an element of this session's graph (created at spec/core_spec.lua:" .. made .. ")", err)
+      assert_contains(error_of(function() local f = sess:make_callable(far); return f end),
+                      "(created at spec/core_spec.lua:" .. made .. ")")
+      assert.equal(2, sess:run("Const:0"))
+    end)
+
+    it("errors raised inside moonflow's Lua point at the user's line", function()
+      local sess = tf.Session()
+      local x = tf.placeholder(tf.float32, {2}, "x")
+      local line = next_line()
+      local err = error_of(function() local v = sess:run("nope:0"); return v end)
+      assert.equal("spec/core_spec.lua:" .. line .. ": The name 'nope:0' refers to a Tensor which does not exist. " ..
+                   "The operation, 'nope', does not exist in the graph.", err)
+      line = next_line()
+      err = error_of(function() local v = sess:run("nope"); return v end)
+      assert.equal("spec/core_spec.lua:" .. line .. ": The name 'nope' refers to an Operation not in the graph.", err)
+      line = next_line()
+      err = error_of(function() local v = sess:run(x, {["nope:0"] = 1}); return v end)
+      assert_contains(err, "spec/core_spec.lua:" .. line .. ": The name 'nope:0' refers to a Tensor")
+      line = next_line()
+      err = error_of(function() local p = tf.placeholder(tf.float32, {1, 1, 1, 1, 1, 1, 1, 1, 1}); return p end)
+      assert.equal("spec/core_spec.lua:" .. line .. ": shapes have at most 8 dimensions", err)
+      local a = tf.array({1, 2})
+      line = next_line()
+      err = error_of(function() a:set(0, "x") end)
+      assert.equal("spec/core_spec.lua:" .. line .. ": Array:set: cannot convert 'string' to 'float': " ..
+                   "the value must be a number", err)
+      assert.same({1, 2}, a:totable())
+      line = next_line()
+      err = error_of(function() local v = a:get(2); return v end)
+      assert.equal("spec/core_spec.lua:" .. line .. ": Array: index 2 is out of range for dimension 0 of size 2", err)
+      -- The graph and session stay usable.
+      assert.same({1, 2}, sess:run(x, {["x:0"] = {1, 2}}):totable())
+    end)
+
+    it("ops built from code that is not a file name its chunk", function()
+      local chunk = assert(loadstring("local tf = ...\nlocal p = tf.placeholder(tf.float32, {}, 'p')\nreturn p", "=stdin"))
+      assert.equal("stdin:2", chunk(tf).op.origin)
+      chunk = assert(loadstring("local tf = ...; local c = tf.constant(1); return c"))
+      assert.equal('[string "local tf = ...; local c = tf.constant(1); ret..."]:1', chunk(tf).op.origin)
     end)
 
     it("tensors of two graphs cannot meet in one op", function()
@@ -395,21 +441,33 @@ describe("sessions", function()
     end)
 
     it("a feed of the wrong dtype is refused", function()
+      local line = next_line()
       local x = tf.placeholder(tf.float32, {-1, 3}, "x")
       local sess = tf.Session()
       local err = error_of(function() return sess:run(x, {[x] = tf.array({{1, 2, 3}}, tf.int32)}) end)
-      assert_contains(err, "Cannot feed value of dtype int32 for Tensor 'x:0', which has dtype float32")
+      assert.equal("Cannot feed value of dtype int32 for Tensor 'x:0', which has dtype float32; " ..
+                   "cast the value or feed a matching dtype [[node x (defined at spec/core_spec.lua:" .. line .. ")]]",
+                   err)
+      -- The session stays usable.
+      assert.same({{1, 2, 3}}, sess:run(x, {[x] = {{1, 2, 3}}}):totable())
       local b = tf.placeholder(tf.bool, {}, "b")
       assert_contains(error_of(function() return sess:run(b, {[b] = 1}) end), "b:0")
       assert_contains(error_of(function() return sess:run(x, {[x] = "text"}) end), "cannot feed a string")
     end)
 
     it("a feed of the wrong shape is refused", function()
+      local line = next_line()
       local x = tf.placeholder(tf.float32, {-1, 3}, "x")
       local sess = tf.Session()
-      assert.equal("Cannot feed value of shape (3,) for Tensor 'x:0', which has shape '(?, 3)'",
+      assert.equal("Cannot feed value of shape (3,) for Tensor 'x:0', which has shape '(?, 3)'" ..
+                   " [[node x (defined at spec/core_spec.lua:" .. line .. ")]]",
                    error_of(function() return sess:run(x, {[x] = {1, 2, 3}}) end))
-      assert_contains(error_of(function() return sess:run(x, {[x] = {{1, 2}}}) end), "shape (1, 2)")
+      assert.equal("Cannot feed value of shape (1, 2) for Tensor 'x:0', which has shape '(?, 3)'" ..
+                   " [[node x (defined at spec/core_spec.lua:" .. line .. ")]]",
+                   error_of(function() return sess:run(x, {[x] = {{1, 2}}}) end))
+      -- A callable's feeds are checked the same way.
+      local run = sess:make_callable(x, {x})
+      assert_contains(error_of(run, {{1, 2}}), "[[node x (defined at spec/core_spec.lua:" .. line .. ")]]")
       assert_contains(error_of(function() return sess:run(x, {[x] = 1}) end), "shape ()")
       assert_contains(error_of(function() return sess:run(x, {[x] = {{1, 2}, {3}}}) end), "ragged")
     end)

@@ -549,7 +549,14 @@ mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, 
 
 /* ---------- execution ---------- */
 
-static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
+/* Appends the op's name and the line that created it to an error about it. */
+static mf_code node_context(mf_status *s, const mf_op *op) {
+  if (op->origin[0]) mf_status_append(s, " [[node %s (defined at %s)]]", op->name, op->origin);
+  else mf_status_append(s, " [[node %s]]", op->name);
+  return s->code;
+}
+
+static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
   mf_output o = p->feeds[i];
   if (!v) return mf_status_set(s, MF_INVALID_ARGUMENT, "no value given for feed %s:%d", o.op->name, o.index);
   mf_dtype want = o.op->out_dtypes[o.index];
@@ -569,6 +576,12 @@ static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status
   }
   if (v->device != MF_CPU)
     return mf_status_set(s, MF_UNIMPLEMENTED, "feeding a value that lives on a device is not supported");
+  return MF_OK;
+}
+
+/* A feed's dtype and shape checks; an error names the fed op and its line. */
+static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
+  if (check_feed_value(p, i, v, s)) return node_context(s, p->feeds[i].op);
   return MF_OK;
 }
 
@@ -708,10 +721,7 @@ static void run_steps(mf_plan *p, mf_status *s) {
           outputs[k] = fed_keep[k];
         }
     if (!mf_ok(s)) {
-      if (!strstr(s->msg, "[[node ")) {
-        if (op->origin[0]) mf_status_append(s, " [[node %s (defined at %s)]]", op->name, op->origin);
-        else mf_status_append(s, " [[node %s]]", op->name);
-      }
+      if (!strstr(s->msg, "[[node ")) node_context(s, op);
       break;
     }
     for (int k = 0; k < st->num_dead; k++) {

@@ -176,14 +176,14 @@ local function offset_of(self, ...)
   local n = select("#", ...)
   local dims = self._dims
   if n ~= #dims then
-    error("Array:get/set: expected " .. #dims .. " indices, got " .. n, 3)
+    core.error_at_user("Array:get/set: expected " .. #dims .. " indices, got " .. n)
   end
   local off = 0
   for k = 1, n do
     local i = select(k, ...)
     if i < 0 or i >= dims[k] or i % 1 ~= 0 then
-      error("Array: index " .. tostring(i) .. " is out of range for dimension " .. (k - 1) ..
-            " of size " .. dims[k], 3)
+      core.error_at_user("Array: index " .. tostring(i) .. " is out of range for dimension " .. (k - 1) ..
+                         " of size " .. dims[k])
     end
     off = off * dims[k] + i
   end
@@ -207,6 +207,11 @@ function Array:set(...)
   local idx = {...}
   local v = idx[n]
   local off = offset_of(self, unpack(idx, 1, n - 1))
+  local tv = type(v)
+  if self.dtype.name ~= "bool" and tv ~= "number" and tv ~= "boolean" and tv ~= "cdata" then
+    core.error_at_user("Array:set: cannot convert '" .. tv .. "' to '" .. self.dtype.ctype ..
+                       "': the value must be a number")
+  end
   if C.mf_tensor_refcount(self.ptr) > 1 then
     local own = self:copy()
     self.ptr, self._data = own.ptr, own._data

@@ -76,18 +76,29 @@ end
 
 -- Source locations -----------------------------------------------------------
 -- The first stack frame outside moonflow's own modules: the user's line that
--- built an op, quoted in every error about that op.
+-- built an op, quoted in every error about that op. Code from a file shows
+-- its path; code from a string (luajit -e, stdin, a REPL, load()) its short
+-- source, such as `[string "..."]:1` or `stdin:3`. C frames and the frames
+-- that LuaJIT's tail calls drop (`(tail call)`) have no line and are skipped.
 local own_prefix = here .. "/"
 function M.user_location()
   for level = 3, 50 do
     local info = debug.getinfo(level, "Sl")
     if not info then break end
     local src = info.source
-    if src:sub(1, 1) == "@" and src:sub(2, #own_prefix + 1) ~= own_prefix and info.currentline > 0 then
+    if info.currentline > 0 and src:sub(2, #own_prefix + 1) ~= own_prefix then
       return info.short_src .. ":" .. info.currentline
     end
   end
   return "?"
+end
+
+-- Raises msg as an error located at the user's line ("file:line: msg", as
+-- error(msg, level) would), whatever depth of moonflow's own calls raised it.
+function M.error_at_user(msg)
+  local where = M.user_location()
+  if where == "?" then error(msg, 0) end
+  error(where .. ": " .. msg, 0)
 end
 
 -- Buffers for passing lists of ports/ops/values to C.

@@ -67,7 +67,7 @@ end
 function M.c_shape(dims)
   local s = ffi.new("mf_shape")
   if dims == nil then s.rank = -1; return s end
-  if #dims > C.MF_MAX_RANK then error("shapes have at most " .. C.MF_MAX_RANK .. " dimensions", 3) end
+  if #dims > C.MF_MAX_RANK then core.error_at_user("shapes have at most " .. C.MF_MAX_RANK .. " dimensions") end
   s.rank = #dims
   for i = 1, #dims do s.dims[i - 1] = dims[i] end
   return s
@@ -128,25 +128,25 @@ end
 
 function Graph:get_operation_by_name(name)
   local ptr = C.mf_graph_op_by_name(self.ptr, name)
-  if ptr == nil then error("The name '" .. name .. "' refers to an Operation not in the graph.", 2) end
+  if ptr == nil then core.error_at_user("The name '" .. name .. "' refers to an Operation not in the graph.") end
   return self:_op(ptr)
 end
 
 function Graph:get_tensor_by_name(name)
   local opname, index = tostring(name):match("^(.*):(%d+)$")
   if not opname then
-    error("The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
-          "Tensor names must be of the form \"<op_name>:<output_index>\".", 2)
+    core.error_at_user("The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
+                       "Tensor names must be of the form \"<op_name>:<output_index>\".")
   end
   local ptr = C.mf_graph_op_by_name(self.ptr, opname)
   if ptr == nil then
-    error("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
-          opname .. "', does not exist in the graph.", 2)
+    core.error_at_user("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+                       opname .. "', does not exist in the graph.")
   end
   index = tonumber(index)
   if index >= C.mf_op_num_outputs(ptr) then
-    error("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
-          opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs.", 2)
+    core.error_at_user("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+                       opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs.")
   end
   return self:_op(ptr):output(index)
 end

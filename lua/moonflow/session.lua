@@ -68,6 +68,13 @@ local function flatten(graph, fetch, tensors, targets)
         ": expected a Tensor, an Operation, a name, or a table of them", 0)
 end
 
+-- A fetch from another graph: the error names the line that created it.
+local function foreign_fetch(t)
+  local origin = t.op.origin
+  core.error_at_user("Fetch argument " .. tostring(t) .. " is not an element of this session's graph" ..
+                     (origin ~= "" and " (created at " .. origin .. ")" or ""))
+end
+
 local function rebuild(template, values)
   if type(template) == "number" then return values[template] end
   if template == false then return nil end
@@ -162,14 +169,14 @@ local function set_feeds(self, b, feeds)
     local t = resolve(self.graph, k)
     if not G.is_tensor(t) then
       release_owned_feeds(b, n)
-      error("Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor", 0)
+      core.error_at_user("Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
     end
     b.feed_ports[n].op = t.op.ptr
     b.feed_ports[n].index = t.value_index
     local ok, ptr, owned = pcall(to_value, v, t.dtype)
     if not ok then
       release_owned_feeds(b, n)
-      error("feed for " .. t.name .. ": " .. tostring(ptr), 0)
+      core.error_at_user("feed for " .. t.name .. ": " .. tostring(ptr))
     end
     b.feed_values[n] = ptr
     b.feed_owned[n] = owned
@@ -193,9 +200,7 @@ function Session:run(fetches, feeds)
   if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
   for i, t in ipairs(tensors) do
-    if t.graph ~= graph then
-      error("Fetch argument " .. tostring(t) .. " is not an element of this session's graph", 0)
-    end
+    if t.graph ~= graph then foreign_fetch(t) end
     b.fetch_ports[i - 1].op = t.op.ptr
     b.fetch_ports[i - 1].index = t.value_index
   end
@@ -236,7 +241,10 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index
   end
   local fetch_ports = core.ports(math.max(nfetches, 1))
-  for i, t in ipairs(tensors) do fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index end
+  for i, t in ipairs(tensors) do
+    if t.graph ~= graph then foreign_fetch(t) end
+    fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index
+  end
   local target_ptrs = core.op_ptrs(math.max(#targets, 1))
   for i, op in ipairs(targets) do target_ptrs[i - 1] = op.ptr end
   local callable = C.mf_session_make_callable(self.ptr, feed_ports, nfeeds, fetch_ports, nfetches,
