@@ -846,11 +846,22 @@ static mf_code case_index_kernel(mf_kernel_ctx *ctx) {
   for (int64_t i = p->size - 1; i >= 0; i--)
     if (v[i]) first = i, count++;
   if (count > 1 && mf_attr_bool(ctx->attrs, "exclusive", false)) {
+    /* TensorFlow's words, with the predicates' values as its Assert prints them: [1 1 0]. */
     const mf_attr *names = mf_attrs_find(ctx->attrs, "names", MF_ATTR_STRING);
+    char vals[256];
+    size_t at = 0;
+    vals[at++] = '[';
+    for (int64_t i = 0; i < p->size && at + 8 < sizeof vals; i++) {
+      if (i) vals[at++] = ' ';
+      vals[at++] = v[i] ? '1' : '0';
+      if (i + 1 < p->size && at + 8 >= sizeof vals) at += (size_t)snprintf(vals + at, sizeof vals - at, " ...");
+    }
+    vals[at++] = ']';
+    vals[at] = '\0';
     return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "Input error: exclusive=True: more than 1 conditions (%s) evaluated as True: %lld "
-                         "of them are",
-                         names ? names->v.s : "", (long long)count);
+                         "More than one condition evaluated as True but exclusive=True. Conditions: (%s), "
+                         "Values: %s (%lld of them are True)",
+                         names ? names->v.s : "", vals, (long long)count);
   }
   *(int32_t *)ctx->outputs[0]->data = (int32_t)first;
   return MF_OK;
