@@ -247,6 +247,24 @@ mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op);
 /* The graph a session runs (its functions' ops fall back to its host). */
 mf_graph *mf_session_graph(const mf_session *sess);
 
+/* --- asynchronous runs (async.c) --- */
+/* A session's worker thread and its queue of jobs (mf_async). */
+typedef struct mf_worker mf_worker;
+/* Returns once w has no job queued or running; NULL is fine. */
+void mf_worker_drain(mf_worker *w);
+/* Cancels the jobs not started yet (they fail with CANCELLED), waits for the
+ * running one, ends the thread and frees w; NULL is fine. */
+void mf_worker_free(mf_worker *w);
+/* What async.c needs of session.c. */
+mf_session *mf_callable_session(const mf_callable *c);
+int mf_callable_num_feeds(const mf_callable *c);
+int mf_callable_num_fetches(const mf_callable *c);
+bool mf_session_is_closed(const mf_session *sess);
+mf_worker **mf_session_worker(mf_session *sess);  /* the session's worker slot (NULL until started) */
+/* mf_callable_run without waiting for the session's worker: the worker's own entry. */
+mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                            mf_status *s);
+
 /* Frees an op description without building it. */
 void mf_op_desc_discard(mf_op_desc *d);
 

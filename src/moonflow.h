@@ -191,6 +191,31 @@ mf_callable *mf_session_make_callable(mf_session *sess,
                                       mf_op *const *targets, int ntargets, mf_status *s);
 mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values,
                         mf_tensor **fetch_values, mf_status *s);
+/* Asynchronous runs: a callable run on its session's worker thread, so the
+ * calling thread can do other work meanwhile (tf.data's prefetch runs the
+ * traced map and filter functions this way). Each session has one worker
+ * thread, started by its first asynchronous run; it runs the session's jobs
+ * one at a time in the order they were started. Until a job has finished, any
+ * other use of its session (a run, make_callable, the counters below, close)
+ * first waits for the session's jobs, so a session is never used by two
+ * threads at once; other sessions are independent and may run meanwhile. The
+ * host callbacks of the graph (mf_host) run on the worker thread. */
+typedef struct mf_async mf_async;
+/* Starts running c with feed_values (one per feed, retained until the job is
+ * waited for or freed, and released on the thread that does that). New; free
+ * with mf_async_free. NULL with s set when the session is closed or no thread
+ * or memory is to be had; errors of the run itself come from mf_async_wait. */
+mf_async *mf_callable_run_async(mf_callable *c, mf_tensor *const *feed_values, mf_status *s);
+/* Waits for the job; returns its code with s set as mf_callable_run would
+ * have set it, and on success stores new references in fetch_values. A job
+ * is waited for once: again is FAILED_PRECONDITION. A job the session's
+ * close cancelled before it ran fails with CANCELLED. */
+mf_code mf_async_wait(mf_async *a, mf_tensor **fetch_values, mf_status *s);
+/* Whether the job has finished (mf_async_wait will not block). */
+bool mf_async_done(mf_async *a);
+/* Frees a job: one not started yet is cancelled (it never runs), a running
+ * one is waited for; results not taken are released. NULL is fine. */
+void mf_async_free(mf_async *a);
 /* Number of cached plans (for tests of plan caching). */
 int mf_session_num_plans(const mf_session *sess);
 /* Buffers allocated by the session's runs so far (for tests of buffer reuse). */

@@ -62,6 +62,7 @@ static bool counts_runs(const mf_op *op) {
 
 int64_t mf_session_op_run_count(const mf_session *sess, const mf_op *op) {
   if (!sess || !op || !counts_runs(op)) return 0;
+  mf_worker_drain(*mf_session_worker((mf_session *)sess));  /* its async runs count too */
   mf_state_slot *st = mf_session_op_state((mf_session *)sess, op);
   return st && st->ptr ? *(const int64_t *)st->ptr : 0;
 }

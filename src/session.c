@@ -87,6 +87,9 @@ struct mf_session {
    * which their stand-ins in functions read too. */
   mf_tensor **var_feeds;
   int num_var_feeds;
+  /* The thread of mf_callable_run_async (async.c), NULL until its first job.
+   * Every other use of the session first waits for its jobs (mf_worker_drain). */
+  mf_worker *worker;
 };
 
 /* ---------- buffers ---------- */
@@ -212,7 +215,10 @@ static void states_clear(mf_graph_states *st) {
 }
 
 void mf_session_close(mf_session *sess) {
-  if (!sess || sess->closed) return;
+  if (!sess) return;
+  mf_worker_free(sess->worker);  /* cancels jobs not started, waits for the running one */
+  sess->worker = NULL;
+  if (sess->closed) return;
   sess->closed = true;
   plans_drop_buffers(sess->plans, sess->num_plans);
   plans_drop_buffers(sess->fn_plans, sess->num_fn_plans);
@@ -235,6 +241,11 @@ void mf_session_free(mf_session *sess) {
 }
 
 int mf_session_num_plans(const mf_session *sess) { return sess->num_plans; }
+bool mf_session_is_closed(const mf_session *sess) { return sess->closed; }
+mf_worker **mf_session_worker(mf_session *sess) { return &sess->worker; }
+mf_session *mf_callable_session(const mf_callable *c) { return c->plan.sess; }
+int mf_callable_num_feeds(const mf_callable *c) { return c->plan.nfeeds; }
+int mf_callable_num_fetches(const mf_callable *c) { return c->plan.nfetches; }
 mf_graph *mf_session_graph(const mf_session *sess) { return sess->graph; }
 
 mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
@@ -243,7 +254,10 @@ mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
     if (sess->fn_states[i]->graph == op->graph) st = sess->fn_states[i];
   return st && op->id < st->num ? &st->slots[op->id] : NULL;
 }
-uint64_t mf_session_num_allocations(const mf_session *sess) { return sess->num_allocations; }
+uint64_t mf_session_num_allocations(const mf_session *sess) {
+  mf_worker_drain(sess->worker);
+  return sess->num_allocations;
+}
 
 /* ---------- plans ---------- */
 
@@ -537,6 +551,7 @@ mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, 
                                       const mf_output *fetches, int nfetches,
                                       mf_op *const *targets, int ntargets, mf_status *s) {
   mf_status_clear(s);
+  mf_worker_drain(sess->worker);
   if (sess->closed) {
     closed_error(s);
     return NULL;
@@ -781,6 +796,12 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
 
 mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
                         mf_status *s) {
+  mf_worker_drain(c->plan.sess->worker);
+  return run_plan(&c->plan, feed_values, fetch_values, s);
+}
+
+mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                            mf_status *s) {
   return run_plan(&c->plan, feed_values, fetch_values, s);
 }
 
