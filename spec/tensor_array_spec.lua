@@ -85,6 +85,13 @@ describe("tf.TensorArray", function()
     assert.matches("TensorArray dtype is float32 but Op is trying to write dtype int32", err)
     err = H.error_of(ta.read, ta, 0.5)
     assert.matches("the index must be an integer or an int32 tensor", err)
+    -- Lua indices become int32: one past its range is an error, not a wrapped-around index.
+    err = H.error_of(ta.write, ta, 100000000000, {1, 2})
+    assert.truthy(err:find("TensorArray.write: the index 100000000000 does not fit an int32 index", 1, true), err)
+    err = H.error_of(ta.gather, ta, {0, 2 ^ 31})
+    assert.truthy(err:find("TensorArray.gather: indices[2] 2147483648 does not fit an int32 index", 1, true), err)
+    assert.matches("Tried to read from index 2147483647 but array size is: 3",
+                   H.error_of(sess.run, sess, ta:gather({0, 2 ^ 31 - 1})))
     assert.same({1, 2}, sess:run(ta:read(0)):totable())  -- the session still works
   end)
 

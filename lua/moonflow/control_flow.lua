@@ -570,13 +570,21 @@ return function(tf, ops)
       end
       return i
     end
-    if type(i) == "table" and getmetatable(i) == nil then
-      for j, v in ipairs(i) do
-        if type(v) ~= "number" or v % 1 ~= 0 then fail(what .. ": indices[" .. j .. "] must be an integer") end
+    -- Lua numbers become int32 indices, which they must fit (not wrap around).
+    local function check(v, where)
+      if type(v) ~= "number" or v % 1 ~= 0 then
+        fail(string.format("%s: %s must be an integer%s, got %s", what, where,
+                           where == "the index" and " or an int32 tensor" or "", tostring(v)))
       end
+      if v < -2 ^ 31 or v >= 2 ^ 31 then
+        fail(string.format("%s: %s %.0f does not fit an int32 index", what, where, v))
+      end
+    end
+    if type(i) == "table" and getmetatable(i) == nil then
+      for j, v in ipairs(i) do check(v, "indices[" .. j .. "]") end
       return G.constant(i, {dtype = dtypes.int32, graph = ref.graph})
     end
-    if type(i) ~= "number" or i % 1 ~= 0 then fail(what .. ": the index must be an integer or an int32 tensor, got " .. tostring(i)) end
+    check(i, "the index")
     return G.convert(i, dtypes.int32, ref.graph)
   end
 
