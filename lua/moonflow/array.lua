@@ -45,18 +45,51 @@ local function fill_from_table(t, data, dims, depth, offset, convert)
   return offset
 end
 
-local function converter(dtype)
+-- The Lua numbers each integer dtype holds: [low, high), and how to say it.
+local int_range = {
+  int32 = {-2 ^ 31, 2 ^ 31, "[-2147483648, 2147483647]"},
+  int64 = {-2 ^ 63, 2 ^ 63, "[-9223372036854775808, 9223372036854775807]"},
+  uint8 = {0, 256, "[0, 255]"},
+}
+
+local function format_number(v)
+  if v == math.floor(v) and math.abs(v) < 1e20 then return string.format("%.0f", v) end
+  return tostring(v)
+end
+
+-- Checks that a Lua number converts to an integer dtype without loss, as
+-- TensorFlow refuses tf.constant(1.5, tf.int32): not integral or out of the
+-- dtype's range is an error naming the value and the dtype.
+function Array.check_exact(v, dtype)
+  local range = int_range[dtype.name]
+  if not range or type(v) ~= "number" then return end
+  if v ~= v or v % 1 ~= 0 then
+    error("Cannot convert " .. format_number(v) .. " to a Tensor of dtype " .. dtype.name ..
+          ": it is not an integer (use tf.cast to truncate)", 0)
+  end
+  if v < range[1] or v >= range[2] then
+    error(string.format("Cannot convert %s to a Tensor of dtype %s: out of its range %s",
+                        format_number(v), dtype.name, range[3]), 0)
+  end
+end
+
+-- The function storing a Lua value as an element of dtype. Exact: Lua numbers
+-- bound for an integer dtype must be integers in its range (graph constants);
+-- else they truncate and wrap like a C cast, as NumPy's astype does.
+local function converter(dtype, exact)
   if dtype.name == "bool" then
     return function(v)
       if type(v) ~= "boolean" then error("tf.array: expected booleans for dtype bool, got " .. type(v), 0) end
       return v
     end
   end
+  local check = exact and int_range[dtype.name] and Array.check_exact
   return function(v)
     if type(v) == "boolean" then return v and 1 or 0 end
     if type(v) ~= "number" and type(v) ~= "cdata" then
       error("tf.array: expected numbers, got " .. type(v), 0)
     end
+    if check then check(v, dtype) end
     return v
   end
 end
@@ -82,7 +115,9 @@ function Array.new(dtype, shape)
 end
 
 -- tf.array(value, dtype): from a number, boolean, nested table or Array.
-function Array.from(value, dtype)
+-- With `exact`, Lua numbers must convert to an integer dtype without loss
+-- (see converter); an Array's elements are cast as they are.
+function Array.from(value, dtype, exact)
   if Array.is(value) then
     if dtype == nil or core.as_dtype(dtype) == value.dtype then return value end
     local out = Array.new(dtype, value:shape())
@@ -101,7 +136,7 @@ function Array.from(value, dtype)
     error("tf.array: cannot convert a " .. type(value) .. " to an array", 0)
   end
   local out = Array.new(dtype, dims)
-  local convert = converter(dtype)
+  local convert = converter(dtype, exact)
   if #dims == 0 then out._data[0] = convert(value)
   elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert) end
   return out

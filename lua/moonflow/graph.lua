@@ -507,7 +507,8 @@ function M.constant(value, dtype_or_opts, shape, name)
   local opts = type(dtype_or_opts) == "table" and getmetatable(dtype_or_opts) == nil and dtype_or_opts or
                {dtype = dtype_or_opts, shape = shape, name = name}
   local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
-  local a = Array.from(value, dtype)
+  local ok, a = pcall(Array.from, value, dtype, true)
+  if not ok then core.error_at_user(tostring(a)) end
   if opts.shape then
     local want = opts.shape
     local n = 1
