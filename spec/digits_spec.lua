@@ -9,27 +9,19 @@ local function have_data()
   return f ~= nil
 end
 
--- Runs the example in a process of its own (the environment, library path
--- included, is inherited); returns its output and whether it exited 0.
-local function run_example(args)
-  local p = io.popen("luajit examples/digits.lua " .. args .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("*a")
-  p:close()
-  return out, out:match("exit=(%d+)%s*$") == "0"
-end
+local H = require("spec.helpers")
 
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("*l")
-  p:close()
-  return d
+-- Returns the example's output and whether it exited 0.
+local function run_example(args)
+  local out, status = H.run_script("examples/digits.lua", args)
+  return out, status == 0
 end
 
 describe("examples/digits.lua", function()
   for _, model in ipairs({"mlp", "convnet"}) do
     it("trains the " .. model .. " to at least 95% test accuracy and draws its loss curve", function()
       if not have_data() then pending("needs " .. DATA .. " (apt-get install python3-sklearn)") return end
-      local dir = tmpdir()
+      local dir = H.tmpdir()
       local out, ok = run_example(model .. " --out " .. dir)
       assert.is_true(ok, out)
       assert.matches("1797 images, 1438 for training, 359 held out", out, 1, true)

@@ -41,4 +41,22 @@ function H.error_of(fn, ...)
   return tostring(err)
 end
 
+-- A fresh temporary directory's path.
+function H.tmpdir()
+  local p = io.popen("mktemp -d")
+  local d = p:read("*l")
+  p:close()
+  return d
+end
+
+-- Runs `luajit script args` in a process of its own (the environment, the
+-- library path included, is inherited); returns its output, stdout and
+-- stderr together, and its exit status.
+function H.run_script(script, args)
+  local p = io.popen("luajit " .. script .. " " .. args .. " 2>&1; echo \"exit=$?\"")
+  local out = p:read("*a")
+  p:close()
+  return out, tonumber(out:match("exit=(%d+)%s*$"))
+end
+
 return H

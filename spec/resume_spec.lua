@@ -1,24 +1,13 @@
 -- examples/resume_training.lua: a run killed after step 130 and restarted
 -- resumes from the step-100 checkpoint and ends with the same weights, to the
 -- last bit, as a run never interrupted.
-local function tmpdir()
-  local p = io.popen("mktemp -d")
-  local d = p:read("*l")
-  p:close()
-  return d
-end
+local H = require("spec.helpers")
 
--- Runs the example in its own process; returns its output and exit status.
-local function run(args)
-  local p = io.popen("luajit examples/resume_training.lua " .. args .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("*a")
-  p:close()
-  return out, tonumber(out:match("exit=(%d+)%s*$"))
-end
+local function run(args) return H.run_script("examples/resume_training.lua", args) end
 
 describe("examples/resume_training.lua", function()
   it("resumes a killed run from the latest checkpoint to the same final weights", function()
-    local whole_dir, killed_dir = tmpdir(), tmpdir()
+    local whole_dir, killed_dir = H.tmpdir(), H.tmpdir()
     local whole, rc = run(whole_dir .. " --steps 200 --every 50")
     assert.equals(0, rc, whole)
     assert.matches("started afresh", whole, 1, true)
