@@ -31,10 +31,29 @@
 -- prepared callable (one C call per element). Iterator state is per (iterator,
 -- session): two sessions iterate independently, like variables.
 --
--- prefetch(n): LuaJIT has one thread, and the elements of these pipelines are
--- made by Lua code, so there is no worker thread: prefetch validates its
--- argument and passes elements through; each element is produced when the
--- run that needs it starts, on the calling thread.
+-- prefetch(n): LuaJIT has one thread, and Lua code (sources, generators,
+-- slicing, batching, shuffling) runs only on it. The bulk of a pipeline's
+-- work, though, is usually its traced map and filter functions, and those run
+-- in C: prefetch runs them ahead on a worker thread. Every dataset's
+-- open(ctx, ahead) passes on `ahead`, how many of its elements its consumer
+-- wants in flight (prefetch asks for n; batch(b) asks its input for n*b;
+-- shuffle, repeat, take, skip, cache and filter pass it on). A map or filter
+-- given `ahead` reads that many elements ahead of its consumer: it pulls the
+-- raw input elements (Lua, memcpy) at once and submits the runs of its
+-- traced function to its private session's worker thread
+-- (C.mf_callable_run_async, src/async.c), one job per element, run in order;
+-- handing an element on waits for its job (usually long finished: it ran
+-- while the training step did). So the worker runs exactly the traced
+-- functions' C kernels; everything else stays on the calling thread, and a
+-- pipeline without map or filter is passed through. Results are those of
+-- the synchronous pipeline, element for element: the private session runs the
+-- same jobs in the same order, an error (of the function, or of the input
+-- pulled ahead, after which nothing more is read ahead until it is handed on)
+-- is raised at the element it belongs to, and the end likewise. Work read
+-- ahead but never used (a take() that stops, a re-initialization, which
+-- cancels the jobs not yet started) has still advanced the stateful ops of
+-- the function (random ops), as in TensorFlow. A function with tf.lua_func or
+-- tf.Print calls back into Lua, so it runs on the calling thread, unprefetched.
 local ffi = require("ffi")
 local bit = require("bit")
 local core = require("moonflow.core")
@@ -549,7 +568,126 @@ return function(tf, ops)
     local call = sess:make_callable(outs, args)
     local spec = {}
     for i, t in ipairs(outs) do spec[i] = {dtype = t.dtype, shape = static_shape(t)} end
-    return call, template, spec, sess
+    -- For read-ahead (prefetch): the C callable itself (the plan make_callable
+    -- made: same signature), unless the function calls back into Lua.
+    local async = nil
+    if not g._host_ops then
+      local feed_ports, fetch_ports = core.ports(math.max(#args, 1)), core.ports(math.max(#outs, 1))
+      for i, t in ipairs(args) do feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index end
+      for i, t in ipairs(outs) do fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index end
+      local c = C.mf_session_make_callable(sess.ptr, feed_ports, #args, fetch_ports, #outs, nil, 0, core.status)
+      if c == nil then core.check() end
+      async = {callable = c, session = sess, args = args, nout = #outs}
+    end
+    return call, template, spec, sess, async
+  end
+
+  -- Read-ahead (see the header): a traced function's runs submitted to the
+  -- worker thread of its private session ahead of the consumer.
+  local to_lua = require("moonflow.session").to_lua
+  data._async_runs = 0  -- jobs submitted to worker threads so far (for tests)
+  -- A feed value as an mf_tensor* (and whether it is ours to release), as
+  -- Session:make_callable converts it.
+  local function feed_value(v, dtype)
+    if Array.is(v) then return v.ptr, false end
+    if type(v) == "number" or type(v) == "boolean" then
+      if dtype.name == "bool" and type(v) ~= "boolean" then error("cannot feed a number to a bool tensor", 0) end
+      local ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
+      if ptr == nil then core.check() end
+      local d = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))
+      if dtype.name == "bool" then d[0] = v else d[0] = type(v) == "boolean" and (v and 1 or 0) or v end
+      return ptr, true
+    end
+    if type(v) == "table" then return C.mf_tensor_retain(Array.from(v, dtype).ptr), true end
+    error("cannot feed a " .. type(v) .. ": use a number, boolean, nested table or tf.Array", 0)
+  end
+
+  -- Submits the run of `async` (trace's) over element e; returns the job (a
+  -- cdata whose finalizer cancels or waits for it, keeping the fed values
+  -- alive until then). Raises what the synchronous run would raise for a bad feed.
+  local function submit(async, e, n, feeds, what)
+    local args = {}
+    for i = 1, n do args[i] = materialize(e[i]) end
+    local owned = {}
+    for i = 1, n do
+      local ok, ptr, own = pcall(feed_value, args[i], async.args[i].dtype)
+      if not ok then
+        for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feeds[j - 1]) end end
+        error(what .. ": feed for " .. async.args[i].name .. ": " .. tostring(ptr), 0)
+      end
+      feeds[i - 1], owned[i] = ptr, own
+    end
+    local job = C.mf_callable_run_async(async.callable, feeds, core.status)
+    for i = 1, n do if owned[i] then C.mf_tensor_release(feeds[i - 1]) end end
+    if job == nil then core.check() end
+    data._async_runs = data._async_runs + 1
+    return ffi.gc(job, function(p)
+      C.mf_async_free(p)
+      args = nil  -- (the upvalue keeps the fed arrays alive until the job is over)
+    end)
+  end
+
+  -- Waits for a job; its results as Lua values (what the callable returns), or
+  -- raises "what: <the run's error>".
+  local function finish(job, fetches, nout, what)
+    ffi.gc(job, nil)
+    local rc = C.mf_async_wait(job, fetches, core.status)
+    local msg = rc ~= 0 and ffi.string(C.mf_status_message(core.status)) or nil
+    C.mf_async_free(job)
+    if msg then error(what .. ": " .. msg, 0) end
+    local r = {}
+    for i = 1, nout do r[i] = to_lua(fetches[i - 1]) end
+    return r
+  end
+
+  local function free_job(job)
+    if job then
+      ffi.gc(job, nil)
+      C.mf_async_free(job)
+    end
+  end
+
+  -- next() over next_in reading `depth` elements ahead: each input element
+  -- is submitted at once, and next() returns the oldest as (element, job).
+  -- An input error or the input's end is queued in its place and stops the
+  -- reading ahead until next() reaches it (then raises it / returns nil, and
+  -- the next call reads on, as the synchronous pipeline would call next_in
+  -- again). The iterator's restart discards what is queued (ctx.readers).
+  local function read_ahead(ctx, next_in, depth, async, n, what)
+    local queue, head, tail, stopped = {}, 1, 0, false
+    local feeds = core.value_ptrs(math.max(n, 1))
+    local function pull()
+      local ok, e = pcall(next_in)
+      local entry
+      if not ok then entry = {err = e}
+      elseif e == nil then entry = {finished = true}
+      else
+        local ok2, job = pcall(submit, async, e, n, feeds, what)
+        entry = ok2 and {elem = e, job = job} or {err = job}
+      end
+      if entry.err or entry.finished then stopped = true end
+      tail = tail + 1
+      queue[tail] = entry
+    end
+    local function discard()
+      for i = head, tail do free_job(queue[i].job); queue[i] = nil end
+      head, tail, stopped = 1, 0, false
+    end
+    -- Weak: a reader dropped (a finished repeat pass) takes its entry along;
+    -- its jobs' finalizers cancel them.
+    if ctx.readers then ctx.readers[discard] = true end
+    return function()
+      local _ = discard
+      if head > tail then pull() end
+      local entry = queue[head]
+      queue[head] = nil
+      head = head + 1
+      -- Keep `depth` jobs in flight while the consumer works on this one.
+      while not stopped and tail - head + 1 < depth do pull() end
+      if entry.err ~= nil then stopped = false; error(entry.err, 0) end
+      if entry.finished then stopped = false; return nil end
+      return entry.elem, entry.job
+    end
   end
 
   local function run_traced(call, elem, n, what)
@@ -565,10 +703,19 @@ return function(tf, ops)
   -- or a table (list or map).
   function Dataset:map(fn)
     check_dataset(self, "Dataset:map")
-    local call, template, spec = trace(self, fn, "Dataset:map")
+    local call, template, spec, _, async = trace(self, fn, "Dataset:map")
     local parent, nin, nout = self, #self.spec, #spec
-    return new_dataset("MapDataset", template, spec, function(ctx)
-      local next_in = parent.open(ctx)
+    return new_dataset("MapDataset", template, spec, function(ctx, ahead)
+      local next_in = parent.open(ctx, ahead)
+      if ahead and async then
+        local next_job = read_ahead(ctx, next_in, ahead, async, nin, "Dataset:map")
+        local fetches = core.value_ptrs(math.max(nout, 1))
+        return function()
+          local e, job = next_job()
+          if e == nil then return nil end
+          return finish(job, fetches, nout, "Dataset:map")
+        end
+      end
       return function()
         local e = next_in()
         if e == nil then return nil end
@@ -584,7 +731,7 @@ return function(tf, ops)
   -- returns true; pred must return a scalar bool tensor.
   function Dataset:filter(pred)
     check_dataset(self, "Dataset:filter")
-    local call, template, spec = trace(self, pred, "Dataset:filter")
+    local call, template, spec, _, async = trace(self, pred, "Dataset:filter")
     if type(template) ~= "number" or spec[1].dtype.name ~= "bool" or
        (spec[1].shape and #spec[1].shape ~= 0) then
       error("Dataset:filter: the predicate must return a scalar bool tensor, got " ..
@@ -592,8 +739,23 @@ return function(tf, ops)
              or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)", 2)
     end
     local parent, nin = self, #self.spec
-    return new_dataset("FilterDataset", self.template, self.spec, function(ctx)
-      local next_in = parent.open(ctx)
+    return new_dataset("FilterDataset", self.template, self.spec, function(ctx, ahead)
+      local next_in = parent.open(ctx, ahead)
+      if ahead and async then
+        local next_job = read_ahead(ctx, next_in, ahead, async, nin, "Dataset:filter")
+        local fetches = core.value_ptrs(1)
+        return function()
+          while true do
+            local e, job = next_job()
+            if e == nil then return nil end
+            local keep = finish(job, fetches, 1, "Dataset:filter")[1]
+            if type(keep) ~= "boolean" then
+              error("Dataset:filter: the predicate gave a non-scalar value; reduce it to a scalar bool", 0)
+            end
+            if keep then return e end
+          end
+        end
+      end
       return function()
         while true do
           local e = next_in()
@@ -623,8 +785,8 @@ return function(tf, ops)
       spec[i] = {dtype = c.dtype, shape = c.shape and {drop and n or -1, unpack(c.shape)} or nil}
     end
     local parent, ncomp = self, #self.spec
-    return new_dataset("BatchDataset", self.template, spec, function(ctx)
-      local next_in = parent.open(ctx)
+    return new_dataset("BatchDataset", self.template, spec, function(ctx, ahead)
+      local next_in = parent.open(ctx, ahead and ahead * n)
       local done = false
       return function()
         if done then return nil end
@@ -709,13 +871,13 @@ return function(tf, ops)
     local base = mix(seed % 4294967296, 0x5eed)
     local parent = self
     local ds
-    ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx)
+    ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx, ahead)
       local st = ctx.node[ds] or {passes = 0}
       ctx.node[ds] = st
       local pass = reshuffle and st.passes or 0
       st.passes = st.passes + 1
       local rand = xorshift(mix(base, pass))
-      local next_in = parent.open(ctx)
+      local next_in = parent.open(ctx, ahead)
       local buf, exhausted = {}, false
       return function()
         while not exhausted and #buf < buffer_size do
@@ -747,7 +909,7 @@ return function(tf, ops)
     if count == nil then count = -1 end
     check_count(count, "Dataset:repeat_", true)
     local parent = self
-    return new_dataset("RepeatDataset", self.template, self.spec, function(ctx)
+    return new_dataset("RepeatDataset", self.template, self.spec, function(ctx, ahead)
       local pass, next_in, produced = 0, nil, false
       return function()
         while true do
@@ -755,7 +917,7 @@ return function(tf, ops)
             if count >= 0 and pass >= count then return nil end
             pass = pass + 1
             produced = false
-            next_in = parent.open(ctx)
+            next_in = parent.open(ctx, ahead)
           end
           local e = next_in()
           if e ~= nil then produced = true; return e end
@@ -773,8 +935,9 @@ return function(tf, ops)
     check_dataset(self, "Dataset:take")
     check_count(n, "Dataset:take", true)
     local parent = self
-    return new_dataset("TakeDataset", self.template, self.spec, function(ctx)
-      local next_in, k = parent.open(ctx), 0
+    return new_dataset("TakeDataset", self.template, self.spec, function(ctx, ahead)
+      if ahead and n >= 0 then ahead = math.max(math.min(ahead, n), 1) end
+      local next_in, k = parent.open(ctx, ahead), 0
       return function()
         if n >= 0 and k >= n then return nil end
         k = k + 1
@@ -788,8 +951,8 @@ return function(tf, ops)
     check_dataset(self, "Dataset:skip")
     check_count(n, "Dataset:skip", true)
     local parent = self
-    return new_dataset("SkipDataset", self.template, self.spec, function(ctx)
-      local next_in, skipped = parent.open(ctx), false
+    return new_dataset("SkipDataset", self.template, self.spec, function(ctx, ahead)
+      local next_in, skipped = parent.open(ctx, ahead), false
       return function()
         if not skipped then
           skipped = true
@@ -814,14 +977,14 @@ return function(tf, ops)
     end
     local parent = self
     local ds
-    ds = new_dataset("CacheDataset", self.template, self.spec, function(ctx)
+    ds = new_dataset("CacheDataset", self.template, self.spec, function(ctx, ahead)
       local st = ctx.node[ds] or {}
       ctx.node[ds] = st
       if st.complete then
         local list, i = st.complete, 0
         return function() i = i + 1; return list[i] end
       end
-      local next_in, recorded = parent.open(ctx), {}
+      local next_in, recorded = parent.open(ctx, ahead), {}
       return function()
         local e = next_in()
         if e == nil then
@@ -838,8 +1001,9 @@ return function(tf, ops)
     return ds
   end
 
-  -- ds:prefetch(n): see the header comment: validates n and passes elements
-  -- through (no worker thread in LuaJIT for Lua-made elements).
+  -- ds:prefetch(n): keeps the runs of the traced map and filter functions
+  -- upstream n elements ahead on a worker thread (see the header comment);
+  -- AUTOTUNE reads 2 ahead. Elements pass through unchanged.
   function Dataset:prefetch(n)
     check_dataset(self, "Dataset:prefetch")
     if type(n) ~= "number" or n % 1 ~= 0 or (n < 1 and n ~= data.experimental.AUTOTUNE) then
@@ -847,7 +1011,10 @@ return function(tf, ops)
             tostring(n), 2)
     end
     local parent = self
-    return new_dataset("PrefetchDataset", self.template, self.spec, function(ctx) return parent.open(ctx) end)
+    local depth = n == data.experimental.AUTOTUNE and 2 or n
+    return new_dataset("PrefetchDataset", self.template, self.spec, function(ctx, ahead)
+      return parent.open(ctx, math.max(ahead or 0, depth))
+    end)
   end
 
   -- tf.data.experimental.CsvDataset(path | {paths}, dtypes, {header=, field_delim=,
@@ -1051,8 +1218,12 @@ return function(tf, ops)
       st = {node = {}}
       it.states[sess] = st
     end
+    if st.readers then  -- the last epoch's work read ahead: cancel it
+      for discard in pairs(st.readers) do discard() end
+    end
     st.next, st.done = nil, false
-    local ctx = {session = sess, feeds = feeds, node = st.node}
+    local ctx = {session = sess, feeds = feeds, node = st.node, readers = setmetatable({}, {__mode = "k"})}
+    st.readers = ctx.readers
     st.next = it.dataset.open(ctx)
     ctx.feeds = nil
     return st
