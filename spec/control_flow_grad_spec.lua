@@ -224,7 +224,8 @@ describe("gradients through tf.while_loop", function()
   it("run through deeper mixes of loops, conds, variables and TensorArrays", function()
     local x = tf.placeholder(tf.float64, {2})
     local v = tf.Variable(tf.constant({0.3, 0.2}, tf.float64), {name = "v"})
-    local ta = tf.TensorArray(tf.float64, 3):unstack(tf.stack({x, x * 2, x * x}))
+    -- (read again at each inner iteration: clear_after_read = false)
+    local ta = tf.TensorArray(tf.float64, 3, {clear_after_read = false}):unstack(tf.stack({x, x * 2, x * x}))
     -- an inner loop whose trip count is the outer counter, reading a variable and a captured array
     local _, y = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, y)
       local _, z = tf.while_loop(function(j) return tf.less(j, i + 1) end, function(j, z)
@@ -366,7 +367,7 @@ describe("gradients through TensorArrays", function()
 
   it("pass through writes, reads, stacks and unstacks", function()
     local x = tf.placeholder(tf.float64, {3, 2})
-    local ta = tf.TensorArray(tf.float64, 3):unstack(x)
+    local ta = tf.TensorArray(tf.float64, 3, {clear_after_read = false}):unstack(x)  -- index 2 is read twice
     local y = ta:read(2) * ta:read(0) + ta:read(2)
     H.check_grad(x, {3, 2}, y, {2})
     local w = tf.TensorArray(tf.float64, 3):write(1, x[0] * 2):write(0, tf.sin(x[1])):write(2, x[2])
@@ -378,13 +379,27 @@ describe("gradients through TensorArrays", function()
 
   it("pass through gathers, scatters, concats and splits", function()
     local x = tf.placeholder(tf.float64, {4, 2})
-    local ta = tf.TensorArray(tf.float64, 4):unstack(x)
+    local ta = tf.TensorArray(tf.float64, 4, {clear_after_read = false}):unstack(x)  -- index 3 is read twice
     H.check_grad(x, {4, 2}, ta:gather({3, 1, 3}), {3, 2})
     local sc = tf.TensorArray(tf.float64, 4):scatter({2, 0, 1, 3}, x * x)
     H.check_grad(x, {4, 2}, sc:stack(), {4, 2})
     H.check_grad(x, {4, 2}, ta:concat(), {8})
     local sp = tf.TensorArray(tf.float64, 2):split(tf.reshape(x, {8}), {4, 4})
     H.check_grad(x, {4, 2}, sp:read(1), {4})
+  end)
+
+  it("reach a loop's array that no iteration wrote, as zeros", function()
+    -- sum(stack) = x (0 + 1 + ... + (n - 1)): 0 for n = 0, 3 for n = 3
+    local x = tf.placeholder(tf.float64, {})
+    local n = tf.placeholder(tf.int32, {})
+    local _, t = tf.while_loop(function(i) return tf.less(i, n) end,
+                               function(i, t) return i + 1, t:write(i, tf.cast(i, tf.float64) * x) end,
+                               {i32(0), tf.TensorArray(tf.float64, 0, {dynamic_size = true})})
+    local gs = tf.gradients(tf.reduce_sum(t:stack()), x)[1]
+    local gg = tf.gradients(tf.reduce_sum(t:gather({})), x)[1]
+    local sess = tf.Session()
+    assert.same({0, 0}, sess:run({gs, gg}, {[x] = 2, [n] = 0}))
+    assert.same({3, 0}, sess:run({gs, gg}, {[x] = 2, [n] = 3}))
   end)
 
   it("accumulate over a loop that reads a captured array and writes a looped one", function()

@@ -134,6 +134,73 @@ describe("tf.TensorArray", function()
     sess:run(ta:close())
   end)
 
+  it("gathers no indices and stacks a loop that ran zero times as [0, element...] when the element shape is known",
+     function()
+    local sess = tf.Session()
+    -- nothing written and no element shape: an error, not a value from unwritten memory
+    local err = H.error_of(sess.run, sess, tf.TensorArray(tf.float32, 2):gather({}))
+    assert.matches("TensorArrayGather: TensorArray has size zero, but element shape <unknown> is not fully defined", err)
+    local given = sess:run(tf.TensorArray(tf.float32, 2, {element_shape = {3}}):gather({}))
+    assert.same({0, 3}, given:shape())
+    -- the writes the loop body traced fix the element shape (a scalar) though none ran
+    local n = tf.placeholder(tf.int32, {})
+    local _, t = tf.while_loop(function(i) return tf.less(i, n) end,
+                               function(i, t) return i + 1, t:write(i, tf.cast(i, tf.float64)) end,
+                               {i32(0), tf.TensorArray(tf.float64, 0, {dynamic_size = true})})
+    local st = t:stack()
+    assert.same({-1}, st:get_shape():as_list())
+    assert.same({0}, sess:run(st, {[n] = 0}):shape())
+    assert.same({0}, sess:run(t:gather({}), {[n] = 0}):shape())
+    assert.same({0, 1, 2}, sess:run(st, {[n] = 3}):totable())
+    -- and of vectors
+    local _, v = tf.while_loop(function(i) return tf.less(i, n) end,
+                               function(i, v) return i + 1, v:write(i, tf.fill({2}, tf.cast(i, tf.float32))) end,
+                               {i32(0), tf.TensorArray(tf.float32, 0, {dynamic_size = true})})
+    assert.same({0, 2}, sess:run(v:stack(), {[n] = 0}):shape())
+    assert.same({{0, 0}, {1, 1}}, sess:run(v:stack(), {[n] = 2}):totable())
+  end)
+
+  it("clears what it reads unless clear_after_read = false, as TensorFlow does", function()
+    local sess = tf.Session()
+    local ta = tf.TensorArray(tf.float32, 2):write(0, 1):write(1, 2)
+    local twice = "Could not read index %d twice because it was cleared after a previous read %%(perhaps try " ..
+                  "setting clear_after_read = false%%?%%)%%."
+    assert.matches(string.format(twice, 0), H.error_of(sess.run, sess, {ta:read(0), ta:read(0)}))
+    assert.matches(string.format(twice, 1), H.error_of(sess.run, sess, ta:gather({1, 1})))
+    assert.matches("TensorArrayStack: " .. string.format(twice, 1),
+                   H.error_of(sess.run, sess, tf.stack({ta:read(1), tf.reduce_sum(ta:stack())})))
+    -- each run reads its own array: 1 + 2, twice
+    local sum = ta:read(0) + ta:read(1)
+    assert.equal(3, sess:run(sum))
+    assert.equal(3, sess:run(sum))
+    local keep = tf.TensorArray(tf.float32, 2, {clear_after_read = false}):write(0, 1):write(1, 2)
+    assert.equal(1 + 1 + 3, sess:run(keep:read(0) + keep:read(0) + tf.reduce_sum(keep:stack())))
+    assert.same({2, 2}, sess:run(keep:gather({1, 1})):totable())
+    -- a loop reading a captured array: index i once per iteration, and index 0 three times
+    local x = tf.placeholder(tf.float64, {3})
+    local xs = tf.TensorArray(tf.float64, 3):unstack(x)
+    local _, prod = tf.while_loop(function(i) return tf.less(i, 3) end,
+                                  function(i, a) return i + 1, a * xs:read(i) end, {i32(0), tf.constant(1, tf.float64)})
+    local _, cube = tf.while_loop(function(i) return tf.less(i, 3) end,
+                                  function(i, a) return i + 1, a * xs:read(0) end, {i32(0), tf.constant(1, tf.float64)})
+    -- the gradient's recomputation reads again, and may: d(x0 x1 x2) = (x1 x2, x0 x2, x0 x1)
+    local r = sess:run({prod, tf.gradients(prod, x)[1]}, {[x] = {2, 3, 5}})
+    assert.equal(30, r[1])
+    assert.same({15, 10, 6}, r[2]:totable())
+    assert.matches(string.format(twice, 0), H.error_of(sess.run, sess, cube, {[x] = {2, 3, 5}}))
+  end)
+
+  it("concatenates elements of rank >= 1 only", function()
+    local sess = tf.Session()
+    local ta = tf.TensorArray(tf.float32, 2):write(0, 1):write(1, 2)
+    assert.matches("TensorArray concat needs elements of rank >= 1, got scalars", H.error_of(ta.concat, ta))
+    local p = tf.placeholder(tf.float32)  -- a shape known only when it runs
+    local tu = tf.TensorArray(tf.float32, 1):write(0, p)
+    local err = H.error_of(sess.run, sess, tu:concat(), {[p] = 3})
+    assert.matches("TensorArrayConcat/TensorArrayStack: TensorArray concat needs elements of rank >= 1, got scalars", err)
+    assert.same({3, 4}, sess:run(tu:concat(), {[p] = {3, 4}}):totable())
+  end)
+
   it("is a value: a write returns a new array and leaves the old one as it was", function()
     local sess = tf.Session()
     local a = tf.TensorArray(tf.float32, 2):write(0, 1)
@@ -148,11 +215,12 @@ describe("tf.TensorArray", function()
   it("serves as a loop variable read by the body and as a captured input", function()
     local sess = tf.Session()
     local xs = tf.TensorArray(tf.float32, 4):unstack(tf.constant({1, 2, 3, 4}))
-    -- running sums: out[i] = out[i-1] + xs[i], reading back what the loop wrote
+    -- running sums: out[i] = out[i-1] + xs[i], reading back what the loop wrote (and
+    -- stacking it after: its elements are read twice, so clear_after_read = false)
     local _, out = tf.while_loop(function(i) return tf.less(i, 4) end, function(i, out)
       local prev = tf.cond(tf.greater(i, 0), function() return out:read(i - 1) end, function() return tf.constant(0) end)
       return i + 1, out:write(i, prev + xs:read(i))
-    end, {i32(0), tf.TensorArray(tf.float32, 4)})
+    end, {i32(0), tf.TensorArray(tf.float32, 4, {clear_after_read = false})})
     assert.same({1, 3, 6, 10}, sess:run(out:stack()):totable())
   end)
 

@@ -155,6 +155,12 @@ static bool graph_is_stateful(const mf_graph *g, int depth) {
 
 /* ---------- calling functions ---------- */
 
+/* How deep this thread is in runs of gradient functions (WhileGrad, a
+ * gradient If). Those recompute forward values, so their TensorArray reads
+ * read elements a second time: such reads neither clear nor check
+ * clear_after_read. A run stays on one thread, its functions nested in it. */
+static _Thread_local int gradient_depth;
+
 /* A prepared call of a function: its plan and where each feed comes from. */
 typedef struct fn_call {
   mf_callable *plan;
@@ -498,7 +504,10 @@ static mf_code if_kernel(mf_kernel_ctx *ctx) {
     }
     extra[i] = st->values[col];
   }
-  if (run_call(ctx, call, ctx->inputs + 1, NULL, extra, false, out)) goto done;
+  gradient_depth += gradient;
+  run_call(ctx, call, ctx->inputs + 1, NULL, extra, false, out);
+  gradient_depth -= gradient;
+  if (!mf_ok(ctx->status)) goto done;
   for (int i = 0; i < nres; i++) {
     mf_tensor_release(ctx->outputs[i]);
     ctx->outputs[i] = out[i];
@@ -1453,7 +1462,9 @@ static mf_code while_grad_kernel(mf_kernel_ctx *ctx) {
   for (int t = niter - 1; t >= 0 && mf_ok(ctx->status); t--) {
     mf_tensor **row = st->values + (size_t)t * (size_t)st->nports;
     for (int i = 0; i < nunstash; i++) extra[i] = row[cols[i]];
+    gradient_depth++;
     run_call(ctx, call, vals, move, extra, false, out);
+    gradient_depth--;
     if (own)
       for (int i = 0; i < st->nports; i++) {
         mf_tensor_release(row[i]);
@@ -1512,7 +1523,11 @@ done:
  *   buffer  [capacity, element...] holding the elements (row i is element i),
  *           or a scalar while the element shape is unknown (until the first
  *           write fixes it);
- *   meta    int64 [1 + capacity]: the size, then 1 for each written index.
+ *   meta    int64 [1 + capacity]: the size, then per index 0 (not written),
+ *           1 (written) or 2 (written, then cleared by a read: attr
+ *           clear_after_read of the reads, TensorFlow's default; a second
+ *           read of the index is an error). Reads clear in place: the meta
+ *           is the array's identity, as TensorFlow's resource handle is.
  * A write returns the new pair. When both inputs die at the write and nobody
  * else holds them (in a loop body, from the second iteration on) the write
  * happens in place, so filling an array in a loop costs O(element) per step.
@@ -1778,8 +1793,9 @@ static mf_code ta_scatter_common(mf_kernel_ctx *ctx, const mf_tensor *indices, c
 static mf_code ta_scatter_kernel(mf_kernel_ctx *ctx) { return ta_scatter_common(ctx, ctx->inputs[2], ctx->inputs[3]); }
 static mf_code ta_unstack_kernel(mf_kernel_ctx *ctx) { return ta_scatter_common(ctx, NULL, ctx->inputs[2]); }
 
-/* Checks reading index i. */
-static mf_code ta_check_read(mf_kernel_ctx *ctx, const mf_tensor *meta, int64_t i) {
+/* Checks reading index i and, when the reading op clears what it reads,
+ * marks it cleared (not in the recomputations of a gradient function). */
+static mf_code ta_check_read(mf_kernel_ctx *ctx, mf_tensor *meta, int64_t i) {
   int64_t size = ta_size(meta);
   if (i < 0 || i >= size)
     return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: Tried to read from index %lld but array size is: %lld",
@@ -1788,7 +1804,41 @@ static mf_code ta_check_read(mf_kernel_ctx *ctx, const mf_tensor *meta, int64_t 
     return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
                          "%s: Could not read from TensorArray index %lld because it has not yet been written to.",
                          ctx->op->name, (long long)i);
+  if (gradient_depth > 0 || !mf_attr_bool(ctx->attrs, "clear_after_read", false)) return MF_OK;
+  int64_t *m = meta->data;
+  if (m[1 + i] == 2)
+    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                         "%s: Could not read index %lld twice because it was cleared after a previous read "
+                         "(perhaps try setting clear_after_read = false?).",
+                         ctx->op->name, (long long)i);
+  m[1 + i] = 2;
   return MF_OK;
+}
+
+/* The element shape of a TensorArray without a buffer: its attr
+ * element_shape (what the Lua side knows from writes it traced, in a loop
+ * that may have run zero times), when fully defined. */
+static bool ta_attr_elem(const mf_attrs *attrs, mf_shape *elem) {
+  const mf_attr *es = mf_attrs_find(attrs, "element_shape", MF_ATTR_SHAPE);
+  if (!es || !mf_shape_fully_defined(&es->v.shape) || es->v.shape.rank >= MF_MAX_RANK) return false;
+  *elem = es->v.shape;
+  return true;
+}
+
+/* The error of reading the elements of an array without a buffer (nothing
+ * written) whose element shape is not known. */
+static mf_code ta_unknown_elem(mf_kernel_ctx *ctx) {
+  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                       "%s: TensorArray has size zero, but element shape <unknown> is not fully defined. Give "
+                       "element_shape when creating a TensorArray that may stay empty",
+                       ctx->op->name);
+}
+
+/* The error of concatenating scalars (attr concat: the stack of a concat). */
+static mf_code ta_check_concat(mf_kernel_ctx *ctx, int elem_rank) {
+  if (elem_rank >= 1 || !mf_attr_bool(ctx->attrs, "concat", false)) return MF_OK;
+  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                       "%s: TensorArray concat needs elements of rank >= 1, got scalars (use stack)", ctx->op->name);
 }
 
 /* TensorArrayRead(buffer, meta, index) / TensorArrayGather(buffer, meta, indices). */
@@ -1798,6 +1848,7 @@ static mf_code ta_read_infer(mf_infer_ctx *ic) {
     return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the index must be a scalar or a vector", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[0];
   mf_shape elem = ta_elem_shape(&ic->in_shapes[0]);
+  if (elem.rank < 0) ta_attr_elem(ic->attrs, &elem);
   if (ic->in_shapes[2].rank == 1 || ic->in_shapes[2].rank < 0) {  /* gather */
     if (elem.rank >= 0 && elem.rank < MF_MAX_RANK && ic->in_shapes[2].rank == 1) {
       mf_shape out = {.rank = elem.rank + 1};
@@ -1813,12 +1864,17 @@ static mf_code ta_read_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code ta_read_kernel(mf_kernel_ctx *ctx) {
-  const mf_tensor *buf = ctx->inputs[0], *meta = ctx->inputs[1], *idx = ctx->inputs[2];
+  const mf_tensor *buf = ctx->inputs[0], *idx = ctx->inputs[2];
   for (int64_t j = 0; j < idx->size; j++)
-    if (ta_check_read(ctx, meta, load_index(idx, j))) return ctx->status->code;
-  mf_shape out = {.rank = buf->rank - 1 + idx->rank};
+    if (ta_check_read(ctx, ctx->inputs[1], load_index(idx, j))) return ctx->status->code;
+  /* The element shape: the buffer's, or (nothing written: a gather of no
+   * indices) the attribute's. */
+  mf_shape elem;
+  if (buf->rank > 0) elem = mf_shape_make(buf->rank - 1, buf->dims + 1);
+  else if (!ta_attr_elem(ctx->attrs, &elem)) return ta_unknown_elem(ctx);
+  mf_shape out = {.rank = elem.rank + idx->rank};
   if (idx->rank) out.dims[0] = idx->size;
-  for (int d = 1; d < buf->rank; d++) out.dims[d - 1 + idx->rank] = buf->dims[d];
+  for (int d = 0; d < elem.rank; d++) out.dims[d + idx->rank] = elem.dims[d];
   mf_tensor *o = mf_kernel_alloc_output(ctx, 0, buf->dtype, out.rank, out.dims);
   if (!o) return ctx->status->code;
   size_t row = ta_row_bytes(buf);
@@ -1832,6 +1888,12 @@ static mf_code ta_stack_infer(mf_infer_ctx *ic) {
   if (ta_check(ic, -1)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = ic->in_shapes[0].rank > 0 ? ic->in_shapes[0] : mf_shape_unknown();
+  mf_shape elem;
+  if (ic->out_shapes[0].rank < 0 && ta_attr_elem(ic->attrs, &elem)) {
+    mf_shape out = {.rank = elem.rank + 1};
+    memcpy(out.dims + 1, elem.dims, (size_t)elem.rank * sizeof out.dims[0]);
+    ic->out_shapes[0] = out;
+  }
   if (ic->out_shapes[0].rank > 0) {
     const mf_shape *m = &ic->in_shapes[1];
     ic->out_shapes[0].dims[0] = m->rank == 1 && m->dims[0] > 0 ? m->dims[0] - 1 : -1;
@@ -1843,17 +1905,18 @@ static mf_code ta_stack_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *buf = ctx->inputs[0], *meta = ctx->inputs[1];
   int64_t size = ta_size(meta);
   for (int64_t i = 0; i < size; i++)
-    if (!ta_written(meta, i))
-      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                           "%s: Could not read from TensorArray index %lld because it has not yet been written to.",
-                           ctx->op->name, (long long)i);
+    if (ta_check_read(ctx, meta, i)) return ctx->status->code;
   if (buf->rank == 0) {
+    /* Nothing written: [0, element...] when the element shape is known. */
+    mf_shape elem;
     if (size > 0) return mf_status_set(ctx->status, MF_INTERNAL, "%s: written array without a buffer", ctx->op->name);
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: TensorArray has size zero, but element shape <unknown> is not fully defined. Give "
-                         "element_shape when creating a TensorArray that may stay empty",
-                         ctx->op->name);
+    if (!ta_attr_elem(ctx->attrs, &elem)) return ta_unknown_elem(ctx);
+    if (ta_check_concat(ctx, elem.rank)) return ctx->status->code;
+    int64_t dims[MF_MAX_RANK] = {0};
+    memcpy(dims + 1, elem.dims, (size_t)elem.rank * sizeof dims[0]);
+    return mf_kernel_alloc_output(ctx, 0, buf->dtype, elem.rank + 1, dims) ? MF_OK : ctx->status->code;
   }
+  if (ta_check_concat(ctx, buf->rank - 1)) return ctx->status->code;
   if (buf->dims[0] == size) {  /* exactly full: the buffer itself */
     ctx->outputs[0] = mf_tensor_retain(buf);
     return MF_OK;

@@ -550,8 +550,10 @@ return function(tf, ops)
   -- once each. It is a value: write, scatter, unstack and split return the new
   -- array (use what they return). Its two tensors are `buffer` (the elements,
   -- one per row) and `meta` (the size and which indices are written); as a
-  -- loop variable it stands for both. clear_after_read is accepted for
-  -- TensorFlow code: a read never changes an array here.
+  -- loop variable it stands for both. With clear_after_read (true unless
+  -- false, as in TensorFlow) a read (read, gather, stack, concat) clears the
+  -- elements it reads, and reading one again in the run is an error; the
+  -- recomputations of a gradient are exempt.
   TensorArray = {}
   TensorArray.__index = TensorArray
 
@@ -650,12 +652,25 @@ return function(tf, ops)
     return t
   end
 
-  -- ta:read(index, name): the element at index.
+  -- The attributes of a read: whether it clears what it reads, and the
+  -- element shape when known (an array nothing was written to has no buffer
+  -- to tell it, as after a loop that ran zero times).
+  local function read_attrs(self, extra)
+    local attrs = extra or {}
+    attrs.clear_after_read = self.clear_after_read
+    local known = self._element_dims ~= nil
+    for _, d in ipairs(self._element_dims or {}) do known = known and d >= 0 end
+    if known then attrs.element_shape = G.attr.shape(self._element_dims) end
+    return attrs
+  end
+
+  -- ta:read(index, name): the element at index. With clear_after_read (the
+  -- default) reading an index a second time is an error.
   function TensorArray:read(index, name)
     index = index_tensor(index, self.meta, "TensorArray.read")
     local dims = index:get_shape().dims
     if dims and #dims ~= 0 then fail("TensorArray.read: the index must be a scalar (use gather for several)") end
-    return shaped(self, G.op{"TensorArrayRead", inputs = {self.buffer, self.meta, index},
+    return shaped(self, G.op{"TensorArrayRead", inputs = {self.buffer, self.meta, index}, attrs = read_attrs(self),
                               name = ta_name(name) or "TensorArrayRead"}, 0)
   end
 
@@ -664,14 +679,14 @@ return function(tf, ops)
     indices = index_tensor(indices, self.meta, "TensorArray.gather")
     local dims = indices:get_shape().dims
     if dims and #dims ~= 1 then fail("TensorArray.gather: indices must be a vector") end
-    return shaped(self, G.op{"TensorArrayRead", inputs = {self.buffer, self.meta, indices},
+    return shaped(self, G.op{"TensorArrayRead", inputs = {self.buffer, self.meta, indices}, attrs = read_attrs(self),
                               name = ta_name(name) or "TensorArrayGather"}, 1)
   end
 
   -- ta:stack(name): all elements as one tensor [size, element...].
-  function TensorArray:stack(name)
+  function TensorArray:stack(name, extra_attrs)
     return shaped(self, G.op{"TensorArrayStack", inputs = {self.buffer, self.meta},
-                              name = ta_name(name) or "TensorArrayStack"}, 1)
+                              attrs = read_attrs(self, extra_attrs), name = ta_name(name) or "TensorArrayStack"}, 1)
   end
 
   -- ta:unstack(value, name): the array with value's rows as elements 0, 1, ...
@@ -693,8 +708,11 @@ return function(tf, ops)
 
   -- ta:concat(name): the elements concatenated along their first dimension.
   function TensorArray:concat(name)
+    if self._element_dims and #self._element_dims == 0 then
+      fail("TensorArray.concat: TensorArray concat needs elements of rank >= 1, got scalars (use stack)")
+    end
     return tf.name_scope(ta_name(name) or "TensorArrayConcat", function()
-      local s = self:stack()
+      local s = self:stack(nil, {concat = true})  -- checks the elements' rank when it runs
       local rest = ops.slice(ops.shape(s), {2}, {-1})
       return ops.reshape(s, ops.concat({G.constant({-1}, {dtype = dtypes.int32}), rest}, 0))
     end)
