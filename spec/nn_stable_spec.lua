@@ -84,6 +84,97 @@ describe("tf.nn stable functions", function()
     assert.same({}, tf.reduce_logsumexp(x):get_shape():as_list())
   end)
 
+  it("reduce_logsumexp of all -inf is -inf, as TensorFlow's (not NaN)", function()
+    local sess = tf.Session()
+    local inf = math.huge
+    assert.equal(-inf, sess:run(tf.reduce_logsumexp(tf.constant({-inf, -inf}, tf.float64))))
+    assert.same({-inf, math.log(1 + math.exp(1))},
+                sess:run(tf.reduce_logsumexp(tf.constant({{-inf, -inf}, {0, 1}}, tf.float64), 1)):totable())
+    assert.equal(inf, sess:run(tf.reduce_logsumexp(tf.constant({1, inf}))))
+    assert.same({{-inf}}, sess:run(tf.reduce_logsumexp(tf.constant({{-inf, -inf}}), {axis = 1, keepdims = true}))
+                          :totable())
+    -- log_softmax is built on it: a row with one finite entry is [0, -inf].
+    assert.same({0, -inf}, sess:run(tf.nn.log_softmax(tf.constant({3, -inf}, tf.float64))):totable())
+  end)
+
+  it("sparse softmax cross entropy picks the label's entry: a -inf elsewhere costs nothing", function()
+    local sess = tf.Session()
+    local inf = math.huge
+    local function xent(labels, logits)
+      local l = tf.nn.sparse_softmax_cross_entropy_with_logits({labels = labels, logits = logits})
+      return l
+    end
+    assert.same({0}, sess:run(xent({0}, tf.constant({{0, -inf}}, tf.float64))):totable())
+    -- log(e^1 + e^3) - 1 with the -inf class ignored.
+    local logits = tf.constant({{1, -inf, 3}, {0, 0, -inf}}, tf.float64)
+    local loss = xent(tf.constant({0, 1}, tf.int64), logits)
+    near_list({math.log(math.exp(1) + math.exp(3)) - 1, math.log(2)}, sess:run(loss):totable(), 1e-12)
+    local s1 = math.exp(1) / (math.exp(1) + math.exp(3))
+    local g = sess:run(tf.gradients(loss, logits)[1]):totable()
+    near_list({s1 - 1, 0, 1 - s1}, g[1], 1e-12)
+    near_list({0.5, -0.5, 0}, g[2], 1e-12)
+    -- Logits of rank 3: rows of the last axis, the loss shaped like the labels.
+    local x3 = tf.constant({{{1, 2, 3}, {3, 2, 1}}}, tf.float64)
+    local l3 = sess:run(xent(tf.constant({{2, 1}}, tf.int32), x3)):totable()
+    local lse = math.log(math.exp(1) + math.exp(2) + math.exp(3))
+    near_list({lse - 3, lse - 2}, l3[1], 1e-12)
+    -- A 1-D row and a scalar label.
+    assert.near(lse - 1, sess:run(xent(0, tf.constant({1, 2, 3}, tf.float64))), 1e-12)
+  end)
+
+  it("sparse softmax cross entropy refuses labels outside [0, classes) when run", function()
+    local sess = tf.Session()
+    local labels = tf.placeholder(tf.int32, {-1}, "labels")
+    local line = debug.getinfo(1, "l").currentline + 1
+    local loss = tf.nn.sparse_softmax_cross_entropy_with_logits({labels = labels, logits = tf.ones({2, 3})})
+    local function err_of(values)
+      local ok, err = pcall(sess.run, sess, loss, {[labels] = values})
+      assert.is_false(ok)
+      return err
+    end
+    assert.equal("Received a label value of 7 which is outside the valid range of [0, 3).  Label values: 0 7 " ..
+                 "[[node SparseSoftmaxCrossEntropyWithLogits (defined at spec/nn_stable_spec.lua:" .. line .. ")]]",
+                 err_of({0, 7}))
+    assert.truthy(err_of({-1, 2}):find("Received a label value of -1 which is outside the valid range of [0, 3).  " ..
+                                       "Label values: -1 2", 1, true))
+    assert.truthy(err_of({3, 3}):find("label value of 3 ", 1, true))
+    -- The session stays usable.
+    near_list({math.log(3), math.log(3)}, sess:run(loss, {[labels] = {0, 2}}):totable(), 1e-6)
+    -- Float labels are refused; statically known ranks must agree.
+    assert.is_false(pcall(tf.nn.sparse_softmax_cross_entropy_with_logits,
+                          {labels = tf.constant({0, 1}), logits = tf.ones({2, 3})}))
+    local ok, err = pcall(tf.nn.sparse_softmax_cross_entropy_with_logits, {labels = {{0}}, logits = tf.ones({2, 3})})
+    assert.is_false(ok)
+    assert.truthy(err:find("rank of labels (received 2) should equal rank of logits minus 1 (received 2)", 1, true))
+  end)
+
+  it("sparse softmax cross entropy: first and second derivatives pass finite differences", function()
+    local x = tf.placeholder(tf.float64, {3, 4}, "x")
+    local init = {{0.5, -1, 2, 0.25}, {1, 1, -2, 3}, {-0.5, 0, 0.75, -1.5}}
+    local labels = tf.constant({3, 0, 2}, tf.int32)
+    local loss = tf.nn.sparse_softmax_cross_entropy_with_logits({labels = labels, logits = x})
+    local err = tf.test.compute_gradient_error(x, {3, 4}, loss, {3}, {x_init_value = init})
+    assert(err < 1e-7, "gradient error " .. err)
+    -- The gradient's own gradient (a Hessian-vector product) goes through the backprop output.
+    local w = tf.constant({{1, 2, 3, 4}, {-1, 0, 1, 0}, {0.5, 0.5, -2, 1}}, tf.float64)
+    local gx = tf.gradients(tf.reduce_sum(loss * tf.constant({1, 2, 3}, tf.float64)), x)[1]
+    err = tf.test.compute_gradient_error(x, {3, 4}, tf.reduce_sum(gx * w, 1), {3}, {x_init_value = init, delta = 1e-4})
+    assert(err < 1e-7, "second derivative error " .. err)
+    -- and equals the dense loss's with one-hot labels.
+    local dense = tf.nn.softmax_cross_entropy_with_logits({labels = tf.one_hot(labels, 4, 1, 0, {dtype = tf.float64}),
+                                                          logits = x})
+    local gd = tf.gradients(tf.reduce_sum(dense * tf.constant({1, 2, 3}, tf.float64)), x)[1]
+    local sess = tf.Session()
+    local hs = sess:run(tf.gradients(tf.reduce_sum(gx * w), x)[1], {[x] = init}):totable()
+    local hd = sess:run(tf.gradients(tf.reduce_sum(gd * w), x)[1], {[x] = init}):totable()
+    for r = 1, 3 do near_list(hd[r], hs[r], 1e-12) end
+    -- Rank-3 logits too.
+    local x3 = tf.placeholder(tf.float64, {1, 3, 4}, "x3")
+    local l3 = tf.nn.sparse_softmax_cross_entropy_with_logits({labels = {{3, 0, 2}}, logits = x3})
+    err = tf.test.compute_gradient_error(x3, {1, 3, 4}, l3, {1, 3}, {x_init_value = {init}})
+    assert(err < 1e-7, "rank-3 gradient error " .. err)
+  end)
+
   it("sparse softmax cross entropy equals the dense one with one-hot labels", function()
     local logits = tf.constant(x_values, tf.float64)
     local dense = tf.nn.softmax_cross_entropy_with_logits({

@@ -3,7 +3,8 @@
  *                gradient ops ReluGrad(gradients, features) ... (TF's);
  *   BiasAdd and BiasAddGrad;
  *   Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (im2col + BLAS gemm);
- *   MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad.
+ *   MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad;
+ *   SparseSoftmaxCrossEntropyWithLogits (fused loss and backprop).
  *
  * Convolutions: the input patches of a block of output pixels are gathered
  * into a scratch matrix (im2col: one row per output pixel, columns ordered
@@ -1121,6 +1122,134 @@ static mf_code avg_pool_grad_rule(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* ---------- SparseSoftmaxCrossEntropyWithLogits ---------- */
+
+/* SparseSoftmaxCrossEntropyWithLogits(features [batch, classes], labels
+ * [batch] int32/int64) -> loss [batch], backprop [batch, classes], as
+ * TensorFlow's fused op: loss = logsumexp(row) - row[label] and backprop =
+ * softmax(row) - one_hot(label). The label's entry is picked, never
+ * multiplied by a one-hot mask, so a -inf logit elsewhere costs nothing; a
+ * label outside [0, classes) fails the run. */
+static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
+  if (check_dtype(ic, 0, "features", FLOAT_TYPES) ||
+      check_dtype(ic, 1, "labels", (1u << MF_INT32) | (1u << MF_INT64)))
+    return ic->status->code;
+  const mf_shape *f = &ic->in_shapes[0], *l = &ic->in_shapes[1];
+  char sf[160], sl[160];
+  if (f->rank >= 0 && f->rank != 2)
+    return INVALID(ic->status, "%s: logits must be 2-D (batch, classes), got shape %s", ic->op_name,
+                   mf_shape_str(f, sf, sizeof sf));
+  if (l->rank >= 0 && l->rank != 1)
+    return INVALID(ic->status, "%s: labels must be 1-D (one class index per row), got shape %s", ic->op_name,
+                   mf_shape_str(l, sl, sizeof sl));
+  int64_t batch = f->rank == 2 ? f->dims[0] : -1, classes = f->rank == 2 ? f->dims[1] : -1;
+  int64_t lb = l->rank == 1 ? l->dims[0] : -1;
+  if (batch >= 0 && lb >= 0 && batch != lb)
+    return INVALID(ic->status,
+                   "%s: logits and labels must have the same first dimension, got logits shape %s and labels "
+                   "shape %s",
+                   ic->op_name, mf_shape_str(f, sf, sizeof sf), mf_shape_str(l, sl, sizeof sl));
+  if (batch < 0) batch = lb;
+  ic->out_dtypes[0] = ic->out_dtypes[1] = ic->in_dtypes[0];
+  ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {batch}};
+  ic->out_shapes[1] = (mf_shape){.rank = 2, .dims = {batch, classes}};
+  return MF_OK;
+}
+
+#define SPARSE_XENT(code, T, ...)                                                                    \
+  static void sparse_xent_##code(const T *x, const int64_t *label, T *loss, T *bp, int64_t rows,    \
+                                 int64_t c) {                                                        \
+    for (int64_t r = 0; r < rows; r++) {                                                             \
+      const T *row = x + r * c;                                                                      \
+      T *b = bp + r * c;                                                                             \
+      T m = row[0];                                                                                  \
+      for (int64_t j = 1; j < c; j++) m = row[j] > m ? row[j] : m;                                   \
+      double sum = 0;                                                                                \
+      for (int64_t j = 0; j < c; j++) {                                                              \
+        T e = (T)exp((double)(row[j] - m));                                                          \
+        b[j] = e;                                                                                    \
+        sum += (double)e;                                                                            \
+      }                                                                                              \
+      T inv = (T)(1.0 / sum);                                                                        \
+      for (int64_t j = 0; j < c; j++) b[j] *= inv;                                                   \
+      b[label[r]] -= 1;                                                                              \
+      loss[r] = (T)(log(sum) - (double)(row[label[r]] - m));                                         \
+    }                                                                                                \
+  }
+T_FLOAT(SPARSE_XENT, ~)
+
+static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *lab = ctx->inputs[1];
+  mf_tensor *loss = ctx->outputs[0], *bp = ctx->outputs[1];
+  int64_t rows = x->dims[0], c = x->dims[1];
+  if (rows == 0) return MF_OK;
+  if (c == 0) return INVALID(ctx->status, "Must have at least one class, but got logits shape %lld x 0", (long long)rows);
+  /* The labels as int64, checked against [0, classes) before any row is done. */
+  int64_t inline_labels[256];
+  int64_t *labels = rows <= 256 ? inline_labels : mf_malloc((size_t)rows * sizeof *labels);
+  if (!labels) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "out of memory");
+  int64_t bad = -1;
+  for (int64_t r = 0; r < rows; r++) {
+    labels[r] = lab->dtype == MF_INT32 ? ((const int32_t *)lab->data)[r] : ((const int64_t *)lab->data)[r];
+    if (bad < 0 && (labels[r] < 0 || labels[r] >= c)) bad = r;
+  }
+  if (bad >= 0) {
+    /* TensorFlow's words; the label values listed (the first 100 of them). */
+    char list[1024];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int64_t r = 0; r < rows && r < 100 && len < sizeof list - 32; r++)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld", r ? " " : "", (long long)labels[r]);
+    if (rows > 100) snprintf(list + len, sizeof list - len, " ...");
+    mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                  "Received a label value of %lld which is outside the valid range of [0, %lld).  Label values: %s",
+                  (long long)labels[bad], (long long)c, list);
+  } else if (x->dtype == MF_FLOAT32) {
+    sparse_xent_MF_FLOAT32(x->data, labels, loss->data, bp->data, rows, c);
+  } else {
+    sparse_xent_MF_FLOAT64(x->data, labels, loss->data, bp->data, rows, c);
+  }
+  if (labels != inline_labels) mf_free(labels);
+  return ctx->status->code;
+}
+
+/* A reduction of x over its last axis, the axis kept. */
+static mf_output reduce_last(mf_grad_ctx *gc, const char *type, mf_output x) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (d) {
+    mf_op_desc_add_input(d, x);
+    mf_op_desc_set_attr_int(d, "axis", -1);
+    mf_op_desc_set_attr_bool(d, "keepdims", true);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* d loss = dy * backprop, row by row. A gradient reaching backprop (a second
+ * derivative of the loss) flows through softmax(features): its Jacobian
+ * applied to g is softmax * (g - sum(g * softmax)). Labels get none. */
+static mf_code sparse_xent_rule(mf_grad_ctx *gc) {
+  mf_output dx = {0};
+  if (gc->grads[0].op) {
+    mf_op_desc *d = mf_grad_begin(gc, "ExpandDims");
+    if (d) {
+      mf_op_desc_add_input(d, gc->grads[0]);
+      mf_op_desc_set_attr_int(d, "axis", -1);
+    }
+    dx = mf_grad_op2(gc, "Mul", mf_grad_finish(gc, d), mf_op_out(gc->op, 1));
+  }
+  if (gc->grads[1].op) {
+    mf_output x = mf_op_in(gc->op, 0), g = gc->grads[1];
+    mf_output shifted = mf_grad_op2(gc, "Sub", x, mf_grad_op1(gc, "StopGradient", reduce_last(gc, "Max", x)));
+    mf_output e = mf_grad_op1(gc, "Exp", shifted);
+    mf_output softmax = mf_grad_op2(gc, "Div", e, reduce_last(gc, "Sum", e));
+    mf_output inner = reduce_last(gc, "Sum", mf_grad_op2(gc, "Mul", g, softmax));
+    mf_output second = mf_grad_op2(gc, "Mul", softmax, mf_grad_op2(gc, "Sub", g, inner));
+    dx = dx.op ? mf_grad_op2(gc, "Add", dx, second) : second;
+  }
+  gc->input_grads[0] = dx;
+  return gc->status->code;
+}
+
 /* ---------- registrations ---------- */
 
 #define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) \
@@ -1146,5 +1275,7 @@ static const mf_op_def defs[] = {
     OP_DEF(MaxPoolGradGrad, 3, 0, max_pool_grad_grad_infer, max_pool_grad_grad_kernel, max_pool_grad_grad_rule)
     OP_DEF(AvgPool, 1, 0, pool_infer, avg_pool_kernel, avg_pool_rule)
     OP_DEF(AvgPoolGrad, 2, 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
+    {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
+     .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
 };
 MF_OP_TABLE(mf_ops_nn, defs);

@@ -143,11 +143,14 @@ return function(tf, ops)
 
   -- log(sum(exp(x))) over axis: the maximum is taken out first so that no exp
   -- overflows, and its gradient stopped (the result does not depend on it).
+  -- As TensorFlow, a maximum that is not finite is replaced by 0: all -inf
+  -- gives -inf (not -inf - -inf = NaN), a +inf gives +inf.
   function ops.reduce_logsumexp(x, axis, keepdims, name)
     x = G.convert(x)
     local o = type(axis) == "table" and getmetatable(axis) == nil and #axis == 0 and next(axis) ~= nil and axis or
               {axis = axis, keepdims = keepdims, name = name}
-    local m = ops.stop_gradient(ops.reduce_max(x, {axis = o.axis, keepdims = true}))
+    local raw = ops.reduce_max(x, {axis = o.axis, keepdims = true})
+    local m = ops.stop_gradient(ops.where(ops.less(ops.abs(raw), math.huge), raw, 0))
     local s = ops.log(ops.reduce_sum(ops.exp(x - m), {axis = o.axis, keepdims = true})) + m
     if o.keepdims then return ops.identity(s, o.name) end
     if o.axis == nil then return ops.reshape(s, {}, o.name) end
@@ -177,17 +180,30 @@ return function(tf, ops)
     return ops.negative(xent, name)
   end
 
-  -- labels are class indices (int32/int64) into the last axis of logits.
+  -- labels are class indices (int32/int64) into the last axis of logits, of
+  -- the shape of logits without it. One fused op (ops_nn.c) per row picks the
+  -- label's entry, logsumexp(row) - row[label], and keeps softmax - one_hot for
+  -- the gradient; a label outside [0, classes) fails the run in TensorFlow's
+  -- words. Logits of another rank than 2 are seen as [-1, classes] rows.
   function tf.nn.sparse_softmax_cross_entropy_with_logits(opts)
-    local labels, logits, _, name = loss_args("tf.nn.sparse_softmax_cross_entropy_with_logits", opts)
+    local fname = "tf.nn.sparse_softmax_cross_entropy_with_logits"
+    local labels, logits, _, name = loss_args(fname, opts)
     labels = G.convert(labels, tf.int32, logits.graph)
-    if not labels.dtype.is_integer then
-      error("tf.nn.sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64 class indices, got " ..
-            labels.dtype.name, 2)
+    if labels.dtype ~= tf.int32 and labels.dtype ~= tf.int64 then
+      error(fname .. ": labels must be int32 or int64 class indices, got " .. labels.dtype.name, 2)
     end
-    local classes = ops.range(0, ops.cast(ops.shape(logits)[-1], labels.dtype), 1, {dtype = labels.dtype})
-    local one_hot = ops.cast(ops.equal(ops.expand_dims(labels, -1), classes), logits.dtype)
-    return ops.negative(ops.reduce_sum(one_hot * tf.nn.log_softmax(logits), {axis = -1}), name)
+    local lr, xr = labels:get_shape().ndims, logits:get_shape().ndims
+    if xr == 0 then error(fname .. ": logits must have at least one dimension (the classes), got a scalar", 2) end
+    if lr and xr and lr ~= xr - 1 then
+      error(string.format("%s: rank mismatch: rank of labels (received %d) should equal rank of logits minus 1 " ..
+                          "(received %d)", fname, lr, xr), 2)
+    end
+    if xr == 2 then
+      return (G.op{"SparseSoftmaxCrossEntropyWithLogits", inputs = {logits, labels}, name = name})
+    end
+    local rows = ops.reshape(logits, ops.stack({-1, ops.shape(logits)[-1]}))
+    local loss = G.op{"SparseSoftmaxCrossEntropyWithLogits", inputs = {rows, ops.reshape(labels, {-1})}}
+    return ops.reshape(loss, ops.shape(labels), name)
   end
 
   -- max(x, 0) - x * z + log(1 + exp(-|x|)): never overflows.
