@@ -464,6 +464,35 @@ section("digits training: peak resident memory", function()
       peer and "memory ratio; 20 epochs of the MLP, batch 32, each in its own process" or why)
 end)
 
+-- 12: an input pipeline whose map is expensive (a 256x256 float32 matmul and
+-- tanh per element) feeding a training-like step (a 256x256 matmul against a
+-- variable and a gradient-descent update), with and without prefetch(2): with
+-- it the map runs on its session's worker thread while the step runs here.
+section("input pipeline: 256x256 matmul map -> step", function()
+  local name = "input pipeline: 256x256 matmul map -> step"
+  local function steps_per_s(prefetch)
+    tf.reset_default_graph()
+    tf.set_random_seed(1)
+    local n = 256
+    local src = tf.Array.new(tf.float32, {16, n, n})
+    for i = 0, 16 * n * n - 1 do src._data[i] = ((i * 7919) % 1000) / 1000 - 0.5 end
+    local ds = tf.data.Dataset.from_tensor_slices(src)
+      :map(function(x) return tf.tanh(x:matmul(x) * (1 / n)) end):repeat_()
+    if prefetch then ds = ds:prefetch(2) end
+    local x = ds:make_one_shot_iterator():get_next()
+    local w = tf.Variable(tf.random_normal({n, n}, {stddev = 0.05}))
+    local loss = tf.reduce_mean(tf.square(x:matmul(w)))
+    local train = tf.train.GradientDescentOptimizer(0.01):minimize(loss)
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local step = sess:make_callable(train)
+    return 1 / best(step, 100, 5)
+  end
+  local sync, ahead = steps_per_s(false), steps_per_s(true)
+  row(name, string.format("%.0f", ahead), "steps/s", "no prefetch", string.format("%.0f", sync),
+      fmt_ratio(ahead / sync), "prefetch(2): the map runs on a worker thread during the step")
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}
