@@ -10,7 +10,7 @@
 #   make install-lua  only the Lua modules + library (what LuaRocks runs)
 CC ?= cc
 CFLAGS ?= -O2 -g
-WARN := -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter
+WARN := -std=c11 -Wall -Wextra -Werror
 # sqrt and friends never set errno here, so their loops can vectorize; gcc's
 # -O2 vectorizes only loops that need no remainder loop unless told its
 # dynamic cost model (clang vectorizes them at -O2 and lacks the flag).

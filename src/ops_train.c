@@ -42,6 +42,7 @@ typedef struct train_sig {
 #define MF_UPDATE_RULES(T, S, SQRT)                                                       \
   static void gradient_descent_##S(void *const *ref, const void *grad, int64_t n,         \
                                    const double *hp, bool flag) {                         \
+    MF_UNUSED(flag);                                                                  \
     T *restrict var = ref[0];                                                             \
     const T *restrict g = grad;                                                           \
     const T alpha = (T)hp[0];                                                             \
@@ -70,6 +71,7 @@ typedef struct train_sig {
    * hp: beta1_power, beta2_power, lr, beta1, beta2, epsilon. */                          \
   static void adam_##S(void *const *ref, const void *grad, int64_t n, const double *hp,   \
                        bool flag) {                                                       \
+    MF_UNUSED(flag);                                                                  \
     T *restrict var = ref[0], *restrict m = ref[1], *restrict v = ref[2];                 \
     const T *restrict g = grad;                                                           \
     const T b1p = (T)hp[0], b2p = (T)hp[1], lr = (T)hp[2];                                \
@@ -84,6 +86,7 @@ typedef struct train_sig {
   /* hp: lr, rho, momentum, epsilon. */                                                   \
   static void rmsprop_##S(void *const *ref, const void *grad, int64_t n, const double *hp, \
                           bool flag) {                                                    \
+    MF_UNUSED(flag);                                                                  \
     T *restrict var = ref[0], *restrict ms = ref[1], *restrict mom = ref[2];              \
     const T *restrict g = grad;                                                           \
     const T lr = (T)hp[0], one_minus_rho = (T)1 - (T)hp[1], momentum = (T)hp[2], eps = (T)hp[3]; \
@@ -97,6 +100,7 @@ typedef struct train_sig {
    * sqrt(ms - mg^2 + epsilon). hp: lr, rho, momentum, epsilon. */                        \
   static void centered_rmsprop_##S(void *const *ref, const void *grad, int64_t n,         \
                                    const double *hp, bool flag) {                         \
+    MF_UNUSED(flag);                                                                  \
     T *restrict var = ref[0], *restrict mg = ref[1], *restrict ms = ref[2],               \
                *restrict mom = ref[3];                                                    \
     const T *restrict g = grad;                                                           \
@@ -112,6 +116,7 @@ typedef struct train_sig {
   /* accum += grad^2; var -= grad * lr / sqrt(accum). hp: lr. */                          \
   static void adagrad_##S(void *const *ref, const void *grad, int64_t n, const double *hp, \
                           bool flag) {                                                    \
+    MF_UNUSED(flag);                                                                  \
     T *restrict var = ref[0], *restrict accum = ref[1];                                   \
     const T *restrict g = grad;                                                           \
     const T lr = (T)hp[0];                                                                \
