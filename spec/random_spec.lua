@@ -646,3 +646,78 @@ describe("tf.multinomial", function()
     assert.same({{1, 1, 1}}, sess:run(t, {[l] = {{-1 / 0, 0}}}):totable())
   end)
 end)
+
+describe("initializers and threads", function()
+  -- A child process builds variables with each random initializer, runs the
+  -- initializer and prints, per variable, its element count, sum, sum of
+  -- squares and a position-weighted sum (to 17 digits), then its first values.
+  local child = [[
+local tf = require("moonflow")
+tf.set_random_seed(42)
+local vars = {
+  tf.get_variable("glorot_u", {512, 256}, tf.float32, tf.glorot_uniform_initializer()),
+  tf.get_variable("glorot_n", {300, 200}, tf.float64, tf.glorot_normal_initializer()),
+  tf.get_variable("trunc", {1000, 257}, tf.float32, tf.truncated_normal_initializer(0, 0.5)),
+  tf.get_variable("normal", {4096, 33}, tf.float64, tf.random_normal_initializer(1, 2)),
+  tf.get_variable("uniform", {70001}, tf.float32, tf.random_uniform_initializer(-3, 3)),
+  tf.get_variable("scaling", {64, 64, 3, 3}, tf.float32,
+                  tf.variance_scaling_initializer(2, "fan_in", "truncated_normal")),
+}
+local h = tf.layers.dense(tf.placeholder(tf.float32, {8, 640}), 384, {name = "dense"})
+assert(h)
+local sess = tf.Session()
+sess:run(tf.global_variables_initializer())
+for _, v in ipairs(tf.global_variables()) do
+  local a = sess:run(v)
+  local d = a:data()
+  local n, sum, sq, weighted = a:size(), 0, 0, 0
+  for i = 0, n - 1 do
+    local x = tonumber(d[i])
+    sum, sq, weighted = sum + x, sq + x * x, weighted + x * (i % 97 + 1)
+  end
+  io.write(string.format("%s %d %.17g %.17g %.17g %.17g %.17g\n", v.op.name, n, sum, sq, weighted,
+                         tonumber(d[0]), tonumber(d[n - 1])))
+end
+]]
+
+  local function run_with_threads(threads)
+    local lib = require("moonflow.core").library_path
+    if lib:sub(1, 1) ~= "/" then lib = (os.getenv("PWD") or ".") .. "/" .. lib end
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(child)
+    f:close()
+    local p = assert(io.popen(string.format(
+      "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d LUA_PATH='lua/?.lua;lua/?/init.lua;;' MOONFLOW_LIB='%s' luajit '%s' 2>&1",
+      threads, threads, lib, path)))
+    local out = p:read("*a")
+    p:close()
+    os.remove(path)
+    return out
+  end
+
+  it("give identical values with OPENBLAS_NUM_THREADS=1 and 4", function()
+    local one, four = run_with_threads(1), run_with_threads(4)
+    local rows = {}
+    for line in one:gmatch("[^\n]+") do
+      local name, n, sum, sq = line:match("^(%S+) (%d+) (%S+) (%S+)")
+      assert(name, "unexpected child output: " .. one)
+      rows[name] = {n = tonumber(n), mean = tonumber(sum) / tonumber(n), ms = tonumber(sq) / tonumber(n)}
+    end
+    local _, lines = one:gsub("\n", "")
+    assert.equal(8, lines)
+    assert.equal(one, four)
+    -- The values are the initializers' own, not zeros: moments near the distributions'.
+    assert.equal(512 * 256, rows.glorot_u.n)
+    assert.near(0, rows.glorot_u.mean, 0.002)
+    assert.near(2 / (512 + 256), rows.glorot_u.ms, 0.05 * 2 / (512 + 256))        -- limit^2 / 3
+    assert.near(2 / (300 + 200), rows.glorot_n.ms, 0.1 * 2 / (300 + 200))
+    assert.near(1, rows.normal.mean, 0.05)
+    assert.near(1 + 4, rows.normal.ms, 0.15)
+    assert.near(3, rows.uniform.ms, 0.05)                                          -- 3^2 / 3
+    assert.near(0.25 * 0.7737, rows.trunc.ms, 0.01)    -- a normal cut at 2 sd keeps 77.4% of its variance
+    assert.near(2 / (64 * 64 * 3), rows.scaling.ms, 0.1 * 2 / (64 * 64 * 3))
+    assert.equal(640 * 384, rows["dense/kernel"].n)
+    assert.equal(0, rows["dense/bias"].ms)
+  end)
+end)
