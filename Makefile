@@ -3,6 +3,7 @@
 #   make test       the busted suite against build/
 #   make asan       the library with AddressSanitizer + UBSan, in build-asan/
 #   make test-asan  the suite against build-asan/
+#   make test-threads  the asynchronous-run API under ThreadSanitizer
 #   make bench      benchmarks with peer comparisons
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header and
@@ -27,7 +28,7 @@ LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test asan test-asan bench demo install install-lua install-c clean
+.PHONY: all lib deps test asan test-asan test-threads bench demo install install-lua install-c clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
@@ -78,6 +79,13 @@ test-asan: deps asan
 	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  busted $(BUSTED_ARGS) spec
+
+# The asynchronous-run API checked from C under ThreadSanitizer (LuaJIT
+# cannot be instrumented, so this check drives the C API directly).
+test-threads: deps
+	mkdir -p build-tsan
+	$(CC) -std=c11 $(MATH) -O1 -g -fsanitize=thread -Isrc spec/async_check.c $(SRC) $(LIBS) -o build-tsan/async_check
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/async_check
 
 # The C peers are compiled by bench/run.lua with the library's CC and CFLAGS.
 bench: all
