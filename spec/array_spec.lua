@@ -2,6 +2,7 @@
 -- slice, strided_slice and x[i], stack/unstack, concat, squeeze, expand_dims,
 -- transpose, range. Expected values are hand computed with NumPy's semantics.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 local ALL = {"float32", "float64", "int32", "int64", "uint8", "bool"}
 
@@ -544,6 +545,23 @@ describe("array ops", function()
   end)
 
   describe("stack and unstack", function()
+    it("packs a Lua list holding Tensors, as TensorFlow's auto-packing does", function()
+      local x = tf.constant({1, 2, 3})
+      local p = tf.placeholder(tf.float32)  -- unknown rank: once this looped forever
+      local s = tf.reduce_sum({p, 2})
+      assert.equal("Pack", s.op.inputs[1].op.type)
+      assert.equal(7, tf.Session():run(s, {[p] = 5}))
+      assert.equal(21, run(tf.reduce_sum({x, {4, 5, 6}})))
+      local nested = tf.convert_to_tensor({{x[0], 7}, {1, x[2]}})
+      assert.equal("(2, 2)", shape_of(nested))
+      assert.same({{1, 7}, {1, 3}}, run(nested))
+      local ints = tf.convert_to_tensor({tf.constant(1, tf.int32), 2})
+      assert.equal(tf.int32, ints.dtype)
+      assert.matches("Cannot convert 1.5 to a Tensor of dtype int32",
+                     H.error_of(tf.convert_to_tensor, {tf.constant(1, tf.int32), 1.5}), 1, true)
+      assert.matches('tf.array: expected numbers, got Tensor("Const', H.error_of(tf.array, {x}), 1, true)
+    end)
+
     it("stack along a new axis, negative axes too, for every dtype", function()
       for _, dt in ipairs(ALL) do
         local a, b = const({1, 0, 1}, dt), const({0, 0, 1}, dt)

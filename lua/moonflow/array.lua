@@ -26,7 +26,7 @@ function Array.is(x) return getmetatable(x) == Array end
 
 -- Shape of a nested Lua table (rectangular), or an error naming the ragged level.
 local function table_shape(t, dims, depth)
-  if type(t) ~= "table" then return end
+  if type(t) ~= "table" or getmetatable(t) ~= nil then return end
   local n = #t
   dims[depth] = n
   if n > 0 then table_shape(t[1], dims, depth + 1) end
@@ -87,7 +87,7 @@ local function converter(dtype, exact)
   return function(v)
     if type(v) == "boolean" then return v and 1 or 0 end
     if type(v) ~= "number" and type(v) ~= "cdata" then
-      error("tf.array: expected numbers, got " .. type(v), 0)
+      error("tf.array: expected numbers, got " .. (getmetatable(v) and tostring(v) or type(v)), 0)
     end
     if check then check(v, dtype) end
     return v
@@ -97,7 +97,7 @@ end
 -- The dtype a Lua value suggests: booleans become bool, numbers float32.
 function Array.default_dtype(value)
   local v = value
-  while type(v) == "table" and not Array.is(v) do v = v[1] end
+  while type(v) == "table" and getmetatable(v) == nil do v = v[1] end
   if Array.is(v) then return v.dtype end
   if type(v) == "boolean" then return core.dtypes.bool end
   return core.dtypes.float32

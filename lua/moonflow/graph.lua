@@ -533,9 +533,27 @@ end
 
 -- Turns a Lua value into a tensor (a Tensor passes through); `dtype` is the dtype
 -- numbers take, `graph` the graph a new constant joins.
+-- The first Tensor in a nested Lua list, or nil.
+local function tensor_in(x)
+  if is_tensor(x) then return x end
+  if type(x) ~= "table" or getmetatable(x) ~= nil then return nil end
+  for _, v in ipairs(x) do
+    local t = tensor_in(v)
+    if t then return t end
+  end
+end
+
 function M.convert(x, dtype, graph)
   if is_tensor(x) then return x end
   if Array.is(x) then return M.constant(x, {graph = graph}) end
+  -- A list holding Tensors is stacked along a new first axis, as TensorFlow
+  -- packs {x, y} automatically; its numbers take the Tensors' dtype.
+  local inner = tensor_in(x)
+  if inner then
+    local parts = {}
+    for i, v in ipairs(x) do parts[i] = M.convert(v, dtype or inner.dtype, graph) end
+    return M.ops.stack(parts)
+  end
   return M.constant(x, {dtype = dtype, graph = graph})
 end
 
