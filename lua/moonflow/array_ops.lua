@@ -9,79 +9,14 @@
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 
 local attr = G.attr
 local is_tensor = G.is_tensor
 local dtypes = core.dtypes
 
--- A plain table with string keys only is an options table (DESIGN §3); an empty
--- table is an empty list.
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
--- Optional arguments given positionally in TensorFlow's order (`names`) and/or
--- as one trailing options table; returns them by name.
-local function options(fname, names, ...)
-  local n = select("#", ...)
-  local opts = {}
-  local last = n > 0 and select(n, ...) or nil
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        error(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
-              table.concat(names, ", ") .. ")", 3)
-      end
-      opts[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then error(fname .. ": too many arguments", 3) end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then opts[names[i]] = v end
-  end
-  return opts
-end
-
-local function is_integer(v) return type(v) == "number" and v % 1 == 0 and v == v end
-
--- A Lua list of integers (a single number counts as a one-element list when
--- `scalar_ok`), checked, for an ints attribute.
-local function int_list(v, fname, what, scalar_ok)
-  if scalar_ok and type(v) == "number" then v = {v} end
-  if type(v) ~= "table" or getmetatable(v) ~= nil then
-    error(string.format("%s: %s must be a Lua list of integers, got %s", fname, what, tostring(v)), 3)
-  end
-  for i, x in ipairs(v) do
-    if not is_integer(x) then
-      error(string.format("%s: %s[%d] must be an integer, got %s", fname, what, i, tostring(x)), 3)
-    end
-  end
-  return v
-end
-
-local function int_arg(v, fname, what)
-  if not is_integer(v) then
-    error(string.format("%s: %s must be an integer, got %s", fname, what, tostring(v)), 3)
-  end
-  return v
-end
-
--- The graph of the tensors among the arguments, looking one level into lists.
-local function graph_of(...)
-  local found = {}
-  for i = 1, select("#", ...) do
-    local v = select(i, ...)
-    if is_tensor(v) then found[#found + 1] = v
-    elseif type(v) == "table" and getmetatable(v) == nil then
-      for _, x in ipairs(v) do if is_tensor(x) then found[#found + 1] = x end end
-    end
-  end
-  return G.graph_of(found)
-end
+local is_integer, int_list, int_arg, graph_of = args.is_integer, args.int_list, args.int_arg, args.graph_of
+local options = args.parser{}
 
 -- The value of one element of `dtype` for a Lua number (bool takes v ~= 0).
 local function scalar(v, dtype)

@@ -7,49 +7,12 @@
 -- {h, w}, or TensorFlow's 4-list {1, h, w, 1}; padding is "SAME" or "VALID".
 local G = require("moonflow.graph")
 local core = require("moonflow.core")
+local args = require("moonflow.args")
 
 local attr = G.attr
 
--- A plain table with string keys only is an options table (DESIGN §3).
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
--- Optional arguments given positionally in TensorFlow's order (`names`) and/or
--- as one trailing options table; returns them by name.
-local function options(fname, names, ...)
-  local n = select("#", ...)
-  local opts = {}
-  local last = n > 0 and select(n, ...) or nil
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        error(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
-              table.concat(names, ", ") .. ")", 3)
-      end
-      opts[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then error(fname .. ": too many arguments", 3) end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then opts[names[i]] = v end
-  end
-  return opts
-end
-
-local function is_integer(v) return type(v) == "number" and v % 1 == 0 end
-
--- A value for an error message: lists as {1, 2}.
-local function show(v)
-  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
-  local parts = {}
-  for i, x in ipairs(v) do parts[i] = show(x) end
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
+local is_integer, show, name_of = args.is_integer, args.show, args.name_of
+local options = args.parser{}
 
 -- strides / ksize / dilations as TensorFlow's NHWC 4-list.
 local function window_list(fname, what, v)
@@ -99,11 +62,6 @@ local function operands(a, b)
   if not G.is_tensor(a) and G.is_tensor(b) then return G.convert(a, b.dtype, b.graph), b end
   a = G.convert(a)
   return a, G.convert(b, a.dtype, a.graph)
-end
-
-local function name_of(opt)
-  if type(opt) == "table" then return opt.name end
-  return opt
 end
 
 -- Lua name -> op type; each is f(features, name).
