@@ -117,8 +117,18 @@ function M.parser(how)
         opts[names[i]] = v
       end
     end
-    return opts, rest
+    if how.rest then return opts, rest end
+    return opts
   end
+end
+
+-- x as a tensor (a Lua value becomes a constant).
+function M.tensor_arg(fname, what, x)
+  local ok, t = pcall(G.convert, x)
+  if not ok or not G.is_tensor(t) then
+    M.fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x))
+  end
+  return t
 end
 
 -- The graph of the tensors among the arguments, looking one level into lists.

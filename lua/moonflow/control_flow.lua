@@ -15,43 +15,13 @@
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 local C = core.C
 local dtypes = core.dtypes
 
 local is_tensor = G.is_tensor
-
--- Raises msg with the user's line.
-local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
--- A plain table with string keys only is an options table (DESIGN §3).
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
--- Optional arguments given positionally in TensorFlow's order (`names`) or as
--- one trailing options table; returns them by name.
-local function options(fname, names, ...)
-  local n = select("#", ...)
-  local last = n > 0 and select(n, ...) or nil
-  local out = {}
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " .. table.concat(names, ", ") .. ")")
-      end
-      out[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then fail(fname .. ": too many arguments") end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then out[names[i]] = v end
-  end
-  return out
-end
+local fail, is_options = args.fail, args.is_options
+local options = args.parser{at_user = true}
 
 local function shape_str(dims) return tostring(G.TensorShape.new(dims)) end
 

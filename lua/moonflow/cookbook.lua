@@ -6,46 +6,16 @@
 -- function keeps the recipe's defaults and its names.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 
 local dtypes = core.dtypes
 
-local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
+local fail, tensor_arg = args.fail, args.tensor_arg
 -- Optional arguments positionally in the recipe's order and/or as a trailing
--- options table; `extra` = true lets unknown keys through (passed on).
-local function options(fname, names, extra, ...)
-  local n = select("#", ...)
-  local opts, rest = {}, {}
-  local last = n > 0 and select(n, ...) or nil
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if valid[k] then opts[k] = v
-      elseif extra then rest[k] = v
-      else
-        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " .. table.concat(names, ", ") .. ")")
-      end
-    end
-    n = n - 1
-  end
-  if n > #names then fail(fname .. ": too many arguments; pass the optional ones in an options table") end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then opts[names[i]] = v end
-  end
-  return opts, rest
-end
-
-local function tensor_arg(fname, what, x)
-  local ok, t = pcall(G.convert, x)
-  if not ok or not G.is_tensor(t) then fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x)) end
-  return t
-end
+-- options table; options_rest returns unknown keys in a second table (passed on).
+local too_many = "%s: too many arguments; pass the optional ones in an options table"
+local options = args.parser{at_user = true, too_many = too_many}
+local options_rest = args.parser{at_user = true, too_many = too_many, rest = true}
 
 return function(tf, ops)
   local cookbook = {}
@@ -141,7 +111,7 @@ return function(tf, ops)
   -- tf.layers.dense; the layers are `merge/proj_0`, `merge/proj_1`, ....
   function cookbook.merge(tensors, units, ...)
     local fname = "tf.cookbook.merge"
-    local o, kwargs = options(fname, {"activation", "name"}, true, ...)
+    local o, kwargs = options_rest(fname, {"activation", "name"}, ...)
     if type(tensors) ~= "table" or getmetatable(tensors) ~= nil or #tensors == 0 then
       fail(fname .. ": tensors must be a non-empty list of tensors, got " .. tostring(tensors))
     end
@@ -212,7 +182,7 @@ return function(tf, ops)
   -- tf.GraphKeys.UPDATE_OPS: run them with the training op.
   function cookbook.batch_normalization(tensor, ...)
     local fname = "tf.cookbook.batch_normalization"
-    local o = options(fname, {"training", "epsilon", "momentum", "fused_batch_norm", "name"}, false, ...)
+    local o = options(fname, {"training", "epsilon", "momentum", "fused_batch_norm", "name"}, ...)
     tensor = tensor_arg(fname, "tensor", tensor)
     local training = o.training or false
     if type(training) ~= "boolean" then

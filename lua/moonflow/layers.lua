@@ -14,50 +14,12 @@
 -- first built.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 
 local dtypes = core.dtypes
 
--- Raises msg with the user's line.
-local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
--- Optional arguments positionally in TensorFlow's order (`names`) and/or as
--- one trailing options table.
-local function options(fname, names, ...)
-  local n = select("#", ...)
-  local opts = {}
-  local last = n > 0 and select(n, ...) or nil
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
-             table.concat(names, ", ") .. ")")
-      end
-      opts[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then fail(fname .. ": too many arguments; pass options in a table") end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then opts[names[i]] = v end
-  end
-  return opts
-end
-
-local function is_integer(v) return type(v) == "number" and v % 1 == 0 end
-
-local function show(v)
-  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
-  local parts = {}
-  for i, x in ipairs(v) do parts[i] = show(x) end
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
+local fail, is_integer, show = args.fail, args.is_integer, args.show
+local options = args.parser{at_user = true, too_many = "%s: too many arguments; pass options in a table"}
 
 -- A positive integer or a pair of them, as {h, w}.
 local function pair(fname, what, v)

@@ -4,55 +4,15 @@
 -- normalization and regularization composites: tf.nn.dropout, tf.nn.moments,
 -- tf.nn.batch_normalization, tf.nn.fused_batch_norm.
 local G = require("moonflow.graph")
-local core = require("moonflow.core")
+local args = require("moonflow.args")
 
--- Raises msg with the user's line (the first frame outside moonflow).
-local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
--- A plain table with string keys only is an options table (DESIGN §3).
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
--- Optional arguments positionally in TensorFlow's order (`names`) and/or as
--- one trailing options table; returns them by name.
-local function options(fname, names, ...)
-  local n = select("#", ...)
-  local opts = {}
-  local last = n > 0 and select(n, ...) or nil
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " .. table.concat(names, ", ") .. ")")
-      end
-      opts[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then fail(fname .. ": too many arguments; pass the optional ones in an options table") end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then
-      if opts[names[i]] ~= nil then fail(fname .. ": '" .. names[i] .. "' is given both positionally and as an option") end
-      opts[names[i]] = v
-    end
-  end
-  return opts
-end
-
-local function show(v)
-  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
-  local parts = {}
-  for i, x in ipairs(v) do parts[i] = show(x) end
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
+local fail, is_options, show, tensor_arg = args.fail, args.is_options, args.show, args.tensor_arg
+local options = args.parser{at_user = true, both = true,
+                            too_many = "%s: too many arguments; pass the optional ones in an options table"}
 
 -- x as a float tensor (a Lua value becomes float32).
 local function float_tensor(fname, what, x)
-  local ok, t = pcall(G.convert, x)
-  if not ok or not G.is_tensor(t) then fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x)) end
+  local t = tensor_arg(fname, what, x)
   if not t.dtype.is_floating then
     fail(string.format("%s: %s must be a float32 or float64 tensor, got %s %s (use tf.cast)", fname, what,
                        t.dtype.name, t.name))
@@ -147,8 +107,7 @@ return function(tf, ops)
   -- gives -inf (not -inf - -inf = NaN), a +inf gives +inf.
   function ops.reduce_logsumexp(x, axis, keepdims, name)
     x = G.convert(x)
-    local o = type(axis) == "table" and getmetatable(axis) == nil and #axis == 0 and next(axis) ~= nil and axis or
-              {axis = axis, keepdims = keepdims, name = name}
+    local o = is_options(axis) and axis or {axis = axis, keepdims = keepdims, name = name}
     local raw = ops.reduce_max(x, {axis = o.axis, keepdims = true})
     local m = ops.stop_gradient(ops.where(ops.less(ops.abs(raw), math.huge), raw, 0))
     local s = ops.log(ops.reduce_sum(ops.exp(x - m), {axis = o.axis, keepdims = true})) + m

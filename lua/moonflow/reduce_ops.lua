@@ -1,49 +1,11 @@
 -- reduce_ops.lua — reductions (reduce_sum, reduce_mean, …) and matmul.
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 
--- A table of named options: plain, with string keys and no array part (DESIGN §3).
--- An empty table is a list (no axes), as with shapes.
-local function is_options(v)
-  return type(v) == "table" and getmetatable(v) == nil and #v == 0 and next(v) ~= nil
-end
-
--- The optional arguments of `fname`, given positionally in TensorFlow's order
--- (`positional`) and/or as one trailing options table whose keys must be in
--- `allowed`. Returns a table keyed by option name.
-local function optional_args(fname, positional, allowed, ...)
-  local n = select("#", ...)
-  local args = {...}
-  local opts = {}
-  if n > 0 and is_options(args[n]) then
-    for k, v in pairs(args[n]) do
-      if not allowed[k] then
-        error(fname .. ": unknown option '" .. tostring(k) .. "'", 3)
-      end
-      opts[k] = v
-    end
-    n = n - 1
-  end
-  if n > #positional then
-    error(string.format("%s: too many arguments (%d optional ones given, at most %d); " ..
-                        "pass the rest in an options table", fname, n, #positional), 3)
-  end
-  for i = 1, n do
-    if args[i] ~= nil then
-      if opts[positional[i]] ~= nil then
-        error(fname .. ": '" .. positional[i] .. "' is given both positionally and as an option", 3)
-      end
-      opts[positional[i]] = args[i]
-    end
-  end
-  return opts
-end
-
-local function check_bool(fname, what, v)
-  if v ~= nil and type(v) ~= "boolean" then
-    error(fname .. ": " .. what .. " must be a boolean, got " .. tostring(v), 3)
-  end
-  return v
-end
+local check_bool = args.check_bool
+-- Errors name the option only; too many positional arguments says how many.
+local options = args.parser{both = true, unknown = "%s: unknown option '%s'",
+  too_many = "%s: too many arguments (%d optional ones given, at most %d); pass the rest in an options table"}
 
 -- TF 1.x spellings: reduction_indices for axis, keep_dims for keepdims.
 local function alias(fname, opts, name, old)
@@ -67,14 +29,13 @@ local function axis_list(fname, axis)
   return out
 end
 
-local reduce_positional = {"axis", "keepdims", "name", "reduction_indices", "keep_dims"}
-local reduce_allowed = {axis = true, keepdims = true, name = true, reduction_indices = true, keep_dims = true}
+local reduce_options = {"axis", "keepdims", "name", "reduction_indices", "keep_dims"}
 
 local function reduction(op_type, fname)
   return function(x, ...)
-    local opts = optional_args(fname, reduce_positional, reduce_allowed, ...)
+    local opts = options(fname, reduce_options, ...)
     local axis = axis_list(fname, alias(fname, opts, "axis", "reduction_indices"))
-    local keepdims = check_bool(fname, "keepdims", alias(fname, opts, "keepdims", "keep_dims"))
+    local keepdims = check_bool(alias(fname, opts, "keepdims", "keep_dims"), fname, "keepdims")
     local attrs = {keepdims = keepdims or false}
     if axis then attrs.axis = G.attr.ints(axis) end
     return G.op{op_type, inputs = {G.convert(x)}, attrs = attrs, name = opts.name}
@@ -94,17 +55,17 @@ local function operands(a, b)
   return a, G.convert(b, a.dtype, a.graph)
 end
 
-local matmul_positional = {"transpose_a", "transpose_b", "adjoint_a", "adjoint_b"}
-local matmul_allowed = {transpose_a = true, transpose_b = true, adjoint_a = true, adjoint_b = true, name = true}
+-- name comes only as an option.
+local matmul_options = {"transpose_a", "transpose_b", "adjoint_a", "adjoint_b", "name", positional = 4}
 
 -- tf.matmul(a, b, transpose_a, transpose_b) or (a, b, {transpose_a=, transpose_b=, name=}).
 -- The dtypes are real, so adjoint_a/adjoint_b are transposes too.
 local function matmul(a, b, ...)
-  local opts = optional_args("tf.matmul", matmul_positional, matmul_allowed, ...)
+  local opts = options("tf.matmul", matmul_options, ...)
   local trans = {}
   for _, side in ipairs({"a", "b"}) do
-    local t = check_bool("tf.matmul", "transpose_" .. side, opts["transpose_" .. side])
-    local adj = check_bool("tf.matmul", "adjoint_" .. side, opts["adjoint_" .. side])
+    local t = check_bool(opts["transpose_" .. side], "tf.matmul", "transpose_" .. side)
+    local adj = check_bool(opts["adjoint_" .. side], "tf.matmul", "adjoint_" .. side)
     if t and adj then
       error("tf.matmul: Only one of transpose_" .. side .. " and adjoint_" .. side .. " can be True.", 2)
     end

@@ -12,40 +12,12 @@
 -- (Adam's beta powers), and the increment of the global step after them.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 local dtypes = core.dtypes
 
--- Raises msg with the user's line, as the engine's errors carry it.
-local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil
-end
-
--- Optional arguments given positionally in TensorFlow's order (`names`) or as
--- one trailing options table (a table without list part); returns them by name.
-local function args(fname, names, ...)
-  local n = select("#", ...)
-  while n > 0 and select(n, ...) == nil do n = n - 1 end
-  local out = {}
-  local last = n > 0 and select(n, ...) or nil
-  if is_options(last) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " .. table.concat(names, ", ") .. ")")
-      end
-      out[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then fail(fname .. ": too many arguments") end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then out[names[i]] = v end
-  end
-  return out
-end
+local fail, is_options = args.fail, args.is_options
+-- A trailing empty table is an empty options table; trailing nils are not arguments.
+local options = args.parser{at_user = true, empty = true, trim = true}
 
 local function is_variable(x) return G.is_tensor(x) and x.op.type == "VariableV2" end
 
@@ -174,7 +146,7 @@ end
 -- when the loss does not depend on the variable). var_list defaults to the
 -- trainable variables of the loss's graph.
 function Optimizer:compute_gradients(loss, ...)
-  local o = args("compute_gradients", {"var_list", "gate_gradients", "aggregation_method",
+  local o = options("compute_gradients", {"var_list", "gate_gradients", "aggregation_method",
                                        "colocate_gradients_with_ops", "grad_loss"}, ...)
   if not G.is_tensor(loss) then fail("compute_gradients: loss must be a Tensor, got " .. tostring(loss)) end
   check_float(loss, loss.name)
@@ -259,7 +231,7 @@ end
 -- result is the incremented step's tensor, as in TensorFlow, else an op.
 function Optimizer:apply_gradients(grads_and_vars, ...)
   local tf = self._tf
-  local o = args("apply_gradients", {"global_step", "name"}, ...)
+  local o = options("apply_gradients", {"global_step", "name"}, ...)
   if type(grads_and_vars) ~= "table" or getmetatable(grads_and_vars) ~= nil or #grads_and_vars == 0 then
     fail("No variables provided: apply_gradients takes a non-empty list of {grad, var} pairs")
   end
@@ -337,7 +309,7 @@ end
 -- positionally, in TensorFlow's order): compute_gradients, then
 -- apply_gradients of the variables that have a gradient.
 function Optimizer:minimize(loss, ...)
-  local o = args("minimize", {"global_step", "var_list", "gate_gradients", "aggregation_method",
+  local o = options("minimize", {"global_step", "var_list", "gate_gradients", "aggregation_method",
                               "colocate_gradients_with_ops", "name", "grad_loss"}, ...)
   local grads_and_vars = self:compute_gradients(loss, {var_list = o.var_list, grad_loss = o.grad_loss})
   local names, any = {}, false
@@ -359,7 +331,7 @@ return function(tf, ops)
   for class, kind in pairs(kinds) do
     local fname = "tf.train." .. class
     tf.train[class] = function(...)
-      local o = args(fname, kind.args, ...)
+      local o = options(fname, kind.args, ...)
       for i = 1, kind.required do
         if o[kind.args[i]] == nil then fail(fname .. ": " .. kind.args[i] .. " is required") end
       end
@@ -424,7 +396,7 @@ return function(tf, ops)
   -- the L2 norm taken over axes (all by default). A zero norm leaves t as it
   -- is, with finite gradients: the square root never sees the zero.
   function ops.clip_by_norm(t, clip_norm, ...)
-    local o = args("tf.clip_by_norm", {"axes", "name"}, ...)
+    local o = options("tf.clip_by_norm", {"axes", "name"}, ...)
     t = G.convert(t)
     check_float(t, t.name)
     local cn = G.convert(clip_norm, t.dtype, t.graph)
@@ -454,7 +426,7 @@ return function(tf, ops)
   -- clip_norm / max(global_norm, clip_norm); nil entries stay nil. A global
   -- norm that is inf or NaN makes every value NaN, as in TensorFlow.
   function tf.clip_by_global_norm(t_list, clip_norm, ...)
-    local o = args("tf.clip_by_global_norm", {"use_norm", "name"}, ...)
+    local o = options("tf.clip_by_global_norm", {"use_norm", "name"}, ...)
     local norm = o.use_norm or tf.global_norm(t_list)
     local cn = G.convert(clip_norm, norm.dtype, norm.graph)
     -- 1 / norm is inf for a zero norm; the minimum then takes 1 / clip_norm.

@@ -19,6 +19,7 @@ local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 local C = core.C
 local dtypes = core.dtypes
 
@@ -46,39 +47,9 @@ local GraphKeys = {
 -- The sentinel for reuse = tf.AUTO_REUSE: create when missing, else reuse.
 local AUTO_REUSE = setmetatable({}, {__tostring = function() return "tf.AUTO_REUSE" end})
 
--- Raises msg with the user's line, as the engine's errors carry it.
-local function fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
--- A plain table with string keys only is an options table (DESIGN §3).
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and x[1] == nil and next(x) ~= nil
-end
-
--- Optional arguments given positionally in TensorFlow's order (`names`) or as
--- one trailing options table; returns them by name.
-local function args(fname, names, ...)
-  local n = select("#", ...)
-  local last = n > 0 and select(n, ...) or nil
-  local out = {}
-  if is_options(last) or (type(last) == "table" and getmetatable(last) == nil and next(last) == nil) then
-    local valid = {}
-    for _, k in ipairs(names) do valid[k] = true end
-    for k, v in pairs(last) do
-      if not valid[k] then
-        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected one of: " ..
-             table.concat(names, ", ") .. ")")
-      end
-      out[k] = v
-    end
-    n = n - 1
-  end
-  if n > #names then fail(fname .. ": too many arguments") end
-  for i = 1, n do
-    local v = select(i, ...)
-    if v ~= nil then out[names[i]] = v end
-  end
-  return out
-end
+local fail, is_options = args.fail, args.is_options
+-- A trailing empty table is an empty options table.
+local options = args.parser{at_user = true, empty = true}
 
 local function is_variable(x) return G.is_tensor(x) and x.op.type == "VariableV2" end
 
@@ -304,7 +275,7 @@ return function(tf, ops)
   tf.initializers = tf.initializers or {}
   for fname, c in pairs(constructors) do
     local names, make = c[1], c[2]
-    tf[fname] = function(...) return make(args("tf." .. fname, names, ...)) end
+    tf[fname] = function(...) return make(options("tf." .. fname, names, ...)) end
     tf.initializers[(fname:gsub("_initializer$", ""))] = tf[fname]
   end
 
@@ -375,7 +346,7 @@ return function(tf, ops)
   -- initial is a Tensor, a Lua value or tf.Array (a constant), or a function
   -- returning either (then dtype is required).
   function tf.Variable(initial, ...)
-    local o = args("tf.Variable", {"trainable", "collections", "validate_shape", "name", "dtype"}, ...)
+    local o = options("tf.Variable", {"trainable", "collections", "validate_shape", "name", "dtype"}, ...)
     local dtype = o.dtype and core.as_dtype(o.dtype, "tf.Variable")
     local g, init, shape
     if G.is_tensor(initial) then
@@ -412,10 +383,10 @@ return function(tf, ops)
     if type(name) ~= "string" or name == "" then fail("tf.get_variable: a name is required") end
     local o
     if is_options(shape) then
-      o = args("tf.get_variable", {"shape", "dtype", "initializer", "trainable", "collections",
+      o = options("tf.get_variable", {"shape", "dtype", "initializer", "trainable", "collections",
                                    "validate_shape"}, shape)
     else
-      o = args("tf.get_variable", {"dtype", "initializer", "trainable", "collections", "validate_shape"}, ...)
+      o = options("tf.get_variable", {"dtype", "initializer", "trainable", "collections", "validate_shape"}, ...)
       o.shape = shape
     end
     local dims = shape_list(o.shape, "tf.get_variable")
@@ -489,7 +460,7 @@ return function(tf, ops)
   -- session runs one op at a time.
   local function assigner(fname, op_type, names)
     return function(ref, value, ...)
-      local o = args(fname, names, ...)
+      local o = options(fname, names, ...)
       if not is_variable(ref) then
         fail(fname .. ": ref must be a variable (tf.Variable or tf.get_variable), got " .. tostring(ref))
       end
@@ -575,7 +546,7 @@ return function(tf, ops)
   function tf.variable_scope(name_or_scope, opts, fn)
     if type(opts) == "function" and fn == nil then opts, fn = {}, opts end
     if type(fn) ~= "function" then fail("tf.variable_scope(name_or_scope, [options,] fn): fn must be a function") end
-    local o = args("tf.variable_scope", {"reuse", "initializer", "dtype", "default_name"}, opts)
+    local o = options("tf.variable_scope", {"reuse", "initializer", "dtype", "default_name"}, opts)
     local reuse = o.reuse
     if reuse == false then reuse = nil end
     if reuse ~= nil and reuse ~= true and reuse ~= AUTO_REUSE then
