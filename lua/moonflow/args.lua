@@ -12,8 +12,10 @@ local M = {}
 function M.is_plain(x) return type(x) == "table" and getmetatable(x) == nil end
 
 -- A plain table with string keys only is an options table; an empty table is
--- an empty list.
-function M.is_options(x) return M.is_plain(x) and x[1] == nil and next(x) ~= nil end
+-- an empty list, or with `empty_too` an empty options table.
+function M.is_options(x, empty_too)
+  return M.is_plain(x) and x[1] == nil and (empty_too or next(x) ~= nil)
+end
 
 -- Raises msg with the user's line (the first frame outside moonflow).
 function M.fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
@@ -96,7 +98,7 @@ function M.parser(how)
     end
     local opts, rest = {}, {}
     local last = n > 0 and select(n, ...) or nil
-    if M.is_options(last) or (how.empty and M.is_plain(last) and next(last) == nil) then
+    if M.is_options(last, how.empty) then
       local valid = {}
       for _, k in ipairs(names) do valid[k] = true end
       for k, v in pairs(last) do

@@ -15,9 +15,7 @@ local host = require("moonflow.host")
 local hygiene = require("moonflow.hygiene")
 local C = core.C
 
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and #x == 0 and next(x) ~= nil
-end
+local is_options = require("moonflow.args").is_options
 
 -- Debugging ops by the graph whose sessions run them, for the close-time check.
 local function note_debug_op(op, kind)

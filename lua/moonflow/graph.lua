@@ -17,6 +17,8 @@ M.Graph, M.Operation, M.Tensor, M.TensorShape = Graph, Operation, Tensor, Tensor
 local function is_tensor(x) return getmetatable(x) == Tensor end
 local function is_operation(x) return getmetatable(x) == Operation end
 M.is_tensor, M.is_operation = is_tensor, is_operation
+-- A variable is the Tensor of its VariableV2 op (variables.lua).
+function M.is_variable(x) return is_tensor(x) and x.op.type == "VariableV2" end
 
 -- TensorShape ------------------------------------------------------------------
 TensorShape.__index = TensorShape

@@ -63,7 +63,7 @@ for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "g
 end
 
 -- tf.identity and tf.no_op live with the core; `name` is a string or {name=}.
-local function name_of(opt) return type(opt) == "table" and opt.name or opt end
+local name_of = require("moonflow.args").name_of
 function ops.identity(x, name) return G.op{"Identity", inputs = {G.convert(x)}, name = name_of(name)} end
 function ops.no_op(name) return G.build{"NoOp", name = name_of(name)} end
 

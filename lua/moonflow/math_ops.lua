@@ -5,11 +5,7 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 
--- An op name from a trailing argument: a string or an options table {name=}.
-local function name_of(opt)
-  if type(opt) == "table" then return opt.name end
-  return opt
-end
+local name_of = require("moonflow.args").name_of
 
 -- Lifts Lua values to constants of the other operand's dtype, in its graph;
 -- without a tensor or array to follow, numbers become float32 and booleans bool.

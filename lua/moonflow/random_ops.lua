@@ -3,6 +3,8 @@
 -- tf.get_seed (also as tf.random.uniform, …).
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
+-- An options table here may be empty.
+local is_options = require("moonflow.args").is_options
 local C = core.C
 
 -- TensorFlow's constants (random_seed.py): seeds are truncated to 31 bits, and
@@ -27,16 +29,12 @@ local function fresh_seed()
   return (os.time() * 7919 + math.floor(os.clock() * 1e6) + drawn * 104729 + addr) % MAXINT32
 end
 
--- An options table: a plain table with no list part.
-local function is_options(x)
-  return type(x) == "table" and getmetatable(x) == nil and #x == 0
-end
 
 -- Parses (shape, a, b, dtype, seed, name) or (shape, {opts}) with the names of
 -- the two distribution parameters and their defaults.
 local function parse(what, args, pa, pb, da, db)
   local shape, opts = args[1], args[2]
-  if not is_options(opts) then
+  if not is_options(opts, true) then
     opts = {[pa] = args[2], [pb] = args[3], dtype = args[4], seed = args[5], name = args[6]}
   end
   if shape == nil then error(what .. ": a shape is required", 3) end
@@ -135,7 +133,7 @@ return function(tf, ops)
 
   -- Reads (first, seed, name) or (first, {seed=, name=}).
   local function seed_name(fname, seed, name)
-    if is_options(seed) then
+    if is_options(seed, true) then
       for k in pairs(seed) do
         if k ~= "seed" and k ~= "name" then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
       end
@@ -158,7 +156,7 @@ return function(tf, ops)
   -- unless output_dtype is int32.
   function ops.multinomial(logits, num_samples, ...)
     local o = ...
-    if not (select("#", ...) == 1 and is_options(o)) then
+    if not (select("#", ...) == 1 and is_options(o, true)) then
       local seed, name, output_dtype = ...
       o = {seed = seed, name = name, output_dtype = output_dtype}
     end
@@ -177,7 +175,7 @@ return function(tf, ops)
 
   -- tf.random.categorical(logits, num_samples, dtype, seed, name): the same draw.
   function tf.random.categorical(logits, num_samples, dtype, seed, name)
-    if is_options(dtype) then return ops.multinomial(logits, num_samples, {seed = dtype.seed, name = dtype.name,
+    if is_options(dtype, true) then return ops.multinomial(logits, num_samples, {seed = dtype.seed, name = dtype.name,
                                                                            output_dtype = dtype.dtype}) end
     return ops.multinomial(logits, num_samples, {seed = seed, name = name, output_dtype = dtype})
   end

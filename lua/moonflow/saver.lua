@@ -157,7 +157,7 @@ local Saver = {}
 Saver.__index = Saver
 M.Saver = Saver
 
-local function is_variable(x) return G.is_tensor(x) and x.op.type == "VariableV2" end
+local is_variable = G.is_variable
 
 return function(tf, ops)
   tf.train = tf.train or {}

@@ -19,7 +19,7 @@ local fail, is_options = args.fail, args.is_options
 -- A trailing empty table is an empty options table; trailing nils are not arguments.
 local options = args.parser{at_user = true, empty = true, trim = true}
 
-local function is_variable(x) return G.is_tensor(x) and x.op.type == "VariableV2" end
+local is_variable = G.is_variable
 
 -- The dtypes the update ops take (TensorFlow's list, less the half types).
 local function check_float(t, what)

@@ -51,7 +51,7 @@ local fail, is_options = args.fail, args.is_options
 -- A trailing empty table is an empty options table.
 local options = args.parser{at_user = true, empty = true}
 
-local function is_variable(x) return G.is_tensor(x) and x.op.type == "VariableV2" end
+local is_variable = G.is_variable
 
 local function shape_str(dims)
   return tostring(G.TensorShape.new(dims))
