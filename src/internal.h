@@ -330,6 +330,34 @@ static inline mf_output mf_op_out(const mf_op *op, int i) { mf_output o = {(mf_o
 /* Sets the error "<op>: ... (created at <origin>)" style suffix. */
 void mf_status_append_origin(mf_status *s, const mf_op *op);
 
+/* --- devices (device.c) --- */
+enum { MF_DEVICE_NAME_MAX = 256 };
+/* A parsed device string: "" or -1 for fields it does not name. */
+typedef struct mf_device_spec {
+  char job[64];
+  int replica, task;
+  char type[32];         /* upper case: "CPU", "GPU" */
+  int index;
+} mf_device_spec;
+/* Parses a TensorFlow device string (NULL or "": names nothing). */
+mf_code mf_device_spec_parse(const char *str, mf_device_spec *d, mf_status *s);
+/* Sets in outer every field that inner names. */
+void mf_device_spec_merge(mf_device_spec *outer, const mf_device_spec *inner);
+/* The normal form ("/job:localhost/device:GPU:1") into buf; returns its length. */
+size_t mf_device_spec_str(const mf_device_spec *d, char *buf, size_t cap);
+/* Where an op runs. */
+typedef struct mf_placement {
+  mf_device_type type;
+  int index;
+  bool soft;             /* the requested device was unavailable: soft placement chose CPU:0 */
+  char requested[MF_DEVICE_NAME_MAX]; /* the op's device in normal form; "" when it names none */
+} mf_placement;
+/* Places op by its device string: the named device when present with a kernel
+ * for the op, else CPU:0 when allow_soft, else an error in TensorFlow's words. */
+mf_code mf_device_place(const mf_op *op, bool allow_soft, mf_placement *out, mf_status *s);
+/* "/device:CPU:0" for a placement. */
+void mf_device_placement_name(const mf_placement *p, char *buf, size_t cap);
+
 /* --- helpers for kernels --- */
 /* Element loops dispatch on dtype with these X-macros. */
 #define MF_FOR_NUMERIC_TYPES(X) \

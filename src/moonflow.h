@@ -82,6 +82,22 @@ size_t mf_tensor_nbytes(const mf_tensor *t);
 void *mf_tensor_data(mf_tensor *t);             /* owned by t */
 mf_device_type mf_tensor_device(const mf_tensor *t);
 
+/* --- devices --- */
+/* Devices of this process of a type: 1 for MF_CPU; for MF_CUDA the GPUs a
+ * compiled-in CUDA backend reports (0 in a build without one, like this). */
+int mf_num_devices(mf_device_type type);
+/* Memory of device `index` of `type` in bytes (the CPU: physical RAM); -1
+ * when there is no such device. */
+int64_t mf_device_memory_limit(mf_device_type type, int index);
+/* Parses TensorFlow device string `spec` ("/cpu:0", "/gpu:1", "CPU:0",
+ * "/device:GPU:0", "/job:localhost/replica:0/task:0/device:CPU:0") and merges
+ * it over `outer` (a device string, NULL or "" for none) as tf.device nests:
+ * fields spec names override outer's. Writes the normal form
+ * ("/device:CPU:0", "/job:localhost/device:GPU:*", "" when nothing is named)
+ * into out[0..cap) (256 bytes always suffice). A malformed string is
+ * INVALID_ARGUMENT naming it. */
+mf_code mf_device_merge(const char *outer, const char *spec, char *out, size_t cap, mf_status *s);
+
 /* --- graphs --- */
 mf_graph *mf_graph_new(void);                   /* new reference */
 mf_graph *mf_graph_retain(mf_graph *g);
@@ -173,6 +189,21 @@ mf_code mf_gradients(mf_graph *g, const mf_output *ys, int ny, const mf_output *
 
 /* --- sessions --- */
 mf_session *mf_session_new(mf_graph *g, mf_status *s); /* retains g */
+/* Session options (TensorFlow's ConfigProto fields), or-ed together.
+ * Placement, decided once per plan: each op runs on the device its device
+ * string names (none: CPU:0). A device that is not present, or lacks a kernel
+ * for the op, is an error when the plan is built, unless
+ * MF_ALLOW_SOFT_PLACEMENT puts the op on CPU:0 instead.
+ * MF_LOG_DEVICE_PLACEMENT records a line per op of each new plan,
+ * "a: (Add): /device:CPU:0" (and a line for each op soft placement moved),
+ * for the host to print: mf_session_take_placement_log. */
+enum { MF_ALLOW_SOFT_PLACEMENT = 1, MF_LOG_DEVICE_PLACEMENT = 2 };
+/* mf_session_new with options; unknown bits are INVALID_ARGUMENT. Retains g. */
+mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s);
+/* The placement lines ('\n'-terminated) recorded since the last call, "" if
+ * none; owned by sess, valid until the next call of this function or
+ * mf_session_free. Waits for the session's asynchronous jobs first. */
+const char *mf_session_take_placement_log(mf_session *sess);
 /* Releases the session's values and plans; idempotent. Runs on a closed
  * session fail with FAILED_PRECONDITION. */
 void mf_session_close(mf_session *sess);

@@ -15,6 +15,7 @@
  * has the state of the variable with that op id in the session's graph. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct mf_step {
@@ -90,6 +91,12 @@ struct mf_session {
   /* The thread of mf_callable_run_async (async.c), NULL until its first job.
    * Every other use of the session first waits for its jobs (mf_worker_drain). */
   mf_worker *worker;
+  unsigned options;           /* MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT */
+  /* Placement lines of plans built since the last mf_session_take_placement_log,
+   * and the text that call last handed out. */
+  char *log;
+  size_t log_len, log_cap;
+  char *log_taken;
 };
 
 /* ---------- buffers ---------- */
@@ -154,7 +161,12 @@ mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int
 
 /* ---------- sessions ---------- */
 
-mf_session *mf_session_new(mf_graph *g, mf_status *s) {
+mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s) {
+  mf_status_clear(s);
+  if (options & ~(unsigned)(MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "unknown session options 0x%x", options);
+    return NULL;
+  }
   mf_session *sess = mf_calloc(1, sizeof *sess);
   if (!sess) {
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
@@ -162,7 +174,47 @@ mf_session *mf_session_new(mf_graph *g, mf_status *s) {
   }
   sess->graph = mf_graph_retain(g);
   sess->states.graph = g;
+  sess->options = options;
   return sess;
+}
+
+mf_session *mf_session_new(mf_graph *g, mf_status *s) { return mf_session_new_with_options(g, 0, s); }
+
+/* Appends a formatted line to the session's placement log; false when out of memory. */
+static bool log_line(mf_session *sess, const char *fmt, ...) MF_PRINTF(2, 3);
+static bool log_line(mf_session *sess, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return false;
+  size_t need = sess->log_len + (size_t)n + 2;
+  if (need > sess->log_cap) {
+    size_t cap = sess->log_cap ? sess->log_cap : 256;
+    while (cap < need) cap *= 2;
+    char *grown = mf_realloc(sess->log, cap);
+    if (!grown) return false;
+    sess->log = grown;
+    sess->log_cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(sess->log + sess->log_len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  sess->log_len += (size_t)n;
+  sess->log[sess->log_len++] = '\n';
+  sess->log[sess->log_len] = '\0';
+  return true;
+}
+
+const char *mf_session_take_placement_log(mf_session *sess) {
+  mf_worker_drain(sess->worker);
+  mf_free(sess->log_taken);
+  sess->log_taken = sess->log_len ? sess->log : NULL;
+  if (sess->log_len) {
+    sess->log = NULL;
+    sess->log_len = sess->log_cap = 0;
+  }
+  return sess->log_taken ? sess->log_taken : "";
 }
 
 static void plan_free(mf_plan *p) {
@@ -236,6 +288,8 @@ void mf_session_free(mf_session *sess) {
   mf_free(sess->fn_plans);
   mf_free(sess->fn_states);
   mf_free(sess->var_feeds);
+  mf_free(sess->log);
+  mf_free(sess->log_taken);
   mf_graph_release(sess->graph);
   mf_free(sess);
 }
@@ -313,8 +367,10 @@ static bool port_is_fed(const mf_plan *p, mf_output o) {
 
 static mf_code plan_build(mf_plan *p, mf_status *s) {
   mf_graph *g = p->graph;
+  mf_session *sess = p->sess;
   int n = g->num_ops;
   mf_code rc = MF_RESOURCE_EXHAUSTED;
+  size_t log_mark = sess->log_len;
   bool *needed = NULL, *fed_op = NULL;
   int *slot_base = NULL, *last_use = NULL;
   if (!PLAN_ALLOC(needed, n) || !PLAN_ALLOC(fed_op, n) || !PLAN_ALLOC(slot_base, n)) goto done;
@@ -373,6 +429,20 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   for (int id = 0; id < n; id++) {
     if (!needed[id]) continue;
     mf_op *op = g->ops[id];
+    mf_placement where;
+    if (mf_device_place(op, sess->options & MF_ALLOW_SOFT_PLACEMENT, &where, s)) {
+      mf_status_append_origin(s, op);
+      goto done;
+    }
+    if (sess->options & MF_LOG_DEVICE_PLACEMENT) {
+      char name[64];
+      mf_device_placement_name(&where, name, sizeof name);
+      if (where.soft && !log_line(sess, "Soft placement: operation '%s' (%s) asked for '%s', which is not "
+                                  "available in this process; placed on %s",
+                                  op->name, op->def->name, where.requested, name))
+        goto done;
+      if (!log_line(sess, "%s: (%s): %s", op->name, op->def->name, name)) goto done;
+    }
     if (strcmp(op->def->name, "Const") == 0) {
       /* A constant's value sits in its slot for the plan's life: no step. */
       const mf_attr *v = mf_attrs_find(&op->attrs, "value", MF_ATTR_TENSOR);
@@ -382,10 +452,10 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
     }
     mf_step *st = &p->steps[p->num_steps];
     st->op = op;
-    st->kernel = op->def->kernel[MF_CPU];
+    st->kernel = op->def->kernel[where.type];
     if (!st->kernel) {
-      rc = mf_status_set(s, MF_UNIMPLEMENTED, "No CPU kernel registered for op %s ('%s')",
-                         op->def->name, op->name);
+      rc = mf_status_set(s, MF_UNIMPLEMENTED, "No %s kernel registered for op %s ('%s')",
+                         where.type == MF_CUDA ? "GPU" : "CPU", op->def->name, op->name);
       mf_status_append_origin(s, op);
       goto done;
     }
@@ -452,6 +522,10 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   if (rc == MF_OK) rc = grow_states(&p->sess->states, s);
 done:
   if (rc == MF_RESOURCE_EXHAUSTED && mf_ok(s)) mf_status_set(s, rc, "out of memory building a plan");
+  if (!mf_ok(s) && sess->log) {  /* a plan that failed placed nothing */
+    sess->log_len = log_mark;
+    sess->log[log_mark] = '\0';
+  }
   mf_free(needed);
   mf_free(fed_op);
   mf_free(slot_base);
