@@ -214,6 +214,25 @@ describe("Dataset:prefetch", function()
     assert.equal(before, tf.data._async_runs)
   end)
 
+  it("survives jobs finishing while their results are awaited (a cheap map, many elements)", function()
+    -- A waiter that found its job unfinished once read the job's worker just
+    -- as the worker cleared it, and crashed; 20000 quick jobs hit that window.
+    local nxt = tf.data.Dataset.range(20000):map(function(x) return x * 2 end):prefetch(2)
+      :make_one_shot_iterator():get_next()
+    local sess = tf.Session()
+    local n, sum = 0, 0
+    while true do
+      local ok, v = pcall(sess.run, sess, nxt)
+      if not ok then
+        assert.matches("End of sequence", v)
+        break
+      end
+      n, sum = n + 1, sum + v
+    end
+    assert.equal(20000, n)
+    assert.equal(2 * 19999 * 20000 / 2, sum)
+  end)
+
   it("checks its argument", function()
     assert.matches("buffer_size must be a positive integer",
                    H.error_of(function() return Dataset.range(3):prefetch(0) end))

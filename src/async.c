@@ -59,8 +59,9 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&w->mu);
     mf_callable_run_now(a->callable, a->feeds, a->fetches, &a->status);
     pthread_mutex_lock(&w->mu);
+    /* a->worker stays: a waiter that saw done == false reads it unlocked.
+     * Only the owner's thread clears it (mf_worker_free). */
     a->state = JOB_DONE;
-    a->worker = NULL;
     atomic_store_explicit(&a->done, true, memory_order_release);
     w->running = NULL;
     pthread_cond_broadcast(&w->idle);
