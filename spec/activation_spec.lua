@@ -4,42 +4,17 @@
 local tf = require("moonflow")
 local G = require("moonflow.graph")
 local H = require("spec.helpers")
-
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+local flat, assert_near_all, run = H.flat, H.assert_near_all, H.run
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 local exp, log = math.exp, math.log
 local SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
-
-local function flat(v)
-  if type(v) == "number" then return {v} end
-  local out = {}
-  local function walk(t) for _, e in ipairs(t) do if type(e) == "table" then walk(e) else out[#out + 1] = e end end end
-  walk(tf.Array.is(v) and v:totable() or v)
-  return out
-end
-
-local function assert_near_all(expected, actual, tol, what)
-  local e, a = flat(expected), flat(actual)
-  assert.equal(#e, #a, what)
-  for i = 1, #e do
-    assert(math.abs(e[i] - a[i]) <= tol * math.max(1, math.abs(e[i])),
-           ("%s element %d: expected %.17g, got %.17g"):format(what or "", i, e[i], a[i]))
-  end
-end
 
 local function map(list, f)
   local out = {}
   for i, v in ipairs(list) do out[i] = f(v) end
   return out
-end
-
-local function run(t, feeds)
-  local sess = tf.Session()
-  local r = sess:run(t, feeds)
-  sess:close()
-  return r
 end
 
 -- Each activation: its tf.nn function, its value and first and second derivatives.

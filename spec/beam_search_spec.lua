@@ -1,11 +1,10 @@
 -- The cookbook's beam search (examples/beam_search.lua) on a toy recurrent
 -- model, against the same model evaluated in plain Lua.
 local tf = require("moonflow")
+local H = require("spec.helpers")
+setup(H.growth_off)
+teardown(H.growth_restore)
 local BS = dofile("examples/beam_search.lua")
-
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
 
 -- The toy model in plain Lua, from the session's weights: step(state, id)
 -- returns the next state and the log-probabilities of the classes.

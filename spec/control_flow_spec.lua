@@ -3,12 +3,10 @@
 -- have their own spec files (tensor_array_spec.lua, control_flow_grad_spec.lua).
 local tf = require("moonflow")
 local H = require("spec.helpers")
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 -- The sweeps below build ops between runs on purpose: no growth warnings.
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
-
 local function i32(v) return tf.constant(v, tf.int32) end
 local function totable(v) return type(v) == "table" and v:totable() or v end
 

@@ -5,36 +5,11 @@
 -- gradient (first and second order) by finite differences in float64.
 local tf = require("moonflow")
 local H = require("spec.helpers")
-
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+local flat, assert_near_all, run = H.flat, H.assert_near_all, H.run
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 local numel = H.numel
-
-local function flat(v)
-  if type(v) == "number" then return {v} end
-  local out = {}
-  local function walk(t) for _, e in ipairs(t) do if type(e) == "table" then walk(e) else out[#out + 1] = e end end end
-  walk(tf.Array.is(v) and v:totable() or v)
-  return out
-end
-
-local function assert_near_all(expected, actual, tol, what)
-  local e, a = flat(expected), flat(actual)
-  assert.equal(#e, #a, what)
-  for i = 1, #e do
-    assert(math.abs(e[i] - a[i]) <= tol * math.max(1, math.abs(e[i])),
-           ("%s element %d: expected %.17g, got %.17g"):format(what or "", i, e[i], a[i]))
-  end
-end
-
-local function run(t, feeds)
-  local sess = tf.Session()
-  local r = sess:run(t, feeds)
-  sess:close()
-  return r
-end
 
 local function const(values, shape, dtype)
   return tf.constant(values, {dtype = dtype or tf.float64, shape = shape})

@@ -5,6 +5,7 @@
 -- values, unknown dimensions fed at run time, and the gradient of the gradient.
 local tf = require("moonflow")
 local H = require("spec.helpers")
+local check_grad_of_grad = H.check_grad_of_grad
 local check_grad, numel = H.check_grad, H.numel
 local values = H.values
 local error_of = H.error_of
@@ -20,12 +21,6 @@ end
 -- rule of the op the rule built (its gradient with respect to dy), so that
 -- second derivatives through the op are right. x is a constant: the rule may
 -- read its shape.
-local function check_grad_of_grad(x, x_shape, y, y_shape)
-  local dy = tf.placeholder(tf.float64, y_shape, "dy")
-  local dx = tf.gradients(y, x, dy)[1]
-  check_grad(dy, y_shape, dx, x_shape)
-end
-
 -- A float64 tf.Array of `shape` with those values, to feed.
 local function arr(shape, seed)
   local a = tf.Array.new(tf.float64, shape)

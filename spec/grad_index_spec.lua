@@ -6,6 +6,7 @@
 -- gradient of the gradient.
 local tf = require("moonflow")
 local H = require("spec.helpers")
+local check_grad_of_grad = H.check_grad_of_grad
 local check_grad, numel, values = H.check_grad, H.numel, H.values
 
 local function const(shape, seed)
@@ -14,12 +15,6 @@ end
 
 -- Checks the rule of the op the rule built (the gradient's gradient through
 -- dy). x is a constant: the rule may read its shape.
-local function check_grad_of_grad(x, x_shape, y, y_shape)
-  local dy = tf.placeholder(tf.float64, y_shape, "dy")
-  local dx = tf.gradients(y, x, dy)[1]
-  check_grad(dy, y_shape, dx, x_shape)
-end
-
 local function zeros(shape) return tf.Array.new(tf.float64, shape) end
 local function grad(y, x, dy) return tf.gradients(y, x, dy)[1] end
 

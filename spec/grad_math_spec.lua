@@ -2,6 +2,8 @@
 -- checks, hand-computed values, broadcasting, second derivatives, and the ops
 -- through which no gradient flows.
 local tf = require("moonflow")
+local H = require("spec.helpers")
+local flat = H.flat
 
 -- Central differences in float64 with this step err by about delta^2 * f'''/6
 -- (truncation) plus 1e-16 * |f| / delta (rounding): near 1e-10 for the values
@@ -24,26 +26,12 @@ local function fill(list, shape)
   return build(1)
 end
 
-local function numel(shape)
-  local n = 1
-  for _, d in ipairs(shape) do n = n * d end
-  return n
-end
-
 local function broadcast_shape(sa, sb)
   local out, ra, rb = {}, #sa, #sb
   for k = 1, math.max(ra, rb) do
     local da, db = sa[ra - math.max(ra, rb) + k] or 1, sb[rb - math.max(ra, rb) + k] or 1
     out[k] = da == 1 and db or da
   end
-  return out
-end
-
-local function flat(v)
-  if type(v) == "number" then return {v} end
-  local out = {}
-  local function walk(t) for _, e in ipairs(t) do if type(e) == "table" then walk(e) else out[#out + 1] = e end end end
-  walk(tf.Array.is(v) and v:totable() or v)
   return out
 end
 

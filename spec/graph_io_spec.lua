@@ -3,21 +3,8 @@ local tf = require("moonflow")
 local ffi = require("ffi")
 local G = require("moonflow.graph")
 local H = require("spec.helpers")
+local tmpdir, read = H.tmpdir, H.read
 local C = require("moonflow.core").C
-
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'") == 0)
-  return d
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
 
 -- Every attribute of an op as {name = printable value}, through the C API.
 local function attrs_of(op)

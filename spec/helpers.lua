@@ -1,5 +1,6 @@
 -- Helpers shared by the spec files: reproducible values, element counts,
--- gradient checks and error capture. require("spec.helpers").
+-- comparisons, sessions, gradient checks, error capture and files.
+-- require("spec.helpers").
 local tf = require("moonflow")
 local assert = require("luassert")
 
@@ -28,10 +29,54 @@ function H.numel(shape)
   return n
 end
 
+-- The numbers of a number, a nested Lua list or a tf.Array, in order.
+function H.flat(v)
+  if type(v) == "number" then return {v} end
+  local out = {}
+  local function walk(t) for _, e in ipairs(t) do if type(e) == "table" then walk(e) else out[#out + 1] = e end end end
+  walk(tf.Array.is(v) and v:totable() or v)
+  return out
+end
+
+-- Asserts that actual has expected's numbers to a relative tolerance tol.
+function H.assert_near_all(expected, actual, tol, what)
+  local e, a = H.flat(expected), H.flat(actual)
+  assert.equal(#e, #a, what)
+  for i = 1, #e do
+    assert(math.abs(e[i] - a[i]) <= tol * math.max(1, math.abs(e[i])),
+           ("%s element %d: expected %.17g, got %.17g"):format(what or "", i, e[i], a[i]))
+  end
+end
+
+-- The value of t (or of a list or table of fetches) in a session of its own.
+function H.run(t, feeds)
+  local sess = tf.Session()
+  local r = sess:run(t, feeds)
+  sess:close()
+  return r
+end
+
+-- The line of the spec that calls it.
+function H.this_line() return debug.getinfo(2, "l").currentline end
+
+-- setup(H.growth_off) and teardown(H.growth_restore) in a spec file: no
+-- graph-growth warnings while its tests run.
+local growth_warnings
+function H.growth_off() growth_warnings, tf.hygiene.graph_growth = tf.hygiene.graph_growth, false end
+function H.growth_restore() tf.hygiene.graph_growth = growth_warnings end
+
 -- Asserts that the symbolic and numeric Jacobians agree to tol (1e-8).
 function H.check_grad(x, x_shape, y, y_shape, opts, tol)
   local err = tf.test.compute_gradient_error(x, x_shape, y, y_shape, opts)
   assert.is_true(err < (tol or 1e-8), "gradient error " .. tostring(err))
+end
+
+-- The gradient of dy . dy/dx (x's gradient for an incoming dy) checked with
+-- respect to dy, i.e. the gradient of the gradient.
+function H.check_grad_of_grad(x, x_shape, y, y_shape)
+  local dy = tf.placeholder(tf.float64, y_shape, "dy")
+  local dx = tf.gradients(y, x, dy)[1]
+  H.check_grad(dy, y_shape, dx, x_shape)
 end
 
 -- The error message of fn(...), which must fail.
@@ -47,6 +92,20 @@ function H.tmpdir()
   local d = p:read("*l")
   p:close()
   return d
+end
+
+-- A file's bytes.
+function H.read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+function H.write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
 end
 
 -- Runs `luajit script args` in a process of its own (the environment, the

@@ -4,27 +4,9 @@
 -- differences, and errors that name the function and the Lua line.
 local tf = require("moonflow")
 local H = require("spec.helpers")
-
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
-
-local function flat(v)
-  if type(v) == "number" then return {v} end
-  local out = {}
-  local function walk(t) for _, e in ipairs(t) do if type(e) == "table" then walk(e) else out[#out + 1] = e end end end
-  walk(tf.Array.is(v) and v:totable() or v)
-  return out
-end
-
-local function assert_near_all(expected, actual, tol, what)
-  local e, a = flat(expected), flat(actual)
-  assert.equal(#e, #a, what)
-  for i = 1, #e do
-    assert(math.abs(e[i] - a[i]) <= tol * math.max(1, math.abs(e[i])),
-           ("%s element %d: expected %.17g, got %.17g"):format(what or "", i, e[i], a[i]))
-  end
-end
+local flat, assert_near_all, this_line = H.flat, H.assert_near_all, H.this_line
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 local function var_names(list)
   local out = {}
@@ -39,8 +21,6 @@ local function initialized_session()
 end
 
 -- The Lua line of this file that the next statement is on (for error messages).
-local function this_line() return debug.getinfo(2, "l").currentline end
-
 describe("tf.layers.dense", function()
   before_each(function() tf.reset_default_graph() end)
 

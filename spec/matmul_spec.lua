@@ -1,10 +1,10 @@
 -- MatMul: plain, transposed, batched with broadcasting, every dtype, errors.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 -- The sweeps below build and run ops in loops on purpose: no growth warnings.
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 -- A small LCG so the random inputs are the same on every run.
 local function rng(seed)

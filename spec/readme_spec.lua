@@ -2,17 +2,12 @@
 -- and what it prints must match the block's `--> ` comments, in order (a
 -- comment ending in "…" matches any line with that prefix).
 local core = require("moonflow.core")
+local H = require("spec.helpers")
+local read = H.read
 
 local function absolute(path)
   if path:sub(1, 1) == "/" then return path end
   return (os.getenv("PWD") or ".") .. "/" .. path
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
 end
 
 local function expected_lines(block)

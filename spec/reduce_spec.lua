@@ -1,11 +1,11 @@
 -- Reductions: reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod,
 -- reduce_any, reduce_all with axis lists, negative axes, keepdims and empty tensors.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 -- The sweeps below build and run ops in loops on purpose: no growth warnings.
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 local nan, inf = 0 / 0, math.huge
 

@@ -3,27 +3,8 @@
 local tf = require("moonflow")
 local ffi = require("ffi")
 local H = require("spec.helpers")
+local tmpdir, read, write = H.tmpdir, H.read, H.write
 pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
-
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'") == 0)
-  return d
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
 
 local function exists(path)
   local f = io.open(path, "rb")

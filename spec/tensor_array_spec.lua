@@ -2,10 +2,8 @@
 -- dynamic size, element shapes, use as a loop variable, errors.
 local tf = require("moonflow")
 local H = require("spec.helpers")
-
-local growth_warnings = tf.hygiene.graph_growth
-setup(function() tf.hygiene.graph_growth = false end)
-teardown(function() tf.hygiene.graph_growth = growth_warnings end)
+setup(H.growth_off)
+teardown(H.growth_restore)
 
 local function i32(v) return tf.constant(v, tf.int32) end
 
