@@ -7,18 +7,7 @@ local function tmpfile()
   return p
 end
 
-local function read_bytes(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write_bytes(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
+local read_bytes, write_bytes = H.read, H.write
 
 -- Little-endian encodings, written out by hand.
 local function le32(v) v = v % 2 ^ 32; return string.char(v % 256, math.floor(v / 256) % 256, math.floor(v / 65536) % 256, math.floor(v / 16777216) % 256) end
