@@ -441,6 +441,17 @@ function M.graph_of(inputs)
   return target_graph(g, first)
 end
 
+-- The device of the innermost tf.device (devices.lua) around ops built in g,
+-- or in the graph g is traced in (a function: branches, loop bodies); nil or
+-- "" when none.
+function M.current_device(g)
+  while g do
+    local d = g._devices[#g._devices]
+    if d then return d end
+    g = g._parent
+  end
+end
+
 -- Creates an op. spec = {type, inputs = {tensors}, attrs = {name = value},
 -- name = "optional", control_inputs = {ops}, graph = g}. Returns the Operation.
 function M.build(spec)
@@ -483,8 +494,8 @@ function M.build(spec)
   if spec.attrs then
     for name, a in pairs(spec.attrs) do set_attr(desc, name, a) end
   end
-  local device = spec.device or g._devices[#g._devices]
-  if device then C.mf_op_desc_set_device(desc, device) end
+  local device = spec.device or M.current_device(g)
+  if device and device ~= "" then C.mf_op_desc_set_device(desc, device) end
   C.mf_op_desc_set_origin(desc, origin)
   local ptr = C.mf_op_desc_finish(desc, core.status)
   if ptr == nil then core.check() end

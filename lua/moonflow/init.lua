@@ -58,7 +58,7 @@ local ops = G.ops
 setmetatable(tf, {__index = ops})
 tf.ops = ops
 
-for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients", "nn_ops", "variables", "train", "conv_ops", "index_ops", "control_flow", "layers", "cookbook", "saver", "graph_io", "data", "io", "debugging"}) do
+for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients", "nn_ops", "variables", "train", "conv_ops", "index_ops", "control_flow", "layers", "cookbook", "saver", "graph_io", "data", "io", "debugging", "devices"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

@@ -12,15 +12,39 @@ Session.__index = Session
 
 local M = {Session = Session}
 
+-- The engine's session flags (src/moonflow.h) from the options
+-- {allow_soft_placement=, log_device_placement=}.
+local function session_flags(options)
+  local flags = 0
+  for key, flag in pairs({allow_soft_placement = C.MF_ALLOW_SOFT_PLACEMENT,
+                          log_device_placement = C.MF_LOG_DEVICE_PLACEMENT}) do
+    local v = options[key]
+    if v ~= nil and type(v) ~= "boolean" then
+      core.error_at_user("tf.Session: " .. key .. " must be a boolean, got " .. tostring(v))
+    end
+    if v then flags = flags + flag end
+  end
+  return flags
+end
+
+-- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=}).
 function M.new(arg)
   local g
   if getmetatable(arg) == G.Graph then g = arg
   elseif type(arg) == "table" and arg.graph then g = arg.graph
   else g = G.get_default_graph() end
-  local ptr = C.mf_session_new(g.ptr, core.status)
+  local options = type(arg) == "table" and getmetatable(arg) == nil and arg or {}
+  local ptr = C.mf_session_new_with_options(g.ptr, session_flags(options), core.status)
   if ptr == nil then core.check() end
-  return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g,
-                       options = type(arg) == "table" and getmetatable(arg) == nil and arg or {}}, Session)
+  return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
+                       _log_placement = options.log_device_placement == true}, Session)
+end
+
+-- With log_device_placement, the placement of each op of the plans built
+-- since the last call ("a: (Add): /device:CPU:0"), through the print sink.
+local function print_placement(self)
+  local text = ffi.string(C.mf_session_take_placement_log(self.ptr))
+  for line in text:gmatch("[^\n]+") do host.sink(line) end
 end
 
 function Session:close()
@@ -212,6 +236,11 @@ function Session:run(fetches, feeds)
   local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
                    b.fetch_values, #tensors, b.targets, #targets, core.status)
   release_owned_feeds(b, nfeeds)
+  if self._log_placement then
+    local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
+    print_placement(self)
+    if message then error(message, 0) end
+  end
   if rc ~= 0 then core.check() end
   hygiene.after_run(self)
   if self.on_run then self.on_run(self, tensors, targets) end
@@ -250,6 +279,8 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local callable = C.mf_session_make_callable(self.ptr, feed_ports, nfeeds, fetch_ports, nfetches,
                                               target_ptrs, #targets, core.status)
   if callable == nil then core.check() end
+  local log_placement = self._log_placement
+  if log_placement then print_placement(self) end
   local feed_values = core.value_ptrs(math.max(nfeeds, 1))
   local fetch_values = core.value_ptrs(math.max(nfetches, 1))
   local owned = {}
@@ -275,6 +306,11 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
     end
     for i = 1, nfeeds do if owned[i] then C.mf_tensor_release(feed_values[i - 1]) end end
+    if log_placement then  -- plans of functions (branches, loop bodies) built by this run
+      local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
+      print_placement(session)
+      if message then error(message, 0) end
+    end
     if rc ~= 0 then core.check() end
     if single then return to_lua(fetch_values[0]) end
     local values = {}
