@@ -488,4 +488,103 @@ describe("tf.data.experimental.CsvDataset", function()
                    H.error_of(tf.data.experimental.CsvDataset, "/nonexistent.csv", {tf.float32}))
     os.remove(a); os.remove(b); os.remove(bad)
   end)
+
+  it("range-checks every value against its dtype, naming file, line and column", function()
+    local function err(text, dtypes)
+      local p = csv(text)
+      local x = tf.data.experimental.CsvDataset(p, dtypes):make_one_shot_iterator():get_next()
+      local sess = tf.Session()
+      local e = H.error_of(function() while true do sess:run(x) end end)
+      os.remove(p)
+      return e, p
+    end
+    local e, p = err("1\n3000000000\n", {tf.int32})
+    assert.equal("CsvDataset: " .. p .. " line 2, column 0: Field 0 in record 2 is not a valid int32: 3000000000 " ..
+                 "(out of range [-2147483648, 2147483647])", e)
+    assert.matches("line 1, column 1: Field 1 in record 1 is not a valid uint8: %-1 %(out of range %[0, 255%]%)",
+                   (err("0,-1\n", {tf.uint8, tf.uint8})))
+    assert.matches("Field 0 in record 1 is not a valid uint8: 300", (err("300\n", {tf.uint8})))
+    assert.matches("Field 0 in record 1 is not a valid int32: %-2147483649", (err("-2147483649\n", {tf.int32})))
+    assert.matches("not a valid int64: 9223372036854775808", (err("9223372036854775808\n", {tf.int64})))
+    assert.matches("not a valid int64: %-9223372036854775809", (err("-9223372036854775809\n", {tf.int64})))
+    assert.matches("not a valid float32: 1e40", (err("1e40\n", {tf.float32})))
+    assert.matches("not a valid float64: 1e999", (err("1e999\n", {tf.float64})))
+    assert.matches("'0x10' is not a decimal number", (err("0x10\n", {tf.float32})))
+    assert.matches("'4e2' is not an integer", (err("4e2\n", {tf.int32})))
+    -- The edges of each range are accepted.
+    local p = csv("2147483647,-2147483648,255,0,3.4028234663852886e38,-inf,nan\n")
+    local v = elements(tf.data.experimental.CsvDataset(p, {tf.int32, tf.int32, tf.uint8, tf.uint8, tf.float32,
+                                                           tf.float32, tf.float32}))[1]
+    assert.same({2147483647, -2147483648, 255, 0, 3.4028234663852886e38, -math.huge}, {unpack(v, 1, 6)})
+    assert.is_true(v[7] ~= v[7])
+    os.remove(p)
+  end)
+
+  it("parses int64 exactly, beyond 2^53", function()
+    local p = csv("9007199254740993\n-9223372036854775808\n9223372036854775807\n-42\n")
+    local b = tf.Session():run(tf.data.experimental.CsvDataset(p, {tf.int64}):batch(4):make_one_shot_iterator():get_next())
+    local d = b[1]._data
+    assert.is_true(d[0] == 9007199254740993LL, tostring(d[0]))
+    assert.is_true(d[1] == -9223372036854775807LL - 1, tostring(d[1]))
+    assert.is_true(d[2] == 9223372036854775807LL, tostring(d[2]))
+    assert.is_true(d[3] == -42LL, tostring(d[3]))
+    os.remove(p)
+  end)
+
+  it("reads quoted fields, skips a byte order mark and takes any delimiter literally", function()
+    local p = csv('\239\187\191"1,5",2\n"say ""hi""",3\n" two\nlines ", 4\n')
+    local ds = tf.data.experimental.CsvDataset(p, {tf.int32}, {select_cols = {1}})
+    assert.same({{2}, {3}, {4}}, elements(ds))
+    os.remove(p)
+    p = csv('\239\187\191"7",  "1.5e1" ,8\n')
+    assert.same({{7, 15, 8}}, elements(tf.data.experimental.CsvDataset(p, {tf.int32, tf.float32, tf.int64})))
+    os.remove(p)
+    -- A letter as the delimiter is that letter, not a pattern class ("%a").
+    p = csv("xay\n1a2a3\n4a5a6\n")
+    assert.same({{1, 3}, {4, 6}},
+                elements(tf.data.experimental.CsvDataset(p, {tf.int32, tf.int32}, {header = true, field_delim = "a",
+                                                                                     select_cols = {0, 2}})))
+    os.remove(p)
+    p = csv("3.4\n")
+    assert.same({{3, 4}}, elements(tf.data.experimental.CsvDataset(p, {tf.int32, tf.int32}, {field_delim = "."})))
+    os.remove(p)
+    local bad = csv('"1"x,2\n')
+    assert.matches("line 1: a quoted field must be followed by the delimiter or the end of the record, found 'x'",
+                   H.error_of(elements, tf.data.experimental.CsvDataset(bad, {tf.int32, tf.int32})))
+    os.remove(bad)
+    bad = csv('1,"2\n3\n')
+    assert.matches("a quoted field is not closed before the end of the file",
+                   H.error_of(elements, tf.data.experimental.CsvDataset(bad, {tf.int32, tf.int32})))
+    os.remove(bad)
+  end)
+
+  it("closes its files at the end of each epoch and on re-initialization", function()
+    local ffi = require("ffi")
+    pcall(ffi.cdef, "int getpid(void);")
+    local function open_fds()
+      local h = io.popen("ls /proc/" .. ffi.C.getpid() .. "/fd | wc -l")
+      local n = tonumber(h:read("*a"))
+      h:close()
+      return n
+    end
+    local p = csv("1\n2\n3\n")
+    local it = tf.data.experimental.CsvDataset(p, {tf.int32}):make_initializable_iterator()
+    local x = it:get_next()
+    local sess = tf.Session()
+    collectgarbage("collect")
+    collectgarbage("stop")  -- only explicit closes count
+    local before = open_fds()
+    for _ = 1, 20 do
+      sess:run(it.initializer)
+      assert.equal(1, sess:run(x)[1])        -- abandoned mid-epoch: the next initializer closes it
+    end
+    for _ = 1, 20 do
+      sess:run(it.initializer)
+      assert.equal(3, #drain(sess, x))       -- read to the end: closed there
+    end
+    local after = open_fds()
+    collectgarbage("restart")
+    assert.equal(before, after)
+    os.remove(p)
+  end)
 end)
