@@ -1,13 +1,15 @@
 -- The reference texts' training programs as specs: the polynomial fit of
 -- effective-tensorflow.txt, the linear regression of
 -- tensorflow-the-confusing-parts.txt, and maximizing the cookbook's stable
--- entropy. The same programs are in examples/, which run here too.
+-- entropy. The same programs are in examples/, which run here too, with
+-- graph_picture.lua (its graph.dot and graph.svg).
 --
 -- The texts' companion claim, that tf.test.compute_gradient_error flags the
 -- non-differentiable entropy and passes the stable one, is checked in
 -- spec/nn_stable_spec.lua ("effective-tensorflow cookbook: entropy").
 local tf = require("moonflow")
 local core = require("moonflow.core")
+local H = require("spec.helpers")
 
 local function column(w) -- a {3, 1} value as a Lua list
   local t = w:totable()
@@ -192,5 +194,71 @@ describe("examples/", function()
     local errors = {}
     for e in out:gmatch("gradient error[^\n]*\t([^\n]+)") do errors[#errors + 1] = tonumber(e) end
     assert.is_true(errors[1] > 0.01 and errors[2] < 1e-4, out)
+  end)
+
+  it("graph_picture.lua writes graph.dot with the model's ops and edges, and graph.svg when dot is installed", function()
+    local dir = H.tmpdir()
+    local out = run("graph_picture.lua", dir)
+    local m, b, loop = out:match("m = ([-%d.]+), b = ([-%d.]+), shown loss = [-%d.]+, loop result = (%d+)")
+    assert.is_true(math.abs(tonumber(m) - 2) < 0.01 and math.abs(tonumber(b) - 1) < 0.01, out)
+    assert.equal("16", loop)  -- 1 doubled while below 10
+    local nops = tonumber((assert(out:match("wrote " .. dir:gsub("%p", "%%%0") .. "/graph%.dot %((%d+) ops%)"), out)))
+    local f = assert(io.open(dir .. "/graph.dot", "rb"))
+    local dot = f:read("*a")
+    f:close()
+    assert.equal("digraph moonflow {", dot:match("^[^\n]+"))
+    assert.equal("}", dot:match("([^\n]+)\n?$"))
+    -- Top-level nodes: one per op of the graph, labeled name\nType, shaped by kind
+    -- (attrs: the type and what follows the label, "Add]" or "If, shape=diamond]").
+    local id, attrs = {}, {}
+    for n, name, ty, rest in dot:gmatch("\n  (n%d+) %[label=\"([^\"]-)\\n([%w_]+)\"([^\n]*)") do
+      id[name] = n
+      attrs[name] = ty .. rest:gsub(";$", "")
+    end
+    local count = 0
+    for _ in pairs(id) do count = count + 1 end
+    assert.equal(nops, count)
+    assert.equal("Placeholder, shape=ellipse]", attrs.x)
+    assert.equal("VariableV2, shape=cylinder]", attrs.m)
+    assert.equal("Add]", attrs.y_guess)
+    assert.equal("Mean]", attrs.loss)
+    assert.equal("Greater]", attrs.loss_is_big)
+    assert.equal("If, shape=diamond]", attrs.cond)
+    assert.equal("While, shape=hexagon]", attrs["while"])
+    assert.equal("NoOp]", attrs.init)
+    local function edge(from, to, label)
+      local e = "  " .. id[from] .. " -> " .. id[to] .. " [" .. label .. "];"
+      assert.is_truthy(dot:find("\n" .. e .. "\n", 1, true), "missing edge " .. from .. " -> " .. to .. ": " .. e)
+    end
+    edge("x", "MatMul", 'label="(?, 1)"')            -- data edges carry the static shape
+    edge("m", "MatMul", 'label="(1, 1)"')
+    edge("MatMul", "y_guess", 'label="(?, 1)"')
+    edge("b", "y_guess", 'label="(1,)"')
+    edge("loss", "loss_is_big", 'label="()"')
+    edge("loss_is_big", "cond", 'label="()"')
+    edge("m/Assign", "init", "style=dashed, arrowhead=odot")  -- control dependencies dashed
+    edge("b/Assign", "init", "style=dashed, arrowhead=odot")
+    -- The functions of tf.cond and tf.while_loop as clusters, linked to their op.
+    for _, c in ipairs({{"cond", "then"}, {"cond", "else"}, {"while", "cond"}, {"while", "body"}}) do
+      local k = assert(dot:match("subgraph (cluster_%d+) {\n    label=\"" .. c[1] .. " / " .. c[2] .. "\""),
+                       c[1] .. " / " .. c[2])
+      assert.is_truthy(dot:find("  " .. id[c[1]] .. " %-> f%d+_0 %[lhead=" .. k .. ", style=dotted, label=\"" ..
+                                c[2] .. "\"%]"), k)
+    end
+    assert.is_truthy(dot:find('f%d+_%d+ %[label="Mul\\nMul"%]'), "the loop body's i * 2")
+    local svg = io.open(dir .. "/graph.svg", "rb")
+    if os.execute("command -v dot >/dev/null 2>&1") == 0 then
+      assert.is_truthy(svg, "graph.svg not written: " .. out)
+      local text = svg:read("*a")
+      svg:close()
+      assert.matches("wrote " .. dir .. "/graph.svg", out, 1, true)
+      assert.is_truthy(text:find("<svg", 1, true))
+      assert.is_truthy(text:find("<title>moonflow</title>", 1, true))
+      assert.is_truthy(text:find("y_guess", 1, true))
+    else
+      assert.is_nil(svg)
+      assert.matches("graphviz's dot is not installed", out, 1, true)
+    end
+    os.execute("rm -rf '" .. dir .. "'")
   end)
 end)
