@@ -104,6 +104,35 @@ describe("tf.device", function()
   end)
 end)
 
+describe("mf_device_merge", function()
+  local status = require("moonflow.core").status
+  local function merge(outer, spec, cap)
+    local buf = ffi.new("char[?]", cap or 256)
+    if C.mf_device_merge(outer, spec, buf, cap or 256, status) ~= 0 then
+      return nil, ffi.string(C.mf_status_message(status))
+    end
+    return ffi.string(buf)
+  end
+
+  it("merges field by field, as TensorFlow's DeviceSpec.merge_from", function()
+    assert.equal("/device:CPU:1", merge("/gpu:1", "/device:CPU"))
+    assert.equal("/job:ps/replica:2/task:1/device:GPU:0", merge("/job:ps/replica:2/task:7/cpu:0", "/task:1/gpu:0"))
+    assert.equal("", merge(nil, ""))
+    assert.equal("/device:CPU:0", merge("", "/cpu:0"))
+    assert.equal("/device:CPU:0", merge("/cpu:0", nil))
+  end)
+
+  it("reports a malformed outer or inner spec, and a buffer too small", function()
+    local _, err = merge("/cpu:0", "/gpu:0/bad")
+    assert.matches("^Malformed device specification '/gpu:0/bad'", err)
+    _, err = merge("cpu", "/gpu:0")
+    assert.matches("^Malformed device specification 'cpu'", err)
+    _, err = merge(nil, "/device:GPU:0", 8)
+    assert.equal("the normal form of device specification '/device:GPU:0' needs 14 bytes, more than the 8 given", err)
+    assert.equal("/device:CPU:0", merge(nil, "/cpu:0", 14))
+  end)
+end)
+
 describe("tf.list_devices", function()
   it("lists the CPU with its memory, and GPUs only when a CUDA backend reports them", function()
     local devices = tf.list_devices()

@@ -152,7 +152,8 @@ mf_code mf_device_merge(const char *outer, const char *spec, char *out, size_t c
   char buf[MF_DEVICE_NAME_MAX];
   size_t n = mf_device_spec_str(&a, buf, sizeof buf);
   if (n + 1 > cap)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "device specification '%s' is too long", spec ? spec : "");
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "the normal form of device specification '%s' needs %zu bytes, "
+                         "more than the %zu given", spec ? spec : "", n + 1, cap);
   memcpy(out, buf, n + 1);
   return MF_OK;
 }
