@@ -291,6 +291,87 @@ describe("tf.train.Saver", function()
     assert.equal(7, tf.train.load_variable(path, "n"):get())
   end)
 
+  describe("a write that fails partway through the file", function()
+    local fileio = require("moonflow.fileio")
+    local v, sess, saver, path, before
+    before_each(function()
+      v = build()
+      v.big = tf.Variable(tf.random_uniform({256, 256}, {seed = 3}), {name = "big"})  -- 256 KB of data
+      sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      saver = tf.train.Saver()
+      path = saver:save(sess, dir .. "/model.ckpt", {global_step = 1})
+      before = read(path)
+      sess:run({tf.assign(v.n, 7), tf.assign(v.big, tf.zeros({256, 256}))})
+    end)
+    local function intact()
+      assert.equal(before, read(path))
+      assert.same({"checkpoint", "model.ckpt-1"}, files_in(dir))  -- no temporary left, nothing half-written
+      assert.equal(path, tf.train.latest_checkpoint(dir))
+      assert.same({path}, saver.last_checkpoints)
+      assert.equal(42, tf.train.load_variable(path, "n"):get())
+    end
+
+    it("(a writer failing after the header and part of the data) leaves the previous checkpoint as it was", function()
+      local real, calls, written = fileio._fwrite, 0, 0
+      fileio._fwrite = function(ptr, size, n, f)
+        calls = calls + 1
+        if calls < 4 then
+          local k = real(ptr, size, n, f)
+          written = written + tonumber(k)
+          return k
+        end
+        ffi.errno(28)  -- ENOSPC, after writing half of this chunk
+        return real(ptr, size, math.floor(n / 2), f)
+      end
+      local ok, err = pcall(saver.save, saver, sess, dir .. "/model.ckpt", {global_step = 1})
+      fileio._fwrite = real
+      assert.is_false(ok)
+      assert.is_true(calls == 4 and written > 8, "the write had begun")
+      assert.equal("ResourceExhausted: writing " .. path .. " failed (No space left on device); " ..
+                   "the previous file is unchanged", err)
+      intact()
+      -- a new step failing likewise is not listed or indexed
+      calls = 0
+      fileio._fwrite = function(ptr, size, n, f)
+        calls = calls + 1
+        if calls == 3 then ffi.errno(5); return 0 end  -- EIO
+        return real(ptr, size, n, f)
+      end
+      ok, err = pcall(saver.save, saver, sess, dir .. "/model.ckpt", {global_step = 2})
+      fileio._fwrite = real
+      assert.matches("^Unknown: writing .*model%.ckpt%-2 failed %(Input/output error%)", err)
+      intact()
+      assert.equal(dir .. "/model.ckpt-2", saver:save(sess, dir .. "/model.ckpt", {global_step = 2}))
+      assert.equal(7, tf.train.load_variable(dir .. "/model.ckpt-2", "n"):get())
+    end)
+
+    it("(the file size limit reached mid-write, in a process of its own) leaves it as it was", function()
+      -- The same graph in a child process whose files may not grow past
+      -- `ulimit -f 128` (64 KB in sh's 512-byte blocks; the data is 256 KB), with
+      -- SIGXFSZ ignored, so the write fails with EFBIG instead of killing it.
+      write(dir .. "/child.lua", string.format([[
+        local tf = require("moonflow")
+        local n = tf.Variable(tf.constant(7, tf.int32), {name = "n"})
+        local big = tf.Variable(tf.ones({256, 256}), {name = "big"})
+        local sess = tf.Session()
+        sess:run(tf.global_variables_initializer())
+        local saver = tf.train.Saver({n = n, big = big})
+        print(select(2, pcall(saver.save, saver, sess, %q, {global_step = 1})))
+        print(select(2, pcall(saver.save, saver, sess, %q, {global_step = 2})))
+      ]], dir .. "/model.ckpt", dir .. "/model.ckpt"))
+      local p = io.popen("sh -c \"trap '' XFSZ; ulimit -f 128; luajit '" .. dir .. "/child.lua'\" 2>&1")
+      local out = p:read("*a")
+      p:close()
+      local first, second = out:match("([^\n]*)\n([^\n]*)\n")
+      assert.equal("ResourceExhausted: writing " .. path .. " failed (File too large); the previous file is unchanged",
+                   first, out)
+      assert.matches("^ResourceExhausted: writing .*model%.ckpt%-2 failed %(File too large%)", second)
+      os.remove(dir .. "/child.lua")
+      intact()
+    end)
+  end)
+
   it("restores repeatedly without growing the graph", function()
     local v = build()
     local sess = tf.Session()

@@ -15,6 +15,7 @@ for _, decl in ipairs({
   "int fclose(void *f);",
   "int fileno(void *f);",
   "int fsync(int fd);",
+  "char *strerror(int errnum);",
 }) do pcall(ffi.cdef, decl) end
 local libc = ffi.C
 
@@ -31,6 +32,10 @@ function M.exists(path)
   return false
 end
 
+-- The writer of write_atomic's chunks: C's fwrite (a field, so that specs can
+-- make a write fail partway through a file).
+M._fwrite = libc.fwrite
+
 local tmp_counter = 0
 -- A temporary name next to `path` (the same directory, so rename is atomic).
 local function temp_name(path)
@@ -46,18 +51,21 @@ function M.write_atomic(path, chunks)
     fail(string.format("NotFound: cannot write %s: the directory %s does not exist or is not writable",
                        path, M.dirname(path)))
   end
-  local ok = true
+  local errno  -- of the first failing call, kept before anything else can change it
   for _, c in ipairs(chunks) do
     local ptr, n
     if type(c) == "string" then ptr, n = c, #c else ptr, n = c[1], c[2] end
-    if n > 0 and libc.fwrite(ptr, 1, n, f) ~= n then ok = false; break end
+    if n > 0 and M._fwrite(ptr, 1, n, f) ~= n then errno = ffi.errno(); break end
   end
-  if ok and libc.fflush(f) ~= 0 then ok = false end
-  if ok and libc.fsync(libc.fileno(f)) ~= 0 then ok = false end
-  if libc.fclose(f) ~= 0 then ok = false end
-  if not ok then
+  if not errno and libc.fflush(f) ~= 0 then errno = ffi.errno() end
+  if not errno and libc.fsync(libc.fileno(f)) ~= 0 then errno = ffi.errno() end
+  if libc.fclose(f) ~= 0 and not errno then errno = ffi.errno() end
+  if errno then
     os.remove(tmp)
-    fail("ResourceExhausted: writing " .. path .. " failed (disk full?); the previous file is unchanged")
+    local why = errno ~= 0 and ffi.string(libc.strerror(errno)) or "an I/O error"
+    -- ENOSPC, EFBIG, EDQUOT: out of room; anything else is an I/O failure.
+    local code = (errno == 28 or errno == 27 or errno == 122) and "ResourceExhausted" or "Unknown"
+    fail(code .. ": writing " .. path .. " failed (" .. why .. "); the previous file is unchanged")
   end
   local renamed, err = os.rename(tmp, path)
   if not renamed then
