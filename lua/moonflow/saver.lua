@@ -55,10 +55,21 @@ local function is_count(x) return type(x) == "number" and x >= 0 and x % 1 == 0 
 -- part in it}. Every error says what is wrong with which file.
 function M.read(path)
   check_little_endian()
-  local f = io.open(path, "rb")
-  if not f then fail("NotFound: Failed to find any matching files for " .. path) end
-  local s = f:read("*a")
+  if type(path) ~= "string" then fail("a checkpoint path must be a string, got " .. type(path)) end
+  local f, open_err, open_errno = io.open(path, "rb")
+  if not f then
+    if open_errno == 13 then fail("PermissionDenied: cannot read checkpoint " .. path .. ": " .. open_err) end
+    fail("NotFound: Failed to find any matching files for " .. path)
+  end
+  local s, err, errno = f:read("*a")
   f:close()
+  if s == nil then
+    if errno == 21 then  -- EISDIR: io.open opens a directory, reading it fails
+      fail("FailedPrecondition: " .. path .. " is a directory, not a checkpoint file; " ..
+           "use tf.train.latest_checkpoint(dir) for the newest checkpoint in it")
+    end
+    fail("Unknown: cannot read checkpoint " .. path .. ": " .. tostring(err))
+  end
   local function corrupt(what)
     fail("DataLoss: " .. path .. " is not a valid checkpoint (truncated or corrupted?): " .. what)
   end
@@ -254,6 +265,10 @@ return function(tf, ops)
     if step ~= nil then
       if G.is_tensor(step) then step = sess:run(step) end
       if type(step) ~= "number" then fail("Saver:save: global_step must be a number or a scalar tensor") end
+      -- It names the file (path-<step>): only an exact integer can.
+      if step ~= step or step % 1 ~= 0 or math.abs(step) >= 2 ^ 53 then
+        fail("Saver:save: global_step must be an integer (it names the file path-<step>), got " .. tostring(step))
+      end
       path = string.format("%s-%d", path, step)
     end
     local n = #self.names
