@@ -161,6 +161,49 @@ describe("tf.io.read_npy", function()
     assert.matches("tf.io.read_npy: cannot open '" .. path .. "'", H.error_of(tf.io.read_npy, path))
   end)
 
+  it("checks the preamble's length and parses the shape tuple strictly", function()
+    local path = tmpfile()
+    local function err() return H.error_of(tf.io.read_npy, path) end
+    local function with_shape(shape, data)
+      write_bytes(path, header_v1("{'descr': '|u1', 'fortran_order': False, 'shape': " .. shape .. ", }", 256) ..
+                        (data or ""))
+    end
+    write_bytes(path, "\147NUMPY\1")  -- 7 bytes: magic and the major version
+    assert.equal("tf.io.read_npy: '" .. path .. "' is truncated: 7 bytes, fewer than the 10 of the NPY 1.0 " ..
+                 "preamble (magic, version, header length)", err())
+    write_bytes(path, "\147NUMPY\2\0\116\0")
+    assert.matches("is truncated: 10 bytes, fewer than the 12 of the NPY 2.0 preamble", err())
+    write_bytes(path, "\147NUMPY")
+    assert.matches("is truncated: 6 bytes, fewer than the 10 of the NPY format preamble", err())
+    write_bytes(path, "\147NUMPY\1\0\200\0{'descr'")
+    assert.matches("is truncated inside its header", err())
+    with_shape("(-3,)", "abc")
+    assert.equal("tf.io.read_npy: '" .. path .. "' has an invalid shape (-3,): dimension 1 is '-3', " ..
+                 "not a non-negative integer", err())
+    with_shape("(2.5,)", "abcde")
+    assert.matches("has an invalid shape %(2%.5,%): dimension 1 is '2%.5', not a non%-negative integer", err())
+    with_shape("(2,,3)", "abcdef")
+    assert.matches("has an invalid shape %(2,,3%): dimension 2 is ''", err())
+    with_shape("(3)", "abc")
+    assert.matches("has a shape %(3%) that is not a tuple %(one dimension is written %(n,%)%)", err())
+    with_shape("(" .. string.rep("1, ", 35) .. ")", "a")
+    assert.matches("^tf%.io%.read_npy: '.-' has rank 35 %(shape %(1, 1, .*%)%); moonflow arrays have at most 8 " ..
+                   "dimensions$", err())
+    with_shape("(1000000, 1000000)", "a")  -- checked against the file before anything is allocated
+    assert.matches("is truncated: shape %(1000000, 1000000%) needs 1000000000000 bytes of data, the file has 1", err())
+    -- What is valid: spaces, a trailing comma, Python 2's long suffix, ().
+    with_shape("( 2 , 3, )", "abcdef")
+    assert.same({2, 3}, tf.io.read_npy(path):shape())
+    with_shape("(3L,)", "abc")
+    assert.same({97, 98, 99}, tf.io.read_npy(path):totable())
+    with_shape("()", "z")
+    assert.equal(122, tf.io.read_npy(path):get())
+    os.remove(path)
+    local dir = H.tmpdir()
+    assert.matches("tf.io.read_npy: '" .. dir .. "' cannot be read: Is a directory", H.error_of(tf.io.read_npy, dir))
+    os.remove(dir)
+  end)
+
   it("gives an array usable as a feed", function()
     local path = tmpfile()
     tf.io.write_npy(path, tf.array({{1, 2}, {3, 4}}))

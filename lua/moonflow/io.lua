@@ -70,15 +70,25 @@ return function(tf, ops)
     if type(path) ~= "string" then error("tf.io.read_npy(path): path must be a string", 2) end
     local f, err = io.open(path, "rb")
     if not f then error("tf.io.read_npy: cannot open '" .. path .. "': " .. tostring(err), 2) end
-    local bytes = f:read("*a")
+    local bytes, rerr = f:read("*a")
     f:close()
-    local function bad(why) error("tf.io.read_npy: '" .. path .. "' " .. why, 3) end
+    local function bad(why, up) error("tf.io.read_npy: '" .. path .. "' " .. why, 3 + (up or 0)) end
+    if bytes == nil then bad("cannot be read: " .. tostring(rerr)) end
     if bytes:sub(1, 6) ~= "\147NUMPY" then bad("is not a .npy file (no \\x93NUMPY magic)") end
     local major = bytes:byte(7)
     local hlen, start
+    local function preamble(n)  -- magic, version and header length: n bytes
+      if #bytes < n then
+        bad(string.format("is truncated: %d bytes, fewer than the %d of the NPY %s preamble (magic, version, " ..
+                          "header length)", #bytes, n, major and major .. ".0" or "format"), 1)
+      end
+    end
+    if major == nil then preamble(10) end
     if major == 1 then
+      preamble(10)
       hlen, start = bytes:byte(9) + 256 * bytes:byte(10), 11
     elseif major == 2 or major == 3 then
+      preamble(12)
       local b1, b2, b3, b4 = bytes:byte(9, 12)
       hlen, start = b1 + 256 * (b2 + 256 * (b3 + 256 * b4)), 13
     else
@@ -102,16 +112,41 @@ return function(tf, ops)
     if fortran ~= "False" then
       bad("is in Fortran order; save it with np.save(path, np.ascontiguousarray(arr))")
     end
+    -- The shape: a Python tuple of non-negative ints, "()", "(3,)", "(2, 3)" (a
+    -- trailing comma allowed; Python 2's "3L" too).
     local dims = {}
-    for d in shape_s:gmatch("%d+") do dims[#dims + 1] = tonumber(d) end
+    local inner = shape_s:sub(2, -2)
+    if inner:find("%S") then
+      if not inner:find(",", 1, true) then
+        bad("has a shape " .. shape_s .. " that is not a tuple (one dimension is written (n,))")
+      end
+      local items = {}
+      for item in (inner .. ","):gmatch("([^,]*),") do items[#items + 1] = item end
+      if not items[#items]:find("%S") then items[#items] = nil end  -- after a trailing comma
+      for i, item in ipairs(items) do
+        local digits = item:match("^%s*(%d+)[lL]?%s*$")
+        if not digits then
+          bad("has an invalid shape " .. shape_s .. ": dimension " .. i .. " is '" .. item:match("^%s*(.-)%s*$") ..
+              "', not a non-negative integer")
+        end
+        dims[i] = tonumber(digits)
+        if dims[i] >= 2 ^ 53 then bad("has an invalid shape " .. shape_s .. ": dimension " .. i .. " is too large") end
+      end
+    end
+    if #dims > core.C.MF_MAX_RANK then
+      bad(string.format("has rank %d (shape %s); moonflow arrays have at most %d dimensions", #dims, shape_s,
+                        core.C.MF_MAX_RANK))
+    end
     local dtype = core.dtypes[name]
-    local a = Array.new(dtype, dims)
-    local nbytes = a._size * dtype.size
+    local numel = 1
+    for _, d in ipairs(dims) do numel = numel * d end
+    local nbytes = numel * dtype.size
     local data_start = start + hlen
     if #bytes - data_start + 1 < nbytes then
-      bad(string.format("is truncated: shape %s needs %d bytes of data, the file has %d",
+      bad(string.format("is truncated: shape %s needs %.0f bytes of data, the file has %d",
                         shape_repr(dims), nbytes, #bytes - data_start + 1))
     end
+    local a = Array.new(dtype, dims)
     if nbytes > 0 then
       ffi.copy(a._data, ffi.cast("const char*", bytes) + data_start - 1, nbytes)
       if name == "bool" then
