@@ -193,6 +193,50 @@ describe("tf.lua_func", function()
     assert.same({4, 32}, sess:run(g4, {[x] = {1, 2}}):totable())
   end)
 
+  it("fails the run when the function returns more values than out_dtypes declares", function()
+    local sess = tf.Session()
+    local function err(fn, dtypes, name)
+      return H.error_of(sess.run, sess, tf.lua_func(fn, {}, dtypes, {name = name}))
+    end
+    assert.matches("^three: the Lua function of tf.lua_func returned 3 values, but out_dtypes declares 2 %[%[node three",
+                   err(function() return 1, 2, 3 end, {tf.float32, tf.float32}, "three"))
+    assert.matches("^listed: the Lua function of tf.lua_func returned a list of 3 values, but out_dtypes declares 2",
+                   err(function() return {1, 2, 3} end, {tf.float32, tf.float32}, "listed"))
+    assert.matches("^two: the Lua function of tf.lua_func returned 2 values, but out_dtypes declares 1",
+                   err(function() return 1, 2 end, tf.float32, "two"))
+    assert.matches("^nil_too: the Lua function of tf.lua_func returned 2 values, but out_dtypes declares 1",
+                   err(function() return 1, nil end, tf.float32, "nil_too"))
+    assert.matches("^target: the Lua function of tf.lua_func returned 1 value, but out_dtypes declares none",
+                   err(function() return 1 end, {}, "target"))
+    -- As many as declared (a table is one output's value when one is declared).
+    assert.same({1, 2}, sess:run(tf.lua_func(function() return 1, 2 end, {}, {tf.float32, tf.float32})))
+    assert.same({1, 2}, sess:run(tf.lua_func(function() return {1, 2} end, {}, {tf.float32, tf.float32})))
+    assert.same({1, 2, 3}, sess:run(tf.lua_func(function() return {1, 2, 3} end, {}, tf.float32)):totable())
+    -- A gradient function likewise: one gradient per input at most.
+    local x = tf.placeholder(tf.float32, {})
+    local y = tf.lua_func(function(v) return v end, {x}, tf.float32, {name = "ident", grad = function(_, dy)
+      return dy, dy
+    end})
+    assert.matches("ident: the gradient function of tf.lua_func returned 2 gradients, but the op has 1 input",
+                   H.error_of(tf.gradients, y, x))
+  end)
+
+  it("reports an error object that is not a string by its fields or __tostring, with the traceback", function()
+    local sess = tf.Session()
+    local at = line() + 1
+    local y = tf.lua_func(function() error({code = 3, reason = "bad shard", [1] = true}) end, {}, tf.float32,
+                          {name = "obj"})
+    local e = H.error_of(sess.run, sess, y)
+    assert.matches("^obj: the Lua function of tf.lua_func failed: error object table: 0x%x+ " ..
+                   "{%[1%] = true, code = 3, reason = \"bad shard\"}\nstack traceback:\n", e)
+    assert.truthy(e:find(here .. ":" .. at .. ": in function", 1, true), e)
+    local z = tf.lua_func(function()
+      error(setmetatable({}, {__tostring = function() return "quota exceeded" end}))
+    end, {}, tf.float32, {name = "custom"})
+    e = H.error_of(sess.run, sess, z)
+    assert.matches("^custom: the Lua function of tf.lua_func failed: quota exceeded\nstack traceback:\n", e)
+  end)
+
   it("runs a function with no outputs as a target, and stateless ones too", function()
     local log = {}
     local x = tf.placeholder(tf.float32, {})

@@ -90,8 +90,37 @@ end
 -- frames from the xpcall out (this module, the session) are left out, and it
 -- is kept short enough for a status message, which also names the op.
 local MAX_MESSAGE = 700
+
+-- An error value as text: strings and numbers as they are, a table with
+-- __tostring through it, any other table as its address and its fields
+-- ({code = 3}: error({code = 3}) is legal Lua and says more than its address).
+local function describe_error(err)
+  if type(err) ~= "table" then return tostring(err) end
+  local mt = getmetatable(err)
+  if type(mt) == "table" and mt.__tostring then
+    local ok, text = pcall(tostring, err)
+    if ok then return text end
+  end
+  local keys = {}
+  for k in pairs(err) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) and (type(a) == "number" or type(a) == "string") then return a < b end
+    return type(a) < type(b)
+  end)
+  local fields = {}
+  for i, k in ipairs(keys) do
+    if i > 8 then fields[#fields + 1] = "..."; break end
+    local v = err[k]
+    local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. (type(k) == "string" and
+                string.format("%q", k) or tostring(k)) .. "]"
+    fields[#fields + 1] = key .. " = " .. (type(v) == "string" and string.format("%q", v) or tostring(v))
+  end
+  return "error object " .. tostring(err) .. " {" .. table.concat(fields, ", ") .. "}"
+end
+M.describe_error = describe_error
+
 local function traceback(err)
-  local tb = debug.traceback(tostring(err), 2)
+  local tb = debug.traceback(describe_error(err), 2)
   local cut = tb:find("\n%s*%[C%]: in function 'xpcall'")
   if cut then tb = tb:sub(1, cut - 1) end
   if #tb > MAX_MESSAGE then tb = tb:sub(1, MAX_MESSAGE - 4) .. " ..." end
@@ -109,6 +138,9 @@ local function to_array(v, dtype, what)
         ": return a tf.Array, a number or a nested table of numbers", 0)
 end
 
+-- Its arguments as a table with their count, trailing nils included.
+local function pack(...) return {n = select("#", ...), ...} end
+
 -- call: runs the Lua function of a LuaFunc op ----------------------------------------
 local function call(op_ptr, fn_id, inputs, ninputs, outputs, noutputs)
   local entry = funcs[tonumber(fn_id)]
@@ -118,13 +150,21 @@ local function call(op_ptr, fn_id, inputs, ninputs, outputs, noutputs)
   end
   local args = {}
   for i = 0, ninputs - 1 do args[i + 1] = Array.wrap(C.mf_tensor_retain(inputs[i])) end
-  local results = {xpcall(entry.fn, traceback, unpack(args, 1, ninputs))}
+  local results = pack(xpcall(entry.fn, traceback, unpack(args, 1, ninputs)))
   if not results[1] then
     return nil, string.format("%s: the Lua function of tf.lua_func failed: %s", op_name(op_ptr), tostring(results[2]))
   end
+  local nvalues, what = results.n - 1, ""
   -- One list for several outputs is accepted too.
-  if noutputs > 1 and type(results[2]) == "table" and getmetatable(results[2]) == nil and results[3] == nil then
-    results = {true, unpack(results[2], 1, noutputs)}
+  if noutputs > 1 and nvalues == 1 and type(results[2]) == "table" and getmetatable(results[2]) == nil then
+    local list = results[2]
+    results = pack(true, unpack(list, 1, table.maxn(list)))
+    nvalues, what = results.n - 1, "a list of "
+  end
+  if nvalues > noutputs then
+    return nil, string.format("%s: the Lua function of tf.lua_func returned %s%d value%s, but out_dtypes declares %s",
+                              op_name(op_ptr), what, nvalues, nvalues == 1 and "" or "s",
+                              noutputs == 0 and "none" or tostring(noutputs))
   end
   for i = 1, noutputs do
     local ok, a = pcall(to_array, results[i + 1], entry.out_dtypes[i], "output " .. (i - 1))
@@ -162,14 +202,21 @@ local function grad(g_ptr, op_ptr, fn_id, grads, ngrads, input_grads, ninputs)
   local op = graph_for(C.mf_op_graph(op_ptr)):_op(op_ptr)
   local dys = {}
   for i = 0, ngrads - 1 do dys[i + 1] = g:_op(grads[i].op):output(grads[i].index) end
-  local results = {xpcall(function()
+  local results = pack(xpcall(function()
     return g:as_default(function() return entry.grad(op, unpack(dys, 1, ngrads)) end)
-  end, traceback)}
+  end, traceback))
   if not results[1] then
     return nil, string.format("%s: the gradient function of tf.lua_func failed: %s", op_name(op_ptr), tostring(results[2]))
   end
+  local what = ""
   if type(results[2]) == "table" and getmetatable(results[2]) == nil then
-    results = {true, unpack(results[2], 1, ninputs)}
+    local list = results[2]
+    results = pack(true, unpack(list, 1, table.maxn(list)))
+    what = "a list of "
+  end
+  if results.n - 1 > ninputs then
+    return nil, string.format("%s: the gradient function of tf.lua_func returned %s%d gradients, but the op has " ..
+                              "%d input%s", op_name(op_ptr), what, results.n - 1, ninputs, ninputs == 1 and "" or "s")
   end
   local inputs = op.inputs
   for k = 1, ninputs do
