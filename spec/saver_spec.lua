@@ -285,6 +285,63 @@ describe("tf.train.Saver", function()
       assert.equal("NotFound", err:sub(1, 8))
       unchanged()
     end)
+    -- A safetensors file written by hand: the JSON header, then the data.
+    local function safetensors(file, header, data)
+      header = header .. string.rep(" ", (8 - #header % 8) % 8)
+      write(file, ffi.string(ffi.new("uint64_t[1]", #header), 8) .. header .. data)
+    end
+    local function f32(...)
+      local v = {...}
+      return ffi.string(ffi.new("float[?]", #v, v), 4 * #v)
+    end
+    local function entry(name, n, b, e)
+      return string.format('"%s":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}', name, n, b, e)
+    end
+
+    it("whose tensors overlap, leave gaps or leave bytes after the last (safetensors forbids them)", function()
+      tf.reset_default_graph()
+      local a = tf.Variable(tf.constant({-1, -1}), {name = "a"})
+      local b = tf.Variable(tf.constant({-2, -2}), {name = "b"})
+      local s3 = tf.Session()
+      s3:run(tf.global_variables_initializer())
+      local sv = tf.train.Saver()
+      local bad = dir .. "/bad"
+      local prefix = "DataLoss: " .. bad .. " is not a valid checkpoint (truncated or corrupted?): "
+      local function err()
+        local e = H.error_of(sv.restore, sv, s3, bad)
+        assert.equal(e, H.error_of(tf.train.load_variable, bad, "a"))
+        assert.equal(e, H.error_of(tf.train.list_variables, bad))
+        assert.same({-1, -1}, s3:run(a):totable())  -- nothing assigned
+        assert.same({-2, -2}, s3:run(b):totable())
+        return e
+      end
+      -- two names for the same bytes
+      safetensors(bad, "{" .. entry("a", 2, 0, 8) .. "," .. entry("b", 2, 0, 8) .. "}", f32(1, 2))
+      assert.equal(prefix .. "the data of 'b' (bytes 0 to 8) overlaps that of 'a' (bytes 0 to 8); " ..
+                   "safetensors tensors may not share bytes", err())
+      -- sharing part of their bytes
+      safetensors(bad, "{" .. entry("a", 2, 0, 8) .. "," .. entry("b", 2, 4, 12) .. "}", f32(1, 2, 3))
+      assert.equal(prefix .. "the data of 'b' (bytes 4 to 12) overlaps that of 'a' (bytes 0 to 8); " ..
+                   "safetensors tensors may not share bytes", err())
+      -- a gap between them, and one before the first
+      safetensors(bad, "{" .. entry("a", 2, 0, 8) .. "," .. entry("b", 2, 16, 24) .. "}", f32(1, 2, 0, 0, 3, 4))
+      assert.equal(prefix .. "bytes 8 to 16 of the data belong to no tensor (a gap before 'b'); " ..
+                   "safetensors data has no gaps", err())
+      safetensors(bad, "{" .. entry("a", 2, 4, 12) .. "," .. entry("b", 2, 12, 20) .. "}", f32(0, 1, 2, 3, 4))
+      assert.equal(prefix .. "bytes 0 to 4 of the data belong to no tensor (a gap before 'a'); " ..
+                   "safetensors data has no gaps", err())
+      -- bytes after the last tensor
+      safetensors(bad, "{" .. entry("a", 2, 0, 8) .. "," .. entry("b", 2, 8, 16) .. "}", f32(1, 2, 3, 4, 5))
+      assert.equal(prefix .. "bytes 16 to 20 of the data, after the last tensor, belong to no tensor", err())
+      -- Valid: the header in any order, and empty tensors (which hold no bytes) anywhere.
+      safetensors(bad, '{"__metadata__":{"format":"pt"},' .. entry("a", 2, 8, 16) .. "," .. entry("empty", 0, 8, 8) ..
+                       "," .. entry("b", 2, 0, 8) .. "," .. entry("end", 0, 16, 16) .. "}", f32(3, 4, 1, 2))
+      sv:restore(s3, bad)
+      assert.same({1, 2}, s3:run(a):totable())
+      assert.same({3, 4}, s3:run(b):totable())
+      assert.same({{"a", {2}}, {"b", {2}}, {"empty", {0}}, {"end", {0}}}, tf.train.list_variables(bad))
+    end)
+
     it("that is a directory (the one holding the checkpoints, say)", function()
       local msg = "FailedPrecondition: " .. dir .. " is a directory, not a checkpoint file; " ..
                   "use tf.train.latest_checkpoint(dir) for the newest checkpoint in it"

@@ -114,6 +114,29 @@ function M.read(path)
       entries[name] = {dtype = dtype, shape = {unpack(e.shape)}, offset = off[1], nbytes = nbytes}
     end
   end
+  -- safetensors: the tensors index the data whole, each byte once (no overlaps,
+  -- no gaps, nothing after the last), so one file cannot be read two ways.
+  local order = {}
+  for name, e in pairs(entries) do order[#order + 1] = {name = name, b = e.offset, e = e.offset + e.nbytes} end
+  table.sort(order, function(x, y)
+    if x.b ~= y.b then return x.b < y.b end
+    if x.e ~= y.e then return x.e < y.e end
+    return x.name < y.name
+  end)
+  local at, prev = 0, nil
+  for _, t in ipairs(order) do
+    if t.b < at then
+      corrupt(string.format("the data of '%s' (bytes %.0f to %.0f) overlaps that of '%s' (bytes %.0f to %.0f); " ..
+                            "safetensors tensors may not share bytes", t.name, t.b, t.e, prev.name, prev.b, prev.e))
+    elseif t.b > at then
+      corrupt(string.format("bytes %.0f to %.0f of the data belong to no tensor (a gap before '%s'); " ..
+                            "safetensors data has no gaps", at, t.b, t.name))
+    end
+    at, prev = t.e, t
+  end
+  if at ~= size then
+    corrupt(string.format("bytes %.0f to %d of the data, after the last tensor, belong to no tensor", at, size))
+  end
   return {entries = entries, data = s, base = base, path = path}
 end
 
