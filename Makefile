@@ -19,6 +19,7 @@ MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/nul
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
+DEB_TEST_PACKAGES := python3-sklearn
 
 SRC := $(wildcard src/*.c)
 HDR := $(wildcard src/*.h)
@@ -28,14 +29,15 @@ LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test asan test-asan test-threads bench demo install install-lua install-c clean
+.PHONY: all lib deps test-deps test asan test-asan test-threads bench demo install install-lua install-c clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
 
-# Installs missing Debian packages when root; otherwise says what to run.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# Installs the missing Debian packages of $(1) when root; otherwise says what
+# to run, then runs $(2) (exit 1 where they are required).
+define install_debs
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -43,9 +45,15 @@ deps:
 	    echo "installing:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "missing packages; run: sudo apt-get install -y$$missing"; exit 1; \
+	    echo "missing packages; run: sudo apt-get install -y$$missing"; $(2); \
 	  fi; \
 	fi
+endef
+deps:
+	$(call install_debs,$(DEB_PACKAGES),exit 1)
+# The digits spec trains on the data python3-sklearn ships; without it, it is skipped.
+test-deps:
+	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
 $(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
 	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC -Isrc -c $< -o $@
@@ -62,7 +70,7 @@ $(BUILD)/libmoonflow.a: $(OBJ)
 $(CDEF): src/moonflow.h tools/gencdef.sh
 	sh tools/gencdef.sh src/moonflow.h > $@
 
-test: all
+test: all test-deps
 	$(LUA_ENV) busted $(BUSTED_ARGS) spec
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
