@@ -809,16 +809,20 @@ static void concat_chunks(mf_kernel_ctx *ctx, int64_t outer, int64_t inner_bytes
     }
 }
 
-static mf_code pack_kernel(mf_kernel_ctx *ctx) {
+/* Pack and Concat: the inputs' chunks along the output's attr axis; Pack's
+ * inputs lack that dimension (stacked). */
+static mf_code join_run(mf_kernel_ctx *ctx, bool stacked) {
   const mf_tensor *out = ctx->outputs[0];
   if (out->size == 0) return MF_OK;
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), out->rank, &axis, ctx->status))
     return ctx->status->code;
   int64_t inner = product(out->dims, axis + 1, out->rank) * (int64_t)mf_dtype_size(out->dtype);
-  concat_chunks(ctx, product(out->dims, 0, axis), inner, -1);
+  concat_chunks(ctx, product(out->dims, 0, axis), inner, stacked ? -1 : axis);
   return MF_OK;
 }
+
+static mf_code pack_kernel(mf_kernel_ctx *ctx) { return join_run(ctx, true); }
 
 /* Concat: tensors of one rank joined along axis; every other dimension must match. */
 static mf_code concat_infer(mf_infer_ctx *ic) {
@@ -865,16 +869,7 @@ static mf_code concat_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-static mf_code concat_kernel(mf_kernel_ctx *ctx) {
-  const mf_tensor *out = ctx->outputs[0];
-  if (out->size == 0) return MF_OK;
-  int axis;
-  if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), out->rank, &axis, ctx->status))
-    return ctx->status->code;
-  int64_t inner = product(out->dims, axis + 1, out->rank) * (int64_t)mf_dtype_size(out->dtype);
-  concat_chunks(ctx, product(out->dims, 0, axis), inner, axis);
-  return MF_OK;
-}
+static mf_code concat_kernel(mf_kernel_ctx *ctx) { return join_run(ctx, false); }
 
 /* Unpack (tf.unstack): one output per index along axis. The count comes from
  * attr "num" or from a known dimension. */
@@ -1381,25 +1376,21 @@ static mf_code pack_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* Unpack: the outputs' gradients stacked along the axis. */
-static mf_code unpack_grad(mf_grad_ctx *gc) {
+/* The outputs' gradients joined along the axis by `type` (Pack or Concat). */
+static mf_code joined_output_grads(mf_grad_ctx *gc, const char *type) {
   mf_output *g = output_grads(gc);
   if (g && mf_ok(gc->status))
-    gc->input_grads[0] = axis_op(gc, "Pack", g, gc->op->num_outputs, mf_attr_int(&gc->op->attrs, "axis", 0),
+    gc->input_grads[0] = axis_op(gc, type, g, gc->op->num_outputs, mf_attr_int(&gc->op->attrs, "axis", 0),
                                  NULL, 0);
   mf_free(g);
   return gc->status->code;
 }
 
+/* Unpack: the outputs' gradients stacked along the axis. */
+static mf_code unpack_grad(mf_grad_ctx *gc) { return joined_output_grads(gc, "Pack"); }
+
 /* SplitV: the pieces' gradients concatenated. */
-static mf_code split_grad(mf_grad_ctx *gc) {
-  mf_output *g = output_grads(gc);
-  if (g && mf_ok(gc->status))
-    gc->input_grads[0] = axis_op(gc, "Concat", g, gc->op->num_outputs, mf_attr_int(&gc->op->attrs, "axis", 0),
-                                 NULL, 0);
-  mf_free(g);
-  return gc->status->code;
-}
+static mf_code split_grad(mf_grad_ctx *gc) { return joined_output_grads(gc, "Concat"); }
 
 /* The size of x along axis as an int64 scalar: a constant when known,
  * else read from Shape(x) at run time. */
