@@ -55,6 +55,12 @@ static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
 #define GREATER(a, b) ((a) > (b) || (IS_NAN(a) && !IS_NAN(b)))
 #define LESS(a, b) ((a) < (b) || (IS_NAN(a) && !IS_NAN(b)))
 
+/* Kernels that only move elements have one version per element width, named
+ * fn_uint8_t, fn_uint32_t and fn_uint64_t; BY_WIDTH calls the one for es bytes. */
+#define FOR_WIDTHS(X) X(uint8_t) X(uint32_t) X(uint64_t)
+#define BY_WIDTH(es, fn, ...) \
+  ((es) == 8 ? fn##_uint64_t(__VA_ARGS__) : (es) == 4 ? fn##_uint32_t(__VA_ARGS__) : fn##_uint8_t(__VA_ARGS__))
+
 /* Moves of whole rows: take_rows copies source row rows[i] to destination row
  * i, put_rows destination row rows[i] from source row i. Rows of one element
  * of 1, 4 or 8 bytes (the common case of gathering scalars) are plain
@@ -66,9 +72,7 @@ static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
   static void put_##T(T *dst, const T *src, const int64_t *rows, int64_t n) {                  \
     for (int64_t i = 0; i < n; i++) dst[rows[i]] = src[i];                                     \
   }
-DEFINE_ROW_MOVES(uint8_t)
-DEFINE_ROW_MOVES(uint32_t)
-DEFINE_ROW_MOVES(uint64_t)
+FOR_WIDTHS(DEFINE_ROW_MOVES)
 #undef DEFINE_ROW_MOVES
 
 static void take_rows(void *dst, const void *src, const int64_t *rows, int64_t n, size_t row) {
@@ -323,39 +327,43 @@ static mf_code gather_infer(mf_infer_ctx *ic) {
  * `inner` elements in params and nidx rows in the result. */
 typedef struct gather_geom { int64_t nb, outer, n, inner, nidx; } gather_geom;
 
-static mf_code gather_geometry(mf_kernel_ctx *ctx, const mf_tensor *params, const mf_tensor *indices,
-                               gather_geom *g) {
+/* The geometry and the index values, each in [0, g->n): NULL after an
+ * error, else *owned (if any) to free when done. */
+static const int64_t *gather_indices(mf_kernel_ctx *ctx, const mf_tensor *params, const mf_tensor *indices,
+                                     gather_geom *g, int64_t **owned) {
   int axis, batch;
   if (gather_axes(ctx->op->name, ctx->attrs, params->rank, indices->rank, &axis, &batch, ctx->status))
-    return ctx->status->code;
+    return NULL;
   g->nb = product(params->dims, 0, batch);
   g->outer = product(params->dims, batch, axis);
   g->n = params->dims[axis];
   g->inner = product(params->dims, axis + 1, params->rank);
   g->nidx = product(indices->dims, batch, indices->rank);
-  return MF_OK;
+  const int64_t *idx = index_values(ctx, indices, owned);
+  if (idx && check_range(ctx, indices, idx, g->n)) {
+    mf_free(*owned);
+    return NULL;
+  }
+  return idx;
 }
 
 static mf_code gather_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *params = ctx->inputs[0], *indices = ctx->inputs[1];
   gather_geom g;
-  if (gather_geometry(ctx, params, indices, &g)) return ctx->status->code;
   int64_t *owned;
-  const int64_t *idx = index_values(ctx, indices, &owned);
+  const int64_t *idx = gather_indices(ctx, params, indices, &g, &owned);
   if (!idx) return ctx->status->code;
-  if (check_range(ctx, indices, idx, g.n) == MF_OK) {
-    size_t row = (size_t)g.inner * mf_dtype_size(params->dtype);
-    const char *src = params->data;
-    char *dst = ctx->outputs[0]->data;
-    for (int64_t b = 0; b < g.nb; b++)
-      for (int64_t o = 0; o < g.outer; o++) {
-        take_rows(dst, src, idx + b * g.nidx, g.nidx, row);
-        dst += (size_t)g.nidx * row;
-        src += (size_t)g.n * row;
-      }
-  }
+  size_t row = (size_t)g.inner * mf_dtype_size(params->dtype);
+  const char *src = params->data;
+  char *dst = ctx->outputs[0]->data;
+  for (int64_t b = 0; b < g.nb; b++)
+    for (int64_t o = 0; o < g.outer; o++) {
+      take_rows(dst, src, idx + b * g.nidx, g.nidx, row);
+      dst += (size_t)g.nidx * row;
+      src += (size_t)g.n * row;
+    }
   mf_free(owned);
-  return ctx->status->code;
+  return MF_OK;
 }
 
 /* GatherGrad(dy, indices, params_shape): attrs axis, batch_dims. Zeros of
@@ -378,24 +386,21 @@ static mf_code gather_grad_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *dy = ctx->inputs[0], *indices = ctx->inputs[1];
   mf_tensor *out = ctx->outputs[0];
   gather_geom g;
-  if (gather_geometry(ctx, out, indices, &g)) return ctx->status->code;
   int64_t *owned;
-  const int64_t *idx = index_values(ctx, indices, &owned);
+  const int64_t *idx = gather_indices(ctx, out, indices, &g, &owned);
   if (!idx) return ctx->status->code;
-  if (check_range(ctx, indices, idx, g.n) == MF_OK) {
-    size_t es = mf_dtype_size(dy->dtype);
-    memset(out->data, 0, mf_tensor_nbytes(out));
-    const char *src = dy->data;
-    char *dst = out->data;
-    for (int64_t b = 0; b < g.nb; b++)
-      for (int64_t o = 0; o < g.outer; o++) {
-        add_rows(dy->dtype, dst, src, idx + b * g.nidx, g.nidx, g.inner);
-        src += (size_t)(g.nidx * g.inner) * es;
-        dst += (size_t)(g.n * g.inner) * es;
-      }
-  }
+  size_t es = mf_dtype_size(dy->dtype);
+  memset(out->data, 0, mf_tensor_nbytes(out));
+  const char *src = dy->data;
+  char *dst = out->data;
+  for (int64_t b = 0; b < g.nb; b++)
+    for (int64_t o = 0; o < g.outer; o++) {
+      add_rows(dy->dtype, dst, src, idx + b * g.nidx, g.nidx, g.inner);
+      src += (size_t)(g.nidx * g.inner) * es;
+      dst += (size_t)(g.n * g.inner) * es;
+    }
   mf_free(owned);
-  return ctx->status->code;
+  return MF_OK;
 }
 
 /* ---------- GatherNd and ScatterNd ---------- */
@@ -658,9 +663,7 @@ static void pad_next_row(const pad_geom *g, int64_t *idx) {
       for (int64_t j = lo + n; j < w; j++) out[j] = map[j] < 0 ? fill : in[base + map[j]];     \
     }                                                                                          \
   }
-DEFINE_PAD(uint8_t)
-DEFINE_PAD(uint32_t)
-DEFINE_PAD(uint64_t)
+FOR_WIDTHS(DEFINE_PAD)
 #undef DEFINE_PAD
 
 static mf_code pad_kernel(mf_kernel_ctx *ctx) {
@@ -677,9 +680,7 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
   if (pad_geometry(ctx, in->rank, in->dims, out->dims, &g, &mode)) return ctx->status->code;
   uint64_t fill = 0;  /* the constant, converted to the dtype, in its first bytes */
   mf_store_double(&fill, in->dtype, 0, mf_attr_float(ctx->attrs, "constant_values", 0));
-  if (es == 8) pad_uint64_t(out->data, in->data, &g, &fill);
-  else if (es == 4) pad_uint32_t(out->data, in->data, &g, &fill);
-  else pad_uint8_t(out->data, in->data, &g, &fill);
+  BY_WIDTH(es, pad, out->data, in->data, &g, &fill);
   mf_free(g.buf);
   return MF_OK;
 }
@@ -772,9 +773,7 @@ static mf_code reverse_infer(mf_infer_ctx *ic) {
       }                                                                                        \
     }                                                                                          \
   }
-DEFINE_REVERSE(uint8_t)
-DEFINE_REVERSE(uint32_t)
-DEFINE_REVERSE(uint64_t)
+FOR_WIDTHS(DEFINE_REVERSE)
 #undef DEFINE_REVERSE
 
 static mf_code reverse_kernel(mf_kernel_ctx *ctx) {
@@ -788,9 +787,7 @@ static mf_code reverse_kernel(mf_kernel_ctx *ctx) {
     return MF_OK;
   }
   size_t es = mf_dtype_size(in->dtype);
-  if (es == 8) reverse_uint64_t(out->data, in->data, in->rank, in->dims, rev);
-  else if (es == 4) reverse_uint32_t(out->data, in->data, in->rank, in->dims, rev);
-  else reverse_uint8_t(out->data, in->data, in->rank, in->dims, rev);
+  BY_WIDTH(es, reverse, out->data, in->data, in->rank, in->dims, rev);
   return MF_OK;
 }
 
@@ -909,9 +906,7 @@ static mf_code one_hot_infer(mf_infer_ctx *ic) {
       for (int64_t s = 0; s < suf; s++)                                                        \
         if ((uint64_t)idx[s] < (uint64_t)depth) out[idx[s] * suf + s] = on;                    \
   }
-DEFINE_ONE_HOT(uint8_t)
-DEFINE_ONE_HOT(uint32_t)
-DEFINE_ONE_HOT(uint64_t)
+FOR_WIDTHS(DEFINE_ONE_HOT)
 #undef DEFINE_ONE_HOT
 
 static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
@@ -926,9 +921,7 @@ static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
   if (!idx) return ctx->status->code;
   size_t es = mf_dtype_size(out->dtype);
   const void *on = ctx->inputs[2]->data, *off = ctx->inputs[3]->data;
-  if (es == 8) one_hot_uint64_t(out->data, idx, pre, depth, suf, on, off);
-  else if (es == 4) one_hot_uint32_t(out->data, idx, pre, depth, suf, on, off);
-  else one_hot_uint8_t(out->data, idx, pre, depth, suf, on, off);
+  BY_WIDTH(es, one_hot, out->data, idx, pre, depth, suf, on, off);
   mf_free(owned);
   return MF_OK;
 }
@@ -1389,6 +1382,20 @@ static void copy_int_attrs(mf_grad_ctx *gc, mf_op_desc *d, const char *const *na
 }
 
 static const char *const gather_attrs[] = {"axis", "batch_dims"};
+static const char *const axis_attr[] = {"axis"};
+
+/* input 0's gradient as `type`(dy, the op's input 1) with the op's int attrs
+ * `names`: the gradient of an op linear in its first input (or its adjoint). */
+static mf_code dy_with_input1_grad(mf_grad_ctx *gc, const char *type, const char *const *names, size_t n) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[0]);
+    mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
+    copy_int_attrs(gc, d, names, n);
+  }
+  gc->input_grads[0] = mf_grad_finish(gc, d);
+  return gc->status->code;
+}
 
 /* A GatherGrad(dy, indices, Shape(params)) with the given axis attrs. */
 static mf_output gather_grad_op(mf_grad_ctx *gc, mf_output dy, mf_output indices, mf_output params,
@@ -1417,14 +1424,7 @@ static mf_code gather_grad(mf_grad_ctx *gc) {
 
 /* GatherGrad is linear in dy: its gradient gathers again. */
 static mf_code gather_grad_grad(mf_grad_ctx *gc) {
-  mf_op_desc *d = mf_grad_begin(gc, "Gather");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
-    copy_int_attrs(gc, d, gather_attrs, MF_ARRAY_LEN(gather_attrs));
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
-  return gc->status->code;
+  return dy_with_input1_grad(gc, "Gather", gather_attrs, MF_ARRAY_LEN(gather_attrs));
 }
 
 /* GatherNd: dy scattered back (ScatterNd adds duplicates). */
@@ -1530,7 +1530,7 @@ static mf_code one_hot_grad(mf_grad_ctx *gc) {
     mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
     mf_op_desc_add_input(d, one);
     mf_op_desc_add_input(d, zero);
-    copy_int_attrs(gc, d, (const char *const[]){"axis"}, 1);
+    copy_int_attrs(gc, d, axis_attr, MF_ARRAY_LEN(axis_attr));
   }
   mf_output mask = mf_grad_finish(gc, d);
   mf_output on = mf_grad_op1(gc, "Sum", mf_grad_op2(gc, "Mul", gc->grads[0], mask));
@@ -1550,26 +1550,12 @@ static mf_code top_k_grad(mf_grad_ctx *gc) {
 
 /* BooleanMask: dy put back where the mask is true, zeros elsewhere. */
 static mf_code boolean_mask_grad(mf_grad_ctx *gc) {
-  mf_op_desc *d = mf_grad_begin(gc, "BooleanMaskGrad");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
-    copy_int_attrs(gc, d, (const char *const[]){"axis"}, 1);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
-  return gc->status->code;
+  return dy_with_input1_grad(gc, "BooleanMaskGrad", axis_attr, MF_ARRAY_LEN(axis_attr));
 }
 
 /* BooleanMaskGrad is linear in dy: its gradient masks again. */
 static mf_code boolean_mask_grad_grad(mf_grad_ctx *gc) {
-  mf_op_desc *d = mf_grad_begin(gc, "BooleanMask");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
-    copy_int_attrs(gc, d, (const char *const[]){"axis"}, 1);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
-  return gc->status->code;
+  return dy_with_input1_grad(gc, "BooleanMask", axis_attr, MF_ARRAY_LEN(axis_attr));
 }
 
 static const mf_op_def defs[] = {
