@@ -410,4 +410,45 @@ describe("gradients through TensorArrays", function()
     H.check_grad(x, {5, 2}, acc, {2})
     H.check_grad(x, {5, 2}, out:stack(), {5, 2})
   end)
+
+  it("pass through splits into unequal lengths and concats of elements of unequal first dimension", function()
+    local x = tf.placeholder(tf.float64, {6, 2})
+    local sp = tf.TensorArray(tf.float64, 3, {clear_after_read = false}):split(x * x, {1, 3, 2})
+    H.check_grad(x, {6, 2}, sp:read(1), {3, 2})
+    H.check_grad(x, {6, 2}, sp:read(0) * 3 + sp:read(2)[1], {1, 2})
+    H.check_grad(x, {6, 2}, sp:concat(), {6, 2})
+    H.check_grad(x, {6, 2}, sp:gather({2, 2}), {2, 2, 2})
+    -- the elements' gradients through a concat: written with their own shapes
+    local w = tf.TensorArray(tf.float64, 3, {infer_shape = false})
+    local function rows(a, b) return tf.slice(x, {a, 0}, {b - a, 2}) end
+    w = w:write(2, tf.sin(rows(0, 1))):write(0, rows(1, 4) * 2):write(1, tf.exp(rows(4, 6)))
+    H.check_grad(x, {6, 2}, w:concat(), {6, 2}, {delta = 1e-6})
+    -- an array that turns ragged after uniform writes (dynamic size: it grows too)
+    local d = tf.TensorArray(tf.float64, 1, {infer_shape = false, dynamic_size = true})
+    d = d:write(0, rows(0, 1)):write(1, rows(1, 2) * rows(1, 2)):write(2, rows(2, 6) * 3)
+    H.check_grad(x, {6, 2}, d:concat(), {6, 2})
+    -- hand-computed: d sum(concat(split(x, {1, 3, 2})) * c) / dx = c
+    local c = tf.constant({{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}}, tf.float64)
+    local plain = tf.TensorArray(tf.float64, 3):split(x, {1, 3, 2})
+    local g = tf.gradients(tf.reduce_sum(plain:concat() * c), x)[1]
+    local sess = tf.Session()
+    assert.same({{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}},
+                sess:run(g, {[x] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}, {6, 6}}}):totable())
+  end)
+
+  it("flow through a loop that reads the elements of an unequal split and writes results of their lengths", function()
+    local x = tf.placeholder(tf.float64, {6, 2})
+    local src = tf.TensorArray(tf.float64, 3):split(x, {3, 1, 2})
+    local _, acc, out = tf.while_loop(function(i) return tf.less(i, 3) end, function(i, acc, out)
+      local e = src:read(i)  -- [3, 2], then [1, 2], then [2, 2]
+      local y = tf.tanh(e) * acc
+      return i + 1, acc + tf.reduce_sum(e * e, 0), out:write(i, y)
+    end, {i32(0), tf.ones({2}, tf.float64), tf.TensorArray(tf.float64, 3, {infer_shape = false})})
+    H.check_grad(x, {6, 2}, out:concat(), {6, 2}, {delta = 1e-6})
+    H.check_grad(x, {6, 2}, acc, {2}, {delta = 1e-6})
+    -- hand-computed: out = concat(tanh(e_i) * acc_i); x = 0 gives tanh' = 1, acc_i = 1: d sum(out) / dx = 1
+    local g = tf.gradients(tf.reduce_sum(out:concat()), x)[1]
+    assert.same({{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+                tf.Session():run(g, {[x] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}}}):totable())
+  end)
 end)

@@ -516,11 +516,14 @@ return function(tf, ops)
 
   -- TensorArray ---------------------------------------------------------------------
   -- tf.TensorArray(dtype, size, {dynamic_size=, element_shape=, clear_after_read=,
-  -- infer_shape=, name=}): a list of `size` tensors of one shape, written
-  -- once each. It is a value: write, scatter, unstack and split return the new
-  -- array (use what they return). Its two tensors are `buffer` (the elements,
-  -- one per row) and `meta` (the size and which indices are written); as a
-  -- loop variable it stands for both. With clear_after_read (true unless
+  -- infer_shape=, name=}): a list of `size` tensors, written once each. It is
+  -- a value: write, scatter, unstack and split return the new array (use what
+  -- they return). Elements share one shape, except that a split into unequal
+  -- lengths, or the writes of an array made with infer_shape = false, give
+  -- elements that differ in their first dimension (read and concat take them;
+  -- stack and gather need equal shapes). Its two tensors are `buffer` (the
+  -- elements' rows) and `meta` (the size, which indices are written, and where
+  -- ragged elements lie); as a loop variable it stands for both. With clear_after_read (true unless
   -- false, as in TensorFlow) a read (read, gather, stack, concat) clears the
   -- elements it reads, and reading one again in the run is an error; the
   -- recomputations of a gradient are exempt.
@@ -566,7 +569,7 @@ return function(tf, ops)
     for k, v in pairs(self) do ta[k] = v end
     ta.buffer, ta.meta, ta.flow = buffer, meta, meta
     local dims = buffer:get_shape().dims
-    if dims and #dims > 0 then ta._element_dims = merge_dims(self._element_dims, {unpack(dims, 2)}) end
+    if dims and #dims > 0 and not ta._ragged then ta._element_dims = merge_dims(self._element_dims, {unpack(dims, 2)}) end
     ta.element_shape = G.TensorShape.new(ta._element_dims)
     return ta
   end
@@ -597,18 +600,24 @@ return function(tf, ops)
     local buffer, meta = G.op{"TensorArray", inputs = {size}, attrs = attrs, name = o.name or "TensorArray"}
     local proto = setmetatable({dtype = dtype, dynamic_size = o.dynamic_size == true,
                                 clear_after_read = o.clear_after_read ~= false, infer_shape = o.infer_shape ~= false,
-                                _element_dims = es}, TensorArray)
+                                _ragged = o.infer_shape == false or nil, _element_dims = es}, TensorArray)
     return proto:_with(buffer, meta)
   end
 
   local function ta_name(opt) return type(opt) == "table" and opt.name or opt end
+
+  -- The attributes of a write: whether the array may grow, and whether its
+  -- elements may differ in their first dimension (it is ragged).
+  local function write_attrs(self)
+    return {dynamic_size = self.dynamic_size, ragged = self._ragged or nil}
+  end
 
   -- ta:write(index, value, name): the array with value at index.
   function TensorArray:write(index, value, name)
     index = index_tensor(index, self.meta, "TensorArray.write")
     value = G.convert(value, self.dtype, self.meta.graph)
     local b, m = G.op{"TensorArrayWrite", inputs = {self.buffer, self.meta, index, value},
-                      attrs = {dynamic_size = self.dynamic_size}, name = ta_name(name) or "TensorArrayWrite"}
+                      attrs = write_attrs(self), name = ta_name(name) or "TensorArrayWrite"}
     return self:_with(b, m)
   end
 
@@ -625,9 +634,8 @@ return function(tf, ops)
   -- The attributes of a read: whether it clears what it reads, and the
   -- element shape when known (an array nothing was written to has no buffer
   -- to tell it, as after a loop that ran zero times).
-  local function read_attrs(self, extra)
-    local attrs = extra or {}
-    attrs.clear_after_read = self.clear_after_read
+  local function read_attrs(self)
+    local attrs = {clear_after_read = self.clear_after_read, ragged = self._ragged or nil}
     local known = self._element_dims ~= nil
     for _, d in ipairs(self._element_dims or {}) do known = known and d >= 0 end
     if known then attrs.element_shape = G.attr.shape(self._element_dims) end
@@ -653,17 +661,18 @@ return function(tf, ops)
                               name = ta_name(name) or "TensorArrayGather"}, 1)
   end
 
-  -- ta:stack(name): all elements as one tensor [size, element...].
-  function TensorArray:stack(name, extra_attrs)
+  -- ta:stack(name): all elements as one tensor [size, element...]; they must
+  -- have one shape.
+  function TensorArray:stack(name)
     return shaped(self, G.op{"TensorArrayStack", inputs = {self.buffer, self.meta},
-                              attrs = read_attrs(self, extra_attrs), name = ta_name(name) or "TensorArrayStack"}, 1)
+                              attrs = read_attrs(self), name = ta_name(name) or "TensorArrayStack"}, 1)
   end
 
   -- ta:unstack(value, name): the array with value's rows as elements 0, 1, ...
   function TensorArray:unstack(value, name)
     value = G.convert(value, self.dtype, self.meta.graph)
     local b, m = G.op{"TensorArrayUnstack", inputs = {self.buffer, self.meta, value},
-                      attrs = {dynamic_size = self.dynamic_size}, name = ta_name(name) or "TensorArrayUnstack"}
+                      attrs = write_attrs(self), name = ta_name(name) or "TensorArrayUnstack"}
     return self:_with(b, m)
   end
 
@@ -672,44 +681,69 @@ return function(tf, ops)
     indices = index_tensor(indices, self.meta, "TensorArray.scatter")
     value = G.convert(value, self.dtype, self.meta.graph)
     local b, m = G.op{"TensorArrayScatter", inputs = {self.buffer, self.meta, indices, value},
-                      attrs = {dynamic_size = self.dynamic_size}, name = ta_name(name) or "TensorArrayScatter"}
+                      attrs = write_attrs(self), name = ta_name(name) or "TensorArrayScatter"}
     return self:_with(b, m)
   end
 
-  -- ta:concat(name): the elements concatenated along their first dimension.
+  -- ta:concat(name): the elements concatenated along their first dimension
+  -- (their shapes agree after it).
   function TensorArray:concat(name)
-    if self._element_dims and #self._element_dims == 0 then
+    local ed = self._element_dims
+    if ed and #ed == 0 then
       fail("TensorArray.concat: TensorArray concat needs elements of rank >= 1, got scalars (use stack)")
     end
-    return tf.name_scope(ta_name(name) or "TensorArrayConcat", function()
-      local s = self:stack(nil, {concat = true})  -- checks the elements' rank when it runs
-      local rest = ops.slice(ops.shape(s), {2}, {-1})
-      return ops.reshape(s, ops.concat({G.constant({-1}, {dtype = dtypes.int32}), rest}, 0))
-    end)
+    local t = G.op{"TensorArrayConcat", inputs = {self.buffer, self.meta}, attrs = read_attrs(self),
+                   name = ta_name(name) or "TensorArrayConcat"}
+    if ed then t:set_shape({-1, unpack(ed, 2)}) end
+    return t
   end
 
   -- ta:split(value, lengths, name): the array with value split along its
-  -- first dimension into elements of these lengths, which must be equal (the
-  -- elements of an array share one shape here).
+  -- first dimension into elements 0, 1, ... of these lengths (a list, or an
+  -- int32/int64 vector tensor), which sum to value's first dimension. Unequal
+  -- (or not constant) lengths make the array ragged: its element shape has
+  -- an unknown first dimension.
   function TensorArray:split(value, lengths, name)
     value = G.convert(value, self.dtype, self.meta.graph)
+    local known = lengths
     if is_tensor(lengths) then
-      local v = lengths.op.type == "Const" and lengths.op:get_attr("value") or nil
-      if not v then fail("TensorArray.split: lengths must be a Lua list or a constant") end
-      lengths = v:totable()
-    end
-    if type(lengths) ~= "table" or #lengths == 0 then fail("TensorArray.split: lengths must be a non-empty list") end
-    for i, l in ipairs(lengths) do
-      if l ~= lengths[1] then
-        fail(string.format("TensorArray.split: lengths must all be equal (the elements of a TensorArray " ..
-                           "share one shape), got %s at %d and %s at 1", tostring(l), i, tostring(lengths[1])))
+      if lengths.dtype ~= dtypes.int32 and lengths.dtype ~= dtypes.int64 then
+        fail("TensorArray.split: lengths must be an int32 or int64 vector, got a " .. lengths.dtype.name .. " tensor")
       end
+      local v = lengths.op.type == "Const" and lengths.op:get_attr("value") or nil
+      known = v and v:totable() or nil
+    else
+      if type(lengths) ~= "table" or getmetatable(lengths) ~= nil or #lengths == 0 then
+        fail("TensorArray.split: lengths must be a non-empty list or an int32 vector tensor")
+      end
+      for i, l in ipairs(lengths) do
+        if type(l) ~= "number" or l % 1 ~= 0 or l < 0 then
+          fail(string.format("TensorArray.split: lengths[%d] must be a non-negative integer, got %s", i, tostring(l)))
+        end
+      end
+      lengths = G.constant(lengths, {dtype = dtypes.int32, graph = self.meta.graph})
     end
-    return tf.name_scope(ta_name(name) or "TensorArraySplit", function()
-      local rest = ops.slice(ops.shape(value), {1}, {-1})
-      local shape = ops.concat({G.constant({#lengths, lengths[1]}, {dtype = dtypes.int32}), rest}, 0)
-      return self:unstack(ops.reshape(value, shape))
-    end)
+    local equal = type(known) == "table" and #known > 0
+    for _, l in ipairs(equal and known or {}) do equal = equal and l == known[1] end
+    local vdims = value:get_shape().dims
+    local rest = vdims and {unpack(vdims, 2)}
+    local ragged = self._ragged or not equal
+    local b, m = G.op{"TensorArraySplit", inputs = {self.buffer, self.meta, value, lengths},
+                      attrs = {dynamic_size = self.dynamic_size, ragged = ragged or nil},
+                      name = ta_name(name) or "TensorArraySplit"}
+    local proto = self
+    if ragged and not self._ragged then
+      proto = setmetatable({}, TensorArray)
+      for k, v in pairs(self) do proto[k] = v end
+      proto._ragged = true
+      proto._element_dims = rest and {-1, unpack(rest)} or nil
+    end
+    local ta = proto:_with(b, m)
+    if not ragged and rest then
+      ta._element_dims = merge_dims(ta._element_dims, {known[1], unpack(rest)})
+      ta.element_shape = G.TensorShape.new(ta._element_dims)
+    end
+    return ta
   end
 
   -- ta:size(name): the number of elements, an int32 scalar.
