@@ -611,70 +611,62 @@ typedef struct conv_impl {
   gemm_fn gemm;
 } conv_impl;
 
-/* im2col and col2im walk output rows alike, with (n, oy, ox) stepped like an
- * odometer instead of divided out per row. */
+/* im2col and col2im walk output rows alike: rows [r0, r0 + rows), each its
+ * window rows (ky) in turn, col stepping a window row (kw * c values) at a
+ * time, and (n, oy, ox) stepped like an odometer instead of divided out per
+ * row. IMG is the pointer type into the image img. A window row with
+ * dilation 1 fully inside the image is one SPAN(image run, col run, kw * c);
+ * else each pixel is SPAN(pixel, col run, c), or GAP(col run, length) where
+ * the window is outside the image (padding). */
+#define WALK_WINDOWS(g, img, r0, rows, col, IMG, SPAN, GAP)                                         \
+  const int64_t c = g->c, run = g->kw * c, plane = g->oh * g->ow;                                   \
+  int64_t n = r0 / plane, oy = r0 % plane / g->ow, ox = r0 % g->ow;                                 \
+  for (int64_t r = 0; r < rows; r++) {                                                              \
+    IMG xn = img + n * g->h * g->w * c;                                                             \
+    const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;                                 \
+    for (int64_t ky = 0; ky < g->kh; ky++, col += run) {                                            \
+      const int64_t iy = y0 + ky * g->dh;                                                           \
+      if (iy < 0 || iy >= g->h) {                                                                   \
+        GAP(col, run);                                                                              \
+        continue;                                                                                   \
+      }                                                                                             \
+      IMG src = xn + iy * g->w * c;                                                                 \
+      if (g->dw == 1 && x0 >= 0 && x0 + g->kw <= g->w) {                                            \
+        SPAN(src + x0 * c, col, run);                                                               \
+        continue;                                                                                   \
+      }                                                                                             \
+      for (int64_t kx = 0; kx < g->kw; kx++) {                                                      \
+        const int64_t ix = x0 + kx * g->dw;                                                         \
+        if (ix < 0 || ix >= g->w)                                                                   \
+          GAP(col + kx * c, c);                                                                     \
+        else                                                                                        \
+          SPAN(src + ix * c, col + kx * c, c);                                                      \
+      }                                                                                             \
+    }                                                                                               \
+    if (++ox == g->ow) {                                                                            \
+      ox = 0;                                                                                       \
+      if (++oy == g->oh) oy = 0, n++;                                                               \
+    }                                                                                               \
+  }
+
+#define NO_GAP(col, len) ((void)0)
+
 #define CONV_KERNELS(code, T, gemm)                                                                 \
+  static inline void im2col_span_##code(const T *restrict img, T *restrict col, int64_t len) {      \
+    run_copy_##code(col, img, len);                                                                 \
+  }                                                                                                 \
+  static inline void col2im_span_##code(T *restrict img, const T *restrict col, int64_t len) {      \
+    run_add_##code(img, col, len);                                                                  \
+  }                                                                                                 \
   static void im2col_##code(const geom *g, const void *x_, int64_t r0, int64_t rows, void *col_) {  \
     const T *restrict x = x_;                                                                       \
     T *restrict col = col_;                                                                         \
-    const int64_t c = g->c, run = g->kw * c, plane = g->oh * g->ow;                                 \
-    int64_t n = r0 / plane, oy = r0 % plane / g->ow, ox = r0 % g->ow;                               \
-    for (int64_t r = 0; r < rows; r++) {                                                            \
-      const T *xn = x + n * g->h * g->w * c;                                                        \
-      const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;                               \
-      for (int64_t ky = 0; ky < g->kh; ky++, col += run) {                                          \
-        const int64_t iy = y0 + ky * g->dh;                                                         \
-        if (iy < 0 || iy >= g->h) {                                                                 \
-          run_zero_##code(col, run);                                                                \
-          continue;                                                                                 \
-        }                                                                                           \
-        const T *src = xn + iy * g->w * c;                                                          \
-        if (g->dw == 1 && x0 >= 0 && x0 + g->kw <= g->w) {                                          \
-          run_copy_##code(col, src + x0 * c, run);                                                  \
-          continue;                                                                                 \
-        }                                                                                           \
-        for (int64_t kx = 0; kx < g->kw; kx++) {                                                    \
-          const int64_t ix = x0 + kx * g->dw;                                                       \
-          T *dst = col + kx * c;                                                                    \
-          if (ix < 0 || ix >= g->w)                                                                 \
-            run_zero_##code(dst, c);                                                                \
-          else                                                                                      \
-            run_copy_##code(dst, src + ix * c, c);                                                  \
-        }                                                                                           \
-      }                                                                                             \
-      if (++ox == g->ow) {                                                                          \
-        ox = 0;                                                                                     \
-        if (++oy == g->oh) oy = 0, n++;                                                             \
-      }                                                                                             \
-    }                                                                                               \
+    WALK_WINDOWS(g, x, r0, rows, col, const T *, im2col_span_##code, run_zero_##code)               \
   }                                                                                                 \
-  static void col2im_##code(const geom *g, const void *col_, int64_t r0, int64_t rows, void *dx_) {  \
+  static void col2im_##code(const geom *g, const void *col_, int64_t r0, int64_t rows, void *dx_) { \
     const T *restrict col = col_;                                                                   \
     T *restrict dx = dx_;                                                                           \
-    const int64_t c = g->c, run = g->kw * c, plane = g->oh * g->ow;                                 \
-    int64_t n = r0 / plane, oy = r0 % plane / g->ow, ox = r0 % g->ow;                               \
-    for (int64_t r = 0; r < rows; r++) {                                                            \
-      T *xn = dx + n * g->h * g->w * c;                                                             \
-      const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;                               \
-      for (int64_t ky = 0; ky < g->kh; ky++, col += run) {                                          \
-        const int64_t iy = y0 + ky * g->dh;                                                         \
-        if (iy < 0 || iy >= g->h) continue;                                                         \
-        T *dst = xn + iy * g->w * c;                                                                \
-        if (g->dw == 1 && x0 >= 0 && x0 + g->kw <= g->w) {                                          \
-          run_add_##code(dst + x0 * c, col, run);                                                   \
-          continue;                                                                                 \
-        }                                                                                           \
-        for (int64_t kx = 0; kx < g->kw; kx++) {                                                    \
-          const int64_t ix = x0 + kx * g->dw;                                                       \
-          if (ix < 0 || ix >= g->w) continue;                                                       \
-          run_add_##code(dst + ix * c, col + kx * c, c);                                            \
-        }                                                                                           \
-      }                                                                                             \
-      if (++ox == g->ow) {                                                                          \
-        ox = 0;                                                                                     \
-        if (++oy == g->oh) oy = 0, n++;                                                             \
-      }                                                                                             \
-    }                                                                                               \
+    WALK_WINDOWS(g, dx, r0, rows, col, T *, col2im_span_##code, NO_GAP)                             \
   }                                                                                                 \
   static void gemm_##code(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,         \
                           int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) { \
@@ -757,14 +749,43 @@ static mf_code conv2d_backprop_filter_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-/* The geometry of a convolution of an input of dims x with a filter of dims f. */
-static mf_code conv_geom(mf_kernel_ctx *ctx, const mf_tensor *x, const mf_tensor *f, geom *g) {
+/* What the three convolution kernels share: the geometry of a convolution of
+ * an input of dims x with a filter of dims f, x's dtype's functions and size,
+ * and the gemm sizes: m output pixels, k values of a window, oc channels out. */
+typedef struct conv_plan {
+  geom g;
+  const conv_impl *im;
+  size_t es;
+  int64_t m, k, oc;
+} conv_plan;
+
+static mf_code conv_plan_of(mf_kernel_ctx *ctx, const mf_tensor *x, const mf_tensor *f, conv_plan *p) {
   window w;
   int64_t xd[4], fd[4];
   dims_of(x, xd);
   dims_of(f, fd);
-  if (read_window(ctx->op->name, ctx->attrs, false, &w, ctx->status)) return ctx->status->code;
-  return make_geom(ctx->op->name, &w, xd, fd[0], fd[1], fd[3], g, ctx->status);
+  if (read_window(ctx->op->name, ctx->attrs, false, &w, ctx->status) ||
+      make_geom(ctx->op->name, &w, xd, fd[0], fd[1], fd[3], &p->g, ctx->status))
+    return ctx->status->code;
+  p->im = &conv_impls[x->dtype];
+  p->es = mf_dtype_size(x->dtype);
+  p->m = p->g.n * p->g.oh * p->g.ow;
+  p->k = p->g.kh * p->g.kw * p->g.c;
+  p->oc = p->g.oc;
+  return MF_OK;
+}
+
+/* Whether out is done without a gemm: empty, or an empty sum (zeros). */
+static bool conv_trivial(mf_tensor *out, bool empty_sum, size_t es) {
+  if (out->size == 0) return true;
+  if (empty_sum) memset(out->data, 0, (size_t)out->size * es);
+  return empty_sum;
+}
+
+/* The im2col scratch of *rows output rows (a block). */
+static char *conv_scratch(mf_kernel_ctx *ctx, const conv_plan *p, int64_t *rows) {
+  *rows = block_rows(p->k, p->es, p->m);
+  return op_scratch(ctx, (size_t)(*rows * p->k) * p->es);
 }
 
 /* A 1x1 filter with stride 1 reads the input as it is: [n*h*w, c] is im2col. */
@@ -776,27 +797,21 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static mf_code conv2d_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0], *f = ctx->inputs[1];
   mf_tensor *y = ctx->outputs[0];
-  geom g;
-  if (conv_geom(ctx, x, f, &g)) return ctx->status->code;
-  const conv_impl *im = &conv_impls[x->dtype];
-  const size_t es = mf_dtype_size(x->dtype);
-  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.c, oc = g.oc;
-  if (y->size == 0) return MF_OK;
-  if (k == 0) {  /* no input channels: an empty sum */
-    memset(y->data, 0, (size_t)y->size * es);
+  conv_plan p;
+  if (conv_plan_of(ctx, x, f, &p)) return ctx->status->code;
+  const int64_t m = p.m, k = p.k, oc = p.oc;
+  if (conv_trivial(y, k == 0, p.es)) return MF_OK;  /* k == 0: no input channels, an empty sum */
+  if (pointwise(&p.g)) {
+    p.im->gemm(false, false, m, oc, k, x->data, k, f->data, oc, 0, y->data, oc);
     return MF_OK;
   }
-  if (pointwise(&g)) {
-    im->gemm(false, false, m, oc, k, x->data, k, f->data, oc, 0, y->data, oc);
-    return MF_OK;
-  }
-  const int64_t rows = block_rows(k, es, m);
-  char *col = op_scratch(ctx, (size_t)(rows * k) * es);
+  int64_t rows;
+  char *col = conv_scratch(ctx, &p, &rows);
   if (!col) return ctx->status->code;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t mb = min64(rows, m - r0);
-    im->im2col(&g, x->data, r0, mb, col);
-    im->gemm(false, false, mb, oc, k, col, k, f->data, oc, 0, (char *)y->data + (size_t)(r0 * oc) * es, oc);
+    p.im->im2col(&p.g, x->data, r0, mb, col);
+    p.im->gemm(false, false, mb, oc, k, col, k, f->data, oc, 0, (char *)y->data + (size_t)(r0 * oc) * p.es, oc);
   }
   return MF_OK;
 }
@@ -805,28 +820,23 @@ static mf_code conv2d_kernel(mf_kernel_ctx *ctx) {
 static mf_code conv2d_backprop_input_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *f = ctx->inputs[1], *dy = ctx->inputs[2];
   mf_tensor *dx = ctx->outputs[0];
-  geom g;
-  if (conv_geom(ctx, dx, f, &g)) return ctx->status->code;
-  const conv_impl *im = &conv_impls[dx->dtype];
-  const size_t es = mf_dtype_size(dx->dtype);
-  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.c, oc = g.oc;
-  if (dx->size == 0) return MF_OK;
-  if (m == 0 || oc == 0) {  /* nothing flows back: an empty sum */
-    memset(dx->data, 0, (size_t)dx->size * es);
+  conv_plan p;
+  if (conv_plan_of(ctx, dx, f, &p)) return ctx->status->code;
+  const int64_t m = p.m, k = p.k, oc = p.oc;
+  if (conv_trivial(dx, m == 0 || oc == 0, p.es)) return MF_OK;  /* nothing flows back: an empty sum */
+  if (pointwise(&p.g)) {
+    p.im->gemm(false, true, m, k, oc, dy->data, oc, f->data, oc, 0, dx->data, k);
     return MF_OK;
   }
-  if (pointwise(&g)) {
-    im->gemm(false, true, m, k, oc, dy->data, oc, f->data, oc, 0, dx->data, k);
-    return MF_OK;
-  }
-  const int64_t rows = block_rows(k, es, m);
-  char *col = op_scratch(ctx, (size_t)(rows * k) * es);
+  int64_t rows;
+  char *col = conv_scratch(ctx, &p, &rows);
   if (!col) return ctx->status->code;
-  memset(dx->data, 0, (size_t)dx->size * es);
+  memset(dx->data, 0, (size_t)dx->size * p.es);
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t mb = min64(rows, m - r0);
-    im->gemm(false, true, mb, k, oc, (const char *)dy->data + (size_t)(r0 * oc) * es, oc, f->data, oc, 0, col, k);
-    im->col2im(&g, col, r0, mb, dx->data);
+    p.im->gemm(false, true, mb, k, oc, (const char *)dy->data + (size_t)(r0 * oc) * p.es, oc, f->data, oc, 0, col,
+               k);
+    p.im->col2im(&p.g, col, r0, mb, dx->data);
   }
   return MF_OK;
 }
@@ -835,28 +845,22 @@ static mf_code conv2d_backprop_input_kernel(mf_kernel_ctx *ctx) {
 static mf_code conv2d_backprop_filter_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0], *dy = ctx->inputs[2];
   mf_tensor *df = ctx->outputs[0];
-  geom g;
-  if (conv_geom(ctx, x, df, &g)) return ctx->status->code;
-  const conv_impl *im = &conv_impls[x->dtype];
-  const size_t es = mf_dtype_size(x->dtype);
-  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.c, oc = g.oc;
-  if (df->size == 0) return MF_OK;
-  if (m == 0) {  /* no output pixels: an empty sum */
-    memset(df->data, 0, (size_t)df->size * es);
+  conv_plan p;
+  if (conv_plan_of(ctx, x, df, &p)) return ctx->status->code;
+  const int64_t m = p.m, k = p.k, oc = p.oc;
+  if (conv_trivial(df, m == 0, p.es)) return MF_OK;  /* no output pixels: an empty sum */
+  if (pointwise(&p.g)) {
+    p.im->gemm(true, false, k, oc, m, x->data, k, dy->data, oc, 0, df->data, oc);
     return MF_OK;
   }
-  if (pointwise(&g)) {
-    im->gemm(true, false, k, oc, m, x->data, k, dy->data, oc, 0, df->data, oc);
-    return MF_OK;
-  }
-  const int64_t rows = block_rows(k, es, m);
-  char *col = op_scratch(ctx, (size_t)(rows * k) * es);
+  int64_t rows;
+  char *col = conv_scratch(ctx, &p, &rows);
   if (!col) return ctx->status->code;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t mb = min64(rows, m - r0);
-    im->im2col(&g, x->data, r0, mb, col);
-    im->gemm(true, false, k, oc, mb, col, k, (const char *)dy->data + (size_t)(r0 * oc) * es, oc, r0 ? 1 : 0,
-             df->data, oc);
+    p.im->im2col(&p.g, x->data, r0, mb, col);
+    p.im->gemm(true, false, k, oc, mb, col, k, (const char *)dy->data + (size_t)(r0 * oc) * p.es, oc, r0 ? 1 : 0,
+               df->data, oc);
   }
   return MF_OK;
 }
