@@ -1963,6 +1963,7 @@ static mf_code ta_scatter_common(mf_kernel_ctx *ctx, const mf_tensor *indices, c
     return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %lld indices for a value of %lld rows",
                          ctx->op->name, (long long)indices->size, (long long)n);
   int64_t *idx = mf_malloc((size_t)(n ? n : 1) * sizeof *idx), new_size;
+  if (!idx) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
   for (int64_t j = 0; j < n; j++) idx[j] = indices ? load_index(indices, j) : j;
   if (!ta_check_writes(ctx, idx, n, &new_size)) {
     ta_elems e = {.n = n, .idx = idx, .elem = mf_shape_make(value->rank - 1, value->dims + 1), .src = value->data};
@@ -1985,6 +1986,9 @@ static mf_code ta_split_infer(mf_infer_ctx *ic) {
                          "shape: []", ic->op_name);
   if (l->rank >= 0 && l->rank != 1)
     return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: Expected lengths to be a vector", ic->op_name);
+  if (ic->in_dtypes[3] != MF_INT32 && ic->in_dtypes[3] != MF_INT64)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: lengths must be int32 or int64, got %s",
+                         ic->op_name, mf_dtype_name(ic->in_dtypes[3]));
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_dtypes[1] = MF_INT64;
   ic->out_dtypes[2] = MF_INT64;
@@ -2014,6 +2018,7 @@ static mf_code ta_split_kernel(mf_kernel_ctx *ctx) {
   }
   int64_t n = lengths->size, total = 0, new_size;
   int64_t *buf = mf_malloc((size_t)(2 * n + 1) * sizeof *buf), *lead = buf, *idx = buf + n;
+  if (!buf) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
   for (int64_t j = 0; j < n; j++) {
     lead[j] = load_index(lengths, j);
     idx[j] = j;
