@@ -54,6 +54,15 @@ mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output 
   return mf_grad_finish(gc, d);
 }
 
+mf_output mf_grad_cast(mf_grad_ctx *gc, mf_output v, mf_dtype dtype) {
+  mf_op_desc *d = mf_grad_begin(gc, "Cast");
+  if (d) {
+    mf_op_desc_add_input(d, v);
+    mf_op_desc_set_attr_type(d, "DstT", dtype);
+  }
+  return mf_grad_finish(gc, d);
+}
+
 mf_output mf_grad_scalar(mf_grad_ctx *gc, mf_dtype dtype, double v) {
   if (!mf_ok(gc->status)) return no_port;
   mf_tensor *t = mf_tensor_new(dtype, 0, NULL, gc->status);

@@ -315,6 +315,7 @@ mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d);      /* output 0; disc
 mf_output mf_grad_op1(mf_grad_ctx *gc, const char *type, mf_output a);
 mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b);
 mf_output mf_grad_scalar(mf_grad_ctx *gc, mf_dtype dtype, double v);   /* a Const */
+mf_output mf_grad_cast(mf_grad_ctx *gc, mf_output v, mf_dtype dtype);  /* v cast to dtype */
 mf_output mf_grad_output_or_zeros(mf_grad_ctx *gc, int i);  /* grads[i], or zeros like output i */
 static inline mf_output mf_op_in(const mf_op *op, int i) { return op->inputs[i]; }
 static inline bool mf_op_is_ref_input(const mf_op *op, int k) {

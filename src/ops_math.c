@@ -390,18 +390,8 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
 #define MAXIMUM(u, v) mf_grad_op2(gc, "Maximum", u, v)
 #define LESS(u, v) mf_grad_op2(gc, "Less", u, v)
 #define GREATER(u, v) mf_grad_op2(gc, "Greater", u, v)
-#define MASK(c) grad_cast(gc, c, t)
+#define MASK(c) mf_grad_cast(gc, c, t)
 #define LOG_POSITIVE(u) grad_log_positive(gc, u, t)
-
-/* v cast to dtype t. */
-static mf_output grad_cast(mf_grad_ctx *gc, mf_output v, mf_dtype t) {
-  mf_op_desc *d = mf_grad_begin(gc, "Cast");
-  if (d) {
-    mf_op_desc_add_input(d, v);
-    mf_op_desc_set_attr_type(d, "DstT", t);
-  }
-  return mf_grad_finish(gc, d);
-}
 
 /* log(u) where u > 0, else 0: the log of max(1 - [u > 0], u), which is u where
  * u > 0 and 1 elsewhere (NaN included, as max keeps its first input unless the
@@ -544,7 +534,7 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
  * inputs are never asked for, so a cast from or to an integer passes none.) */
 static mf_code cast_grad(mf_grad_ctx *gc) {
   const mf_output x = mf_op_in(gc->op, 0);
-  gc->input_grads[0] = grad_cast(gc, gc->grads[0], x.op->out_dtypes[x.index]);
+  gc->input_grads[0] = mf_grad_cast(gc, gc->grads[0], x.op->out_dtypes[x.index]);
   return gc->status->code;
 }
 

@@ -259,12 +259,7 @@ typedef mf_output (*curvature_fn)(mf_grad_ctx *gc, mf_output g, mf_output v, mf_
 /* Elu, Selu: d/dv [g (v + c)] = g where v < 0 (v is the output, below 0 exactly
  * where the input is), else 0. */
 static mf_output curvature_below0(mf_grad_ctx *gc, mf_output g, mf_output v, mf_output gg, mf_dtype t) {
-  mf_op_desc *d = mf_grad_begin(gc, "Cast");
-  if (d) {
-    mf_op_desc_add_input(d, mf_grad_op2(gc, "Less", v, NUM(0)));
-    mf_op_desc_set_attr_type(d, "DstT", t);
-  }
-  return MUL(MUL(gg, g), mf_grad_finish(gc, d));
+  return MUL(MUL(gg, g), mf_grad_cast(gc, mf_grad_op2(gc, "Less", v, NUM(0)), t));
 }
 /* Softplus: sigmoid'(v) = 1 / (exp(-v) + 2 + exp(v)); an overflowing exp gives 0. */
 static mf_output curvature_softplus(mf_grad_ctx *gc, mf_output g, mf_output v, mf_output gg, mf_dtype t) {

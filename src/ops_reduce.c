@@ -547,18 +547,9 @@ static mf_output reduce_kept(mf_grad_ctx *gc, const char *type, mf_output t) {
   return mf_grad_finish(gc, d);
 }
 
-static mf_output cast_to(mf_grad_ctx *gc, mf_output t, mf_dtype dtype) {
-  mf_op_desc *d = mf_grad_begin(gc, "Cast");
-  if (d) {
-    mf_op_desc_add_input(d, t);
-    mf_op_desc_set_attr_type(d, "DstT", dtype);
-  }
-  return mf_grad_finish(gc, d);
-}
-
 /* 1.0 where a == b, else 0.0, in dtype. */
 static mf_output indicator(mf_grad_ctx *gc, mf_output a, mf_output b, mf_dtype dtype) {
-  return cast_to(gc, mf_grad_op2(gc, "Equal", a, b), dtype);
+  return mf_grad_cast(gc, mf_grad_op2(gc, "Equal", a, b), dtype);
 }
 
 static mf_output size_of(mf_grad_ctx *gc, mf_output t) {
@@ -591,7 +582,7 @@ static mf_code mean_grad(mf_grad_ctx *gc) {
     count = mf_grad_scalar(gc, t, (double)(nx / (ny > 0 ? ny : 1)));
   } else {
     mf_output ny = mf_grad_op2(gc, "Maximum", size_of(gc, y), mf_grad_scalar(gc, MF_INT64, 1));
-    count = cast_to(gc, mf_grad_op2(gc, "FloorDiv", size_of(gc, x), ny), t);
+    count = mf_grad_cast(gc, mf_grad_op2(gc, "FloorDiv", size_of(gc, x), ny), t);
   }
   mf_output shape = mf_grad_op1(gc, "Shape", x);
   mf_output dy = mf_grad_op2(gc, "Div", gc->grads[0], count);
