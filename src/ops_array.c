@@ -906,19 +906,31 @@ static mf_code unpack_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
+/* The inverse of concat_chunks: the input is rows (the dims before axis) of
+ * the outputs' chunks in turn, each the inner bytes (after axis) times output
+ * i's dimension axis, or once for Unpack (stacked: the outputs lack it). */
+static void split_chunks(mf_kernel_ctx *ctx, int axis, bool stacked) {
+  const mf_tensor *in = ctx->inputs[0];
+  int64_t outer = product(in->dims, 0, axis);
+  size_t inner = (size_t)product(in->dims, axis + 1, in->rank) * mf_dtype_size(in->dtype);
+  size_t row = (size_t)in->dims[axis] * inner, offset = 0;
+  for (int i = 0; i < ctx->num_outputs; i++) {
+    size_t chunk = inner * (size_t)(stacked ? 1 : ctx->outputs[i]->dims[axis]);
+    if (chunk) {
+      char *dst = ctx->outputs[i]->data;
+      const char *src = (const char *)in->data + offset;
+      for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * chunk, src + (size_t)o * row, chunk);
+    }
+    offset += chunk;
+  }
+}
+
 static mf_code unpack_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *in = ctx->inputs[0];
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), in->rank, &axis, ctx->status))
     return ctx->status->code;
-  int64_t outer = product(in->dims, 0, axis), n = in->dims[axis];
-  size_t inner = (size_t)product(in->dims, axis + 1, in->rank) * mf_dtype_size(in->dtype);
-  if (inner == 0) return MF_OK;
-  for (int i = 0; i < ctx->num_outputs; i++) {
-    char *dst = ctx->outputs[i]->data;
-    const char *src = (const char *)in->data + (size_t)i * inner;
-    for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * inner, src + (size_t)(o * n) * inner, inner);
-  }
+  split_chunks(ctx, axis, true);
   return MF_OK;
 }
 
@@ -987,17 +999,7 @@ static mf_code split_kernel(mf_kernel_ctx *ctx) {
     return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
                          "%s: the pieces' sizes add up to %lld, but the dimension being split has size %lld",
                          ctx->op->name, (long long)total, (long long)in->dims[axis]);
-  int64_t outer = product(in->dims, 0, axis);
-  size_t inner = (size_t)product(in->dims, axis + 1, in->rank) * mf_dtype_size(in->dtype);
-  size_t row = (size_t)in->dims[axis] * inner, offset = 0;
-  for (int i = 0; i < ctx->num_outputs; i++) {
-    size_t chunk = (size_t)ctx->outputs[i]->dims[axis] * inner;
-    char *dst = ctx->outputs[i]->data;
-    const char *src = (const char *)in->data + offset;
-    if (chunk)
-      for (int64_t o = 0; o < outer; o++) memcpy(dst + (size_t)o * chunk, src + (size_t)o * row, chunk);
-    offset += chunk;
-  }
+  split_chunks(ctx, axis, false);
   return MF_OK;
 }
 
