@@ -49,6 +49,7 @@ typedef struct mf_plan {
   uint64_t hash;
   mf_output *feeds;
   int nfeeds;
+  bool feeds_variables;  /* some feed replaces a variable's value (set_var_feeds) */
   mf_output *fetches;
   int nfetches;
   mf_op **targets;
@@ -381,6 +382,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   for (int i = 0; i < p->nfeeds; i++) {
     fed_op[p->feeds[i].op->id] = true;
     fed_values |= mf_port_value_read_at_build(p->feeds[i]);
+    p->feeds_variables |= strcmp(p->feeds[i].op->def->name, "VariableV2") == 0;
   }
   /* A port is fed when some feed names it. */
 #define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
@@ -823,6 +825,7 @@ static void run_steps(mf_plan *p, mf_status *s) {
 /* Notes the values fed for variables, which functions' stand-ins read (NULL
  * values: the run is over, forget them). */
 static mf_code set_var_feeds(mf_plan *p, mf_tensor *const *values, mf_status *s) {
+  if (!p->feeds_variables) return MF_OK;
   mf_session *sess = p->sess;
   for (int i = 0; i < p->nfeeds; i++) {
     const mf_op *op = p->feeds[i].op;
