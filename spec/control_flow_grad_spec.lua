@@ -1,4 +1,4 @@
--- Gradients through control flow: tf.cond (only the taken branch), tf.where,
+-- Gradients through control flow: tf.cond (only the taken branch, to any order), tf.where,
 -- tf.while_loop (data-dependent trip counts, captures, nesting, what is kept),
 -- TensorArrays, and a recurrent net against the same net unrolled in Lua.
 local tf = require("moonflow")
@@ -74,11 +74,105 @@ describe("gradients through tf.cond", function()
     assert.same(got[2]:totable(), got[1]:totable())  -- d(sum(x * noise))/dx is the same draw
   end)
 
-  it("of the gradient of a cond are reported as unsupported", function()
+  it("differentiate again: second and third derivatives by branch (hand-computed, float64)", function()
     local x = tf.placeholder(tf.float64, {})
-    local r = tf.cond(tf.less(x, 0), function() return x * x end, function() return x end)
+    local p = tf.placeholder(tf.bool, {})
+    local r = tf.cond(p, function() return x * x * x end, function() return tf.sin(x) end)
     local g = tf.gradients(r, x)[1]
-    assert.matches("gradients of the gradient of tf.cond", H.error_of(tf.gradients, g, x))
+    local g2 = tf.gradients(g, x)[1]
+    local g3 = tf.gradients(g2, x)[1]
+    local sess = tf.Session()
+    for _, v in ipairs({0.7, -1.3}) do
+      local t = sess:run({g, g2, g3}, {[x] = v, [p] = true})
+      assert.near(3 * v * v, t[1], 1e-12)
+      assert.near(6 * v, t[2], 1e-12)
+      assert.near(6, t[3], 1e-12)
+      local f = sess:run({g, g2, g3}, {[x] = v, [p] = false})
+      assert.near(math.cos(v), f[1], 1e-12)
+      assert.near(-math.sin(v), f[2], 1e-12)
+      assert.near(-math.cos(v), f[3], 1e-12)
+    end
+    -- the second derivative against finite differences of the first
+    local c = tf.cond(tf.less(x, 0), function() return x * x * x end, function() return tf.sin(x) end)
+    for _, v in ipairs({-0.8, 0.6}) do
+      H.check_grad(x, {}, tf.gradients(c, x)[1], {}, {x_init_value = {v}, delta = 1e-6}, 1e-7)
+    end
+  end)
+
+  it("differentiate again: mixed partials with captured tensors and variables", function()
+    local x = tf.placeholder(tf.float64, {})
+    local y = tf.placeholder(tf.float64, {})
+    local w = tf.Variable(tf.constant(1.5, tf.float64), {name = "w"})
+    local p = tf.placeholder(tf.bool, {})
+    -- then: x^2 y^3 w; else: exp(x y) + w x
+    local r = tf.cond(p, function() return x * x * y * y * y * w end, function() return tf.exp(x * y) + w * x end)
+    local gx = tf.gradients(r, x)[1]
+    local gxy, gxw, gxx = unpack(tf.gradients(gx, {y, w, x}))
+    local sess = tf.Session()
+    sess:run(w.initializer)
+    local a, b = 0.8, -1.2
+    local t = sess:run({gxy, gxw, gxx}, {[x] = a, [y] = b, [p] = true})
+    assert.near(6 * a * b * b * 1.5, t[1], 1e-12)
+    assert.near(2 * a * b * b * b, t[2], 1e-12)
+    assert.near(2 * b * b * b * 1.5, t[3], 1e-12)
+    local f = sess:run({gxy, gxw, gxx}, {[x] = a, [y] = b, [p] = false})
+    assert.near(math.exp(a * b) * (1 + a * b), f[1], 1e-12)
+    assert.near(1, f[2], 1e-12)
+    assert.near(b * b * math.exp(a * b), f[3], 1e-12)
+    -- against finite differences of d/dx, in y and in x (x, y, p fixed tensors, fed when varied)
+    for _, pv in ipairs({true, false}) do
+      local xc, yc = tf.constant(a, tf.float64), tf.constant(b, tf.float64)
+      local rc = tf.cond(tf.constant(pv), function() return xc * xc * yc * yc * yc * w end,
+                         function() return tf.exp(xc * yc) + w * xc end)
+      local gxc = tf.gradients(rc, xc)[1]
+      H.check_grad(yc, {}, gxc, {}, {x_init_value = {b}, delta = 1e-6, session = sess}, 1e-7)
+      H.check_grad(xc, {}, gxc, {}, {x_init_value = {a}, delta = 1e-6, session = sess}, 1e-7)
+    end
+  end)
+
+  it("differentiate again through a cond inside a cond, keeping a branch's random draws", function()
+    local x = tf.placeholder(tf.float64, {3})
+    local r = tf.cond(tf.greater(tf.reduce_sum(x), 0), function()
+      return tf.cond(tf.greater(x[0], 0), function() return tf.exp(x) * x end, function() return x * x * x end)
+    end, function() return tf.tanh(x) end)
+    local g = tf.gradients(tf.reduce_sum(r), x)[1]
+    local g2 = tf.gradients(tf.reduce_sum(g), x)[1]
+    local sess = tf.Session()
+    local cases = {
+      {{0.3, 0.2, 0.1}, function(v) return math.exp(v) * (v + 2) end},
+      {{-0.3, 0.5, 0.1}, function(v) return 6 * v end},
+      {{-0.3, -0.5, 0.1}, function(v) local t = math.tanh(v) return -2 * t * (1 - t * t) end},
+    }
+    for _, c in ipairs(cases) do
+      local got = sess:run(g2, {[x] = c[1]})
+      for i = 1, 3 do assert.near(c[2](c[1][i]), got:get(i - 1), 1e-12) end
+      H.check_grad(x, {3}, g, {3}, {x_init_value = c[1], delta = 1e-6}, 1e-7)
+    end
+    local out, noise = tf.cond(tf.constant(true), function()
+      local n = tf.random_uniform({3}, {dtype = tf.float64, seed = 7}) + 1
+      return tf.cond(tf.greater(x[0], 0), function() return x * x * n end, function() return x end), n
+    end, function() return x, tf.ones({3}, tf.float64) end)
+    local d2 = tf.gradients(tf.reduce_sum(tf.gradients(tf.reduce_sum(out), x)[1]), x)[1]
+    local got = sess:run({d2, noise}, {[x] = {1, 2, 4}})
+    for i = 0, 2 do assert.near(2 * got[2]:get(i), got[1]:get(i), 1e-12) end  -- the same draw
+    -- a draw in the inner cond: the gradient's gradient keeps it too (third order)
+    local o1, o2 = tf.cond(tf.greater(x[1], 0), function()
+      return tf.cond(tf.greater(x[0], 0), function()
+        local n = tf.random_uniform({3}, {dtype = tf.float64}) + 1
+        return x * x * x * n, n
+      end, function() return x, x end)
+    end, function() return x, x end)
+    local f1 = tf.gradients(tf.reduce_sum(o1), x)[1]
+    local f2 = tf.gradients(tf.reduce_sum(f1), x)[1]
+    local f3 = tf.gradients(tf.reduce_sum(f2), x)[1]
+    local t = sess:run({o1, o2, f1, f2, f3}, {[x] = {1, 2, 3}})
+    for i = 0, 2 do
+      local v, n = i + 1, t[2]:get(i)
+      assert.near(v ^ 3 * n, t[1]:get(i), 1e-12)
+      assert.near(3 * v * v * n, t[3]:get(i), 1e-12)
+      assert.near(6 * v * n, t[4]:get(i), 1e-12)
+      assert.near(6 * n, t[5]:get(i), 1e-12)
+    end
   end)
 end)
 

@@ -34,7 +34,8 @@
  * the stash itself is attached; it is filled only when something reads that
  * output (a gradient op), so `back_prop = false`, or a run without
  * gradients, keeps nothing. The gradient of If is an If of the branches'
- * gradient functions (only the taken branch contributes); the gradient of
+ * gradient functions (only the taken branch contributes), differentiable in
+ * turn like any If (to any order); the gradient of
  * While is WhileGrad, which runs the body's gradient function backwards over
  * the stashed iterations, summing the gradients of captured tensors. */
 #include "internal.h"
@@ -1041,13 +1042,17 @@ static void copy_attr_ints(mf_op_desc *d, const mf_op *from, const char *name, c
   if (n > 0) mf_op_desc_set_attr_ints(d, to, v, n);
 }
 
-/* If: an If over the branches' gradient functions. */
+/* If: an If over the branches' gradient functions. A gradient If is an If
+ * like any other (its branches are the forward branches' graphs, their
+ * gradient ops included, over the forward inputs and the incoming
+ * gradients), so its gradient is built the same way, its stash input aside:
+ * the ports it is fed from the forward If's stash (its *_unstash) are
+ * checkpoints, kept in its own stash when the new gradient needs them, so
+ * that the new gradient If reads one stash, its forward op's, as always. */
 static mf_code if_grad(mf_grad_ctx *gc) {
   const mf_op *op = gc->op;
-  if (mf_attr_bool(&op->attrs, "gradient", false))
-    return mf_status_set(gc->status, MF_UNIMPLEMENTED,
-                         "gradients of the gradient of tf.cond ('%s') are not supported", op->name);
-  int nin = op->num_inputs - 1, nres = op->num_outputs - 1;
+  bool of_gradient = mf_attr_bool(&op->attrs, "gradient", false);
+  int nin = op->num_inputs - 1 - of_gradient, nres = op->num_outputs - 1;
   fn_attr br[2];
   fn_get(&op->attrs, "then", &br[0]);
   fn_get(&op->attrs, "else", &br[1]);
@@ -1060,7 +1065,7 @@ static mf_code if_grad(mf_grad_ctx *gc) {
   int64_t *in[2] = {mf_malloc(2 * sz * sizeof(int64_t)), mf_malloc(2 * sz * sizeof(int64_t))};
   int64_t *kept[2] = {NULL, NULL};
   int nkept[2] = {0, 0}, nfwd[2] = {0, 0};
-  bool *fed = NULL, *none = NULL;
+  bool *fed = NULL, *ckpt = NULL;
   if (!yi || !xi || !ys || !dx[0] || !dx[1] || !gargs[0] || !gargs[1] || !in[0] || !in[1]) {
     mf_status_set(gc->status, MF_RESOURCE_EXHAUSTED, "out of memory building a gradient");
     goto done;
@@ -1125,23 +1130,26 @@ static mf_code if_grad(mf_grad_ctx *gc) {
     if (!mf_ok(gc->status)) break;
     /* What the gradient function needs kept from the forward run. */
     fed = mf_calloc((size_t)f->g->num_ops + 1, sizeof *fed);
-    none = mf_calloc((size_t)f->g->num_ops + 1, sizeof *none);
+    ckpt = mf_calloc((size_t)f->g->num_ops + 1, sizeof *ckpt);
     mf_output *outs = mf_malloc((size_t)nx * sizeof *outs + 1);
-    if (!fed || !none || !outs) {
+    if (!fed || !ckpt || !outs) {
       mf_free(outs);
       mf_status_set(gc->status, MF_RESOURCE_EXHAUSTED, "out of memory building a gradient");
       break;
     }
     for (int k = 0; k < nin + ny; k++)
       if (in[b][k] >= 0) fed[in[b][k]] = true;
+    const int64_t *unstash;
+    int nunstash = of_gradient ? mf_attr_ints(&op->attrs, b == 0 ? "then_unstash" : "else_unstash", &unstash) : 0;
+    for (int i = 0; i + 1 < nunstash; i += 2) ckpt[unstash[i]] = true;
     int no = 0;
     for (int j = 0; j < nx; j++)
       if (conn[j]) outs[no++] = dx[b][j];
-    keep_list(gc, f->g, outs, no, fed, none, false, nfwd[b], &kept[b], &nkept[b]);
+    keep_list(gc, f->g, outs, no, fed, ckpt, false, nfwd[b], &kept[b], &nkept[b]);
     mf_free(outs);
     mf_free(fed);
-    mf_free(none);
-    fed = none = NULL;
+    mf_free(ckpt);
+    fed = ckpt = NULL;
     if (mf_ok(gc->status) && nkept[b]) add_kept_ports(gc, b == 0 ? "then_stash" : "else_stash", kept[b], nkept[b]);
   }
   if (!mf_ok(gc->status)) {
