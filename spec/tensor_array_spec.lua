@@ -344,4 +344,28 @@ describe("tf.TensorArray", function()
       assert.same(value, sess:run(sp:concat()):totable())
     end)
   end)
+
+  it("refuses a fed metadata tensor that does not fit its buffer, and stays usable", function()
+    -- Any tensor can be fed; a forged size or offset must not reach past the buffer.
+    local sess = tf.Session()
+    local mismatch = "the TensorArray's buffer and metadata do not belong together"
+    local ta = tf.TensorArray(tf.float32, 3):write(0, {1}):write(1, {2}):write(2, {3})
+    local forged = tf.array({100, 1, 1, 1}, tf.int64)   -- size 100 in an array of capacity 3
+    assert.matches(mismatch, H.error_of(sess.run, sess, ta:stack(), {[ta.meta] = forged}), 1, true)
+    assert.matches(mismatch, H.error_of(sess.run, sess, ta:size(), {[ta.meta] = forged}), 1, true)
+    local states = tf.array({3, 1, 7, 1}, tf.int64)     -- 7 is no element state
+    assert.matches(mismatch, H.error_of(sess.run, sess, ta:read(0), {[ta.meta] = states}), 1, true)
+    assert.same({{1}, {2}, {3}}, sess:run(ta:stack()):totable())
+
+    local ragged = tf.TensorArray(tf.float32, 2, {clear_after_read = false})
+      :split(tf.constant({{1}, {2}, {3}}), {2, 1})
+    local meta = sess:run(ragged.meta)
+    -- size 2 (ragged bit), states 1 1, offsets 0 2, lengths 2 1, rows in use 3
+    assert.same({2 ^ 62, 1, 1, 0, 2, 2, 1, 3}, meta:totable())
+    local past = meta:copy()
+    past:set(4, 3)                                      -- element 1 at row 3 of 3 rows
+    assert.matches(mismatch, H.error_of(sess.run, sess, ragged:read(1), {[ragged.meta] = past}), 1, true)
+    assert.matches(mismatch, H.error_of(sess.run, sess, ragged:concat(), {[ragged.meta] = past}), 1, true)
+    assert.same({{3}}, sess:run(ragged:read(1)):totable())
+  end)
 end)

@@ -1611,6 +1611,33 @@ static bool ta_shape_eq(const mf_shape *a, const mf_shape *b) {
 
 static int64_t load_index(const mf_tensor *t, int64_t i) { return mf_load_int64(t->data, t->dtype, i); }
 
+/* Checks that meta (and buf, when given) are a TensorArray's consistent pair
+ * before a kernel indexes with them: any tensor can be fed, and a graph file
+ * can wire any int64 vector here. O(1) for a uniform array with a buffer;
+ * O(capacity) while it has none or is ragged. */
+static mf_code ta_check_pair(mf_kernel_ctx *ctx, const mf_tensor *buf, const mf_tensor *meta) {
+  bool ok = meta->dtype == MF_INT64 && meta->rank == 1 && meta->size >= 1;
+  if (ok && ta_is_ragged(meta)) ok = meta->size >= 2 && (meta->size - 2) % 3 == 0;
+  const int64_t *m = ok ? meta->data : NULL;
+  int64_t cap = ok ? ta_capacity(meta) : 0, size = ok ? ta_size(meta) : 0;
+  ok = ok && size >= 0 && size <= cap;
+  for (int64_t i = 0; ok && i < cap; i++) ok = m[1 + i] >= 0 && m[1 + i] <= 2;
+  if (ok && buf && ta_is_ragged(meta)) {
+    const int64_t *off = ta_offsets(meta), *len = ta_lengths(meta), used = *ta_used(meta);
+    ok = buf->rank >= 1 && used >= 0 && used <= buf->dims[0];
+    for (int64_t i = 0; ok && i < cap; i++)
+      ok = m[1 + i] == 0 || (off[i] >= 0 && len[i] >= 0 && off[i] <= used && len[i] <= used - off[i]);
+  } else if (ok && buf) {
+    if (buf->rank >= 1) ok = buf->dims[0] == cap;
+    for (int64_t i = 0; ok && buf->rank == 0 && i < cap; i++) ok = m[1 + i] == 0;
+  }
+  if (ok) return MF_OK;
+  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                       "%s: the TensorArray's buffer and metadata do not belong together (a fed or rewired "
+                       "value?); feed neither, or both from one TensorArray",
+                       ctx->op->name);
+}
+
 /* TensorArray(size): attrs dtype, element_shape (optional), dynamic_size. */
 static mf_code ta_new_infer(mf_infer_ctx *ic) {
   mf_dtype st = ic->in_dtypes[0];
@@ -1910,6 +1937,7 @@ static mf_code ta_write_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code ta_write_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   mf_tensor *value = ctx->inputs[3];
   int64_t i = load_index(ctx->inputs[2], 0);
   if (ta_check_write(ctx, i, ctx->inputs[1])) return ctx->status->code;
@@ -1966,6 +1994,7 @@ static mf_code ta_check_writes(mf_kernel_ctx *ctx, const int64_t *idx, int64_t n
 }
 
 static mf_code ta_scatter_common(mf_kernel_ctx *ctx, const mf_tensor *indices, const mf_tensor *value) {
+  if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   int64_t n = value->dims[0];
   if (indices && indices->size != n)
     return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %lld indices for a value of %lld rows",
@@ -2016,6 +2045,7 @@ static mf_code ta_split_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code ta_split_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   const mf_tensor *value = ctx->inputs[2], *lengths = ctx->inputs[3];
   char a[128];
   if (value->rank < 1) {
@@ -2181,6 +2211,7 @@ static mf_code ta_read_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code ta_read_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   mf_tensor *buf = ctx->inputs[0], *idx = ctx->inputs[2];
   for (int64_t j = 0; j < idx->size; j++)
     if (ta_check_read(ctx, ctx->inputs[1], load_index(idx, j))) return ctx->status->code;
@@ -2222,6 +2253,7 @@ static mf_code ta_stack_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code ta_stack_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   mf_tensor *buf = ctx->inputs[0], *meta = ctx->inputs[1];
   int64_t size = ta_size(meta);
   for (int64_t i = 0; i < size; i++)
@@ -2276,6 +2308,7 @@ static mf_code ta_scalar_concat(mf_kernel_ctx *ctx) {
 }
 
 static mf_code ta_concat_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   mf_tensor *buf = ctx->inputs[0], *meta = ctx->inputs[1];
   int64_t size = ta_size(meta);
   for (int64_t i = 0; i < size; i++)
@@ -2303,6 +2336,7 @@ static mf_code ta_size_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 static mf_code ta_size_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, NULL, ctx->inputs[0])) return ctx->status->code;
   *(int32_t *)ctx->outputs[0]->data = (int32_t)ta_size(ctx->inputs[0]);
   return MF_OK;
 }
@@ -2420,6 +2454,7 @@ static mf_code ta_rows_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code ta_rows_kernel(mf_kernel_ctx *ctx) {
+  if (ta_check_pair(ctx, NULL, ctx->inputs[0])) return ctx->status->code;
   const mf_tensor *meta = ctx->inputs[0], *idx = ctx->inputs[1];
   if (!ta_is_ragged(meta)) {
     ctx->outputs[0] = mf_tensor_retain(ctx->inputs[1]);
