@@ -244,6 +244,28 @@ describe("graph files", function()
     assert.equal("float32", value.dtype)
     assert.equal("AACAPwAAAEA=", value.data)  -- 1.0f, 2.0f little-endian
   end)
+
+  it("check a constant's data against its declared shape before allocating it", function()
+    tf.constant(1, {name = "c"})
+    local text = read(tf.train.write_graph(tf.get_default_graph(), dir .. "/big.json"))
+    -- 2^32 + 1 float32 elements would be 16 GiB; the file holds 4 bytes.
+    local big = text:gsub('"shape":%[%]}', '"shape":[4294967297]}', 1)
+    local f = assert(io.open(dir .. "/big2.json", "w")); f:write(big); f:close()
+    local t0 = os.clock()
+    local err = H.error_of(tf.train.import_graph, dir .. "/big2.json")
+    assert.is_true(os.clock() - t0 < 1)
+    assert.is_truthy(err:find("the data (8 characters of base64) is not the 17179869188 bytes " ..
+                              "that shape [4294967297] of float32 needs", 1, true), err)
+    -- A shape whose element count overflows 64 bits is refused the same way.
+    local huge = text:gsub('"shape":%[%]}', '"shape":["9223372036854775807",4,4]}', 1)
+    f = assert(io.open(dir .. "/big3.json", "w")); f:write(huge); f:close()
+    err = H.error_of(tf.train.import_graph, dir .. "/big3.json")
+    assert.is_truthy(err:find("is not the", 1, true), err)
+    assert.is_truthy(err:find("shape [9223372036854775807, 4, 4] of float32", 1, true), err)
+    -- The untampered file still loads: 4 bytes of base64 for one float32.
+    local g2 = tf.train.import_graph(dir .. "/big.json")
+    assert.equal(1, tf.Session(g2):run("c:0"))
+  end)
 end)
 
 describe("g:to_dot()", function()

@@ -257,6 +257,32 @@ local function tensor_in(v, what)
   local dtype = core.dtypes[v.dtype]
   if not dtype then fail(what .. ": unknown dtype " .. tostring(v.dtype)) end
   local dims = dims_of(v.shape, what) or fail(what .. ": a tensor needs a shape")
+  -- Size the data from the declared shape before allocating anything, so a
+  -- tampered shape cannot make us allocate (and zero) more than the file
+  -- holds. The product stops growing once it passes what the base64 can
+  -- carry, so it cannot overflow.
+  local cap = math.floor(#v.data / 4) * 3
+  local numel, zero = 1, false
+  for i = 1, #dims do
+    local d = tonumber(dims[i])
+    if d < 0 then fail(what .. ": dimension " .. i .. " is negative (" .. tostring(dims[i]) .. ")") end
+    if d == 0 then zero = true end
+  end
+  if zero then
+    numel = 0
+  else
+    for i = 1, #dims do
+      numel = numel * tonumber(dims[i])
+      if numel * dtype.size > cap then break end
+    end
+  end
+  local nbytes = numel * dtype.size
+  if #v.data ~= math.floor((nbytes + 2) / 3) * 4 then
+    local shown = {}
+    for i = 1, #dims do shown[i] = (tostring(dims[i]):gsub("LL$", "")) end
+    fail(string.format("%s: the data (%d characters of base64) is not the %.0f bytes that shape [%s] of %s needs",
+                       what, #v.data, nbytes, table.concat(shown, ", "), dtype.name))
+  end
   local a = require("moonflow.array").new(dtype, dims)
   if not base64_decode(v.data, a:data(), a:size() * dtype.size) then
     fail(what .. ": the data is not " .. a:size() * dtype.size .. " bytes of base64")
