@@ -692,6 +692,32 @@ describe("tf.Array", function()
     assert.has_error(function() return tf.array({1, 2}, tf.bool) end)
   end)
 
+  it("converts only Lua lists, naming the key of a table that is not one", function()
+    tf.reset_default_graph()
+    local tail = " is not a list; values must be numbers, booleans or nested lists"
+    local function refused(fn, key)
+      assert_contains(error_of(fn), "tf.constant: a Lua table with " .. key .. tail)
+    end
+    refused(function() return tf.convert_to_tensor({a = 1}) end, "key 'a'")
+    refused(function() return tf.constant({a = 1}) end, "key 'a'")
+    refused(function() return tf.constant(1) + {a = tf.constant(2)} end, "key 'a'")
+    refused(function() return tf.constant({1, 2, x = 3}) end, "key 'x'")
+    refused(function() return tf.convert_to_tensor({tf.constant(1), x = 3}) end, "key 'x'")
+    refused(function() return tf.constant({{1, 2}, {3, [2.5] = 4}}) end, "key 2.5")
+    refused(function() return tf.constant({1, nil, 3}) end, "a hole at index 2 (nil)")
+    assert_contains(error_of(function() return tf.array({b = 2}) end), "tf.array: a Lua table with key 'b'" .. tail)
+    local x = tf.placeholder(tf.float32)
+    local sess = tf.Session()
+    assert_contains(error_of(function() return sess:run(x, {[x] = {a = 1}}) end),
+                    "feed for Placeholder:0: tf.array: a Lua table with key 'a'" .. tail)
+    -- the empty table stays the empty list, and lists still convert
+    local empty = tf.constant({})
+    assert.same({0}, empty.shape:as_list())
+    assert.same({}, sess:run(empty):totable())
+    assert.same({{1, 2}, {3, 4}}, sess:run(tf.constant({{1, 2}, {3, 4}})):totable())
+    assert.same({3, 5}, sess:run(tf.constant(1) + {tf.constant(2), 4}):totable())
+  end)
+
   it("copies a fetched array before a set, so graph values never change", function()
     local c = tf.constant({5, 6})
     local v = tf.Variable({1, 2}, {name = "v"})

@@ -24,24 +24,48 @@ end
 
 function Array.is(x) return getmetatable(x) == Array end
 
+-- The length of plain table t when it is a list (keys exactly 1..n, no
+-- holes; {} is the empty list), else an error naming the offending key;
+-- `who` opens the message.
+function Array.list_length(t, who)
+  local count, max = 0, 0
+  for k in pairs(t) do
+    if type(k) ~= "number" or k < 1 or k % 1 ~= 0 then
+      local shown = type(k) == "string" and "'" .. k .. "'" or tostring(k)
+      error((who or "tf.array") .. ": a Lua table with key " .. shown ..
+            " is not a list; values must be numbers, booleans or nested lists", 0)
+    end
+    count = count + 1
+    if k > max then max = k end
+  end
+  if count ~= max then
+    local hole = 1
+    while t[hole] ~= nil do hole = hole + 1 end
+    error((who or "tf.array") .. ": a Lua table with a hole at index " .. hole ..
+          " (nil) is not a list; values must be numbers, booleans or nested lists", 0)
+  end
+  return max
+end
+local list_length = Array.list_length
+
 -- Shape of a nested Lua table (rectangular), or an error naming the ragged level.
-local function table_shape(t, dims, depth)
+local function table_shape(t, dims, depth, who)
   if type(t) ~= "table" or getmetatable(t) ~= nil then return end
-  local n = #t
+  local n = list_length(t, who)
   dims[depth] = n
-  if n > 0 then table_shape(t[1], dims, depth + 1) end
+  if n > 0 then table_shape(t[1], dims, depth + 1, who) end
 end
 
-local function fill_from_table(t, data, dims, depth, offset, convert)
+local function fill_from_table(t, data, dims, depth, offset, convert, who)
   local n = dims[depth]
-  if type(t) ~= "table" or #t ~= n then
+  if type(t) ~= "table" or getmetatable(t) ~= nil or list_length(t, who) ~= n then
     error("tf.array: ragged nested table: expected " .. n .. " elements at depth " .. depth, 0)
   end
   if depth == #dims then
     for i = 1, n do data[offset + i - 1] = convert(t[i]) end
     return offset + n
   end
-  for i = 1, n do offset = fill_from_table(t[i], data, dims, depth + 1, offset, convert) end
+  for i = 1, n do offset = fill_from_table(t[i], data, dims, depth + 1, offset, convert, who) end
   return offset
 end
 
@@ -116,8 +140,9 @@ end
 
 -- tf.array(value, dtype): from a number, boolean, nested table or Array.
 -- With `exact`, Lua numbers must convert to an integer dtype without loss
--- (see converter); an Array's elements are cast as they are.
-function Array.from(value, dtype, exact)
+-- (see converter); an Array's elements are cast as they are. Tables must be
+-- lists (see Array.list_length); `who` names the caller in that error.
+function Array.from(value, dtype, exact, who)
   if Array.is(value) then
     if dtype == nil or core.as_dtype(dtype) == value.dtype then return value end
     local out = Array.new(dtype, value:shape())
@@ -131,14 +156,14 @@ function Array.from(value, dtype, exact)
   end
   dtype = dtype and core.as_dtype(dtype) or Array.default_dtype(value)
   local dims = {}
-  if type(value) == "table" then table_shape(value, dims, 1)
+  if type(value) == "table" then table_shape(value, dims, 1, who)
   elseif type(value) ~= "number" and type(value) ~= "boolean" then
     error("tf.array: cannot convert a " .. type(value) .. " to an array", 0)
   end
   local out = Array.new(dtype, dims)
   local convert = converter(dtype, exact)
   if #dims == 0 then out._data[0] = convert(value)
-  elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert) end
+  elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert, who) end
   return out
 end
 

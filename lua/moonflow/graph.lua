@@ -520,7 +520,7 @@ function M.constant(value, dtype_or_opts, shape, name)
   local opts = type(dtype_or_opts) == "table" and getmetatable(dtype_or_opts) == nil and dtype_or_opts or
                {dtype = dtype_or_opts, shape = shape, name = name}
   local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
-  local ok, a = pcall(Array.from, value, dtype, true)
+  local ok, a = pcall(Array.from, value, dtype, true, "tf.constant")
   if not ok then core.error_at_user(tostring(a)) end
   if opts.shape then
     local want = opts.shape
@@ -550,6 +550,8 @@ end
 local function tensor_in(x)
   if is_tensor(x) then return x end
   if type(x) ~= "table" or getmetatable(x) ~= nil then return nil end
+  local ok, err = pcall(Array.list_length, x, "tf.constant")
+  if not ok then core.error_at_user(err) end
   for _, v in ipairs(x) do
     local t = tensor_in(v)
     if t then return t end
