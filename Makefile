@@ -52,7 +52,7 @@ endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES),exit 1)
 # The digits spec trains on the data python3-sklearn ships; without it, it is skipped.
-test-deps:
+test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
 $(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)

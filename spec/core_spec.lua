@@ -779,3 +779,20 @@ describe("run-time shape inference", function()
     assert.same({1, 1, 1}, sess:run(v:read_value() + 1):totable())
   end)
 end)
+
+describe("argument errors name the caller's line", function()
+  local H = require("spec.helpers")
+
+  it("for a ragged table given to tf.array and a bad tf.Session argument", function()
+    local line = H.this_line() + 1
+    local _, err = pcall(tf.array, {{1, 2}, {3}})
+    assert.equal("spec/core_spec.lua:" .. line .. ": tf.array: ragged nested table: expected 2 elements at depth 2",
+                 err)
+    line = H.this_line() + 1
+    _, err = pcall(tf.Session, 5)
+    assert.equal("spec/core_spec.lua:" .. line ..
+                 ": tf.Session(graph_or_options): expected a tf.Graph or an options table, got 5", err)
+    assert.matches("tf.Session: graph must be a tf.Graph, got 3", H.error_of(tf.Session, {graph = 3}), 1, true)
+    assert.is_truthy(tf.Session({}).graph == tf.get_default_graph())
+  end)
+end)

@@ -167,6 +167,10 @@ describe("tf.variable_scope", function()
     assert.equal("outer/inner/v:0", v.name)
     assert.equal(42, x)
     assert.equal("", tf.get_variable_scope().name)
+    -- reuse is a boolean (or AUTO_REUSE), false where nothing asked for it
+    assert.is_false(tf.get_variable_scope().reuse)
+    assert.is_false(scope.reuse)
+    assert.is_true(tf.variable_scope("r", {reuse = true}, function(s) return s.reuse end))
   end)
 
   it("reopening a scope by name shares variable names but gives ops a new name scope", function()

@@ -94,6 +94,8 @@ return function(tf, ops)
     for i, t in ipairs(list) do inputs[i] = G.convert(t, ref and ref.dtype, ref and ref.graph) end
     return G.op{"AddN", inputs = inputs, name = type(name) == "table" and name.name or name}
   end
+  tf.math = tf.math or {}
+  tf.math.add_n = ops.add_n
 
   -- tf.broadcast_to(x, shape, name).
   function ops.broadcast_to(x, shape, name)

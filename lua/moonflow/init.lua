@@ -14,7 +14,12 @@ tf.DType = core.DType
 tf.as_dtype = core.as_dtype
 
 tf.Array = Array
-function tf.array(value, dtype) return Array.from(value, dtype) end
+-- Array.from's messages name no place: the caller's line goes in front.
+function tf.array(value, dtype)
+  local ok, a = pcall(Array.from, value, dtype)
+  if not ok then core.error_at_user(tostring(a)) end
+  return a
+end
 
 tf.Graph = G.Graph.new
 tf.Tensor = G.Tensor
@@ -23,7 +28,16 @@ tf.TensorShape = G.TensorShape.new
 tf.get_default_graph = G.get_default_graph
 tf.reset_default_graph = G.reset_default_graph
 tf.constant = G.constant
-tf.convert_to_tensor = function(x, dtype) return G.convert(x, dtype and core.as_dtype(dtype)) end
+-- A Tensor passes through only when it already has the dtype asked for, as
+-- in TensorFlow (internal callers use G.convert, which lets it through).
+tf.convert_to_tensor = function(x, dtype)
+  dtype = dtype and core.as_dtype(dtype, "tf.convert_to_tensor")
+  if dtype and G.is_tensor(x) and x.dtype ~= dtype then
+    core.error_at_user("Tensor conversion requested dtype " .. dtype.name .. " for Tensor with dtype " ..
+                       x.dtype.name .. ": " .. tostring(x))
+  end
+  return G.convert(x, dtype)
+end
 tf.is_tensor = G.is_tensor
 
 tf.Session = S.new

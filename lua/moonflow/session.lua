@@ -31,8 +31,14 @@ end
 function M.new(arg)
   local g
   if getmetatable(arg) == G.Graph then g = arg
-  elseif type(arg) == "table" and arg.graph then g = arg.graph
-  else g = G.get_default_graph() end
+  elseif type(arg) == "table" and getmetatable(arg) == nil then
+    g = arg.graph or G.get_default_graph()
+    if getmetatable(g) ~= G.Graph then
+      core.error_at_user("tf.Session: graph must be a tf.Graph, got " .. tostring(g))
+    end
+  elseif arg == nil then g = G.get_default_graph()
+  else core.error_at_user("tf.Session(graph_or_options): expected a tf.Graph or an options table, got " ..
+                          tostring(arg)) end
   local options = type(arg) == "table" and getmetatable(arg) == nil and arg or {}
   local ptr = C.mf_session_new_with_options(g.ptr, session_flags(options), core.status)
   if ptr == nil then core.check() end

@@ -110,7 +110,7 @@ local function without_control_deps(g, fn, ...)
   return unpack(results, 2, table.maxn(results))
 end
 
--- A variable scope: name, reuse (nil, true or AUTO_REUSE), initializer,
+-- A variable scope: name, reuse (false, true or AUTO_REUSE), initializer,
 -- dtype, and original_name_scope (the name scope its first entry opened).
 local VariableScope = {}
 VariableScope.__index = VariableScope
@@ -122,7 +122,7 @@ function VariableScope:reuse_variables() self.reuse = true end
 local function var_state(g)
   local st = g._variables
   if not st then
-    local root = setmetatable({name = "", original_name_scope = ""}, VariableScope)
+    local root = setmetatable({name = "", original_name_scope = "", reuse = false}, VariableScope)
     st = {store = {}, scopes = {root}, used_scope_names = {}}
     g._variables = st
   end
@@ -578,7 +578,7 @@ return function(tf, ops)
     if full_name_scope == nil then core.check() end
     local scope = setmetatable({
       name = scope_name,
-      reuse = reuse or (base and base.reuse) or parent.reuse,
+      reuse = reuse or (base and base.reuse) or parent.reuse or false,
       initializer = o.initializer or (base and base.initializer) or parent.initializer,
       dtype = o.dtype and core.as_dtype(o.dtype, "tf.variable_scope") or (base and base.dtype) or parent.dtype,
       original_name_scope = ffi.string(full_name_scope),
