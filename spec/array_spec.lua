@@ -562,6 +562,24 @@ describe("array ops", function()
       assert.matches('tf.array: expected numbers, got Tensor("Const', H.error_of(tf.array, {x}), 1, true)
     end)
 
+    it("tf.convert_to_tensor refuses a Tensor of another dtype than the one asked for", function()
+      local x = tf.constant({1, 2}, {name = "x"})
+      assert.matches('Tensor conversion requested dtype float64 for Tensor with dtype float32: ' ..
+                     'Tensor("x:0", shape=(2,), dtype=float32)',
+                     H.error_of(tf.convert_to_tensor, x, tf.float64), 1, true)
+      assert.matches("Tensor conversion requested dtype int32 for Tensor with dtype float32",
+                     H.error_of(tf.convert_to_tensor, x, "int32"), 1, true)
+      assert.equal(x, tf.convert_to_tensor(x, tf.float32))
+      assert.equal(x, tf.convert_to_tensor(x))
+      -- numbers and lists still take the dtype; ops still lift numbers to a tensor's dtype
+      local d = tf.convert_to_tensor({1, 2}, tf.float64)
+      assert.equal(tf.float64, d.dtype)
+      assert.same({2, 4}, run(d * 2))
+      local i = tf.constant({1, 2}, tf.int32)
+      assert.equal(tf.int32, (i + 1).dtype)
+      assert.same({2, 3}, run(i + 1))
+    end)
+
     it("stack along a new axis, negative axes too, for every dtype", function()
       for _, dt in ipairs(ALL) do
         local a, b = const({1, 0, 1}, dt), const({0, 0, 1}, dt)
@@ -1092,5 +1110,85 @@ describe("tf.split", function()
     local p = tf.placeholder(tf.float64, {2, 4}, "p")
     local piece = tf.split(p, {3, 1}, 1)[1]
     assert.is_true(tf.test.compute_gradient_error(p, {2, 4}, piece, {2, 3}) < 1e-8)
+  end)
+end)
+
+describe("tf.eye and tf.linspace", function()
+  local sess
+  before_each(function() tf.reset_default_graph(); sess = tf.Session() end)
+
+  it("eye: square, rectangular, batched, dtypes", function()
+    local e = tf.eye(3)
+    assert.equal(tf.float32, e.dtype)
+    assert.same({3, 3}, e:get_shape():as_list())
+    assert.same({{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, sess:run(e):totable())
+    assert.same({{1, 0, 0}, {0, 1, 0}}, sess:run(tf.eye(2, 3)):totable())
+    assert.same({{1, 0}, {0, 1}, {0, 0}}, sess:run(tf.eye(3, 2, {dtype = tf.float64})):totable())
+    local b = tf.eye(2, nil, {batch_shape = {2, 1}, dtype = tf.int32, name = "I"})
+    assert.equal("I:0", b.name)
+    assert.equal(tf.int32, b.dtype)
+    assert.same({2, 1, 2, 2}, b:get_shape():as_list())
+    assert.same({{{{1, 0}, {0, 1}}}, {{{1, 0}, {0, 1}}}}, sess:run(b):totable())
+    assert.same({{true, false}, {false, true}}, sess:run(tf.eye(2, 2, {}, tf.bool)):totable())
+    assert.same({0, 4}, tf.eye(0, 4):get_shape():as_list())
+  end)
+
+  it("eye: errors name tf.eye and the caller's line", function()
+    local ok, err = pcall(function() return tf.eye(2.5) end); local line = debug.getinfo(1, "l").currentline
+    assert.is_false(ok)
+    assert.matches("tf.eye: num_rows must be an integer >= 0, got 2.5", err, 1, true)
+    assert.matches("array_spec.lua:" .. line, err, 1, true)
+    assert.matches("tf.eye: num_columns must be an integer >= 0, got -1", H.error_of(tf.eye, 2, -1), 1, true)
+    assert.matches("tf.eye: batch_shape[2] must be an integer >= 0, got x",
+                   H.error_of(tf.eye, 2, {batch_shape = {1, "x"}}), 1, true)
+    assert.matches("tf.eye: batch_shape must be a Lua list of integers",
+                   H.error_of(tf.eye, 2, {batch_shape = 3}), 1, true)
+    assert.matches("tf.eye: unknown option 'rows'", H.error_of(tf.eye, 2, {rows = 3}), 1, true)
+  end)
+
+  it("linspace: evenly spaced, both ends included; num 1 gives start", function()
+    local l = tf.linspace(1, 2, 5)
+    assert.equal(tf.float32, l.dtype)
+    assert.same({5}, l:get_shape():as_list())
+    assert.same({1, 1.25, 1.5, 1.75, 2}, sess:run(l):totable())
+    assert.same({10, 6, 2, -2}, sess:run(tf.linspace(10, -2, 4)):totable())
+    assert.same({3}, sess:run(tf.linspace(3, 7, 1)):totable())
+    local d = tf.lin_space(tf.constant(0, tf.float64), 1, 3, {name = "ls"})
+    assert.equal(tf.float64, d.dtype)
+    assert.equal("ls:0", d.name)
+    assert.same({0, 0.5, 1}, sess:run(d):totable())
+    local p = tf.placeholder(tf.float64, {}, "p")
+    assert.same({-1, 0.5, 2}, sess:run(tf.linspace(p, 2, 3), {[p] = -1}):totable())
+  end)
+
+  it("linspace: gradients wrt start and stop, hand computed and by finite differences", function()
+    local a = tf.placeholder(tf.float64, {}, "a")
+    local b = tf.placeholder(tf.float64, {}, "b")
+    local y = tf.reduce_sum(tf.linspace(a, b, 5) * tf.constant({1, 2, 3, 4, 5}, tf.float64))
+    local ga, gb = unpack(tf.gradients(y, {a, b}))
+    -- d y/d start = sum w_i (1 - i/4) = 1 + 1.5 + 1.5 + 1 + 0 = 5; d y/d stop = sum w_i i/4 = 10
+    local va, vb = unpack(sess:run({ga, gb}, {[a] = 0.3, [b] = 2}))
+    assert.near(5, tonumber(va), 1e-12)
+    assert.near(10, tonumber(vb), 1e-12)
+    local x = tf.placeholder(tf.float64, {}, "x")
+    H.check_grad(x, {}, tf.linspace(x, 4, 4), {4})
+    H.check_grad(x, {}, tf.linspace(-1, x, 3), {3})
+    H.check_grad(x, {}, tf.linspace(x, x * 2, 6), {6})
+  end)
+
+  it("linspace: errors name tf.linspace and the caller's line", function()
+    local ok, err = pcall(function() return tf.linspace(0, 1, 0) end); local line = debug.getinfo(1, "l").currentline
+    assert.is_false(ok)
+    assert.matches("tf.linspace: num must be an integer >= 1, got 0", err, 1, true)
+    assert.matches("array_spec.lua:" .. line, err, 1, true)
+    assert.matches("tf.linspace: num must be an integer >= 1, got 2.5", H.error_of(tf.linspace, 0, 1, 2.5), 1, true)
+    assert.matches("tf.linspace: start must be float32 or float64, got int32",
+                   H.error_of(tf.linspace, tf.constant(1, tf.int32), 2, 3), 1, true)
+    assert.matches("tf.linspace: stop must be a number or a scalar float tensor, got x",
+                   H.error_of(tf.linspace, 1, "x", 3), 1, true)
+    assert.matches("tf.linspace: stop must be a scalar, got shape",
+                   H.error_of(tf.linspace, 1, tf.constant({1, 2}), 3), 1, true)
+    assert.matches("tf.linspace: start is float64 but stop is float32",
+                   H.error_of(tf.linspace, tf.constant(1, tf.float64), tf.constant(2, tf.float32), 3), 1, true)
   end)
 end)

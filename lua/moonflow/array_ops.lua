@@ -1,5 +1,6 @@
 -- array_ops.lua — shape and layout wrappers: shape, reshape, fill, zeros, tile,
--- slicing, stack/unstack, concat, squeeze, expand_dims, transpose, range, and
+-- slicing, stack/unstack, concat, squeeze, expand_dims, transpose, range, eye,
+-- linspace, and
 -- the x[i] indexing that graph.lua's Tensor delegates here.
 --
 -- Axes, begins, sizes, perms and multiples are Lua lists of integers (0-based,
@@ -296,4 +297,87 @@ return function(tf, ops)
     end
     return G.op{"Range", inputs = args, name = o.name or "range"}
   end
+
+  -- Errors of eye/linspace name the function and carry the user's line.
+  local user_options = args.parser{at_user = true}
+  local function count_arg(fname, what, v, least)
+    if not is_integer(v) or v < least then
+      args.fail(string.format("%s: %s must be an integer >= %d, got %s", fname, what, least, args.show(v)))
+    end
+    return v
+  end
+
+  -- tf.eye(num_rows, num_columns, {batch_shape=, dtype=, name=}) (or
+  -- positionally in that order): ones on the main diagonal, zeros elsewhere,
+  -- shape batch_shape .. {num_rows, num_columns}; num_columns nil is
+  -- num_rows; dtype float32 by default. Built as a compare of two ranges,
+  -- tiled over the batch shape.
+  function ops.eye(num_rows, ...)
+    local fname = "tf.eye"
+    local o = user_options(fname, {"num_columns", "batch_shape", "dtype", "name"}, ...)
+    local rows = count_arg(fname, "num_rows", num_rows, 0)
+    local cols = o.num_columns == nil and rows or count_arg(fname, "num_columns", o.num_columns, 0)
+    local dtype = dtypes.float32
+    if o.dtype ~= nil then
+      local ok, d = pcall(core.as_dtype, o.dtype, fname)
+      if not ok then args.fail(fname .. ": dtype must be a tf dtype, got " .. args.show(o.dtype)) end
+      dtype = d
+    end
+    local batch = {}
+    if o.batch_shape ~= nil then
+      if not args.is_plain(o.batch_shape) then
+        args.fail(fname .. ": batch_shape must be a Lua list of integers, got " .. args.show(o.batch_shape))
+      end
+      for i, d in ipairs(o.batch_shape) do batch[i] = count_arg(fname, "batch_shape[" .. i .. "]", d, 0) end
+    end
+    local name = o.name or "eye"
+    local r = ops.reshape(ops.range(rows), {rows, 1})
+    local c = ops.reshape(ops.range(cols), {1, cols})
+    local same = ops.equal(r, c)
+    if #batch == 0 then return ops.cast(same, dtype, name) end
+    local shape, multiples = {}, {}
+    for i, d in ipairs(batch) do shape[i], multiples[i] = 1, d end
+    shape[#batch + 1], shape[#batch + 2] = rows, cols
+    multiples[#batch + 1], multiples[#batch + 2] = 1, 1
+    return ops.tile(ops.reshape(ops.cast(same, dtype), shape), multiples, {name = name})
+  end
+
+  -- tf.linspace(start, stop, num, {name=}) (also tf.lin_space): num evenly
+  -- spaced values from start to stop, both included; num == 1 gives {start}.
+  -- start and stop are numbers or float32/float64 scalar tensors (dtype that
+  -- of a tensor argument, else float32); num an integer >= 1. Built as
+  -- start + range(num) * (stop - start) / (num - 1), so it is differentiable
+  -- in start and stop.
+  function ops.linspace(start, stop, num, ...)
+    local fname = "tf.linspace"
+    local o = user_options(fname, {"name"}, ...)
+    local dtype
+    for _, v in ipairs({{"start", start}, {"stop", stop}}) do
+      local what, x = v[1], v[2]
+      if is_tensor(x) then
+        if x.dtype ~= dtypes.float32 and x.dtype ~= dtypes.float64 then
+          args.fail(string.format("%s: %s must be float32 or float64, got %s; use tf.cast", fname, what, x.dtype.name))
+        end
+        local dims = x:get_shape().dims
+        if dims and #dims ~= 0 then
+          args.fail(string.format("%s: %s must be a scalar, got shape %s", fname, what, tostring(x:get_shape())))
+        end
+        if dtype and dtype ~= x.dtype then
+          args.fail(string.format("%s: start is %s but stop is %s; use tf.cast", fname, dtype.name, x.dtype.name))
+        end
+        dtype = x.dtype
+      elseif type(x) ~= "number" then
+        args.fail(string.format("%s: %s must be a number or a scalar float tensor, got %s", fname, what, args.show(x)))
+      end
+    end
+    num = count_arg(fname, "num", num, 1)
+    dtype = dtype or dtypes.float32
+    local g = graph_of(start, stop)
+    local a, b = G.convert(start, dtype, g), G.convert(stop, dtype, g)
+    local step = ops.divide(ops.subtract(b, a), G.convert(math.max(num - 1, 1), dtype, g))
+    local index = ops.cast(G.op{"Range", inputs = {G.convert(0, dtypes.int32, g), G.convert(num, dtypes.int32, g),
+                                                    G.convert(1, dtypes.int32, g)}, name = "range"}, dtype)
+    return ops.add(ops.multiply(index, step), a, o.name or "linspace")
+  end
+  ops.lin_space = ops.linspace
 end
