@@ -65,6 +65,30 @@ describe("tf.cookbook", function()
     assert.same({11, 22, 30}, r:totable())
   end)
 
+  it("batch_gather refuses an index outside its row, naming batch_gather", function()
+    local t = tf.constant({{1, 2, 3}, {4, 5, 6}})
+    local sess = tf.Session()
+    assert.same({3, 4}, sess:run(cb.batch_gather(t, {2, 0})):totable())
+    local function refused(idx, shown, at)
+      local err = H.error_of(sess.run, sess, cb.batch_gather(t, idx))
+      assert.matches("[tf.cookbook.batch_gather: indices must be in [0, n) with n =] [3] " ..
+                     "[(the size of tensor's dimension 1); indices =] [" .. shown .. "]", err, 1, true)
+      assert.matches("the condition is false at 1 of 2 elements, the first at index [" .. at .. "]", err, 1, true)
+      assert.matches("batch_gather_index_check", err, 1, true)
+    end
+    refused({3, 0}, "3 0", 0)    -- once read the next row's first element: [4, 4]
+    refused({0, -1}, "0 -1", 1)
+    -- fed int64 indices with an unknown batch size are checked the same way
+    local p = tf.placeholder(tf.float64, {-1, 3})
+    local idx = tf.placeholder(tf.int64, {-1})
+    local g = cb.batch_gather(p, idx)
+    local feed = {[p] = {{10, 11, 12}, {20, 21, 22}}}
+    feed[idx] = tf.array({1, 2}, tf.int64)
+    assert.same({11, 22}, sess:run(g, feed):totable())
+    feed[idx] = tf.array({1, 3}, tf.int64)
+    assert.matches("indices =] [1 3]", H.error_of(sess.run, sess, g, feed), 1, true)
+  end)
+
   it("batch_gather differentiates its tensor (finite differences)", function()
     local x = tf.placeholder(tf.float64, {2, 3, 2})
     local y = cb.batch_gather(x, {{2, 2}, {0, 1}})

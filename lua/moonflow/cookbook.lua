@@ -98,10 +98,17 @@ return function(tf, ops)
     end
     local offset_shape = {shape[1]}
     for i = 2, nd do offset_shape[i] = 1 end
-    local offset = ops.reshape(ops.multiply(ops.range(shape[1], {dtype = indices.dtype}),
-                                            ops.cast(G.convert(shape[2], dtypes.int32, tensor.graph), indices.dtype)),
-                               offset_shape)
-    return ops.gather(flat_first, ops.add(indices, offset))
+    local n = ops.cast(G.convert(shape[2], dtypes.int32, tensor.graph), indices.dtype)
+    local offset = ops.reshape(ops.multiply(ops.range(shape[1], {dtype = indices.dtype}), n), offset_shape)
+    -- The flattened gather cannot see an index past its row (it would read
+    -- the next row), so each index is checked against n when the graph runs.
+    local data = {fname .. ": indices must be in [0, n) with n =", n, "(the size of tensor's dimension 1); indices =",
+                  indices}
+    local checks = {tf.debugging.assert_non_negative(indices, {data = data, name = "batch_gather_index_check"}),
+                    tf.debugging.assert_less(indices, n, {data = data, name = "batch_gather_index_check"})}
+    return tf.control_dependencies(checks, function()
+      return ops.gather(flat_first, ops.add(indices, offset))
+    end)
   end
 
   -- merge(tensors, units, {activation = tf.nn.relu, name=, ...}): a dense
