@@ -338,9 +338,9 @@ describe("random ops", function()
   end)
 
   it("rejects bad dtypes, shapes and seeds with clear errors", function()
-    local ok, err = pcall(tf.random_uniform, {2}, {dtype = tf.int32})
+    local ok, err = pcall(tf.random_uniform, {2}, {dtype = tf.uint8})
     assert.is_false(ok)
-    assert.matches("random_uniform: dtype must be float32 or float64, got int32", err)
+    assert.matches("random_uniform: dtype must be float32 or float64, got uint8", err)
     ok, err = pcall(tf.random_normal, {2, -1})
     assert.is_false(ok)
     assert.matches("random_normal: shape must be non%-negative, got %-1 for dimension 1", err)
@@ -719,5 +719,107 @@ end
     assert.near(2 / (64 * 64 * 3), rows.scaling.ms, 0.1 * 2 / (64 * 64 * 3))
     assert.equal(640 * 384, rows["dense/kernel"].n)
     assert.equal(0, rows["dense/bias"].ms)
+  end)
+end)
+
+describe("tf.random_uniform with an integer dtype (RandomUniformInt)", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- Element i of run `run`: minval + r mod (maxval - minval), r the 64-bit word
+  -- i % 2 of block i / 2 (rejection never triggers for these small ranges).
+  local function want_int(seed, seed2, run, i, lo, hi)
+    local w = block(seed, seed2, run, math.floor(i / 2))
+    local j = i % 2
+    local r = u64(w[2 * j + 1]) * 2 ^ 32 + w[2 * j + 2]
+    return lo + tonumber(r % u64(hi - lo))
+  end
+
+  it("draws the exact Philox integers in [minval, maxval), int32 and int64", function()
+    for _, dtype in ipairs({tf.int32, tf.int64}) do
+      local t = tf.random_uniform({3, 3}, -4, 7, dtype, 9)
+      assert.equal(dtype, t.dtype)
+      assert.same({3, 3}, t:get_shape():as_list())
+      local seed, seed2 = t.op:get_attr("seed"), t.op:get_attr("seed2")
+      local sess = tf.Session()
+      for run = 0, 1 do
+        local got = sess:run(t):totable()
+        for i = 0, 8 do
+          local v = tonumber(got[math.floor(i / 3) + 1][i % 3 + 1])
+          assert.equal(want_int(seed, seed2, run, i, -4, 7), v)
+          assert.is_true(v >= -4 and v < 7)
+        end
+      end
+    end
+  end)
+
+  it("is reproducible with seeds, new each run, and starts again in a new session", function()
+    tf.set_random_seed(42)
+    local a = tf.random_uniform({50}, {minval = 0, maxval = 1000, dtype = tf.int32, seed = 3})
+    local g2 = tf.Graph()
+    local b = g2:as_default(function()
+      tf.set_random_seed(42)
+      return tf.random_uniform({50}, {minval = 0, maxval = 1000, dtype = tf.int32, seed = 3})
+    end)
+    local s1, s2 = tf.Session(), tf.Session(g2)
+    local a1, a2 = s1:run(a):totable(), s1:run(a):totable()
+    assert.same(a1, s2:run(b):totable())
+    assert.are_not.same(a1, a2)
+    assert.same(a1, tf.Session():run(a):totable())
+    local c = tf.random_uniform({50}, {maxval = 1000, dtype = tf.int32, seed = 4})
+    assert.are_not.same(a1, s1:run(c):totable())
+  end)
+
+  it("is uniform: 40000 draws of [0, 10) have mean 4.5 and even counts", function()
+    local t = tf.random_uniform({40000}, 0, 10, tf.int32, 1)
+    local v = tf.Session():run(t):totable()
+    local sum, counts = 0, {}
+    for _, x in ipairs(v) do
+      sum = sum + x
+      counts[x] = (counts[x] or 0) + 1
+    end
+    -- the mean's standard deviation is sqrt(99/12)/200 = 0.0144; a count's sqrt(40000 * 0.09) = 60
+    assert.near(4.5, sum / 40000, 0.06)
+    for k = 0, 9 do assert.near(4000, counts[k], 300) end
+    -- wide int64 bounds: every draw inside, the mean near the middle
+    local w = tf.Session():run(tf.random_uniform({40000}, -2 ^ 50, 2 ^ 50, tf.int64, 2)):totable()
+    local wsum = 0
+    for _, x in ipairs(w) do
+      x = tonumber(x)
+      assert.is_true(x >= -2 ^ 50 and x < 2 ^ 50)
+      wsum = wsum + x
+    end
+    assert.near(0, wsum / 40000 / 2 ^ 50, 0.02)
+  end)
+
+  it("takes tensor bounds, checked when the op runs", function()
+    local lo = tf.placeholder(tf.int64, {}, "lo")
+    local t = tf.random_uniform({4}, {minval = lo, maxval = 3, dtype = tf.int64, seed = 1})
+    local sess = tf.Session()
+    for _, x in ipairs(sess:run(t, {[lo] = 1}):totable()) do
+      assert.is_true(tonumber(x) == 1 or tonumber(x) == 2)
+    end
+    local ok, err = pcall(sess.run, sess, t, {[lo] = 3})
+    assert.is_false(ok)
+    assert.matches("need minval < maxval, got minval 3, maxval 3", tostring(err), 1, true)
+  end)
+
+  it("refuses missing or invalid bounds, and has no gradient", function()
+    local function err_of(...)
+      local ok, err = pcall(tf.random_uniform, ...)
+      assert.is_false(ok)
+      return tostring(err)
+    end
+    assert.matches("maxval must be given for integer dtype int32", err_of({2}, 0, nil, tf.int32), 1, true)
+    assert.matches("maxval must be given for integer dtype int64", err_of({2}, {dtype = tf.int64}), 1, true)
+    assert.matches("need minval < maxval, got minval 5, maxval 5", err_of({2}, 5, 5, tf.int32), 1, true)
+    assert.matches("need minval < maxval, got minval 5, maxval 1", err_of({2}, 5, 1, tf.int64), 1, true)
+    assert.matches("maxval must be an integer or an integer scalar tensor for dtype int32, got 2.5",
+                   err_of({2}, 0, 2.5, tf.int32), 1, true)
+    assert.matches("minval must be a scalar",
+                   err_of({2}, {minval = tf.constant({1, 2}, tf.int32), maxval = 5, dtype = tf.int32}), 1, true)
+    local p = tf.placeholder(tf.int32, {}, "p")
+    local t = tf.random_uniform({2}, p, 9, tf.int32)
+    assert.is_nil(tf.gradients(tf.cast(t, tf.float32), p)[1])
+    assert.equal(tf.float32, tf.random_uniform({2}, 0, 1).dtype)
   end)
 end)

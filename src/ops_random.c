@@ -1,5 +1,5 @@
-/* ops_random.c — random sources: RandomUniform, RandomNormal, TruncatedNormal,
- * and the random selections RandomShuffle and Multinomial.
+/* ops_random.c — random sources: RandomUniform, RandomUniformInt, RandomNormal,
+ * TruncatedNormal, and the random selections RandomShuffle and Multinomial.
  *
  * Counter-based: every element comes from one Philox4x32-10 block (Salmon et
  * al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) addressed by
@@ -15,6 +15,9 @@
  * Conversions (these fix the numbers users see; change them only knowingly):
  *   float32 uniform: (w >> 8) * 2^-24, four values per block;
  *   float64 uniform: ((w[2j] << 32 | w[2j+1]) >> 11) * 2^-53, two per block;
+ *   integer uniform: minval + r mod (maxval - minval) for the 64-bit word
+ *   r = w[2j] << 32 | w[2j+1], two per block, with rejection (see
+ *   uniform_int_kernel);
  *   normal: Box-Muller on (u1, u2) = the two uniforms of a pair, with u1 moved
  *   to (0, 1] for the log: z = sqrt(-2 ln u1) * (cos, sin)(2 pi u2); float32
  *   gives two pairs per block, float64 one.
@@ -142,13 +145,8 @@ DEFINE_FILL(fill_normal_f64, double, 2, normal_f64)
 DEFINE_TRUNCATED_FILL(fill_truncated_f32, float, 4, normal_f32)
 DEFINE_TRUNCATED_FILL(fill_truncated_f64, double, 2, normal_f64)
 
-/* Inputs: shape (int32/int64 vector). Attrs: dtype (float32/float64), seed, seed2. */
-static mf_code random_infer(mf_infer_ctx *ic) {
-  mf_dtype dtype = mf_attr_type(ic->attrs, "dtype", MF_FLOAT32);
-  if (!mf_dtype_is_float(dtype))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: dtype must be float32 or float64, got %s; tf.cast the result for "
-                         "other dtypes", ic->op_name, mf_dtype_name(dtype));
+/* Output 0 of dtype, its shape from input 0 (an int32/int64 vector). */
+static mf_code shape_from_input(mf_infer_ctx *ic, mf_dtype dtype) {
   mf_dtype st = ic->in_dtypes[0];
   if (st != MF_INT32 && st != MF_INT64)
     return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
@@ -177,6 +175,16 @@ static mf_code random_infer(mf_infer_ctx *ic) {
   }
   ic->out_shapes[0] = out;
   return MF_OK;
+}
+
+/* Inputs: shape (int32/int64 vector). Attrs: dtype (float32/float64), seed, seed2. */
+static mf_code random_infer(mf_infer_ctx *ic) {
+  mf_dtype dtype = mf_attr_type(ic->attrs, "dtype", MF_FLOAT32);
+  if (!mf_dtype_is_float(dtype))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: dtype must be float32 or float64, got %s; tf.cast the result for "
+                         "other dtypes", ic->op_name, mf_dtype_name(dtype));
+  return shape_from_input(ic, dtype);
 }
 
 /* Per-session state: how many times the op ran, so each run draws new numbers
@@ -217,6 +225,66 @@ static mf_code normal_kernel(mf_kernel_ctx *ctx) {
 }
 static mf_code truncated_kernel(mf_kernel_ctx *ctx) {
   return random_run(ctx, fill_truncated_f32, fill_truncated_f64);
+}
+
+/* ---------- RandomUniformInt ---------- */
+
+/* RandomUniformInt(shape, minval, maxval): attrs seed, seed2. Integers
+ * uniform in [minval, maxval), of the bounds' dtype (int32 or int64, both
+ * scalars of the same dtype); maxval > minval. */
+static mf_code uniform_int_infer(mf_infer_ctx *ic) {
+  char buf[160];
+  mf_dtype dt = ic->in_dtypes[1];
+  if (dt != MF_INT32 && dt != MF_INT64)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: minval and maxval must be int32 or int64, got %s",
+                         ic->op_name, mf_dtype_name(dt));
+  if (ic->in_dtypes[2] != dt)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: minval is %s but maxval is %s", ic->op_name,
+                         mf_dtype_name(dt), mf_dtype_name(ic->in_dtypes[2]));
+  for (int i = 1; i <= 2; i++)
+    if (ic->in_shapes[i].rank > 0)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: %s must be a scalar, got shape %s", ic->op_name,
+                           i == 1 ? "minval" : "maxval", mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
+  if (ic->in_values[1] && ic->in_values[2]) {
+    int64_t lo = mf_load_int64(ic->in_values[1]->data, dt, 0), hi = mf_load_int64(ic->in_values[2]->data, dt, 0);
+    if (hi <= lo)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: need minval < maxval, got minval %lld, maxval %lld",
+                           ic->op_name, (long long)lo, (long long)hi);
+  }
+  return shape_from_input(ic, dt);
+}
+
+/* Element e takes the 64-bit word e % 2 of block e / 2; a word in the
+ * incomplete last stretch of [0, 2^64) below (2^64 - range) mod range is
+ * rejected (probability under range / 2^64) and the same word of block
+ * e / 2 + k * 2^40 (k = 1, 2, ...) drawn instead, so r mod range is exactly
+ * uniform and element e still depends only on (seed, seed2, run, e). */
+static mf_code uniform_int_kernel(mf_kernel_ctx *ctx) {
+  uint32_t key[2];
+  uint64_t run;
+  if (next_run(ctx, key, &run)) return ctx->status->code;
+  mf_tensor *out = ctx->outputs[0];
+  const mf_tensor *lo_t = ctx->inputs[1], *hi_t = ctx->inputs[2];
+  int64_t lo = mf_load_int64(lo_t->data, lo_t->dtype, 0), hi = mf_load_int64(hi_t->data, hi_t->dtype, 0);
+  if (hi <= lo)
+    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: need minval < maxval, got minval %lld, maxval %lld",
+                         ctx->op->name, (long long)lo, (long long)hi);
+  uint64_t range = (uint64_t)hi - (uint64_t)lo, reject_below = (0 - range) % range;
+  uint32_t c[4];
+  for (int64_t e = 0; e < out->size; e++) {
+    int j = (int)(e % 2) * 2;
+    if (e == 0 || j == 0) philox_block(c, e / 2, run, key);
+    uint64_t r = (uint64_t)c[j] << 32 | c[j + 1];
+    for (int64_t retry = 1; r < reject_below; retry++) {
+      uint32_t d[4];
+      philox_block(d, e / 2 + (retry << 40), run, key);
+      r = (uint64_t)d[j] << 32 | d[j + 1];
+    }
+    uint64_t v = (uint64_t)lo + r % range;
+    if (out->dtype == MF_INT64) ((int64_t *)out->data)[e] = (int64_t)v;
+    else ((int32_t *)out->data)[e] = (int32_t)(int64_t)v;
+  }
+  return MF_OK;
 }
 
 /* ---------- RandomShuffle ---------- */
@@ -370,6 +438,9 @@ static const mf_op_def defs[] = {
     {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = uniform_kernel}},
+    {.name = "RandomUniformInt", .num_inputs = 3, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = uniform_int_infer, .kernel = {[MF_CPU] = uniform_int_kernel}},
     {.name = "RandomNormal", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = normal_kernel}},

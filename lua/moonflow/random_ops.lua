@@ -102,10 +102,36 @@ return function(tf, ops)
 
   -- tf.random_uniform(shape, minval=0, maxval=1, dtype=float32, seed, name):
   -- values in [minval, maxval).
+  -- For int32/int64, integers uniform in [minval, maxval) (TensorFlow's
+  -- RandomUniformInt): maxval is required, minval defaults to 0, and maxval
+  -- must exceed minval (checked when the op is built if both are known, else
+  -- when it runs).
   function ops.random_uniform(...)
     local shape, minval, maxval, dtype, seed, name =
-      parse("random_uniform", {...}, "minval", "maxval", 0, 1)
+      parse("random_uniform", {...}, "minval", "maxval", nil, nil)
     name = name or "random_uniform"
+    if dtype == core.dtypes.int32 or dtype == core.dtypes.int64 then
+      if maxval == nil then
+        error("random_uniform: maxval must be given for integer dtype " .. dtype.name, 2)
+      end
+      minval = minval == nil and 0 or minval
+      for _, b in ipairs({{"minval", minval}, {"maxval", maxval}}) do
+        if not G.is_tensor(b[2]) and (type(b[2]) ~= "number" or b[2] % 1 ~= 0) then
+          error("random_uniform: " .. b[1] .. " must be an integer or an integer scalar tensor for dtype " ..
+                dtype.name .. ", got " .. tostring(b[2]), 2)
+        end
+      end
+      if type(minval) == "number" and type(maxval) == "number" and maxval <= minval then
+        error(string.format("random_uniform: need minval < maxval, got minval %d, maxval %d", minval, maxval), 2)
+      end
+      shape = shape_tensor(shape)
+      local g = shape.graph
+      return G.op{"RandomUniformInt", name = name,
+                  inputs = {shape, G.convert(minval, dtype, g), G.convert(maxval, dtype, g)},
+                  attrs = seed_attrs(seed, g, {})}
+    end
+    if minval == nil then minval = 0 end
+    if maxval == nil then maxval = 1 end
     if minval == 0 and maxval == 1 then return source("RandomUniform", shape, dtype, seed, name) end
     local rnd = source("RandomUniform", shape, dtype, seed)
     local range
