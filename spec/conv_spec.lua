@@ -264,8 +264,11 @@ describe("tf.nn.conv2d", function()
     -- no input channels: every output is an empty sum
     local none = tf.nn.conv2d(tf.zeros({1, 2, 2, 0}), tf.zeros({1, 1, 0, 2}), 1, "VALID")
     assert.same({{{{0, 0}, {0, 0}}, {{0, 0}, {0, 0}}}}, run(none):totable())
-    -- VALID output of size 0 when the window just does not fit (TensorFlow: (in - eff + s) / s)
-    assert.same({1, 0, 0, 1}, run(tf.nn.conv2d(tf.zeros({1, 2, 2, 1}), tf.zeros({3, 3, 1, 1}), 2, "VALID")):shape())
+    -- a window that just does not fit is an error, not an empty output, even when the
+    -- stride would make (in - eff + s) / s zero (TensorFlow's shape function subtracts first)
+    assert.matches("Negative dimension size caused by subtracting 3 from 2 for '{{node conv}}'",
+                   H.error_of(tf.nn.conv2d, tf.zeros({1, 2, 2, 1}), tf.zeros({3, 3, 1, 1}), 2, "VALID", {name = "conv"}),
+                   1, true)
   end)
 
   it("reports bad arguments clearly and the session stays usable", function()
@@ -283,7 +286,9 @@ describe("tf.nn.conv2d", function()
     assert.matches("input must be 4%-D", err(const({1, 2, 3}, {1, 3, 1}), f, 1, "SAME"))
     assert.matches("filter must be 4%-D", err(x, const({1, 2}, {2, 1}), 1, "SAME"))
     assert.matches("input has 1 channels but the filter", err(x, const({1, 2, 3, 4}, {1, 1, 2, 2}), 1, "SAME"))
-    assert.matches("output size would be negative.*VALID", err(x, const(H.uniform(25), {5, 5, 1, 1}), 1, "VALID"))
+    assert.matches("Negative dimension size caused by subtracting 5 from 3 for '{{node Conv2D[_%d]*}}': " ..
+                   "the window's height is 5 %(5 with dilation 1%) but the input's is 3; with padding \"VALID\"",
+                   err(x, const(H.uniform(25), {5, 5, 1, 1}), 1, "VALID"))
     assert.matches("height is 4 %(2 with dilation 3%) but the input's is 2",
                    err(const({1, 2, 3, 4}, {1, 2, 2, 1}), f, 1, "VALID", {dilations = 3}))
     assert.matches("strides must be .*got {1, 2, 3}", err(x, f, {1, 2, 3}, "SAME"))
@@ -292,7 +297,11 @@ describe("tf.nn.conv2d", function()
     -- the runtime shape is checked too
     local p = tf.placeholder(tf.float64, {1, -1, -1, 1})
     local y = tf.nn.conv2d(p, const(H.uniform(16), {4, 4, 1, 1}), 1, "VALID")
-    assert.matches("output size would be negative", H.error_of(run, y, {[p] = {{{{1}, {2}}, {{3}, {4}}}}}))
+    assert.matches("Negative dimension size caused by subtracting 4 from 2 for '{{node Conv2D[_%d]*}}'",
+                   H.error_of(run, y, {[p] = {{{{1}, {2}}, {{3}, {4}}}}}))
+    -- 3 rows and a 4-row window: (3 - 4 + 1) / 1 = 0 rows once came back empty
+    assert.matches("Negative dimension size caused by subtracting 4 from 3",
+                   H.error_of(run, y, {[p] = {{{{1}, {2}, {3}}, {{3}, {4}, {5}}, {{6}, {7}, {8}}}}}))
     assert.same({{37, 47}, {67, 77}}, plane(run(tf.nn.conv2d(x, f, 1, "VALID"))))
   end)
 end)
@@ -571,7 +580,11 @@ describe("tf.nn.max_pool and tf.nn.avg_pool", function()
     assert.matches("ksize must be positive", err(x, 0, 1, "SAME"))
     assert.matches('data_format "NCHW" is not supported', err(x, 2, 2, "SAME", "NCHW"))
     assert.matches("value must be 4%-D", err(const({1, 2}, {1, 2}), 2, 2, "SAME"))
-    assert.matches("output size would be negative", err(x, 5, 1, "VALID"))
+    assert.matches("Negative dimension size caused by subtracting 5 from 3 for '{{node MaxPool[_%d]*}}'", err(x, 5, 1, "VALID"))
+    -- a window one larger than the input: once an empty (1, 0, 0, 1) output
+    assert.matches("Negative dimension size caused by subtracting 4 from 3 for '{{node pool}}'",
+                   H.error_of(tf.nn.avg_pool, x, 4, 1, "VALID", {name = "pool"}), 1, true)
+    assert.matches("Negative dimension size caused by subtracting 4 from 3", err(x, 4, 2, "VALID"))
     assert.matches("int32.*tf%.cast", H.error_of(tf.nn.avg_pool, tf.constant({{{{1}}}}, tf.int32), 1, 1, "SAME"))
     assert.same({{5, 6}, {8, 9}}, plane(run(tf.nn.max_pool(x, 2, 1, "VALID"))))
   end)
@@ -624,5 +637,38 @@ describe("tf.nn.bias_add", function()
     assert.matches("float32.*float64", err(v, tf.constant({1, 2, 3, 4}, tf.float64)))
     local p = tf.placeholder(tf.float32, {-1, -1})
     assert.matches("bias has 2 elements", H.error_of(run, tf.nn.bias_add(p, tf.constant({1, 2})), {[p] = {{1, 2, 3}}}))
+  end)
+end)
+
+describe("VALID windows larger than the input", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("are TensorFlow's negative-dimension error in tf.nn, tf.layers and conv2d_transpose", function()
+    local neg = "Negative dimension size caused by subtracting 3 from 2 for '{{node %s}}': the window's height is 3"
+    local x = tf.placeholder(tf.float32, {1, 2, 2, 1})
+    local function refused(node, fn, ...)
+      assert.matches(neg:format(node), H.error_of(fn, ...), 1, true)
+    end
+    refused("conv", tf.nn.conv2d, x, tf.zeros({3, 3, 1, 1}), 1, "VALID", {name = "conv"})
+    refused("mp", tf.nn.max_pool, x, 3, 1, "VALID", {name = "mp"})
+    refused("ap", tf.nn.avg_pool, x, 3, 1, "VALID", {name = "ap"})
+    refused("conv2d/Conv2D", tf.layers.conv2d, x, 3, 3)
+    refused("max_pooling2d/MaxPool", tf.layers.max_pooling2d, x, 3, 1)
+    refused("average_pooling2d/AvgPool", tf.layers.average_pooling2d, x, 3, 1)
+    -- a transposed convolution to an output smaller than its filter
+    refused("up", tf.nn.conv2d_transpose, tf.zeros({1, 1, 1, 1}), tf.zeros({3, 3, 1, 1}), {1, 2, 2, 1}, 1, "VALID",
+            {name = "up"})
+    -- the width is checked as well, and SAME still pads a small input
+    assert.matches("subtracting 3 from 2 for '{{node w}}': the window's width is 3",
+                   H.error_of(tf.nn.max_pool, tf.zeros({1, 5, 2, 1}), {3, 3}, 1, "VALID", {name = "w"}), 1, true)
+    assert.same({1, 2, 2, 1}, tf.nn.max_pool(x, 3, 1, "SAME"):get_shape():as_list())
+    -- a window exactly the input's size still gives one output
+    assert.same({{{{10}}}}, tf.Session():run(tf.nn.conv2d(x, tf.ones({2, 2, 1, 1}), 1, "VALID"),
+                                              {[x] = {{{{1}, {2}}, {{3}, {4}}}}}):totable())
+    -- shapes known only when the graph runs are checked then
+    local p = tf.placeholder(tf.float32, {1, -1, -1, 1})
+    local y = tf.layers.max_pooling2d(p, 3, 1)
+    assert.matches(neg:format("max_pooling2d_1/MaxPool"),
+                   H.error_of(tf.Session().run, tf.Session(), y, {[p] = {{{{1}, {2}}, {{3}, {4}}}}}), 1, true)
   end)
 end)

@@ -464,7 +464,9 @@ typedef struct geom {
 } geom;
 
 /* TensorFlow's windowed output size for one spatial dim: VALID keeps the
- * windows inside the input, (in - eff + stride) / stride of them; SAME gives
+ * windows inside the input, (in - eff + stride) / stride of them, and, as
+ * TensorFlow's shape function (in - eff, a "negative dimension"), refuses an
+ * input smaller than one window rather than give an empty output; SAME gives
  * ceil(in / stride) and pads (out - 1) * stride + eff - in, the smaller half
  * before (so an odd total pads one more after). eff is the dilated window. */
 static mf_code window_dim(const char *op, const char *dim, int64_t in, int64_t k, int64_t stride, int64_t dil,
@@ -479,13 +481,16 @@ static mf_code window_dim(const char *op, const char *dim, int64_t in, int64_t k
     *pad = need > 0 ? need / 2 : 0;
     return MF_OK;
   }
-  *out = (in - eff + stride) / stride;
-  if (*out < 0)
+  if (in < eff) {
+    *out = -1;
     return INVALID(s,
-                   "%s: computed output size would be negative: the window's %s is %lld (%lld with dilation "
-                   "%lld) but the input's is %lld; with padding \"VALID\" the input must be at least as large "
-                   "as the window (use padding \"SAME\" or a larger input)",
-                   op, dim, (long long)eff, (long long)k, (long long)dil, (long long)in);
+                   "Negative dimension size caused by subtracting %lld from %lld for '{{node %s}}': the window's "
+                   "%s is %lld (%lld with dilation %lld) but the input's is %lld; with padding \"VALID\" the "
+                   "input must be at least as large as the window (use padding \"SAME\" or a larger input)",
+                   (long long)eff, (long long)in, op, dim, (long long)eff, (long long)k, (long long)dil,
+                   (long long)in);
+  }
+  *out = (in - eff + stride) / stride;
   return MF_OK;
 }
 
