@@ -487,6 +487,54 @@ describe("sessions", function()
       assert_contains(error_of(function() return tf.Session():run(c, {[c.op] = 1}) end),
                       "Cannot interpret feed_dict key")
     end)
+
+    it("FFI cdata feeds a tensor of fully defined shape, without copying", function()
+      local x = tf.placeholder(tf.float32, {2}, "x")
+      local sess = tf.Session()
+      assert.same({2, 4}, sess:run(x * 2, {[x] = ffi.new("float[2]", {1, 2})}):totable())
+      -- zero-copy: the fetched placeholder is the fed memory itself
+      local buf = ffi.new("float[2]", {3, 4})
+      local r = sess:run(x, {[x] = buf})
+      buf[1] = 40
+      assert.same({3, 40}, r:totable())
+      -- a raw pointer (size unknown: trusted), a const pointer, a void*; other dtypes
+      assert.same({3, 40}, sess:run(x, {[x] = ffi.cast("const float *", buf)}):totable())
+      assert.same({3, 40}, sess:run(x, {[x] = ffi.cast("void *", buf)}):totable())
+      local m = tf.placeholder(tf.int64, {2, 2}, "m")
+      assert.same({{1, 2}, {3, 4}}, sess:run(m, {[m] = ffi.new("int64_t[4]", {1, 2, 3, 4})}):totable())
+      local b = tf.placeholder(tf.bool, {}, "b")
+      assert.is_true(sess:run(b, {[b] = ffi.new("bool[1]", true)}))
+      -- a view of the fed memory keeps it alive after the feed is gone
+      local v = sess:run(tf.reshape(x, {2, 1}), {[x] = ffi.new("float[2]", {5, 6})})
+      collectgarbage(); collectgarbage()
+      local junk = {}
+      for i = 1, 100 do junk[i] = ffi.new("float[2]", {-1, -1}) end
+      assert.same({{5}, {6}}, v:totable())
+      -- make_callable takes cdata too
+      local f = sess:make_callable(x + 1, {x})
+      assert.same({8, 9}, f(ffi.new("float[2]", {7, 8})):totable())
+      assert.same({4, 41}, f(ffi.cast("float *", buf)):totable())
+    end)
+
+    it("a cdata feed is refused when too small, of another type, or the shape is not fully defined", function()
+      local x = tf.placeholder(tf.float32, {2}, "x")
+      local u = tf.placeholder(tf.float32, {-1, 2}, "u")
+      local sess = tf.Session()
+      assert_contains(error_of(function() return sess:run(x, {[x] = ffi.new("float[1]")}) end),
+                      "feed for x:0: tf.Array.from_pointer: float [1] holds 4 bytes, but shape {2} of float32 needs 8")
+      assert_contains(error_of(function() return sess:run(x, {[x] = ffi.new("double[2]")}) end),
+                      "cannot feed a cdata of type double [2] to a float32 tensor: it must hold float values")
+      local ok, err = pcall(sess.run, sess, u, {[u] = ffi.new("float[4]")}); local line = debug.getinfo(1, "l").currentline
+      assert.is_false(ok)
+      assert_contains(err, "feed for u:0: cannot feed a cdata pointer to a tensor of shape (?, 2), which is not " ..
+                      "fully defined; use tf.Array.from_pointer(ptr, shape, dtype)")
+      assert_contains(err, "core_spec.lua:" .. line)
+      local f = sess:make_callable(u, {u})
+      assert_contains(error_of(f, ffi.new("float[4]")), "use tf.Array.from_pointer(ptr, shape, dtype)")
+      -- with from_pointer the shape is given
+      assert.same({{1, 2}, {3, 4}},
+                  f(tf.Array.from_pointer(ffi.new("float[4]", {1, 2, 3, 4}), {2, 2}, tf.float32)):totable())
+    end)
   end)
 
   describe("execution", function()

@@ -147,10 +147,30 @@ local function to_lua(ptr)
 end
 M.to_lua = to_lua
 
--- A feed value as an mf_tensor* for a tensor of `dtype`. Returns the pointer and
--- whether the caller must release it after the run.
-local function to_value(v, dtype)
+-- A feed value as an mf_tensor* for tensor `t` of `dtype`. Returns the pointer,
+-- whether the caller must release it after the run, and for FFI cdata (a
+-- pointer or array holding raw data, wrapped without copying in the shape of
+-- t, which must be fully defined) the wrapping Array, whose memory fetched
+-- results may share (see keep_fed).
+local function to_value(v, dtype, t)
   if Array.is(v) then return v.ptr, false end
+  if type(v) == "cdata" then
+    local shape = t:get_shape()
+    if not shape:is_fully_defined() then
+      error("cannot feed a cdata pointer to a tensor of shape " .. tostring(shape) .. ", which is not fully " ..
+            "defined; use tf.Array.from_pointer(ptr, shape, dtype)", 0)
+    end
+    -- The elements must be of dtype's C type (a void* is trusted).
+    local ctype = tostring(ffi.typeof(v)):match("^ctype<(.*)>$"):gsub("^const ", "")
+    local elem = tostring(ffi.typeof(dtype.ctype)):match("^ctype<(.*)>$")
+    if ctype ~= "void *" and ctype:sub(1, #elem + 2) ~= elem .. " [" and ctype ~= elem .. " *" then
+      error("cannot feed a cdata of type " .. ctype .. " to a " .. dtype.name .. " tensor: it must hold " ..
+            dtype.ctype .. " values (or be a void*)", 0)
+    end
+    local ok, a = pcall(Array.from_pointer, v, shape:as_list(), dtype)
+    if not ok then error((tostring(a):gsub("^[^:]*:%d+: ", "")), 0) end
+    return C.mf_tensor_retain(a.ptr), true, a
+  end
   if type(v) == "number" or type(v) == "boolean" then
     local ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
     if ptr == nil then core.check() end
@@ -167,7 +187,23 @@ local function to_value(v, dtype)
     local a = Array.from(v, dtype)
     return C.mf_tensor_retain(a.ptr), true
   end
-  error("cannot feed a " .. type(v) .. ": use a number, boolean, nested table or tf.Array", 0)
+  error("cannot feed a " .. type(v) .. ": use a number, boolean, nested table, tf.Array or FFI cdata", 0)
+end
+
+-- Fetched Arrays whose data lies inside a cdata feed's memory (the fed
+-- placeholder itself, or a view of it) keep that memory alive.
+local function keep_fed(values, kept)
+  if not kept or not next(kept) then return end
+  for _, a in pairs(kept) do
+    local lo = ffi.cast("uintptr_t", C.mf_tensor_data(a.ptr))
+    local hi = lo + a:size() * a.dtype.size
+    for _, v in ipairs(values) do
+      if Array.is(v) then
+        local p = ffi.cast("uintptr_t", C.mf_tensor_data(v.ptr))
+        if p >= lo and p < hi then v._keep = a end
+      end
+    end
+  end
 end
 
 -- Reusable C buffers, grown on demand, so a run allocates no cdata.
@@ -195,6 +231,7 @@ end
 -- Converts feeds {[tensor or "x:0"] = value} into the buffers; returns the count.
 local function set_feeds(self, b, feeds)
   local n = 0
+  b.feed_kept = nil
   for k, v in pairs(feeds) do
     local t = resolve(self.graph, k)
     if not G.is_tensor(t) then
@@ -203,7 +240,7 @@ local function set_feeds(self, b, feeds)
     end
     b.feed_ports[n].op = t.op.ptr
     b.feed_ports[n].index = t.value_index
-    local ok, ptr, owned = pcall(to_value, v, t.dtype)
+    local ok, ptr, owned, kept = pcall(to_value, v, t.dtype, t)
     if not ok then
       release_owned_feeds(b, n)
       core.error_at_user("feed for " .. t.name .. ": " .. tostring(ptr))
@@ -211,6 +248,10 @@ local function set_feeds(self, b, feeds)
     b.feed_values[n] = ptr
     b.feed_owned[n] = owned
     n = n + 1
+    if kept then
+      b.feed_kept = b.feed_kept or {}
+      b.feed_kept[n] = kept
+    end
   end
   return n
 end
@@ -252,6 +293,9 @@ function Session:run(fetches, feeds)
   if self.on_run then self.on_run(self, tensors, targets) end
   local values = {}
   for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end
+  local kept = b.feed_kept
+  b.feed_kept = nil
+  keep_fed(values, kept)
   return rebuild(template, values)
 end
 
@@ -289,7 +333,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   if log_placement then print_placement(self) end
   local feed_values = core.value_ptrs(math.max(nfeeds, 1))
   local fetch_values = core.value_ptrs(math.max(nfetches, 1))
-  local owned = {}
+  local owned, cdata_feeds = {}, {}
   local session = self  -- keeps the session (and so the callable) alive
   local single = type(template) == "number"
   return function(...)
@@ -297,12 +341,12 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       error("Attempted to use a closed Session: create a new tf.Session to run again", 2)
     end
     for i = 1, nfeeds do
-      local ok, ptr, own = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype)
+      local ok, ptr, own, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
       if not ok then
         for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feed_values[j - 1]) end end
         error("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr), 2)
       end
-      feed_values[i - 1], owned[i] = ptr, own
+      feed_values[i - 1], owned[i], cdata_feeds[i] = ptr, own, kept
     end
     collect_if_due()
     local rc
@@ -318,9 +362,11 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       if message then error(message, 0) end
     end
     if rc ~= 0 then core.check() end
-    if single then return to_lua(fetch_values[0]) end
     local values = {}
     for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
+    keep_fed(values, cdata_feeds)
+    for i = 1, nfeeds do cdata_feeds[i] = nil end
+    if single then return values[1] end
     return rebuild(template, values)
   end
 end
