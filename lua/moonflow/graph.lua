@@ -258,6 +258,9 @@ function op_methods.get_attr(op, name)
   if s ~= nil then return ffi.string(s) end
   local v = C.mf_op_attr_tensor(op.ptr, name)
   if v ~= nil then return Array.wrap(C.mf_tensor_retain(v)) end
+  -- A shape attr as a tf.TensorShape (dims nil for an unknown rank, -1 for an unknown dimension).
+  local shape = ffi.new("mf_shape")
+  if C.mf_op_attr_shape(op.ptr, name, shape) then return TensorShape.from_c(shape) end
   error("Operation '" .. op.name .. "' has no attr named '" .. name .. "'.", 2)
 end
 

@@ -50,9 +50,8 @@ function tf.placeholder(dtype, shape, name)
     shape, name = shape.shape, shape.name
   end
   if getmetatable(shape) == G.TensorShape then shape = shape.dims end
-  local attrs = {dtype = dtype}
-  if shape ~= nil then attrs.shape = G.attr.shape(shape) end
-  return G.op{"Placeholder", attrs = attrs, name = name}
+  -- As in TensorFlow, the shape attr is always set (unknown rank when shape is nil).
+  return G.op{"Placeholder", attrs = {dtype = dtype, shape = G.attr.shape(shape)}, name = name}
 end
 
 -- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
