@@ -125,6 +125,17 @@ return function(tf, ops)
                        "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
                        "trainable", "name", "reuse"}
 
+  -- A layer's output: its activation, and its activity regularizer's loss
+  -- added to REGULARIZATION_LOSSES.
+  local function activate(y, o)
+    if o.activation then y = o.activation(y) end
+    if o.activity_regularizer then
+      local loss = tf.name_scope("ActivityRegularizer", function() return o.activity_regularizer(y) end)
+      if loss ~= nil then tf.add_to_collection(tf.GraphKeys.REGULARIZATION_LOSSES, loss) end
+    end
+    return y
+  end
+
   -- tf.layers.dense(inputs, units, {activation=, use_bias=, kernel_initializer=,
   -- bias_initializer=, kernel_regularizer=, bias_regularizer=,
   -- activity_regularizer=, trainable=, name=, reuse=}): activation(inputs @
@@ -168,12 +179,7 @@ return function(tf, ops)
         y:set_shape(out_dims)
       end
       if bias then y = tf.nn.bias_add(y, bias) end
-      if o.activation then y = o.activation(y) end
-      if o.activity_regularizer then
-        local loss = tf.name_scope("ActivityRegularizer", function() return o.activity_regularizer(y) end)
-        if loss ~= nil then tf.add_to_collection(tf.GraphKeys.REGULARIZATION_LOSSES, loss) end
-      end
-      return y
+      return activate(y, o)
     end)
   end
 
@@ -235,12 +241,7 @@ return function(tf, ops)
                               o.trainable ~= false, o.bias_regularizer)
         y = tf.nn.bias_add(y, bias)
       end
-      if o.activation then y = o.activation(y) end
-      if o.activity_regularizer then
-        local loss = tf.name_scope("ActivityRegularizer", function() return o.activity_regularizer(y) end)
-        if loss ~= nil then tf.add_to_collection(tf.GraphKeys.REGULARIZATION_LOSSES, loss) end
-      end
-      return y
+      return activate(y, o)
     end)
   end
 
