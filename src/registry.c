@@ -3,12 +3,10 @@
 
 #include <string.h>
 
+/* Strong references: a host linking libmoonflow.a pulls in every op file. */
 extern const mf_op_table mf_ops_core, mf_ops_math, mf_ops_array, mf_ops_reduce, mf_ops_matmul,
-    mf_ops_random, mf_ops_state;
-/* Weak while these op files are being written in parallel; a missing table is skipped. */
-#define MF_WEAK __attribute__((weak))
-extern const mf_op_table mf_ops_train MF_WEAK, mf_ops_nn MF_WEAK, mf_ops_index MF_WEAK,
-    mf_ops_control MF_WEAK, mf_ops_debug MF_WEAK;
+    mf_ops_random, mf_ops_state, mf_ops_train, mf_ops_nn, mf_ops_index, mf_ops_control,
+    mf_ops_debug;
 
 static const mf_op_table *const tables[] = {
     &mf_ops_core, &mf_ops_math, &mf_ops_array, &mf_ops_reduce, &mf_ops_matmul, &mf_ops_random,
@@ -18,9 +16,8 @@ static const mf_op_table *const tables[] = {
 
 const mf_op_def *mf_registry_lookup(const char *name) {
   for (size_t t = 0; t < MF_ARRAY_LEN(tables); t++)
-    if (tables[t])
-      for (size_t i = 0; i < tables[t]->count; i++)
-        if (strcmp(tables[t]->defs[i].name, name) == 0) return &tables[t]->defs[i];
+    for (size_t i = 0; i < tables[t]->count; i++)
+      if (strcmp(tables[t]->defs[i].name, name) == 0) return &tables[t]->defs[i];
   return NULL;
 }
 

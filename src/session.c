@@ -70,6 +70,7 @@ typedef struct mf_plan {
   mf_dtype *rt_dtypes;   /* runtime shape inference scratch */
   mf_shape *rt_in_shapes, *rt_out_shapes;
   int rt_cap_in, rt_cap_out;
+  mf_tensor **fed_keep;  /* per step: fed values of its outputs, set aside (rt_cap_out entries) */
 } mf_plan;
 
 struct mf_callable { mf_plan plan; };
@@ -242,6 +243,7 @@ static void plan_free(mf_plan *p) {
   mf_free(p->rt_dtypes);
   mf_free(p->rt_in_shapes);
   mf_free(p->rt_out_shapes);
+  mf_free(p->fed_keep);
   mf_free(p);
 }
 
@@ -518,7 +520,7 @@ static mf_code plan_build(mf_plan *p, mf_status *s) {
   p->rt_cap_in = max_in;
   p->rt_cap_out = max_out > MF_MAX_OUTPUTS_INLINE ? max_out : MF_MAX_OUTPUTS_INLINE;
   if (!PLAN_ALLOC(p->rt_dtypes, p->rt_cap_in) || !PLAN_ALLOC(p->rt_in_shapes, p->rt_cap_in) ||
-      !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out))
+      !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out) || !PLAN_ALLOC(p->fed_keep, p->rt_cap_out))
     goto done;
   rc = grow_states(p->states, s);
   if (rc == MF_OK) rc = grow_states(&p->sess->states, s);
@@ -765,9 +767,9 @@ static void run_steps(mf_plan *p, mf_status *s) {
     if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
     for (int k = 0; k < op->num_inputs; k++) inputs[k] = st->in_slots[k] >= 0 ? p->slots[st->in_slots[k]] : NULL;
     mf_tensor **outputs = &p->slots[st->out_slot];
-    mf_tensor *fed_keep[MF_MAX_OUTPUTS_INLINE] = {0};
+    mf_tensor **fed_keep = p->fed_keep;
     if (st->has_fed_output) {  /* keep fed values aside; the op still computes its other outputs */
-      for (int k = 0; k < op->num_outputs && k < MF_MAX_OUTPUTS_INLINE; k++) {
+      for (int k = 0; k < op->num_outputs; k++) {
         fed_keep[k] = outputs[k];
         outputs[k] = NULL;
       }
@@ -806,7 +808,7 @@ static void run_steps(mf_plan *p, mf_status *s) {
     }
     if (inputs != in_inline) mf_free(inputs);
     if (st->has_fed_output)
-      for (int k = 0; k < op->num_outputs && k < MF_MAX_OUTPUTS_INLINE; k++)
+      for (int k = 0; k < op->num_outputs; k++)
         if (fed_keep[k]) {
           pool_put(p, outputs[k]);
           outputs[k] = fed_keep[k];
