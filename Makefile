@@ -21,8 +21,9 @@ LUADIR ?= $(PREFIX)/share/lua/5.1
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn
 
-SRC := $(wildcard src/*.c)
-HDR := $(wildcard src/*.h)
+# One folder per layer (src/README.md); object files mirror the folders.
+SRC := $(wildcard src/*/*.c)
+HDR := $(wildcard src/*.h src/*/*.h)
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBS := -lopenblas -lm -lpthread
@@ -55,11 +56,9 @@ deps:
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
-$(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
+$(BUILD)/%.o: src/%.c $(HDR)
+	@mkdir -p $(@D)
 	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC -Isrc -c $< -o $@
-
-$(BUILD):
-	mkdir -p $@
 
 $(BUILD)/libmoonflow.so: $(OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
@@ -125,4 +124,4 @@ install-c: lib
 	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
 
 clean:
-	rm -rf build build-asan $(CDEF)
+	rm -rf build build-asan build-clang build-tsan $(CDEF)

@@ -167,7 +167,7 @@ mf_tensor *mf_op_attr_tensor(const mf_op *op, const char *name);           /* bo
 bool mf_op_type_registered(const char *type);
 /* Enumerating attributes (graph files, tools): kinds, names and the getters
  * the kinds above lack. A function-valued attribute (GRAPH) holds a subgraph
- * (a branch or loop body of control flow, see src/ops_control.c). */
+ * (a branch or loop body of control flow, see src/ops/control.c). */
 typedef enum mf_attr_kind {
   MF_ATTR_INT, MF_ATTR_FLOAT, MF_ATTR_BOOL, MF_ATTR_TYPE, MF_ATTR_INTS,
   MF_ATTR_SHAPE, MF_ATTR_STRING, MF_ATTR_TENSOR, MF_ATTR_GRAPH
