@@ -207,7 +207,7 @@ static mf_code set_var_feeds(mf_plan *p, mf_tensor *const *values, mf_status *s)
   mf_session *sess = p->sess;
   for (int i = 0; i < p->nfeeds; i++) {
     const mf_op *op = p->feeds[i].op;
-    if (strcmp(op->def->name, "VariableV2") != 0) continue;
+    if (!(op->def->flags & MF_OP_VARIABLE)) continue;
     if (op->id >= sess->num_var_feeds) {
       if (!values) continue;
       int n = sess->graph->num_ops;

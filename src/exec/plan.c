@@ -69,7 +69,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   for (int i = 0; i < p->nfeeds; i++) {
     fed_op[p->feeds[i].op->id] = true;
     fed_values |= mf_port_value_read_at_build(p->feeds[i]);
-    p->feeds_variables |= strcmp(p->feeds[i].op->def->name, "VariableV2") == 0;
+    p->feeds_variables |= (p->feeds[i].op->def->flags & MF_OP_VARIABLE) != 0;
   }
   /* A port is fed when some feed names it. */
 #define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
@@ -132,7 +132,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
         goto done;
       if (!mf_session_log_line(sess, "%s: (%s): %s", op->name, op->def->name, name)) goto done;
     }
-    if (strcmp(op->def->name, "Const") == 0) {
+    if (op->def->flags & MF_OP_CONSTANT) {
       /* A constant's value sits in its slot for the plan's life: no step. */
       const mf_attr *v = mf_attrs_find(&op->attrs, "value", MF_ATTR_TENSOR);
       p->slots[slot_base[id]] = mf_tensor_retain(v->v.tensor);

@@ -381,43 +381,24 @@ static mf_code check_inputs(mf_op_desc *d, const mf_op_def *def, const char *nam
   return MF_OK;
 }
 
-/* The value of a port when the graph knows it statically (a Const). */
+/* The value of a port when the graph knows it statically (a constant). */
 static mf_tensor *static_value(mf_output o) {
-  if (strcmp(o.op->def->name, "Const") != 0) return NULL;
+  if (!(o.op->def->flags & MF_OP_CONSTANT)) return NULL;
   const mf_attr *at = mf_attrs_find(&o.op->attrs, "value", MF_ATTR_TENSOR);
   return at ? at->v.tensor : NULL;
 }
 
-static mf_shape port_shape_value(mf_output o, int depth);
+enum { MAX_VALUE_DEPTH = 8 };
 
-/* One dim picked from a shape vector: a scalar Const, an Unpack output, or a
- * StridedSlice that takes one element. -1 when unknown. */
-static int64_t port_scalar_value(mf_output o, int depth) {
-  const mf_op *op = o.op;
-  const char *type = op->def->name;
+int64_t mf_port_scalar_value(mf_output o, int depth) {
   mf_tensor *v = static_value(o);
   if (v) return v->rank == 0 && mf_dtype_is_integer(v->dtype) ? mf_load_int64(v->data, v->dtype, 0) : -1;
-  if (depth > 8 || op->num_inputs < 1) return -1;
-  int64_t index;
-  const int64_t *begin;
-  if (strcmp(type, "Unpack") == 0 && mf_attr_int(&op->attrs, "axis", 0) == 0) {
-    index = o.index;
-  } else if (strcmp(type, "StridedSlice") == 0 && mf_attr_int(&op->attrs, "shrink_axis_mask", 0) == 1 &&
-             mf_attr_int(&op->attrs, "ellipsis_mask", 0) == 0 &&
-             mf_attr_int(&op->attrs, "new_axis_mask", 0) == 0 &&
-             mf_attr_ints(&op->attrs, "begin", &begin) == 1) {
-    index = begin[0];
-  } else {
-    return -1;
-  }
-  mf_shape dims = port_shape_value(op->inputs[0], depth + 1);
-  if (index < 0) index += dims.rank;
-  return dims.rank >= 0 && index >= 0 && index < dims.rank ? dims.dims[index] : -1;
+  const mf_build_value *bv = &o.op->def->build_value;
+  return depth <= MAX_VALUE_DEPTH && bv->scalar ? bv->scalar(o.op, o.index, depth + 1) : -1;
 }
 
-static mf_shape port_shape_value(mf_output o, int depth) {
+mf_shape mf_port_shape_value(mf_output o, int depth) {
   const mf_op *op = o.op;
-  const char *type = op->def->name;
   const mf_shape *vec = &op->out_shapes[o.index];
   mf_shape out = mf_shape_unknown();
   if (vec->rank == 1 && vec->dims[0] >= 0 && vec->dims[0] <= MF_MAX_RANK) {
@@ -430,21 +411,18 @@ static mf_shape port_shape_value(mf_output o, int depth) {
       int64_t d = mf_load_int64(v->data, v->dtype, i);
       out.dims[i] = d < 0 ? -1 : d;
     }
-  } else if (strcmp(type, "Shape") == 0) {
-    out = op->inputs[0].op->out_shapes[op->inputs[0].index];
-  } else if (strcmp(type, "Pack") == 0 && mf_attr_int(&op->attrs, "axis", 0) == 0 &&
-             op->num_inputs == out.rank && depth <= 8) {
-    for (int i = 0; i < out.rank; i++) {
-      int64_t d = port_scalar_value(op->inputs[i], depth + 1);
-      out.dims[i] = d < 0 ? -1 : d;
-    }
+    return out;
   }
-  return out;
+  const mf_build_value *bv = &op->def->build_value;
+  /* Only a vector of known length is read as a shape. */
+  if (v || out.rank < 0 || depth > MAX_VALUE_DEPTH || !bv->shape) return out;
+  mf_shape known = bv->shape(op, o.index, depth + 1);
+  return known.rank == out.rank ? known : out;
 }
 
 bool mf_port_value_read_at_build(mf_output o) {
-  if (static_value(o) || port_scalar_value(o, 0) >= 0) return true;
-  mf_shape v = port_shape_value(o, 0);
+  if (static_value(o) || mf_port_scalar_value(o, 0) >= 0) return true;
+  mf_shape v = mf_port_shape_value(o, 0);
   for (int i = 0; i < v.rank; i++)
     if (v.dims[i] >= 0) return true;
   return false;
@@ -457,7 +435,7 @@ mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
     for (int k = 0; k < out.rank; k++) out.dims[k] = mf_load_int64(v->data, v->dtype, k);
     return out;
   }
-  if (ic->in_ports) return port_shape_value(ic->in_ports[i], 0);
+  if (ic->in_ports) return mf_port_shape_value(ic->in_ports[i], 0);
   return mf_shape_unknown();
 }
 

@@ -93,7 +93,24 @@ enum mf_op_flags {
                                         input of its shape and dtype that dies at this op */
   MF_OP_DYNAMIC_OUTPUTS = 1 << 5,    /* only the kernel knows its output shapes (If, While,
                                         Where): no run-time inference; with SETS_OUTPUTS */
+  MF_OP_CONSTANT = 1 << 6,           /* output 0 is the tensor attr "value", known when built:
+                                        plans hold it in a slot with no step (Const) */
+  MF_OP_VARIABLE = 1 << 7,           /* a variable: its per-session state is its value, which
+                                        ref inputs name and a feed may replace (VariableV2) */
 };
+
+/* Build-time evaluation (TensorFlow's constant_value_as_shape): what output
+ * `index` of op is known to hold before anything runs, read through ops that
+ * compute shape vectors. depth bounds the recursion; the helpers below call
+ * the hooks of the ops they read through. */
+typedef struct mf_build_value {
+  /* Output index read as a shape vector: unknown dims -1; rank -1 when unknown. */
+  mf_shape (*shape)(const mf_op *op, int index, int depth);
+  /* Output index read as an integer scalar (one dim of a shape vector); -1 when unknown. */
+  int64_t (*scalar)(const mf_op *op, int index, int depth);
+} mf_build_value;
+mf_shape mf_port_shape_value(mf_output o, int depth);
+int64_t mf_port_scalar_value(mf_output o, int depth);
 
 struct mf_op_def {
   const char *name;
@@ -108,6 +125,7 @@ struct mf_op_def {
   mf_infer_fn infer;
   mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
   mf_grad_fn grad;
+  mf_build_value build_value; /* optional: ops that shape vectors are computed with */
 };
 
 const mf_op_def *mf_registry_lookup(const char *name);

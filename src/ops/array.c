@@ -1455,9 +1455,54 @@ static mf_code fill_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* ---------- build-time values of shape vectors (graph.c's mf_port_shape_value) ---------- */
+
+/* Shape(x) holds x's static shape. */
+static mf_shape shape_build_value(const mf_op *op, int index, int depth) {
+  MF_UNUSED(index);
+  MF_UNUSED(depth);
+  return op->inputs[0].op->out_shapes[op->inputs[0].index];
+}
+
+/* Pack of scalars along axis 0 holds their values. */
+static mf_shape pack_build_value(const mf_op *op, int index, int depth) {
+  MF_UNUSED(index);
+  if (mf_attr_int(&op->attrs, "axis", 0) != 0 || op->num_inputs > MF_MAX_RANK) return mf_shape_unknown();
+  mf_shape out = {.rank = op->num_inputs};
+  for (int i = 0; i < out.rank; i++) {
+    int64_t d = mf_port_scalar_value(op->inputs[i], depth);
+    out.dims[i] = d < 0 ? -1 : d;
+  }
+  return out;
+}
+
+/* Dim k of a shape vector; -1 when unknown. */
+static int64_t shape_vector_dim(mf_output vec, int64_t k, int depth) {
+  mf_shape dims = mf_port_shape_value(vec, depth);
+  if (k < 0) k += dims.rank;
+  return dims.rank >= 0 && k >= 0 && k < dims.rank ? dims.dims[k] : -1;
+}
+
+/* Unpack along axis 0 of a shape vector: output i holds dim i. */
+static int64_t unpack_build_scalar(const mf_op *op, int index, int depth) {
+  if (mf_attr_int(&op->attrs, "axis", 0) != 0) return -1;
+  return shape_vector_dim(op->inputs[0], index, depth);
+}
+
+/* A StridedSlice taking one element of a shape vector (x[k]) holds dim k. */
+static int64_t strided_slice_build_scalar(const mf_op *op, int index, int depth) {
+  MF_UNUSED(index);
+  const int64_t *begin;
+  if (mf_attr_int(&op->attrs, "shrink_axis_mask", 0) != 1 || mf_attr_int(&op->attrs, "ellipsis_mask", 0) != 0 ||
+      mf_attr_int(&op->attrs, "new_axis_mask", 0) != 0 || mf_attr_ints(&op->attrs, "begin", &begin) != 1)
+    return -1;
+  return shape_vector_dim(op->inputs[0], begin[0], depth);
+}
+
 static const mf_op_def defs[] = {
     {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
-     .infer = shape_infer, .kernel = {[MF_CPU] = shape_kernel}},
+     .infer = shape_infer, .kernel = {[MF_CPU] = shape_kernel},
+     .build_value = {.shape = shape_build_value}},
     {.name = "Size", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
      .infer = size_infer, .kernel = {[MF_CPU] = size_kernel}},
     {.name = "Rank", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
@@ -1476,14 +1521,16 @@ static const mf_op_def defs[] = {
      .infer = slice_infer, .kernel = {[MF_CPU] = slice_kernel}, .grad = slice_grad},
     {.name = "StridedSlice", .num_inputs = 1, .num_outputs = 1,
      .infer = strided_slice_infer, .kernel = {[MF_CPU] = strided_slice_kernel},
-     .grad = strided_slice_grad},
+     .grad = strided_slice_grad, .build_value = {.scalar = strided_slice_build_scalar}},
     {.name = "StridedSliceGrad", .num_inputs = 2, .num_outputs = 1,
      .infer = strided_slice_grad_infer, .kernel = {[MF_CPU] = strided_slice_grad_kernel},
      .grad = strided_slice_grad_grad},
     {.name = "Pack", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS,
-     .infer = pack_infer, .kernel = {[MF_CPU] = pack_kernel}, .grad = pack_grad},
+     .infer = pack_infer, .kernel = {[MF_CPU] = pack_kernel}, .grad = pack_grad,
+     .build_value = {.shape = pack_build_value}},
     {.name = "Unpack", .num_inputs = 1, .num_outputs = -1,
-     .infer = unpack_infer, .kernel = {[MF_CPU] = unpack_kernel}, .grad = unpack_grad},
+     .infer = unpack_infer, .kernel = {[MF_CPU] = unpack_kernel}, .grad = unpack_grad,
+     .build_value = {.scalar = unpack_build_scalar}},
     {.name = "Concat", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS,
      .infer = concat_infer, .kernel = {[MF_CPU] = concat_kernel}, .grad = concat_grad},
     {.name = "SplitV", .num_inputs = 2, .num_outputs = -1,

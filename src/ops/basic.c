@@ -66,7 +66,7 @@ static mf_code noop_kernel(mf_kernel_ctx *ctx) { MF_UNUSED(ctx); return MF_OK; }
 
 static const mf_op_def defs[] = {
     {.name = "Const", .num_inputs = 0, .num_outputs = 1,
-     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_CONSTANT,
      .infer = const_infer, .kernel = {[MF_CPU] = const_kernel}},
     {.name = "Placeholder", .num_inputs = 0, .num_outputs = 1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,

@@ -30,7 +30,7 @@
 
 static void release_value(void *p) { mf_tensor_release(p); }
 
-static bool is_variable_op(const mf_op *op) { return strcmp(op->def->name, "VariableV2") == 0; }
+static bool is_variable_op(const mf_op *op) { return op->def->flags & MF_OP_VARIABLE; }
 
 static bool same_shape(const mf_tensor *a, const mf_tensor *b) {
   if (a->rank != b->rank) return false;
@@ -283,7 +283,7 @@ static mf_code is_initialized_kernel(mf_kernel_ctx *ctx) {
 static const mf_op_def defs[] = {
     /* Its gradient is the driver's business: a variable is an x of tf.gradients. */
     {.name = "VariableV2", .num_inputs = 0, .num_outputs = 1,
-     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_VARIABLE,
      .infer = variable_infer, .kernel = {[MF_CPU] = variable_kernel}},
     {.name = "Assign", .num_inputs = 2, .num_outputs = 1, .ref_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,

@@ -187,7 +187,7 @@ static mf_code apply_infer(mf_infer_ctx *ic, const train_sig *sig) {
   const int refs = num_refs(ic->def);
   for (int k = 0; ic->in_ports && k < refs; k++) {
     const mf_op *p = ic->in_ports[k].op;
-    if (strcmp(p->def->name, "VariableV2") != 0)
+    if (!(p->def->flags & MF_OP_VARIABLE))
       return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
                            "%s: Input '%s' of '%s' Op requires l-value input: '%s:%d' is a %s, not a "
                            "variable (create one with tf.Variable or tf.get_variable)",
