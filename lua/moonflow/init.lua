@@ -75,6 +75,8 @@ for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "g
   require("moonflow." .. module)(tf, ops)
 end
 
+require("moonflow.registry")(tf)
+
 -- tf.identity and tf.no_op live with the core; `name` is a string or {name=}.
 local name_of = require("moonflow.args").name_of
 function ops.identity(x, name) return G.op{"Identity", inputs = {G.convert(x)}, name = name_of(name)} end

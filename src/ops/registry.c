@@ -22,3 +22,34 @@ const mf_op_def *mf_registry_lookup(const char *name) {
 }
 
 bool mf_op_type_registered(const char *type) { return mf_registry_lookup(type) != NULL; }
+
+int mf_registry_num_ops(void) {
+  size_t n = 0;
+  for (size_t t = 0; t < MF_ARRAY_LEN(tables); t++) n += tables[t]->count;
+  return (int)n;
+}
+
+const char *mf_registry_op_name(int i) {
+  for (size_t t = 0; i >= 0 && t < MF_ARRAY_LEN(tables); t++) {
+    if ((size_t)i < tables[t]->count) return tables[t]->defs[i].name;
+    i -= (int)tables[t]->count;
+  }
+  return NULL;
+}
+
+bool mf_registry_op_info(const char *type, mf_op_info *out) {
+  const mf_op_def *def = type ? mf_registry_lookup(type) : NULL;
+  if (!def) return false;
+  *out = (mf_op_info){
+      .num_inputs = def->num_inputs,
+      .num_outputs = def->num_outputs,
+      .variadic_inputs = def->flags & MF_OP_VARIADIC_INPUTS,
+      .stateful = def->flags & MF_OP_STATEFUL,
+      .has_shape_fn = def->infer != NULL,
+      .has_gradient = def->grad != NULL,
+      .not_differentiable = def->flags & MF_OP_NOT_DIFFERENTIABLE,
+      .ref_inputs = def->ref_inputs,
+  };
+  for (int d = 0; d < MF_NUM_DEVICE_TYPES; d++) out->has_kernel[d] = def->kernel[d] != NULL;
+  return true;
+}
