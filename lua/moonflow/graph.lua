@@ -362,7 +362,7 @@ end
 
 -- Function graphs ---------------------------------------------------------------------
 -- A graph traced from a Lua closure (a branch of tf.cond, the body of
--- tf.while_loop: control_flow.lua) has `_parent`, the graph it is traced in.
+-- tf.while_loop: ops/control_flow.lua) has `_parent`, the graph it is traced in.
 -- While it is the default graph, ops whose inputs live in it or in its
 -- ancestors are built in it, and each tensor of an ancestor is captured:
 -- `_capture_arg(outer)` (set by the tracer) makes the function's stand-in for
