@@ -517,6 +517,12 @@ function M.op(spec)
   return unpack(outs, 1, n)
 end
 
+-- A Placeholder's output: dims a Lua list (-1 unknown) or nil (unknown rank).
+-- As in TensorFlow, the shape attr is always set (unknown rank when dims is nil).
+function M.placeholder(dtype, dims, name)
+  return M.op{"Placeholder", attrs = {dtype = dtype, shape = attr.shape(dims)}, name = name}
+end
+
 -- Constants and conversion -------------------------------------------------------------------
 -- tf.constant(value, dtype | {dtype=, shape=, name=}).
 function M.constant(value, dtype_or_opts, shape, name)

@@ -50,8 +50,7 @@ function tf.placeholder(dtype, shape, name)
     shape, name = shape.shape, shape.name
   end
   if getmetatable(shape) == G.TensorShape then shape = shape.dims end
-  -- As in TensorFlow, the shape attr is always set (unknown rank when shape is nil).
-  return G.op{"Placeholder", attrs = {dtype = dtype, shape = G.attr.shape(shape)}, name = name}
+  return G.placeholder(dtype, shape, name)
 end
 
 -- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
