@@ -115,6 +115,8 @@ install: install-lua install-c
 install-lua: lib
 	mkdir -p $(DESTDIR)$(LUADIR)/moonflow
 	cp lua/moonflow/*.lua $(DESTDIR)$(LUADIR)/moonflow/
+	for d in lua/moonflow/*/; do [ -d "$$d" ] || continue; sub=$$(basename "$$d"); \
+	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
 	cp $(BUILD)/libmoonflow.so $(DESTDIR)$(LUADIR)/moonflow/libmoonflow.so
 
 # The C API for hosts without Lua.

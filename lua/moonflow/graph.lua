@@ -362,7 +362,7 @@ end
 
 -- Function graphs ---------------------------------------------------------------------
 -- A graph traced from a Lua closure (a branch of tf.cond, the body of
--- tf.while_loop: control_flow.lua) has `_parent`, the graph it is traced in.
+-- tf.while_loop: ops/control_flow.lua) has `_parent`, the graph it is traced in.
 -- While it is the default graph, ops whose inputs live in it or in its
 -- ancestors are built in it, and each tensor of an ancestor is captured:
 -- `_capture_arg(outer)` (set by the tracer) makes the function's stand-in for
@@ -515,6 +515,12 @@ function M.op(spec)
   local outs = {}
   for i = 1, n do outs[i] = op:output(i - 1) end
   return unpack(outs, 1, n)
+end
+
+-- A Placeholder's output: dims a Lua list (-1 unknown) or nil (unknown rank).
+-- As in TensorFlow, the shape attr is always set (unknown rank when dims is nil).
+function M.placeholder(dtype, dims, name)
+  return M.op{"Placeholder", attrs = {dtype = dtype, shape = attr.shape(dims)}, name = name}
 end
 
 -- Constants and conversion -------------------------------------------------------------------

@@ -4,7 +4,7 @@
 --     `sess:run(tf.assign(x, x + 1))` in a loop: the graph grows every step;
 --   * a constant larger than 1 MB embedded in the graph instead of fed;
 --   * a tf.Print or assertion that no run of a session reached, reported when
---     the session closes (debugging.lua registers the check).
+--     the session closes (ops/debugging.lua registers the check).
 -- Each warning goes to stderr once per cause (the Lua line responsible).
 -- The settings are this module's fields, exposed as tf.hygiene:
 --   tf.hygiene.enabled = false          silences every warning

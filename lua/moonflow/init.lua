@@ -50,8 +50,7 @@ function tf.placeholder(dtype, shape, name)
     shape, name = shape.shape, shape.name
   end
   if getmetatable(shape) == G.TensorShape then shape = shape.dims end
-  -- As in TensorFlow, the shape attr is always set (unknown rank when shape is nil).
-  return G.op{"Placeholder", attrs = {dtype = dtype, shape = G.attr.shape(shape)}, name = name}
+  return G.placeholder(dtype, shape, name)
 end
 
 -- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
@@ -71,7 +70,11 @@ local ops = G.ops
 setmetatable(tf, {__index = ops})
 tf.ops = ops
 
-for _, module in ipairs({"math_ops", "array_ops", "reduce_ops", "random_ops", "gradients", "nn_ops", "variables", "train", "conv_ops", "index_ops", "control_flow", "layers", "cookbook", "saver", "graph_io", "data", "io", "debugging", "devices"}) do
+-- Installed in this order (a module may use what an earlier one set up);
+-- ops.* are the op wrappers (lua/moonflow/ops/).
+for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
+                         "train", "ops.conv", "ops.index", "ops.control_flow", "layers", "cookbook", "saver",
+                         "graph_io", "data", "io", "ops.debugging", "devices"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

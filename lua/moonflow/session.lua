@@ -189,6 +189,7 @@ local function to_value(v, dtype, t)
   end
   error("cannot feed a " .. type(v) .. ": use a number, boolean, nested table, tf.Array or FFI cdata", 0)
 end
+M.to_value = to_value
 
 -- Fetched Arrays whose data lies inside a cdata feed's memory (the fed
 -- placeholder itself, or a view of it) keep that memory alive.
@@ -267,7 +268,7 @@ function Session:run(fetches, feeds)
   local graph = self.graph
   local tensors, targets = {}, {}
   local template = flatten(graph, fetches, tensors, targets)
-  -- Dataset iterators (data.lua) add their next elements to the feeds.
+  -- Dataset iterators (data/iterator.lua) add their next elements to the feeds.
   if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
   for i, t in ipairs(tensors) do
@@ -305,7 +306,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local graph = self.graph
   local tensors, targets = {}, {}
   local template = flatten(graph, fetches, tensors, targets)
-  -- Dataset iterators (data.lua) wrap the callable to feed their elements.
+  -- Dataset iterators (data/iterator.lua) wrap the callable to feed their elements.
   if graph._wrap_callable and not _unwrapped then
     return graph._wrap_callable(self, fetches, feed_list, tensors, targets)
   end

@@ -1,4 +1,4 @@
--- nn_ops.lua — numerically stable functions, built from primitive ops (so
+-- ops/nn.lua — numerically stable functions, built from primitive ops (so
 -- their gradients come from the primitives' rules): softmax, log_softmax,
 -- reduce_logsumexp, the cross-entropy losses and l2_loss; and the
 -- normalization and regularization composites: tf.nn.dropout, tf.nn.moments,

@@ -1,4 +1,4 @@
--- math_ops.lua — elementwise math wrappers: arithmetic, comparisons, logic, casts.
+-- ops/math.lua — elementwise math wrappers: arithmetic, comparisons, logic, casts.
 -- Each wrapper is also registered in `ops` (a Tensor method; the operators
 -- + - * / % ^ and unary - find add, subtract, ... there) and in tf.math.
 local core = require("moonflow.core")

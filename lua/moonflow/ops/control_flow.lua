@@ -1,4 +1,4 @@
--- control_flow.lua — tf.cond, tf.case, tf.where, tf.while_loop and tf.TensorArray.
+-- ops/control_flow.lua — tf.cond, tf.case, tf.where, tf.while_loop and tf.TensorArray.
 --
 -- Control flow is functional (src/ops_control.c): an If or While op holds its
 -- branches, condition and body as function graphs traced here from Lua

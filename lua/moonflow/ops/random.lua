@@ -1,4 +1,4 @@
--- random_ops.lua — random sources and seeds: tf.random_uniform, tf.random_normal,
+-- ops/random.lua — random sources and seeds: tf.random_uniform, tf.random_normal,
 -- tf.truncated_normal, tf.random_shuffle, tf.multinomial, tf.set_random_seed,
 -- tf.get_seed (also as tf.random.uniform, …).
 local core = require("moonflow.core")

@@ -1,4 +1,4 @@
--- array_ops.lua — shape and layout wrappers: shape, reshape, fill, zeros, tile,
+-- ops/array.lua — shape and layout wrappers: shape, reshape, fill, zeros, tile,
 -- slicing, stack/unstack, concat, squeeze, expand_dims, transpose, range, eye,
 -- linspace, and
 -- the x[i] indexing that graph.lua's Tensor delegates here.

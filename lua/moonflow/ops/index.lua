@@ -1,4 +1,4 @@
--- index_ops.lua — indexing and selection: tf.gather, gather_nd, scatter_nd,
+-- ops/index.lua — indexing and selection: tf.gather, gather_nd, scatter_nd,
 -- pad, reverse, cumsum, one_hot, argmax, argmin, sequence_mask, boolean_mask,
 -- tf.nn.top_k, tf.nn.in_top_k and tf.nn.embedding_lookup (a composite over
 -- gather).

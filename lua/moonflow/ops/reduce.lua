@@ -1,4 +1,4 @@
--- reduce_ops.lua — reductions (reduce_sum, reduce_mean, …) and matmul.
+-- ops/reduce.lua — reductions (reduce_sum, reduce_mean, …) and matmul.
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
 

@@ -1,4 +1,4 @@
--- debugging.lua — tf.Print, tf.Assert and the tf.assert_* family,
+-- ops/debugging.lua — tf.Print, tf.Assert and the tf.assert_* family,
 -- tf.debugging.check_numerics, and tf.lua_func (TensorFlow's py_func).
 --
 -- Print and lua_func call back into Lua while a session runs (host.lua): a

@@ -1,0 +1,71 @@
+-- data/component.lua — one component of an element, as a value: a tf.Array,
+-- a Lua number or boolean (scalars), or a Row (a row of a sliced array, not
+-- copied yet); shapes, checks and conversion to a value a run can be fed.
+local ffi = require("ffi")
+local Array = require("moonflow.array")
+local new_array = require("moonflow.data.recycler").new_array
+
+local M = {}
+
+-- A row of a sliced array, not copied yet: batch copies it straight from
+-- the source into the batch, anything else copies it into its own Array
+-- first (materialize). _data points into the source, which _keep holds.
+local Row = {}
+M.Row = Row
+
+-- v as a value that can be fed: a Row copied into its own Array, else v.
+function M.materialize(v)
+  if getmetatable(v) ~= Row then return v end
+  local a = new_array(v.dtype, v._dims, v._size)
+  ffi.copy(a._data, v._data, v._bytes)
+  return a
+end
+
+function M.shape_of(v)
+  if Array.is(v) or getmetatable(v) == Row then return v._dims end
+  return {}
+end
+
+-- A static shape (a Lua list, -1 unknown; nil unknown rank) as text.
+function M.shape_str(shape)
+  if shape == nil then return "<unknown>" end
+  return "[" .. table.concat(shape, ",") .. "]"
+end
+
+-- Whether a concrete shape fits a static one (-1 / nil unknown).
+function M.shape_fits(static, dims)
+  if static == nil then return true end
+  if #static ~= #dims then return false end
+  for i, d in ipairs(static) do if d >= 0 and d ~= dims[i] then return false end end
+  return true
+end
+
+-- A tensor's static shape as a Lua list, or nil for an unknown rank.
+function M.static_shape(t)
+  local s = t:get_shape()
+  return s.dims and s:as_list() or nil
+end
+
+-- A fetched or generated component as a feedable value of `dtype`.
+function M.component(v, dtype, what)
+  if Array.is(v) then
+    if v.dtype ~= dtype then
+      error(what .. ": got a " .. v.dtype.name .. " value where the dataset declares " .. dtype.name ..
+            "; convert it (tf.array(x, tf." .. dtype.name .. "))", 0)
+    end
+    return v
+  end
+  if type(v) == "number" then
+    if dtype.name == "bool" then error(what .. ": got a number for a bool component", 0) end
+    return v
+  end
+  if type(v) == "boolean" then
+    if dtype.name ~= "bool" then return v and 1 or 0 end
+    return v
+  end
+  if type(v) == "table" then return Array.from(v, dtype) end
+  error(what .. ": cannot use a " .. type(v) .. " as a tensor value (use numbers, booleans, " ..
+        "nested tables or tf.Array)", 0)
+end
+
+return M

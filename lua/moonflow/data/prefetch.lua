@@ -1,0 +1,129 @@
+-- data/prefetch.lua — reading ahead: the runs of a traced map or filter
+-- function (data/trace.lua) submitted to the worker thread of its private
+-- session (C.mf_callable_run_async, src/async.c) ahead of the consumer.
+--
+-- LuaJIT has one thread, and Lua code (sources, generators, slicing,
+-- batching, shuffling) runs only on it. The bulk of a pipeline's work,
+-- though, is usually its traced map and filter functions, and those run in C:
+-- prefetch runs them ahead on a worker thread. Every dataset's open(ctx,
+-- ahead) passes on `ahead`, how many of its elements its consumer wants in
+-- flight (prefetch asks for n; batch(b) asks its input for n*b; shuffle,
+-- repeat, take, skip, cache and filter pass it on). A map or filter given
+-- `ahead` reads that many elements ahead of its consumer: it pulls the raw
+-- input elements (Lua, memcpy) at once and submits the runs of its traced
+-- function, one job per element, run in order; handing an element on waits
+-- for its job (usually long finished: it ran while the training step did).
+-- So the worker runs exactly the traced functions' C kernels; everything
+-- else stays on the calling thread, and a pipeline without map or filter is
+-- passed through. Results are those of the synchronous pipeline, element for
+-- element: the private session runs the same jobs in the same order, an error
+-- (of the function, or of the input pulled ahead, after which nothing more is
+-- read ahead until it is handed on) is raised at the element it belongs to,
+-- and the end likewise. Work read ahead but never used (a take() that stops,
+-- a re-initialization, which cancels the jobs not yet started) has still
+-- advanced the stateful ops of the function (random ops), as in TensorFlow.
+-- A function with tf.lua_func or tf.Print calls back into Lua, so it runs on
+-- the calling thread, unprefetched.
+local ffi = require("ffi")
+local core = require("moonflow.core")
+local Session = require("moonflow.session")
+local materialize = require("moonflow.data.component").materialize
+local C = core.C
+
+local to_lua, to_value = Session.to_lua, Session.to_value
+
+local M = {}
+
+-- Jobs submitted to worker threads so far (for tests: tf.data._async_runs).
+M.async_runs = 0
+
+-- Submits the run of `async` (trace's) over element e; returns the job (a
+-- cdata whose finalizer cancels or waits for it, keeping the fed values
+-- alive until then). Raises what the synchronous run would raise for a bad
+-- feed: the values are converted as Session:make_callable converts them.
+local function submit(async, e, n, feeds, what)
+  local args = {}
+  for i = 1, n do args[i] = materialize(e[i]) end
+  local owned = {}
+  for i = 1, n do
+    local ok, ptr, own = pcall(to_value, args[i], async.args[i].dtype, async.args[i])
+    if not ok then
+      for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feeds[j - 1]) end end
+      error(what .. ": feed for " .. async.args[i].name .. ": " .. tostring(ptr), 0)
+    end
+    feeds[i - 1], owned[i] = ptr, own
+  end
+  local job = C.mf_callable_run_async(async.callable, feeds, core.status)
+  for i = 1, n do if owned[i] then C.mf_tensor_release(feeds[i - 1]) end end
+  if job == nil then core.check() end
+  M.async_runs = M.async_runs + 1
+  return ffi.gc(job, function(p)
+    C.mf_async_free(p)
+    args = nil  -- (the upvalue keeps the fed arrays alive until the job is over)
+  end)
+end
+
+-- Waits for a job; its results as Lua values (what the callable returns), or
+-- raises "what: <the run's error>".
+function M.finish(job, fetches, nout, what)
+  ffi.gc(job, nil)
+  local rc = C.mf_async_wait(job, fetches, core.status)
+  local msg = rc ~= 0 and ffi.string(C.mf_status_message(core.status)) or nil
+  C.mf_async_free(job)
+  if msg then error(what .. ": " .. msg, 0) end
+  local r = {}
+  for i = 1, nout do r[i] = to_lua(fetches[i - 1]) end
+  return r
+end
+
+local function free_job(job)
+  if job then
+    ffi.gc(job, nil)
+    C.mf_async_free(job)
+  end
+end
+
+-- next() over next_in reading `depth` elements ahead: each input element
+-- is submitted at once, and next() returns the oldest as (element, job).
+-- An input error or the input's end is queued in its place and stops the
+-- reading ahead until next() reaches it (then raises it / returns nil, and
+-- the next call reads on, as the synchronous pipeline would call next_in
+-- again). The iterator's restart discards what is queued (ctx.readers).
+function M.read_ahead(ctx, next_in, depth, async, n, what)
+  local queue, head, tail, stopped = {}, 1, 0, false
+  local feeds = core.value_ptrs(math.max(n, 1))
+  local function pull()
+    local ok, e = pcall(next_in)
+    local entry
+    if not ok then entry = {err = e}
+    elseif e == nil then entry = {finished = true}
+    else
+      local ok2, job = pcall(submit, async, e, n, feeds, what)
+      entry = ok2 and {elem = e, job = job} or {err = job}
+    end
+    if entry.err or entry.finished then stopped = true end
+    tail = tail + 1
+    queue[tail] = entry
+  end
+  local function discard()
+    for i = head, tail do free_job(queue[i].job); queue[i] = nil end
+    head, tail, stopped = 1, 0, false
+  end
+  -- Weak: a reader dropped (a finished repeat pass) takes its entry along;
+  -- its jobs' finalizers cancel them.
+  if ctx.readers then ctx.readers[discard] = true end
+  return function()
+    local _ = discard
+    if head > tail then pull() end
+    local entry = queue[head]
+    queue[head] = nil
+    head = head + 1
+    -- Keep `depth` jobs in flight while the consumer works on this one.
+    while not stopped and tail - head + 1 < depth do pull() end
+    if entry.err ~= nil then stopped = false; error(entry.err, 0) end
+    if entry.finished then stopped = false; return nil end
+    return entry.elem, entry.job
+  end
+end
+
+return M

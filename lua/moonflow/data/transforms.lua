@@ -1,0 +1,363 @@
+-- data/transforms.lua — the transformations of a dataset, each a new Dataset
+-- over its input: map, filter, batch, shuffle, repeat_, take, skip, cache and
+-- prefetch. map and filter run traced functions (data/trace.lua), read ahead
+-- when a consumer asks for it (data/prefetch.lua).
+local ffi = require("ffi")
+local bit = require("bit")
+local core = require("moonflow.core")
+local Array = require("moonflow.array")
+local G = require("moonflow.graph")
+local dataset = require("moonflow.data.dataset")
+local component = require("moonflow.data.component")
+local new_array = require("moonflow.data.recycler").new_array
+local traced = require("moonflow.data.trace")
+local prefetch = require("moonflow.data.prefetch")
+local C = core.C
+
+local Dataset, new_dataset = dataset.Dataset, dataset.new
+local check_dataset, check_count = dataset.check, dataset.check_count
+local shape_of, shape_str = component.shape_of, component.shape_str
+local trace, run_traced = traced.trace, traced.run
+local read_ahead, finish = prefetch.read_ahead, prefetch.finish
+
+-- The elements of parent with the results of a traced function (trace's call
+-- and async) on each: open(ctx, ahead) returns next() -> element, results (a
+-- fresh list of nout values), or nil at the end. Given `ahead`, the runs are
+-- read ahead on the worker thread (data/prefetch.lua).
+local function traced_results(parent, call, async, nout, what)
+  local nin = #parent.spec
+  return function(ctx, ahead)
+    local next_in = parent.open(ctx, ahead)
+    if ahead and async then
+      local next_job = read_ahead(ctx, next_in, ahead, async, nin, what)
+      local fetches = core.value_ptrs(math.max(nout, 1))
+      return function()
+        local e, job = next_job()
+        if e == nil then return nil end
+        return e, finish(job, fetches, nout, what)
+      end
+    end
+    return function()
+      local e = next_in()
+      if e == nil then return nil end
+      local r = run_traced(call, e, nin, what)
+      local out = {}
+      for i = 1, nout do out[i] = r[i] end
+      return e, out
+    end
+  end
+end
+
+-- ds:map(fn): fn gets the element's tensors (a list spread as arguments, a
+-- map or single tensor as one) and returns tensors: one, several (a list),
+-- or a table (list or map).
+function Dataset:map(fn)
+  check_dataset(self, "Dataset:map")
+  local call, template, spec, _, async = trace(self, fn, "Dataset:map")
+  local open = traced_results(self, call, async, #spec, "Dataset:map")
+  return new_dataset("MapDataset", template, spec, function(ctx, ahead)
+    local next_result = open(ctx, ahead)
+    return function()
+      local e, r = next_result()
+      if e == nil then return nil end
+      return r
+    end
+  end)
+end
+
+-- ds:filter(pred): keeps the elements for which pred (traced like map)
+-- returns true; pred must return a scalar bool tensor.
+function Dataset:filter(pred)
+  check_dataset(self, "Dataset:filter")
+  local call, template, spec, _, async = trace(self, pred, "Dataset:filter")
+  if type(template) ~= "number" or spec[1].dtype.name ~= "bool" or
+     (spec[1].shape and #spec[1].shape ~= 0) then
+    error("Dataset:filter: the predicate must return a scalar bool tensor, got " ..
+          (type(template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
+           or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)", 2)
+  end
+  local open = traced_results(self, call, async, 1, "Dataset:filter")
+  return new_dataset("FilterDataset", self.template, self.spec, function(ctx, ahead)
+    local next_result = open(ctx, ahead)
+    return function()
+      while true do
+        local e, r = next_result()
+        if e == nil then return nil end
+        local keep = r[1]
+        if type(keep) ~= "boolean" then
+          error("Dataset:filter: the predicate gave a non-scalar value; reduce it to a scalar bool", 0)
+        end
+        if keep then return e end
+      end
+    end
+  end)
+end
+
+-- ds:batch(n, {drop_remainder=}): stacks n consecutive elements along a new
+-- first axis (the last batch may be smaller unless drop_remainder).
+function Dataset:batch(n, opts)
+  check_dataset(self, "Dataset:batch")
+  if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
+    error("Dataset:batch: batch_size must be a positive integer, got " .. tostring(n), 2)
+  end
+  local drop = false
+  if type(opts) == "table" then drop = opts.drop_remainder and true or false
+  elseif type(opts) == "boolean" then drop = opts end
+  local spec = {}
+  for i, c in ipairs(self.spec) do
+    spec[i] = {dtype = c.dtype, shape = c.shape and {drop and n or -1, unpack(c.shape)} or nil}
+  end
+  local parent, ncomp = self, #self.spec
+  return new_dataset("BatchDataset", self.template, spec, function(ctx, ahead)
+    local next_in = parent.open(ctx, ahead and ahead * n)
+    local done = false
+    return function()
+      if done then return nil end
+      local elems = {}
+      while #elems < n do
+        local e = next_in()
+        if e == nil then done = true; break end
+        elems[#elems + 1] = e
+      end
+      local m = #elems
+      if m == 0 or (drop and m < n) then return nil end
+      local out = {}
+      for c = 1, ncomp do
+        local dtype = parent.spec[c].dtype
+        local first = elems[1][c]
+        local dims = shape_of(first)
+        local rest = #dims
+        local bdims = {m}
+        for d = 1, rest do bdims[d + 1] = dims[d] end
+        local b = new_array(dtype, bdims, m * (rest == 0 and 1 or first._size))
+        if rest == 0 then
+          local bd = b._data
+          for k = 1, m do
+            local v = elems[k][c]
+            if Array.is(v) then
+              if v:rank() ~= 0 then
+                error(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
+                                    "batching needs equal shapes", k, shape_str(v._dims)), 0)
+              end
+              v = v._data[0]
+            end
+            if type(v) == "boolean" and dtype.name ~= "bool" then v = v and 1 or 0 end
+            bd[k - 1] = v
+          end
+        else
+          local size = first._size
+          local bytes = size * dtype.size
+          local dst = ffi.cast("uint8_t*", b._data)
+          for k = 1, m do
+            local v = elems[k][c]
+            local vd = shape_of(v)
+            local same = #vd == rest
+            for d = 1, rest do if vd[d] ~= dims[d] then same = false end end
+            if not same then
+              error(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
+                                  "batching needs equal shapes (reshape or pad them in a map)",
+                                  k, shape_str(vd), shape_str(dims)), 0)
+            end
+            ffi.copy(dst + (k - 1) * bytes, v._data, bytes)
+          end
+        end
+        out[c] = b
+      end
+      return out
+    end
+  end)
+end
+
+-- Random numbers for shuffle: xorshift32, reproducible from a seed.
+local function mix(a, b)
+  local h = bit.tobit(a)
+  h = bit.bxor(h, bit.tobit(b) + 0x9e3779b9 + bit.lshift(h, 6) + bit.rshift(h, 2))
+  h = bit.tobit(h * 0x85ebca6b % 4294967296)
+  h = bit.bxor(h, bit.rshift(h, 13))
+  return h ~= 0 and h or 0x6d2b79f5
+end
+local function xorshift(seed)
+  local s = seed
+  return function(n)  -- an integer in [0, n)
+    s = bit.bxor(s, bit.lshift(s, 13))
+    s = bit.bxor(s, bit.rshift(s, 17))
+    s = bit.bxor(s, bit.lshift(s, 5))
+    return math.floor((s % 4294967296) / 4294967296 * n)
+  end
+end
+-- Shuffles built with neither their own seed nor a graph seed so far.
+local unseeded = 0
+
+-- ds:shuffle(buffer_size, {seed=, reshuffle_each_iteration=true}): TensorFlow's
+-- buffered shuffle: fill a buffer, emit a random entry and refill its slot.
+-- With a seed the orders are reproducible; each new pass over the dataset
+-- (an initializer run, a repeat) draws a new order unless
+-- reshuffle_each_iteration = false.
+function Dataset:shuffle(buffer_size, opts)
+  check_dataset(self, "Dataset:shuffle")
+  if type(buffer_size) ~= "number" or buffer_size % 1 ~= 0 or buffer_size < 1 then
+    error("Dataset:shuffle: buffer_size must be a positive integer, got " .. tostring(buffer_size), 2)
+  end
+  opts = opts or {}
+  if type(opts) == "number" then opts = {seed = opts} end
+  local reshuffle = opts.reshuffle_each_iteration ~= false
+  local seed = opts.seed
+  if seed == nil then
+    local gs = tonumber(C.mf_graph_seed(G.get_default_graph().ptr))
+    if gs >= 0 then
+      seed = gs
+    else
+      unseeded = unseeded + 1
+      seed = math.floor((os.time() % 1000003) * 7919 + os.clock() * 1e6) + unseeded
+    end
+  end
+  local base = mix(seed % 4294967296, 0x5eed)
+  local parent = self
+  local ds
+  ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx, ahead)
+    local st = ctx.node[ds] or {passes = 0}
+    ctx.node[ds] = st
+    local pass = reshuffle and st.passes or 0
+    st.passes = st.passes + 1
+    local rand = xorshift(mix(base, pass))
+    local next_in = parent.open(ctx, ahead)
+    local buf, exhausted = {}, false
+    return function()
+      while not exhausted and #buf < buffer_size do
+        local e = next_in()
+        if e == nil then exhausted = true else buf[#buf + 1] = e end
+      end
+      local n = #buf
+      if n == 0 then return nil end
+      local j = rand(n) + 1
+      local e = buf[j]
+      local nxt = not exhausted and next_in() or nil
+      if nxt ~= nil then
+        buf[j] = nxt
+      else
+        exhausted = true
+        buf[j] = buf[n]
+        buf[n] = nil
+      end
+      return e
+    end
+  end)
+  return ds
+end
+
+-- ds:repeat_(count): the dataset count times (nil or -1: forever). Lua
+-- reserves `repeat`; ds["repeat"] works too.
+function Dataset:repeat_(count)
+  check_dataset(self, "Dataset:repeat_")
+  if count == nil then count = -1 end
+  check_count(count, "Dataset:repeat_", true)
+  local parent = self
+  return new_dataset("RepeatDataset", self.template, self.spec, function(ctx, ahead)
+    local pass, next_in, produced = 0, nil, false
+    return function()
+      while true do
+        if next_in == nil then
+          if count >= 0 and pass >= count then return nil end
+          pass = pass + 1
+          produced = false
+          next_in = parent.open(ctx, ahead)
+        end
+        local e = next_in()
+        if e ~= nil then produced = true; return e end
+        next_in = nil
+        -- An empty pass would repeat forever without producing anything.
+        if not produced then return nil end
+      end
+    end
+  end)
+end
+Dataset["repeat"] = Dataset.repeat_
+
+-- ds:take(n): the first n elements (-1: all).
+function Dataset:take(n)
+  check_dataset(self, "Dataset:take")
+  check_count(n, "Dataset:take", true)
+  local parent = self
+  return new_dataset("TakeDataset", self.template, self.spec, function(ctx, ahead)
+    if ahead and n >= 0 then ahead = math.max(math.min(ahead, n), 1) end
+    local next_in, k = parent.open(ctx, ahead), 0
+    return function()
+      if n >= 0 and k >= n then return nil end
+      k = k + 1
+      return next_in()
+    end
+  end)
+end
+
+-- ds:skip(n): all but the first n elements (-1: skips everything).
+function Dataset:skip(n)
+  check_dataset(self, "Dataset:skip")
+  check_count(n, "Dataset:skip", true)
+  local parent = self
+  return new_dataset("SkipDataset", self.template, self.spec, function(ctx, ahead)
+    local next_in, skipped = parent.open(ctx, ahead), false
+    return function()
+      if not skipped then
+        skipped = true
+        local k = 0
+        while n < 0 or k < n do
+          if next_in() == nil then return nil end
+          k = k + 1
+        end
+      end
+      return next_in()
+    end
+  end)
+end
+
+-- ds:cache(): the first complete pass is kept in memory (per iterator and
+-- session); later passes replay it without running the pipeline above.
+-- A pass cut short (take, a re-initialization) is not kept.
+function Dataset:cache(filename)
+  check_dataset(self, "Dataset:cache")
+  if filename ~= nil and filename ~= "" then
+    error("Dataset:cache: only the in-memory cache is supported; call ds:cache() without a filename", 2)
+  end
+  local parent = self
+  local ds
+  ds = new_dataset("CacheDataset", self.template, self.spec, function(ctx, ahead)
+    local st = ctx.node[ds] or {}
+    ctx.node[ds] = st
+    if st.complete then
+      local list, i = st.complete, 0
+      return function() i = i + 1; return list[i] end
+    end
+    local next_in, recorded = parent.open(ctx, ahead), {}
+    return function()
+      local e = next_in()
+      if e == nil then
+        if recorded then st.complete = recorded; recorded = nil end
+        return nil
+      end
+      if recorded then
+        for _, v in ipairs(e) do if type(v) == "table" then v._kept = true end end
+        recorded[#recorded + 1] = e
+      end
+      return e
+    end
+  end)
+  return ds
+end
+
+-- ds:prefetch(n): keeps the runs of the traced map and filter functions
+-- upstream n elements ahead on a worker thread (see data/prefetch.lua);
+-- AUTOTUNE reads 2 ahead. Elements pass through unchanged.
+function Dataset:prefetch(n)
+  check_dataset(self, "Dataset:prefetch")
+  if type(n) ~= "number" or n % 1 ~= 0 or (n < 1 and n ~= dataset.AUTOTUNE) then
+    error("Dataset:prefetch: buffer_size must be a positive integer or tf.data.experimental.AUTOTUNE, got " ..
+          tostring(n), 2)
+  end
+  local parent = self
+  local depth = n == dataset.AUTOTUNE and 2 or n
+  return new_dataset("PrefetchDataset", self.template, self.spec, function(ctx, ahead)
+    return parent.open(ctx, math.max(ahead or 0, depth))
+  end)
+end
+
+return Dataset
