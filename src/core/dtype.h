@@ -9,6 +9,8 @@
   X(MF_FLOAT32, float) X(MF_FLOAT64, double) X(MF_INT32, int32_t) \
   X(MF_INT64, int64_t) X(MF_UINT8, uint8_t)
 #define MF_FOR_ALL_TYPES(X) MF_FOR_NUMERIC_TYPES(X) X(MF_BOOL, bool)
+/* Tables indexed by dtype have this many slots (dtypes run from 1 to MF_UINT8). */
+enum { MF_DTYPE_SLOTS = MF_UINT8 + 1 };
 
 static inline bool mf_dtype_is_float(mf_dtype t) { return t == MF_FLOAT32 || t == MF_FLOAT64; }
 static inline bool mf_dtype_is_integer(mf_dtype t) {

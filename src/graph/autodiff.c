@@ -23,8 +23,6 @@
 
 /* ---------- builders for rules ---------- */
 
-static const mf_output no_port = {NULL, 0};
-
 mf_op_desc *mf_grad_begin(mf_grad_ctx *gc, const char *type) {
   if (!mf_ok(gc->status)) return NULL;
   mf_op_desc *d = mf_op_desc_new(gc->graph, type, NULL);
@@ -37,13 +35,13 @@ mf_op_desc *mf_grad_begin(mf_grad_ctx *gc, const char *type) {
 }
 
 mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d) {
-  if (!d) return no_port;
+  if (!d) return MF_NO_PORT;
   if (!mf_ok(gc->status)) {  /* an input failed after d was begun */
     mf_op_desc_discard(d);
-    return no_port;
+    return MF_NO_PORT;
   }
   mf_op *op = mf_op_desc_finish(d, gc->status);
-  return op ? mf_op_out(op, 0) : no_port;
+  return op ? mf_op_out(op, 0) : MF_NO_PORT;
 }
 
 mf_output mf_grad_op1(mf_grad_ctx *gc, const char *type, mf_output a) {
@@ -71,9 +69,9 @@ mf_output mf_grad_cast(mf_grad_ctx *gc, mf_output v, mf_dtype dtype) {
 }
 
 mf_output mf_grad_scalar(mf_grad_ctx *gc, mf_dtype dtype, double v) {
-  if (!mf_ok(gc->status)) return no_port;
+  if (!mf_ok(gc->status)) return MF_NO_PORT;
   mf_tensor *t = mf_tensor_new(dtype, 0, NULL, gc->status);
-  if (!t) return no_port;
+  if (!t) return MF_NO_PORT;
   mf_store_double(t->data, dtype, 0, v);
   mf_op_desc *d = mf_grad_begin(gc, "Const");
   if (d) mf_op_desc_set_attr_tensor(d, "value", t);
@@ -123,7 +121,7 @@ static mf_code add_contribution(driver *dr, mf_output port, mf_output grad) {
  * the only one, so a port is summed once). {NULL} when nothing reached it. */
 static mf_output summed(driver *dr, mf_grad_ctx *gc, mf_output port) {
   grad_list *l = port_list(dr, port);
-  if (l->n == 0) return no_port;
+  if (l->n == 0) return MF_NO_PORT;
   if (l->n == 1) return l->items[0];
   mf_op_desc *d = mf_grad_begin(gc, "AddN");
   for (int i = 0; d && i < l->n; i++) mf_op_desc_add_input(d, l->items[i]);
@@ -144,7 +142,7 @@ static bool same_static_shape(const mf_shape *a, const mf_shape *b) {
  * to the input's shape unless the static shapes prove them equal. */
 static mf_output unbroadcast(mf_grad_ctx *gc, mf_output grad, mf_output input) {
   if (!grad.op) return grad;
-  if (same_static_shape(&grad.op->out_shapes[grad.index], &input.op->out_shapes[input.index])) return grad;
+  if (same_static_shape(mf_port_shape(grad), mf_port_shape(input))) return grad;
   mf_output shape = mf_grad_op1(gc, "Shape", input);
   return mf_grad_op2(gc, "SumToShape", grad, shape);
 }
@@ -197,9 +195,9 @@ static mf_code backprop_op(driver *dr, const mf_op *op) {
   }
   bool wanted = false;  /* does any float input lead back to an x? */
   for (int k = 0; k < op->num_inputs; k++) {
-    in_grads[k] = no_port;
+    in_grads[k] = MF_NO_PORT;
     mf_output in = op->inputs[k];
-    wanted |= dr->from_x[in.op->id] && differentiable_dtype(in.op->out_dtypes[in.index]);
+    wanted |= dr->from_x[in.op->id] && differentiable_dtype(mf_port_dtype(in));
   }
   if (!any || !wanted || !mf_ok(dr->s) || (op->def->flags & MF_OP_NOT_DIFFERENTIABLE)) goto done;
   if (!op->def->grad) {
@@ -217,13 +215,12 @@ static mf_code backprop_op(driver *dr, const mf_op *op) {
   if (op->def->grad(&gc) == MF_OK && mf_ok(dr->s)) {
     for (int k = 0; k < op->num_inputs && mf_ok(dr->s); k++) {
       mf_output in = op->inputs[k];
-      if (!in_grads[k].op || !dr->from_x[in.op->id] || !differentiable_dtype(in.op->out_dtypes[in.index]))
+      if (!in_grads[k].op || !dr->from_x[in.op->id] || !differentiable_dtype(mf_port_dtype(in)))
         continue;
       mf_output g = unbroadcast(&gc, in_grads[k], in);
-      if (g.op && g.op->out_dtypes[g.index] != in.op->out_dtypes[in.index])
+      if (g.op && mf_port_dtype(g) != mf_port_dtype(in))
         mf_status_set(dr->s, MF_INTERNAL, "the gradient rule of %s gave input %d dtype %s instead of %s",
-                      op->def->name, k, mf_dtype_name(g.op->out_dtypes[g.index]),
-                      mf_dtype_name(in.op->out_dtypes[in.index]));
+                      op->def->name, k, mf_dtype_name(mf_port_dtype(g)), mf_dtype_name(mf_port_dtype(in)));
       else if (g.op)
         add_contribution(dr, in, g);
     }
@@ -239,18 +236,18 @@ done:
 mf_code mf_gradients(mf_graph *g, const mf_output *ys, int ny, const mf_output *xs, int nx,
                      const mf_output *grad_ys, mf_output *dxs, const char *origin, mf_status *s) {
   mf_status_clear(s);
-  for (int i = 0; i < nx; i++) dxs[i] = no_port;
+  for (int i = 0; i < nx; i++) dxs[i] = MF_NO_PORT;
   if (check_ports(g, "ys", ys, ny, s) || check_ports(g, "xs", xs, nx, s) ||
       (grad_ys && check_ports(g, "grad_ys", grad_ys, ny, s)))
     return s->code;
   for (int j = 0; j < ny; j++) {
-    mf_dtype t = ys[j].op->out_dtypes[ys[j].index];
+    mf_dtype t = mf_port_dtype(ys[j]);
     if (!differentiable_dtype(t))
       return mf_status_set(s, MF_INVALID_ARGUMENT,
                            "tf.gradients: y '%s:%d' has dtype %s; only float32 and float64 tensors "
                            "have gradients (tf.cast it first)",
                            ys[j].op->name, ys[j].index, mf_dtype_name(t));
-    if (grad_ys && grad_ys[j].op->out_dtypes[grad_ys[j].index] != t)
+    if (grad_ys && mf_port_dtype(grad_ys[j]) != t)
       return mf_status_set(s, MF_INVALID_ARGUMENT, "tf.gradients: grad_ys[%d] must have y's dtype %s",
                            j, mf_dtype_name(t));
   }
@@ -284,11 +281,11 @@ mf_code mf_gradients(mf_graph *g, const mf_output *ys, int ny, const mf_output *
     if (dr.from_x[id] && dr.to_y[id]) backprop_op(&dr, g->ops[id]);
   for (int i = 0; i < nx && mf_ok(s); i++) {
     mf_output x = xs[i];
-    if (differentiable_dtype(x.op->out_dtypes[x.index])) dxs[i] = summed(&dr, &top, x);
+    if (differentiable_dtype(mf_port_dtype(x))) dxs[i] = summed(&dr, &top, x);
   }
   mf_graph_pop_name_scope(g);
   if (!mf_ok(s))
-    for (int i = 0; i < nx; i++) dxs[i] = no_port;
+    for (int i = 0; i < nx; i++) dxs[i] = MF_NO_PORT;
 done:
   if (dr.lists)
     for (int i = 0; i < ports; i++) mf_free(dr.lists[i].items);

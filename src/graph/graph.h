@@ -43,6 +43,11 @@ struct mf_graph {
 };
 
 static inline mf_output mf_op_in(const mf_op *op, int i) { return op->inputs[i]; }
+/* A port: its dtype and static shape. MF_NO_PORT has no op: "no gradient", or
+ * what a gradient builder returns after a failure. */
+static inline mf_dtype mf_port_dtype(mf_output o) { return o.op->out_dtypes[o.index]; }
+static inline const mf_shape *mf_port_shape(mf_output o) { return &o.op->out_shapes[o.index]; }
+#define MF_NO_PORT ((mf_output){NULL, 0})
 static inline bool mf_op_is_ref_input(const mf_op *op, int k) {
   if (op->ref_mask) return op->ref_mask[k];
   return k < 32 && (op->def->ref_inputs >> k & 1u);

@@ -17,12 +17,11 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/helpers.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define INVALID(ic, ...) mf_status_set((ic)->status, MF_INVALID_ARGUMENT, __VA_ARGS__)
 
 static bool is_index_dtype(mf_dtype t) { return t == MF_INT32 || t == MF_INT64; }
 
@@ -37,12 +36,6 @@ static void strides_of(int rank, const int64_t *dims, int64_t *strides) {
   }
 }
 
-static int64_t product(const int64_t *dims, int from, int to) {
-  int64_t n = 1;
-  for (int i = from; i < to; i++) n *= dims[i];
-  return n;
-}
-
 /* Writes an index value into an int32 or int64 buffer. */
 static void store_index(void *data, mf_dtype t, int64_t i, int64_t v) {
   if (t == MF_INT32) ((int32_t *)data)[i] = (int32_t)v;
@@ -53,16 +46,16 @@ static void store_index(void *data, mf_dtype t, int64_t i, int64_t v) {
  * MF_MAX_RANK entries. */
 static mf_code check_shape_vector(mf_infer_ctx *ic, int i, const char *what) {
   if (!is_index_dtype(ic->in_dtypes[i]))
-    return INVALID(ic, "%s: %s must be int32 or int64, got %s; use tf.cast", ic->op_name, what,
-                   mf_dtype_name(ic->in_dtypes[i]));
+    return MF_INVALID(ic->status, "%s: %s must be int32 or int64, got %s; use tf.cast", ic->op_name, what,
+                      mf_dtype_name(ic->in_dtypes[i]));
   const mf_shape *s = &ic->in_shapes[i];
   char buf[160];
   if (s->rank >= 0 && s->rank != 1)
-    return INVALID(ic, "%s: %s must be a vector (rank 1), got shape %s", ic->op_name, what,
-                   mf_shape_str(s, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: %s must be a vector (rank 1), got shape %s", ic->op_name, what,
+                      mf_shape_str(s, buf, sizeof buf));
   if (s->rank == 1 && s->dims[0] > MF_MAX_RANK)
-    return INVALID(ic, "%s: %s has %lld entries, but tensors have at most %d dimensions",
-                   ic->op_name, what, (long long)s->dims[0], MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: %s has %lld entries, but tensors have at most %d dimensions",
+                      ic->op_name, what, (long long)s->dims[0], MF_MAX_RANK);
   return MF_OK;
 }
 
@@ -70,10 +63,10 @@ static mf_code check_shape_vector(mf_infer_ctx *ic, int i, const char *what) {
 static mf_code check_same_dtypes(mf_infer_ctx *ic, const char *what) {
   for (int i = 1; i < ic->num_inputs; i++)
     if (ic->in_dtypes[i] != ic->in_dtypes[0])
-      return INVALID(ic, "%s: all %s must have the same dtype, but %s[%d] is %s and %s[0] is %s; "
-                     "use tf.cast to convert them",
-                     ic->op_name, what, what, i, mf_dtype_name(ic->in_dtypes[i]), what,
-                     mf_dtype_name(ic->in_dtypes[0]));
+      return MF_INVALID(ic->status, "%s: all %s must have the same dtype, but %s[%d] is %s and %s[0] is %s; "
+                        "use tf.cast to convert them",
+                        ic->op_name, what, what, i, mf_dtype_name(ic->in_dtypes[i]), what,
+                        mf_dtype_name(ic->in_dtypes[0]));
   return MF_OK;
 }
 
@@ -81,9 +74,9 @@ static mf_code check_same_dtypes(mf_infer_ctx *ic, const char *what) {
  * `rank`: [-rank-1, rank], negative counting from the end (-1 appends). */
 static mf_code insertion_axis(mf_infer_ctx *ic, int64_t axis, int rank, int *out) {
   if (axis < -rank - 1 || axis > rank)
-    return INVALID(ic, "%s: axis %lld is out of range for inserting a dimension into a tensor of "
-                   "rank %d (expected [%d, %d])",
-                   ic->op_name, (long long)axis, rank, -rank - 1, rank);
+    return MF_INVALID(ic->status, "%s: axis %lld is out of range for inserting a dimension into a tensor of "
+                      "rank %d (expected [%d, %d])",
+                      ic->op_name, (long long)axis, rank, -rank - 1, rank);
   *out = (int)(axis < 0 ? axis + rank + 1 : axis);
   return MF_OK;
 }
@@ -230,7 +223,7 @@ static void gather_box(mf_tensor *out, const mf_tensor *in, int64_t start, int r
 static mf_code out_type_attr(mf_infer_ctx *ic) {
   mf_dtype t = mf_attr_type(ic->attrs, "out_type", MF_INT32);
   if (!is_index_dtype(t))
-    return INVALID(ic, "%s: out_type must be int32 or int64, got %s", ic->op_name, mf_dtype_name(t));
+    return MF_INVALID(ic->status, "%s: out_type must be int32 or int64, got %s", ic->op_name, mf_dtype_name(t));
   ic->out_dtypes[0] = t;
   return MF_OK;
 }
@@ -294,9 +287,10 @@ static mf_code reshape_infer(mf_infer_ctx *ic) {
     for (int i = 0; i < out.rank; i++) {
       int64_t d = mf_load_int64(sv->data, sv->dtype, i);
       if (d == -1 && wild >= 0)
-        return INVALID(ic, "%s: only one input size may be -1, not both %d and %d", ic->op_name, wild, i);
+        return MF_INVALID(ic->status, "%s: only one input size may be -1, not both %d and %d", ic->op_name, wild, i);
       if (d == -1) wild = i;
-      else if (d < 0) return INVALID(ic, "%s: size %d must be non-negative, not %lld", ic->op_name, i, (long long)d);
+      else if (d < 0) return MF_INVALID(ic->status, "%s: size %d must be non-negative, not %lld", ic->op_name, i,
+                                        (long long)d);
       out.dims[i] = d;
     }
   } else {
@@ -323,19 +317,19 @@ static mf_code reshape_infer(mf_infer_ctx *ic) {
   if (wild >= 0 && n >= 0) {
     if (known == 0 && !sv) {  /* an unknown dim of an empty result: anything goes */
     } else if (known == 0) {
-      return INVALID(ic, "%s: Reshape cannot infer the missing input size for an empty tensor unless "
-                     "all specified input sizes are non-zero (shape %s)",
-                     ic->op_name, mf_shape_str(&out, buf, sizeof buf));
+      return MF_INVALID(ic->status, "%s: Reshape cannot infer the missing input size for an empty tensor unless "
+                        "all specified input sizes are non-zero (shape %s)",
+                        ic->op_name, mf_shape_str(&out, buf, sizeof buf));
     } else if (n % known) {
-      return INVALID(ic, "%s: Input to reshape is a tensor with %lld values, but the requested shape "
-                     "%s requires a multiple of %lld",
-                     ic->op_name, (long long)n, mf_shape_str(&out, buf, sizeof buf), (long long)known);
+      return MF_INVALID(ic->status, "%s: Input to reshape is a tensor with %lld values, but the requested shape "
+                        "%s requires a multiple of %lld",
+                        ic->op_name, (long long)n, mf_shape_str(&out, buf, sizeof buf), (long long)known);
     } else {
       out.dims[wild] = n / known;
     }
   } else if (wild < 0 && n >= 0 && n != known) {
-    return INVALID(ic, "%s: Cannot reshape a tensor with %lld elements to shape %s (%lld elements)",
-                   ic->op_name, (long long)n, mf_shape_str(&out, buf, sizeof buf), (long long)known);
+    return MF_INVALID(ic->status, "%s: Cannot reshape a tensor with %lld elements to shape %s (%lld elements)",
+                      ic->op_name, (long long)n, mf_shape_str(&out, buf, sizeof buf), (long long)known);
   } else if (wild < 0 && n < 0 && in->rank >= 0) {
     /* Partly known input: its element count is a multiple of its known dims. */
     int64_t part = 1;
@@ -343,10 +337,10 @@ static mf_code reshape_infer(mf_infer_ctx *ic) {
       if (in->dims[i] >= 0) part *= in->dims[i];
     char ibuf[160];
     if (part > 0 && known % part)
-      return INVALID(ic, "%s: Cannot reshape a tensor of shape %s (a multiple of %lld elements) to "
-                     "shape %s (%lld elements)",
-                     ic->op_name, mf_shape_str(in, ibuf, sizeof ibuf), (long long)part,
-                     mf_shape_str(&out, buf, sizeof buf), (long long)known);
+      return MF_INVALID(ic->status, "%s: Cannot reshape a tensor of shape %s (a multiple of %lld elements) to "
+                        "shape %s (%lld elements)",
+                        ic->op_name, mf_shape_str(in, ibuf, sizeof ibuf), (long long)part,
+                        mf_shape_str(&out, buf, sizeof buf), (long long)known);
   }
   ic->out_shapes[0] = out;
   return MF_OK;
@@ -359,8 +353,8 @@ static mf_code fill_infer(mf_infer_ctx *ic) {
   if (check_shape_vector(ic, 0, "dims")) return ic->status->code;
   char buf[160];
   if (ic->in_shapes[1].rank > 0)
-    return INVALID(ic, "%s: value must be a scalar, got shape %s", ic->op_name,
-                   mf_shape_str(&ic->in_shapes[1], buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: value must be a scalar, got shape %s", ic->op_name,
+                      mf_shape_str(&ic->in_shapes[1], buf, sizeof buf));
   ic->out_dtypes[0] = ic->in_dtypes[1];
   const mf_tensor *dv = ic->in_values[0];
   if (!dv) {
@@ -371,7 +365,7 @@ static mf_code fill_infer(mf_infer_ctx *ic) {
   for (int i = 0; i < out.rank; i++) {
     out.dims[i] = mf_load_int64(dv->data, dv->dtype, i);
     if (out.dims[i] < 0)
-      return INVALID(ic, "%s: dims[%d] = %lld must be nonnegative", ic->op_name, i, (long long)out.dims[i]);
+      return MF_INVALID(ic->status, "%s: dims[%d] = %lld must be nonnegative", ic->op_name, i, (long long)out.dims[i]);
   }
   ic->out_shapes[0] = out;
   return MF_OK;
@@ -418,18 +412,18 @@ static mf_code ones_like_kernel(mf_kernel_ctx *ctx) {
 static mf_code tile_infer(mf_infer_ctx *ic) {
   const int64_t *m;
   int n = mf_attr_ints(ic->attrs, "multiples", &m);
-  if (n < 0) return INVALID(ic, "%s: Tile needs a 'multiples' attribute", ic->op_name);
+  if (n < 0) return MF_INVALID(ic->status, "%s: Tile needs a 'multiples' attribute", ic->op_name);
   const mf_shape *in = &ic->in_shapes[0];
   if (in->rank >= 0 && in->rank != n)
-    return INVALID(ic, "%s: multiples has %d entries but the input has rank %d; give one multiple per "
-                   "dimension", ic->op_name, n, in->rank);
+    return MF_INVALID(ic->status, "%s: multiples has %d entries but the input has rank %d; give one multiple per "
+                      "dimension", ic->op_name, n, in->rank);
   if (n > MF_MAX_RANK)
-    return INVALID(ic, "%s: multiples has %d entries, but tensors have at most %d dimensions",
-                   ic->op_name, n, MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: multiples has %d entries, but tensors have at most %d dimensions",
+                      ic->op_name, n, MF_MAX_RANK);
   mf_shape out = {.rank = n};
   for (int i = 0; i < n; i++) {
     if (m[i] < 0)
-      return INVALID(ic, "%s: multiples[%d] = %lld must be non-negative", ic->op_name, i, (long long)m[i]);
+      return MF_INVALID(ic->status, "%s: multiples[%d] = %lld must be non-negative", ic->op_name, i, (long long)m[i]);
     int64_t d = in->rank < 0 ? -1 : in->dims[i];
     out.dims[i] = m[i] == 0 ? 0 : d < 0 ? -1 : d * m[i];
   }
@@ -717,9 +711,9 @@ static mf_code strided_slice_grad_infer(mf_infer_ctx *ic) {
   if (ss_compute(ic->op_name, ic->attrs, &out, &sp, ic->status)) return ic->status->code;
   if (!mf_shape_compatible(&sp.final, &ic->in_shapes[1])) {
     char a[160], b[160], c[160];
-    return INVALID(ic, "%s: the gradient has shape %s, but this slice of a tensor of shape %s has shape %s",
-                   ic->op_name, mf_shape_str(&ic->in_shapes[1], a, sizeof a), mf_shape_str(&out, b, sizeof b),
-                   mf_shape_str(&sp.final, c, sizeof c));
+    return MF_INVALID(ic->status, "%s: the gradient has shape %s, but this slice of a tensor of shape %s has shape %s",
+                      ic->op_name, mf_shape_str(&ic->in_shapes[1], a, sizeof a), mf_shape_str(&out, b, sizeof b),
+                      mf_shape_str(&sp.final, c, sizeof c));
   }
   ic->out_dtypes[0] = ic->in_dtypes[1];
   ic->out_shapes[0] = out;
@@ -783,17 +777,18 @@ static mf_code pack_infer(mf_infer_ctx *ic) {
       else if (s->dims[d] >= 0 && s->dims[d] != merged.dims[d]) match = false;
     }
     if (!match)
-      return INVALID(ic, "%s: Shapes of all inputs must match: values[%d].shape = %s != values[%d].shape = %s",
-                     ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
-                     mf_shape_str(s, b, sizeof b));
+      return MF_INVALID(ic->status,
+                        "%s: Shapes of all inputs must match: values[%d].shape = %s != values[%d].shape = %s",
+                        ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
+                        mf_shape_str(s, b, sizeof b));
   }
   if (merged.rank < 0) {
     ic->out_shapes[0] = merged;
     return MF_OK;
   }
   if (merged.rank == MF_MAX_RANK)
-    return INVALID(ic, "%s: stacking tensors of rank %d would exceed %d dimensions", ic->op_name,
-                   merged.rank, MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: stacking tensors of rank %d would exceed %d dimensions", ic->op_name,
+                      merged.rank, MF_MAX_RANK);
   int axis;
   if (insertion_axis(ic, mf_attr_int(ic->attrs, "axis", 0), merged.rank, &axis)) return ic->status->code;
   mf_shape out = {.rank = merged.rank + 1};
@@ -825,8 +820,8 @@ static mf_code join_run(mf_kernel_ctx *ctx, bool stacked) {
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), out->rank, &axis, ctx->status))
     return ctx->status->code;
-  int64_t inner = product(out->dims, axis + 1, out->rank) * (int64_t)mf_dtype_size(out->dtype);
-  concat_chunks(ctx, product(out->dims, 0, axis), inner, stacked ? -1 : axis);
+  int64_t inner = mf_dims_product(out->dims, axis + 1, out->rank) * (int64_t)mf_dtype_size(out->dtype);
+  concat_chunks(ctx, mf_dims_product(out->dims, 0, axis), inner, stacked ? -1 : axis);
   return MF_OK;
 }
 
@@ -836,7 +831,7 @@ static mf_code pack_kernel(mf_kernel_ctx *ctx) { return join_run(ctx, true); }
 static mf_code concat_infer(mf_infer_ctx *ic) {
   if (check_same_dtypes(ic, "values")) return ic->status->code;
   const mf_attr *axis_attr = mf_attrs_find(ic->attrs, "axis", MF_ATTR_INT);
-  if (!axis_attr) return INVALID(ic, "%s: Concat needs an 'axis' attribute", ic->op_name);
+  if (!axis_attr) return MF_INVALID(ic->status, "%s: Concat needs an 'axis' attribute", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[0];
   int first = -1;
   for (int i = 0; i < ic->num_inputs && first < 0; i++)
@@ -847,7 +842,7 @@ static mf_code concat_infer(mf_infer_ctx *ic) {
   }
   mf_shape out = ic->in_shapes[first];
   if (out.rank == 0)
-    return INVALID(ic, "%s: Can't concatenate scalars (use tf.stack instead)", ic->op_name);
+    return MF_INVALID(ic->status, "%s: Can't concatenate scalars (use tf.stack instead)", ic->op_name);
   int axis;
   if (mf_normalize_axis(ic->op_name, axis_attr->v.i, out.rank, &axis, ic->status)) return ic->status->code;
   out.dims[axis] = 0;
@@ -859,17 +854,17 @@ static mf_code concat_infer(mf_infer_ctx *ic) {
       continue;
     }
     if (s->rank != out.rank)
-      return INVALID(ic, "%s: Ranks of all input tensors should match: shape[%d] = %s vs. shape[%d] = %s",
-                     ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
-                     mf_shape_str(s, b, sizeof b));
+      return MF_INVALID(ic->status, "%s: Ranks of all input tensors should match: shape[%d] = %s vs. shape[%d] = %s",
+                        ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
+                        mf_shape_str(s, b, sizeof b));
     for (int d = 0; d < out.rank; d++) {
       if (d == axis) continue;
       if (out.dims[d] < 0) out.dims[d] = s->dims[d];
       else if (s->dims[d] >= 0 && s->dims[d] != out.dims[d])
-        return INVALID(ic, "%s: Dimensions of inputs should match: shape[%d] = %s vs. shape[%d] = %s "
-                       "(only dimension %d, the concat axis, may differ)",
-                       ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
-                       mf_shape_str(s, b, sizeof b), axis);
+        return MF_INVALID(ic->status, "%s: Dimensions of inputs should match: shape[%d] = %s vs. shape[%d] = %s "
+                          "(only dimension %d, the concat axis, may differ)",
+                          ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
+                          mf_shape_str(s, b, sizeof b), axis);
     }
     if (out.dims[axis] >= 0) out.dims[axis] = s->dims[axis] < 0 ? -1 : out.dims[axis] + s->dims[axis];
   }
@@ -887,7 +882,7 @@ static mf_code unpack_infer(mf_infer_ctx *ic) {
   int64_t dim = -1;
   mf_shape out = mf_shape_unknown();
   char buf[160];
-  if (in->rank == 0) return INVALID(ic, "%s: cannot unstack a scalar", ic->op_name);
+  if (in->rank == 0) return MF_INVALID(ic->status, "%s: cannot unstack a scalar", ic->op_name);
   if (in->rank > 0) {
     int axis;
     if (mf_normalize_axis(ic->op_name, mf_attr_int(ic->attrs, "axis", 0), in->rank, &axis, ic->status))
@@ -899,13 +894,13 @@ static mf_code unpack_infer(mf_infer_ctx *ic) {
   }
   int64_t num = num_attr ? num_attr->v.i : dim;
   if (num < 0)
-    return INVALID(ic, "%s: Cannot infer argument `num` from shape %s; pass num", ic->op_name,
-                   mf_shape_str(in, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: Cannot infer argument `num` from shape %s; pass num", ic->op_name,
+                      mf_shape_str(in, buf, sizeof buf));
   if (dim >= 0 && num != dim)
-    return INVALID(ic, "%s: num = %lld does not match the dimension of size %lld being unstacked "
-                   "(input shape %s)",
-                   ic->op_name, (long long)num, (long long)dim, mf_shape_str(in, buf, sizeof buf));
-  if (num > 1 << 20) return INVALID(ic, "%s: num = %lld outputs is too many", ic->op_name, (long long)num);
+    return MF_INVALID(ic->status, "%s: num = %lld does not match the dimension of size %lld being unstacked "
+                      "(input shape %s)",
+                      ic->op_name, (long long)num, (long long)dim, mf_shape_str(in, buf, sizeof buf));
+  if (num > 1 << 20) return MF_INVALID(ic->status, "%s: num = %lld outputs is too many", ic->op_name, (long long)num);
   if (mf_infer_set_num_outputs(ic, (int)num)) return ic->status->code;
   for (int i = 0; i < ic->num_outputs; i++) {
     ic->out_dtypes[i] = ic->in_dtypes[0];
@@ -919,8 +914,8 @@ static mf_code unpack_infer(mf_infer_ctx *ic) {
  * i's dimension axis, or once for Unpack (stacked: the outputs lack it). */
 static void split_chunks(mf_kernel_ctx *ctx, int axis, bool stacked) {
   const mf_tensor *in = ctx->inputs[0];
-  int64_t outer = product(in->dims, 0, axis);
-  size_t inner = (size_t)product(in->dims, axis + 1, in->rank) * mf_dtype_size(in->dtype);
+  int64_t outer = mf_dims_product(in->dims, 0, axis);
+  size_t inner = (size_t)mf_dims_product(in->dims, axis + 1, in->rank) * mf_dtype_size(in->dtype);
   size_t row = (size_t)in->dims[axis] * inner, offset = 0;
   for (int i = 0; i < ctx->num_outputs; i++) {
     size_t chunk = inner * (size_t)(stacked ? 1 : ctx->outputs[i]->dims[axis]);
@@ -951,17 +946,17 @@ static mf_code split_infer(mf_infer_ctx *ic) {
   const mf_attr *axis_attr = mf_attrs_find(ic->attrs, "axis", MF_ATTR_INT);
   int64_t num = mf_attr_int(ic->attrs, "num_split", -1);
   char buf[160];
-  if (!axis_attr) return INVALID(ic, "%s: SplitV needs an 'axis' attribute", ic->op_name);
+  if (!axis_attr) return MF_INVALID(ic->status, "%s: SplitV needs an 'axis' attribute", ic->op_name);
   if (num < 1 || num > 1 << 20)
-    return INVALID(ic, "%s: SplitV needs a 'num_split' attribute in [1, %d], got %lld", ic->op_name, 1 << 20,
-                   (long long)num);
+    return MF_INVALID(ic->status, "%s: SplitV needs a 'num_split' attribute in [1, %d], got %lld", ic->op_name, 1 << 20,
+                      (long long)num);
   if (!is_index_dtype(ic->in_dtypes[1]) || (ss->rank >= 0 && ss->rank != 1))
-    return INVALID(ic, "%s: size_splits must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
-                   mf_dtype_name(ic->in_dtypes[1]), mf_shape_str(ss, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: size_splits must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
+                      mf_dtype_name(ic->in_dtypes[1]), mf_shape_str(ss, buf, sizeof buf));
   if (ss->rank == 1 && ss->dims[0] >= 0 && ss->dims[0] != num)
-    return INVALID(ic, "%s: size_splits has %lld entries but num_split is %lld", ic->op_name,
-                   (long long)ss->dims[0], (long long)num);
-  if (v->rank == 0) return INVALID(ic, "%s: cannot split a scalar", ic->op_name);
+    return MF_INVALID(ic->status, "%s: size_splits has %lld entries but num_split is %lld", ic->op_name,
+                      (long long)ss->dims[0], (long long)num);
+  if (v->rank == 0) return MF_INVALID(ic->status, "%s: cannot split a scalar", ic->op_name);
   int axis = -1;
   if (v->rank > 0 && mf_normalize_axis(ic->op_name, axis_attr->v.i, v->rank, &axis, ic->status))
     return ic->status->code;
@@ -973,13 +968,13 @@ static mf_code split_infer(mf_infer_ctx *ic) {
       int64_t n = mf_load_int64(sv->data, sv->dtype, i);
       if (n == -1 && wild < 0) wild = i;
       else if (n < 0)
-        return INVALID(ic, "%s: size_splits[%lld] = %lld; sizes must be non-negative, and at most one "
-                       "may be -1", ic->op_name, (long long)i, (long long)n);
+        return MF_INVALID(ic->status, "%s: size_splits[%lld] = %lld; sizes must be non-negative, and at most one "
+                          "may be -1", ic->op_name, (long long)i, (long long)n);
       else sum += n;
     }
     if (dim >= 0 && (wild >= 0 ? sum > dim : sum != dim))
-      return INVALID(ic, "%s: the sizes add up to %lld, but the dimension %d being split has size %lld",
-                     ic->op_name, (long long)sum, axis, (long long)dim);
+      return MF_INVALID(ic->status, "%s: the sizes add up to %lld, but the dimension %d being split has size %lld",
+                        ic->op_name, (long long)sum, axis, (long long)dim);
   }
   mf_shape known = !sv && num <= MF_MAX_RANK ? mf_infer_shape_value(ic, 1) : mf_shape_unknown();
   if (mf_infer_set_num_outputs(ic, (int)num)) return ic->status->code;
@@ -1036,8 +1031,8 @@ static mf_code squeeze_infer(mf_infer_ctx *ic) {
     int64_t dim = in->dims[d];
     if (n > 0 && listed[d]) {
       if (dim >= 0 && dim != 1)
-        return INVALID(ic, "%s: Can not squeeze dim[%d], expected a dimension of 1, got %lld",
-                       ic->op_name, d, (long long)dim);
+        return MF_INVALID(ic->status, "%s: Can not squeeze dim[%d], expected a dimension of 1, got %lld",
+                          ic->op_name, d, (long long)dim);
       continue;
     }
     if (n <= 0 && dim == 1) continue;
@@ -1055,14 +1050,14 @@ static mf_code squeeze_infer(mf_infer_ctx *ic) {
 static mf_code expand_dims_infer(mf_infer_ctx *ic) {
   const mf_shape *in = &ic->in_shapes[0];
   const mf_attr *axis_attr = mf_attrs_find(ic->attrs, "axis", MF_ATTR_INT);
-  if (!axis_attr) return INVALID(ic, "%s: ExpandDims needs an 'axis' attribute", ic->op_name);
+  if (!axis_attr) return MF_INVALID(ic->status, "%s: ExpandDims needs an 'axis' attribute", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[0];
   if (in->rank < 0) {
     ic->out_shapes[0] = mf_shape_unknown();
     return MF_OK;
   }
   if (in->rank == MF_MAX_RANK)
-    return INVALID(ic, "%s: the input already has the maximum rank %d", ic->op_name, MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: the input already has the maximum rank %d", ic->op_name, MF_MAX_RANK);
   int axis;
   if (insertion_axis(ic, axis_attr->v.i, in->rank, &axis)) return ic->status->code;
   mf_shape out = {.rank = in->rank + 1};
@@ -1145,13 +1140,13 @@ static mf_code range_size(mf_infer_ctx *ic, int64_t *size) {
     delta = (double)mf_load_int64(v[2]->data, t, 0);
   }
   if (!isfinite(start) || !isfinite(limit) || !isfinite(delta))
-    return INVALID(ic, "%s: start, limit and delta must be finite, got %g, %g and %g", ic->op_name,
-                   start, limit, delta);
-  if (delta == 0) return INVALID(ic, "%s: Requires delta != 0: %g", ic->op_name, delta);
+    return MF_INVALID(ic->status, "%s: start, limit and delta must be finite, got %g, %g and %g", ic->op_name,
+                      start, limit, delta);
+  if (delta == 0) return MF_INVALID(ic->status, "%s: Requires delta != 0: %g", ic->op_name, delta);
   if (delta > 0 && start > limit)
-    return INVALID(ic, "%s: Requires start <= limit when delta > 0: %g/%g", ic->op_name, start, limit);
+    return MF_INVALID(ic->status, "%s: Requires start <= limit when delta > 0: %g/%g", ic->op_name, start, limit);
   if (delta < 0 && start < limit)
-    return INVALID(ic, "%s: Requires start >= limit when delta < 0: %g/%g", ic->op_name, start, limit);
+    return MF_INVALID(ic->status, "%s: Requires start >= limit when delta < 0: %g/%g", ic->op_name, start, limit);
   if (mf_dtype_is_float(t)) {
     *size = (int64_t)ceil(fabs((limit - start) / delta));
   } else {
@@ -1166,13 +1161,13 @@ static mf_code range_size(mf_infer_ctx *ic, int64_t *size) {
 static mf_code range_infer(mf_infer_ctx *ic) {
   if (check_same_dtypes(ic, "inputs (start, limit, delta)")) return ic->status->code;
   mf_dtype t = ic->in_dtypes[0];
-  if (t == MF_BOOL) return INVALID(ic, "%s: Range needs numbers, got bool; use tf.cast", ic->op_name);
+  if (t == MF_BOOL) return MF_INVALID(ic->status, "%s: Range needs numbers, got bool; use tf.cast", ic->op_name);
   static const char *const names[] = {"start", "limit", "delta"};
   char buf[160];
   for (int i = 0; i < 3; i++)
     if (ic->in_shapes[i].rank > 0)
-      return INVALID(ic, "%s: %s must be a scalar, got shape %s", ic->op_name, names[i],
-                     mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
+      return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name, names[i],
+                        mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
   ic->out_dtypes[0] = t;
   int64_t n = -1;
   if (ic->in_values[0] && ic->in_values[1] && ic->in_values[2] && range_size(ic, &n))
@@ -1210,15 +1205,16 @@ static mf_code broadcast_to_infer(mf_infer_ctx *ic) {
   if (out.rank >= 0 && x->rank >= 0) {
     char a[160], b[160];
     if (x->rank > out.rank)
-      return INVALID(ic, "%s: cannot broadcast a tensor of shape %s to the lower rank shape %s", ic->op_name,
-                     mf_shape_str(x, a, sizeof a), mf_shape_str(&out, b, sizeof b));
+      return MF_INVALID(ic->status, "%s: cannot broadcast a tensor of shape %s to the lower rank shape %s", ic->op_name,
+                        mf_shape_str(x, a, sizeof a), mf_shape_str(&out, b, sizeof b));
     int lead = out.rank - x->rank;
     for (int d = 0; d < x->rank; d++) {
       int64_t xd = x->dims[d], *od = &out.dims[lead + d];
       if (xd >= 0 && *od >= 0 && xd != 1 && xd != *od)
-        return INVALID(ic, "%s: cannot broadcast a tensor of shape %s to shape %s (dimension %d: %lld vs. %lld)",
-                       ic->op_name, mf_shape_str(x, a, sizeof a), mf_shape_str(&out, b, sizeof b),
-                       lead + d, (long long)xd, (long long)*od);
+        return MF_INVALID(ic->status,
+                          "%s: cannot broadcast a tensor of shape %s to shape %s (dimension %d: %lld vs. %lld)",
+                          ic->op_name, mf_shape_str(x, a, sizeof a), mf_shape_str(&out, b, sizeof b),
+                          lead + d, (long long)xd, (long long)*od);
       if (*od < 0 && xd > 1) *od = xd;
     }
   }
@@ -1250,8 +1246,6 @@ static mf_code broadcast_to_grad(mf_grad_ctx *gc) {
 
 /* Rules follow TensorFlow's and build graph ops only, so they differentiate
  * again; shapes come from Shape ops, so unknown dimensions are fine. */
-
-static const mf_output no_port = {NULL, 0};
 
 /* Reshape, Squeeze, ExpandDims: dy back in x's shape. */
 static mf_code reshape_grad(mf_grad_ctx *gc) {
@@ -1298,7 +1292,7 @@ static const char *const ss_mask_attrs[] = {"begin_mask", "end_mask", "ellipsis_
 static mf_output like_slice(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n) {
   const mf_attrs *attrs = &gc->op->attrs;
   mf_op_desc *d = mf_grad_begin(gc, type);
-  if (!d) return no_port;
+  if (!d) return MF_NO_PORT;
   for (int i = 0; i < n; i++) mf_op_desc_add_input(d, inputs[i]);
   for (size_t i = 0; i < MF_ARRAY_LEN(ss_list_attrs); i++) {
     const int64_t *v;
@@ -1353,7 +1347,7 @@ static mf_code slice_grad(mf_grad_ctx *gc) {
 static mf_output axis_op(mf_grad_ctx *gc, const char *type, const mf_output *in, int n, int64_t axis,
                          const char *count, int64_t count_value) {
   mf_op_desc *d = mf_grad_begin(gc, type);
-  if (!d) return no_port;
+  if (!d) return MF_NO_PORT;
   for (int i = 0; i < n; i++) mf_op_desc_add_input(d, in[i]);
   mf_op_desc_set_attr_int(d, "axis", axis);
   if (count) mf_op_desc_set_attr_int(d, count, count_value);
@@ -1362,7 +1356,7 @@ static mf_output axis_op(mf_grad_ctx *gc, const char *type, const mf_output *in,
 
 /* Output i of the op behind port first (a multi-output op built by a rule). */
 static mf_output output_of(mf_output first, int i) {
-  return first.op ? mf_op_out(first.op, i) : no_port;
+  return first.op ? mf_op_out(first.op, i) : MF_NO_PORT;
 }
 
 /* The gradients of every output, zeros where none came, in a new array (or
@@ -1405,7 +1399,7 @@ static mf_code split_grad(mf_grad_ctx *gc) { return joined_output_grads(gc, "Con
 /* The size of x along axis as an int64 scalar: a constant when known,
  * else read from Shape(x) at run time. */
 static mf_output dim_of(mf_grad_ctx *gc, mf_output x, int64_t axis) {
-  const mf_shape *s = &x.op->out_shapes[x.index];
+  const mf_shape *s = mf_port_shape(x);
   if (s->rank > 0 && axis >= -s->rank && axis < s->rank && s->dims[axis < 0 ? axis + s->rank : axis] >= 0)
     return mf_grad_scalar(gc, MF_INT64, (double)s->dims[axis < 0 ? axis + s->rank : axis]);
   mf_op_desc *d = mf_grad_begin(gc, "Shape");
@@ -1436,13 +1430,13 @@ static mf_code concat_grad(mf_grad_ctx *gc) {
   mf_output *sizes = mf_malloc((size_t)n * sizeof *sizes);
   if (!sizes) return mf_status_set(gc->status, MF_RESOURCE_EXHAUSTED, "out of memory building a gradient");
   for (int i = 0; i < n; i++) sizes[i] = dim_of(gc, mf_op_in(op, i), axis);
-  mf_output packed = mf_ok(gc->status) ? axis_op(gc, "Pack", sizes, n, 0, NULL, 0) : no_port;
+  mf_output packed = mf_ok(gc->status) ? axis_op(gc, "Pack", sizes, n, 0, NULL, 0) : MF_NO_PORT;
   mf_free(sizes);
   mf_output in[2] = {gc->grads[0], packed};
-  mf_output first = mf_ok(gc->status) ? axis_op(gc, "SplitV", in, 2, axis, "num_split", n) : no_port;
+  mf_output first = mf_ok(gc->status) ? axis_op(gc, "SplitV", in, 2, axis, "num_split", n) : MF_NO_PORT;
   for (int i = 0; i < n && first.op; i++) {
     mf_output x = mf_op_in(op, i);
-    if (mf_op_set_output_shape(first.op, i, &x.op->out_shapes[x.index], gc->status)) break;
+    if (mf_op_set_output_shape(first.op, i, mf_port_shape(x), gc->status)) break;
     gc->input_grads[i] = output_of(first, i);
   }
   return gc->status->code;

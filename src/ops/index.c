@@ -22,23 +22,15 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/helpers.h"
 #include "exec/kernel_api.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#define INVALID(ic, ...) mf_status_set((ic)->status, MF_INVALID_ARGUMENT, __VA_ARGS__)
-#define KERNEL_ERROR(ctx, ...) mf_status_set((ctx)->status, MF_INVALID_ARGUMENT, __VA_ARGS__)
-
 static bool is_index_dtype(mf_dtype t) { return t == MF_INT32 || t == MF_INT64; }
 static bool is_numeric(mf_dtype t) { return t != MF_BOOL && mf_dtype_size(t) > 0; }
-
-static int64_t product(const int64_t *dims, int from, int to) {
-  int64_t n = 1;
-  for (int i = from; i < to; i++) n *= dims[i];
-  return n;
-}
 
 /* ---------- element helpers ---------- */
 
@@ -164,9 +156,9 @@ static mf_code check_range(mf_kernel_ctx *ctx, const mf_tensor *indices, const i
   for (int64_t i = 0; i < indices->size; i++)
     if ((uint64_t)v[i] >= (uint64_t)limit) {
       char pos[128];
-      return KERNEL_ERROR(ctx, "%s: indices[%s] = %lld is not in [0, %lld)", ctx->op->name,
-                          position_str(pos, sizeof pos, indices->rank, indices->dims, i), (long long)v[i],
-                          (long long)limit);
+      return MF_INVALID(ctx->status, "%s: indices[%s] = %lld is not in [0, %lld)", ctx->op->name,
+                        position_str(pos, sizeof pos, indices->rank, indices->dims, i), (long long)v[i],
+                        (long long)limit);
     }
   return MF_OK;
 }
@@ -178,7 +170,7 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
                        int64_t **rows, int64_t *nrows) {
   int q = indices->rank;
   int64_t k = indices->dims[q - 1];
-  int64_t n = product(indices->dims, 0, q - 1);
+  int64_t n = mf_dims_product(indices->dims, 0, q - 1);
   int64_t *owned;
   const int64_t *v = index_values(ctx, indices, &owned);
   if (!v) return ctx->status->code;
@@ -198,9 +190,9 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
         for (int64_t m = 0; m < k && len < sizeof vec; m++)
           len += (size_t)snprintf(vec + len, sizeof vec - len, "%s%lld", m ? ", " : "", (long long)v[r * k + m]);
         mf_shape s = mf_shape_make(dims_rank, dims);
-        KERNEL_ERROR(ctx, "%s: indices[%s] = [%s] does not index into shape %s", ctx->op->name,
-                     position_str(pos, sizeof pos, q - 1, indices->dims, r), vec,
-                     mf_shape_str(&s, shape, sizeof shape));
+        MF_INVALID(ctx->status, "%s: indices[%s] = [%s] does not index into shape %s", ctx->op->name,
+                   position_str(pos, sizeof pos, q - 1, indices->dims, r), vec,
+                   mf_shape_str(&s, shape, sizeof shape));
         mf_free(owned);
         mf_free(out);
         return ctx->status->code;
@@ -219,15 +211,15 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
 
 static mf_code check_indices(mf_infer_ctx *ic, int i, const char *what) {
   if (!is_index_dtype(ic->in_dtypes[i]))
-    return INVALID(ic, "%s: %s must be int32 or int64, got %s; use tf.cast", ic->op_name, what,
-                   mf_dtype_name(ic->in_dtypes[i]));
+    return MF_INVALID(ic->status, "%s: %s must be int32 or int64, got %s; use tf.cast", ic->op_name, what,
+                      mf_dtype_name(ic->in_dtypes[i]));
   return MF_OK;
 }
 
 static mf_code check_numeric(mf_infer_ctx *ic, int i, const char *what) {
   if (!is_numeric(ic->in_dtypes[i]))
-    return INVALID(ic, "%s: %s must be a number type, got %s; use tf.cast", ic->op_name, what,
-                   mf_dtype_name(ic->in_dtypes[i]));
+    return MF_INVALID(ic->status, "%s: %s must be a number type, got %s; use tf.cast", ic->op_name, what,
+                      mf_dtype_name(ic->in_dtypes[i]));
   return MF_OK;
 }
 
@@ -236,12 +228,13 @@ static mf_code scalar_input(mf_infer_ctx *ic, int i, const char *what, int64_t *
   if (check_indices(ic, i, what)) return ic->status->code;
   char buf[160];
   if (ic->in_shapes[i].rank > 0)
-    return INVALID(ic, "%s: %s must be a scalar, got shape %s", ic->op_name, what,
-                   mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name, what,
+                      mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
   *v = -1;
   if (ic->in_values[i]) {
     *v = mf_load_int64(ic->in_values[i]->data, ic->in_values[i]->dtype, 0);
-    if (*v < 0) return INVALID(ic, "%s: %s must be non-negative, got %lld", ic->op_name, what, (long long)*v);
+    if (*v < 0) return MF_INVALID(ic->status, "%s: %s must be non-negative, got %lld", ic->op_name, what,
+                                  (long long)*v);
   }
   return MF_OK;
 }
@@ -252,15 +245,16 @@ static mf_code shape_input(mf_infer_ctx *ic, int i, mf_shape *out) {
   const mf_shape *s = &ic->in_shapes[i];
   char buf[160];
   if (s->rank >= 0 && s->rank != 1)
-    return INVALID(ic, "%s: shape must be a vector (rank 1), got shape %s", ic->op_name,
-                   mf_shape_str(s, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: shape must be a vector (rank 1), got shape %s", ic->op_name,
+                      mf_shape_str(s, buf, sizeof buf));
   if (s->rank == 1 && s->dims[0] > MF_MAX_RANK)
-    return INVALID(ic, "%s: shape has %lld entries, but tensors have at most %d dimensions", ic->op_name,
-                   (long long)s->dims[0], MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: shape has %lld entries, but tensors have at most %d dimensions", ic->op_name,
+                      (long long)s->dims[0], MF_MAX_RANK);
   *out = mf_infer_shape_value(ic, i);
   for (int d = 0; d < out->rank; d++)
     if (out->dims[d] < -1 || (ic->in_values[i] && out->dims[d] < 0))
-      return INVALID(ic, "%s: shape[%d] = %lld must be non-negative", ic->op_name, d, (long long)out->dims[d]);
+      return MF_INVALID(ic->status, "%s: shape[%d] = %lld must be non-negative", ic->op_name, d,
+                        (long long)out->dims[d]);
   return MF_OK;
 }
 
@@ -270,8 +264,8 @@ static int64_t dim_merge(int64_t a, int64_t b) { return a >= 0 ? a : b; }
 
 static mf_code check_rank_limit(mf_infer_ctx *ic, int rank) {
   if (rank > MF_MAX_RANK)
-    return INVALID(ic, "%s: the result would have rank %d, more than the %d dimensions tensors may have",
-                   ic->op_name, rank, MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: the result would have rank %d, more than the %d dimensions tensors may have",
+                      ic->op_name, rank, MF_MAX_RANK);
   return MF_OK;
 }
 
@@ -315,8 +309,9 @@ static mf_code gather_shape(mf_infer_ctx *ic, const mf_shape *P, const mf_shape 
   int r = 0;
   for (int d = 0; d < batch; d++) {
     if (!dims_compatible(P->dims[d], I->dims[d]))
-      return INVALID(ic, "%s: params.shape[%d] = %lld but indices.shape[%d] = %lld; the batch dimensions must "
-                     "match", ic->op_name, d, (long long)P->dims[d], d, (long long)I->dims[d]);
+      return MF_INVALID(ic->status,
+                        "%s: params.shape[%d] = %lld but indices.shape[%d] = %lld; the batch dimensions must "
+                        "match", ic->op_name, d, (long long)P->dims[d], d, (long long)I->dims[d]);
     out->dims[r++] = dim_merge(P->dims[d], I->dims[d]);
   }
   for (int d = batch; d < axis; d++) out->dims[r++] = P->dims[d];
@@ -343,11 +338,11 @@ static const int64_t *gather_indices(mf_kernel_ctx *ctx, const mf_tensor *params
   int axis, batch;
   if (gather_axes(ctx->op->name, ctx->attrs, params->rank, indices->rank, &axis, &batch, ctx->status))
     return NULL;
-  g->nb = product(params->dims, 0, batch);
-  g->outer = product(params->dims, batch, axis);
+  g->nb = mf_dims_product(params->dims, 0, batch);
+  g->outer = mf_dims_product(params->dims, batch, axis);
   g->n = params->dims[axis];
-  g->inner = product(params->dims, axis + 1, params->rank);
-  g->nidx = product(indices->dims, batch, indices->rank);
+  g->inner = mf_dims_product(params->dims, axis + 1, params->rank);
+  g->nidx = mf_dims_product(indices->dims, batch, indices->rank);
   const int64_t *idx = index_values(ctx, indices, owned);
   if (idx && check_range(ctx, indices, idx, g->n)) {
     mf_free(*owned);
@@ -383,9 +378,9 @@ static mf_code gather_grad_infer(mf_infer_ctx *ic) {
   if (shape_input(ic, 2, &P) || gather_shape(ic, &P, &ic->in_shapes[1], &want)) return ic->status->code;
   char a[160], b[160], c[160];
   if (!mf_shape_compatible(&want, &ic->in_shapes[0]))
-    return INVALID(ic, "%s: the gradient has shape %s, but gathering from shape %s gives %s", ic->op_name,
-                   mf_shape_str(&ic->in_shapes[0], a, sizeof a), mf_shape_str(&P, b, sizeof b),
-                   mf_shape_str(&want, c, sizeof c));
+    return MF_INVALID(ic->status, "%s: the gradient has shape %s, but gathering from shape %s gives %s", ic->op_name,
+                      mf_shape_str(&ic->in_shapes[0], a, sizeof a), mf_shape_str(&P, b, sizeof b),
+                      mf_shape_str(&want, c, sizeof c));
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = P;
   return MF_OK;
@@ -418,8 +413,9 @@ static mf_code gather_grad_kernel(mf_kernel_ctx *ctx) {
 static mf_code index_depth(mf_infer_ctx *ic, int i, int64_t *k) {
   const mf_shape *I = &ic->in_shapes[i];
   if (I->rank == 0)
-    return INVALID(ic, "%s: indices must be at least rank 1 (index vectors along the last axis), got a scalar",
-                   ic->op_name);
+    return MF_INVALID(ic->status,
+                      "%s: indices must be at least rank 1 (index vectors along the last axis), got a scalar",
+                      ic->op_name);
   *k = I->rank > 0 ? I->dims[I->rank - 1] : -1;
   return MF_OK;
 }
@@ -428,8 +424,9 @@ static mf_code index_depth(mf_infer_ctx *ic, int i, int64_t *k) {
 static mf_code nd_slices_shape(mf_infer_ctx *ic, const mf_shape *I, const mf_shape *S, int64_t k, mf_shape *out) {
   *out = mf_shape_unknown();
   if (k >= 0 && S->rank >= 0 && k > S->rank)
-    return INVALID(ic, "%s: index vectors have length %lld (indices.shape[-1]), more than the rank %d of the "
-                   "indexed tensor", ic->op_name, (long long)k, S->rank);
+    return MF_INVALID(ic->status,
+                      "%s: index vectors have length %lld (indices.shape[-1]), more than the rank %d of the "
+                      "indexed tensor", ic->op_name, (long long)k, S->rank);
   if (I->rank < 0 || S->rank < 0 || k < 0) return MF_OK;
   int rank = I->rank - 1 + S->rank - (int)k;
   if (check_rank_limit(ic, rank)) return ic->status->code;
@@ -453,7 +450,7 @@ static mf_code gather_nd_kernel(mf_kernel_ctx *ctx) {
   int k = (int)indices->dims[indices->rank - 1];
   int64_t *rows, n;
   if (nd_rows(ctx, indices, params->dims, params->rank, &rows, &n)) return ctx->status->code;
-  size_t row = (size_t)product(params->dims, k, params->rank) * mf_dtype_size(params->dtype);
+  size_t row = (size_t)mf_dims_product(params->dims, k, params->rank) * mf_dtype_size(params->dtype);
   take_rows(ctx->outputs[0]->data, params->data, rows, n, row);
   mf_free(rows);
   return MF_OK;
@@ -469,11 +466,11 @@ static mf_code scatter_nd_infer(mf_infer_ctx *ic) {
     return ic->status->code;
   char a[160], b[160], c[160], d[160];
   if (!mf_shape_compatible(&want, &ic->in_shapes[1]))
-    return INVALID(ic, "%s: updates has shape %s, but indices of shape %s into shape %s need updates of "
-                   "shape indices.shape[:-1] + shape[indices.shape[-1]:] = %s",
-                   ic->op_name, mf_shape_str(&ic->in_shapes[1], a, sizeof a),
-                   mf_shape_str(&ic->in_shapes[0], b, sizeof b), mf_shape_str(&S, c, sizeof c),
-                   mf_shape_str(&want, d, sizeof d));
+    return MF_INVALID(ic->status, "%s: updates has shape %s, but indices of shape %s into shape %s need updates of "
+                      "shape indices.shape[:-1] + shape[indices.shape[-1]:] = %s",
+                      ic->op_name, mf_shape_str(&ic->in_shapes[1], a, sizeof a),
+                      mf_shape_str(&ic->in_shapes[0], b, sizeof b), mf_shape_str(&S, c, sizeof c),
+                      mf_shape_str(&want, d, sizeof d));
   ic->out_dtypes[0] = ic->in_dtypes[1];
   ic->out_shapes[0] = S;
   return MF_OK;
@@ -486,7 +483,7 @@ static mf_code scatter_nd_kernel(mf_kernel_ctx *ctx) {
   int64_t *rows, n;
   if (nd_rows(ctx, indices, out->dims, out->rank, &rows, &n)) return ctx->status->code;
   memset(out->data, 0, mf_tensor_nbytes(out));
-  add_rows(out->dtype, out->data, updates->data, rows, n, product(out->dims, k, out->rank));
+  add_rows(out->dtype, out->data, updates->data, rows, n, mf_dims_product(out->dims, k, out->rank));
   mf_free(rows);
   return MF_OK;
 }
@@ -571,15 +568,16 @@ static mf_code mirror_pad_grad_infer(mf_infer_ctx *ic) {
       pad_attrs(ic->op_name, ic->attrs, dy->rank, &pads, &rank, &mode, ic->status))
     return ic->status->code;
   if (mode == PAD_CONSTANT)
-    return INVALID(ic, "%s: MirrorPadGrad takes mode REFLECT or SYMMETRIC; a CONSTANT pad's gradient is a slice",
-                   ic->op_name);
+    return MF_INVALID(ic->status,
+                      "%s: MirrorPadGrad takes mode REFLECT or SYMMETRIC; a CONSTANT pad's gradient is a slice",
+                      ic->op_name);
   mf_shape out = {.rank = rank};
   for (int d = 0; d < rank; d++) {
     int64_t n = dy->rank >= 0 ? dy->dims[d] : -1;
     out.dims[d] = n >= 0 ? n - pads[2 * d] - pads[2 * d + 1] : -1;
     if (n >= 0 && out.dims[d] < 0)
-      return INVALID(ic, "%s: dimension %d of the gradient (%lld) is smaller than its paddings (%lld, %lld)",
-                     ic->op_name, d, (long long)n, (long long)pads[2 * d], (long long)pads[2 * d + 1]);
+      return MF_INVALID(ic->status, "%s: dimension %d of the gradient (%lld) is smaller than its paddings (%lld, %lld)",
+                        ic->op_name, d, (long long)n, (long long)pads[2 * d], (long long)pads[2 * d + 1]);
   }
   if (check_mirror(ic->op_name, mode, pads, &out, ic->status)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -660,7 +658,7 @@ static void pad_next_row(const pad_geom *g, int64_t *idx) {
     memcpy(&fill, fill_bits, sizeof fill);                                                     \
     int last = g->rank - 1;                                                                    \
     int64_t w = g->out_dims[last], lo = g->before[last], n = g->in_dims[last];                 \
-    int64_t rows = product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;                \
+    int64_t rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;                \
     const int64_t *map = g->map[last];                                                         \
     for (int64_t r = 0; r < rows; r++, out += w, pad_next_row(g, idx)) {                       \
       if (!pad_row_base(g, idx, &base)) {                                                      \
@@ -698,7 +696,7 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
 #define DEFINE_MIRROR_PAD_GRAD(code, T)                                                         \
   static void mirror_pad_grad_##code(T *dx, const T *dy, const pad_geom *g) {                  \
     int last = g->rank - 1;                                                                    \
-    int64_t w = g->out_dims[last], rows = product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}; \
+    int64_t w = g->out_dims[last], rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}; \
     int64_t base;                                                                              \
     const int64_t *map = g->map[last];                                                         \
     for (int64_t r = 0; r < rows; r++, dy += w, pad_next_row(g, idx)) {                        \
@@ -763,7 +761,7 @@ static mf_code reverse_infer(mf_infer_ctx *ic) {
 #define DEFINE_REVERSE(T)                                                                       \
   static void reverse_##T(T *out, const T *in, int rank, const int64_t *dims, const bool *rev) { \
     int last = rank - 1;                                                                       \
-    int64_t w = dims[last], rows = product(dims, 0, last), idx[MF_MAX_RANK] = {0};             \
+    int64_t w = dims[last], rows = mf_dims_product(dims, 0, last), idx[MF_MAX_RANK] = {0};             \
     int64_t strides[MF_MAX_RANK], s = 1;                                                       \
     for (int d = last; d >= 0; d--) {                                                          \
       strides[d] = s;                                                                          \
@@ -807,7 +805,7 @@ static mf_code cumsum_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "x")) return ic->status->code;
   const mf_shape *in = &ic->in_shapes[0];
   int axis;
-  if (in->rank == 0) return INVALID(ic, "%s: x must be at least rank 1, got a scalar", ic->op_name);
+  if (in->rank == 0) return MF_INVALID(ic->status, "%s: x must be at least rank 1, got a scalar", ic->op_name);
   if (in->rank > 0 && mf_normalize_axis(ic->op_name, mf_attr_int(ic->attrs, "axis", 0), in->rank, &axis, ic->status))
     return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -843,7 +841,8 @@ static mf_code cumsum_kernel(mf_kernel_ctx *ctx) {
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), in->rank, &axis, ctx->status))
     return ctx->status->code;
-  int64_t outer = product(in->dims, 0, axis), n = in->dims[axis], inner = product(in->dims, axis + 1, in->rank);
+  int64_t outer = mf_dims_product(in->dims, 0, axis), n = in->dims[axis];
+  int64_t inner = mf_dims_product(in->dims, axis + 1, in->rank);
   bool exclusive = mf_attr_bool(ctx->attrs, "exclusive", false), reverse = mf_attr_bool(ctx->attrs, "reverse", false);
   if (in->size == 0) return MF_OK;
   switch (in->dtype) {
@@ -874,18 +873,18 @@ static mf_code one_hot_axis(const char *op, const mf_attrs *attrs, int q, int *a
 static mf_code one_hot_infer(mf_infer_ctx *ic) {
   mf_dtype it = ic->in_dtypes[0];
   if (!is_index_dtype(it) && it != MF_UINT8)
-    return INVALID(ic, "%s: indices must be uint8, int32 or int64, got %s; use tf.cast", ic->op_name,
-                   mf_dtype_name(it));
+    return MF_INVALID(ic->status, "%s: indices must be uint8, int32 or int64, got %s; use tf.cast", ic->op_name,
+                      mf_dtype_name(it));
   int64_t depth = -1;
   if (scalar_input(ic, 1, "depth", &depth)) return ic->status->code;
   char buf[160];
   for (int i = 2; i < 4; i++)
     if (ic->in_shapes[i].rank > 0)
-      return INVALID(ic, "%s: %s must be a scalar, got shape %s", ic->op_name, i == 2 ? "on_value" : "off_value",
-                     mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
+      return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name,
+                        i == 2 ? "on_value" : "off_value", mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
   if (ic->in_dtypes[2] != ic->in_dtypes[3])
-    return INVALID(ic, "%s: on_value is %s but off_value is %s; they must have the same dtype (use tf.cast)",
-                   ic->op_name, mf_dtype_name(ic->in_dtypes[2]), mf_dtype_name(ic->in_dtypes[3]));
+    return MF_INVALID(ic->status, "%s: on_value is %s but off_value is %s; they must have the same dtype (use tf.cast)",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[2]), mf_dtype_name(ic->in_dtypes[3]));
   ic->out_dtypes[0] = ic->in_dtypes[2];
   const mf_shape *I = &ic->in_shapes[0];
   int axis;
@@ -923,8 +922,8 @@ static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *out = ctx->outputs[0];
   int axis;
   if (one_hot_axis(ctx->op->name, ctx->attrs, indices->rank, &axis, ctx->status)) return ctx->status->code;
-  int64_t depth = out->dims[axis], pre = product(indices->dims, 0, axis);
-  int64_t suf = product(indices->dims, axis, indices->rank);
+  int64_t depth = out->dims[axis], pre = mf_dims_product(indices->dims, 0, axis);
+  int64_t suf = mf_dims_product(indices->dims, axis, indices->rank);
   int64_t *owned;
   const int64_t *idx = index_values(ctx, indices, &owned);
   if (!idx) return ctx->status->code;
@@ -942,7 +941,7 @@ static mf_code arg_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "input")) return ic->status->code;
   mf_dtype ot = mf_attr_type(ic->attrs, "output_type", MF_INT64);
   if (!is_index_dtype(ot))
-    return INVALID(ic, "%s: output_type must be int32 or int64, got %s", ic->op_name, mf_dtype_name(ot));
+    return MF_INVALID(ic->status, "%s: output_type must be int32 or int64, got %s", ic->op_name, mf_dtype_name(ot));
   ic->out_dtypes[0] = ot;
   const mf_shape *in = &ic->in_shapes[0];
   if (in->rank < 0) {
@@ -950,13 +949,13 @@ static mf_code arg_infer(mf_infer_ctx *ic) {
     return MF_OK;
   }
   int axis;
-  if (in->rank == 0) return INVALID(ic, "%s: input must be at least rank 1, got a scalar", ic->op_name);
+  if (in->rank == 0) return MF_INVALID(ic->status, "%s: input must be at least rank 1, got a scalar", ic->op_name);
   if (mf_normalize_axis(ic->op_name, mf_attr_int(ic->attrs, "axis", 0), in->rank, &axis, ic->status))
     return ic->status->code;
   char buf[160];
   if (in->dims[axis] == 0)
-    return INVALID(ic, "%s: reduction axis %d is empty in shape %s", ic->op_name, axis,
-                   mf_shape_str(in, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: reduction axis %d is empty in shape %s", ic->op_name, axis,
+                      mf_shape_str(in, buf, sizeof buf));
   mf_shape out = {.rank = in->rank - 1};
   for (int d = 0, r = 0; d < in->rank; d++)
     if (d != axis) out.dims[r++] = in->dims[d];
@@ -992,7 +991,8 @@ static mf_code arg_kernel(mf_kernel_ctx *ctx, bool max) {
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), in->rank, &axis, ctx->status))
     return ctx->status->code;
-  int64_t outer = product(in->dims, 0, axis), n = in->dims[axis], inner = product(in->dims, axis + 1, in->rank);
+  int64_t outer = mf_dims_product(in->dims, 0, axis), n = in->dims[axis];
+  int64_t inner = mf_dims_product(in->dims, axis + 1, in->rank);
   if (out->size == 0) return MF_OK;
   int64_t *arg = mf_malloc((size_t)inner * sizeof *arg);
   if (!arg) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
@@ -1024,15 +1024,16 @@ static mf_code top_k_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "input") || scalar_input(ic, 1, "k", &k)) return ic->status->code;
   const mf_shape *in = &ic->in_shapes[0];
   char buf[160];
-  if (in->rank == 0) return INVALID(ic, "%s: input must be at least rank 1, got a scalar", ic->op_name);
+  if (in->rank == 0) return MF_INVALID(ic->status, "%s: input must be at least rank 1, got a scalar", ic->op_name);
   mf_shape out = *in;
   if (in->rank > 0) {
     int64_t n = in->dims[in->rank - 1];
     if (k >= 0 && n >= 0 && n < k)
-      return INVALID(ic, "%s: input must have at least k = %lld columns, got shape %s", ic->op_name,
-                     (long long)k, mf_shape_str(in, buf, sizeof buf));
+      return MF_INVALID(ic->status, "%s: input must have at least k = %lld columns, got shape %s", ic->op_name,
+                        (long long)k, mf_shape_str(in, buf, sizeof buf));
     if (n > INT32_MAX)
-      return INVALID(ic, "%s: rows of %lld entries are too long for int32 indices", ic->op_name, (long long)n);
+      return MF_INVALID(ic->status, "%s: rows of %lld entries are too long for int32 indices", ic->op_name,
+                        (long long)n);
     out.dims[in->rank - 1] = k;
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -1091,7 +1092,7 @@ MF_FOR_NUMERIC_TYPES(DEFINE_TOP_K)
 static mf_code top_k_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *in = ctx->inputs[0];
   mf_tensor *vals = ctx->outputs[0], *idx = ctx->outputs[1];
-  int64_t k = vals->dims[vals->rank - 1], n = in->dims[in->rank - 1], rows = product(in->dims, 0, in->rank - 1);
+  int64_t k = vals->dims[vals->rank - 1], n = in->dims[in->rank - 1], rows = mf_dims_product(in->dims, 0, in->rank - 1);
   if (vals->size == 0) return MF_OK;
   int64_t *heap = mf_malloc((size_t)k * sizeof *heap);
   if (!heap) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
@@ -1112,18 +1113,19 @@ static mf_code top_k_kernel(mf_kernel_ctx *ctx) {
 static mf_code in_top_k_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "predictions") || check_indices(ic, 1, "targets")) return ic->status->code;
   if (!mf_attrs_find(ic->attrs, "k", MF_ATTR_INT))
-    return INVALID(ic, "%s: InTopK needs an int attribute 'k'", ic->op_name);
+    return MF_INVALID(ic->status, "%s: InTopK needs an int attribute 'k'", ic->op_name);
   const mf_shape *p = &ic->in_shapes[0], *t = &ic->in_shapes[1];
   char a[160], b[160];
   if (p->rank >= 0 && p->rank != 2)
-    return INVALID(ic, "%s: predictions must be a matrix [batch, classes], got shape %s", ic->op_name,
-                   mf_shape_str(p, a, sizeof a));
+    return MF_INVALID(ic->status, "%s: predictions must be a matrix [batch, classes], got shape %s", ic->op_name,
+                      mf_shape_str(p, a, sizeof a));
   if (t->rank >= 0 && t->rank != 1)
-    return INVALID(ic, "%s: targets must be a vector [batch], got shape %s", ic->op_name, mf_shape_str(t, a, sizeof a));
+    return MF_INVALID(ic->status, "%s: targets must be a vector [batch], got shape %s", ic->op_name,
+                      mf_shape_str(t, a, sizeof a));
   int64_t pb = p->rank == 2 ? p->dims[0] : -1, tb = t->rank == 1 ? t->dims[0] : -1;
   if (!dims_compatible(pb, tb))
-    return INVALID(ic, "%s: predictions has shape %s but targets %s; they need one entry per batch row",
-                   ic->op_name, mf_shape_str(p, a, sizeof a), mf_shape_str(t, b, sizeof b));
+    return MF_INVALID(ic->status, "%s: predictions has shape %s but targets %s; they need one entry per batch row",
+                      ic->op_name, mf_shape_str(p, a, sizeof a), mf_shape_str(t, b, sizeof b));
   ic->out_dtypes[0] = MF_BOOL;
   ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {dim_merge(pb, tb)}};
   return MF_OK;
@@ -1150,8 +1152,8 @@ static mf_code in_top_k_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *pred = ctx->inputs[0], *targets = ctx->inputs[1];
   int64_t batch = pred->dims[0], n = pred->dims[1], k = mf_attr_int(ctx->attrs, "k", 1);
   if (targets->dims[0] != batch)  /* only a hand-set static shape can promise otherwise */
-    return KERNEL_ERROR(ctx, "%s: predictions has %lld rows but targets %lld entries", ctx->op->name,
-                        (long long)batch, (long long)targets->dims[0]);
+    return MF_INVALID(ctx->status, "%s: predictions has %lld rows but targets %lld entries", ctx->op->name,
+                      (long long)batch, (long long)targets->dims[0]);
   int64_t *owned;
   const int64_t *t = index_values(ctx, targets, &owned);
   if (!t) return ctx->status->code;
@@ -1173,7 +1175,7 @@ static mf_code sequence_mask_infer(mf_infer_ctx *ic) {
   int64_t maxlen = -1;
   if (check_indices(ic, 0, "lengths") || scalar_input(ic, 1, "maxlen", &maxlen)) return ic->status->code;
   mf_dtype t = mf_attr_type(ic->attrs, "dtype", MF_BOOL);
-  if (!mf_dtype_size(t)) return INVALID(ic, "%s: dtype is not a valid dtype", ic->op_name);
+  if (!mf_dtype_size(t)) return MF_INVALID(ic->status, "%s: dtype is not a valid dtype", ic->op_name);
   ic->out_dtypes[0] = t;
   const mf_shape *L = &ic->in_shapes[0];
   if (L->rank < 0) {
@@ -1223,17 +1225,17 @@ static mf_code mask_axis(mf_infer_ctx *ic, int rank, int k, int *axis) {
   }
   if (a < 0) a += rank;
   if (a < 0 || (k >= 0 && a + k > rank))
-    return INVALID(ic, "%s: a mask of rank %d at axis %lld does not fit a tensor of rank %d", ic->op_name, k,
-                   (long long)mf_attr_int(ic->attrs, "axis", 0), rank);
+    return MF_INVALID(ic->status, "%s: a mask of rank %d at axis %lld does not fit a tensor of rank %d", ic->op_name, k,
+                      (long long)mf_attr_int(ic->attrs, "axis", 0), rank);
   *axis = (int)a;
   return MF_OK;
 }
 
 static mf_code check_mask(mf_infer_ctx *ic, int i) {
   if (ic->in_dtypes[i] != MF_BOOL)
-    return INVALID(ic, "%s: mask must be bool, got %s; compare (tf.greater, ...) or tf.cast to get one",
-                   ic->op_name, mf_dtype_name(ic->in_dtypes[i]));
-  if (ic->in_shapes[i].rank == 0) return INVALID(ic, "%s: mask cannot be a scalar", ic->op_name);
+    return MF_INVALID(ic->status, "%s: mask must be bool, got %s; compare (tf.greater, ...) or tf.cast to get one",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[i]));
+  if (ic->in_shapes[i].rank == 0) return MF_INVALID(ic->status, "%s: mask cannot be a scalar", ic->op_name);
   return MF_OK;
 }
 
@@ -1265,8 +1267,8 @@ static mf_code boolean_mask_infer(mf_infer_ctx *ic) {
   char a[160], b[160];
   for (int d = 0; d < M->rank; d++)
     if (!dims_compatible(T->dims[axis + d], M->dims[d]))
-      return INVALID(ic, "%s: mask of shape %s does not match the dims [%d, %d) of the tensor's shape %s",
-                     ic->op_name, mf_shape_str(M, a, sizeof a), axis, axis + M->rank, mf_shape_str(T, b, sizeof b));
+      return MF_INVALID(ic->status, "%s: mask of shape %s does not match the dims [%d, %d) of the tensor's shape %s",
+                        ic->op_name, mf_shape_str(M, a, sizeof a), axis, axis + M->rank, mf_shape_str(T, b, sizeof b));
   mf_shape out = {.rank = T->rank - M->rank + 1};
   int r = 0;
   for (int d = 0; d < axis; d++) out.dims[r++] = T->dims[d];
@@ -1293,8 +1295,8 @@ static int64_t *mask_positions(mf_kernel_ctx *ctx, const mf_tensor *mask, int64_
 /* The loop sizes both BooleanMask kernels share: `outer` slabs of the mask's
  * `m` entries, each a row of `row` bytes. */
 static void mask_geometry(const mf_tensor *full, const mf_tensor *mask, int axis, int64_t *outer, size_t *row) {
-  *outer = product(full->dims, 0, axis);
-  *row = (size_t)product(full->dims, axis + mask->rank, full->rank) * mf_dtype_size(full->dtype);
+  *outer = mf_dims_product(full->dims, 0, axis);
+  *row = (size_t)mf_dims_product(full->dims, axis + mask->rank, full->rank) * mf_dtype_size(full->dtype);
 }
 
 static int kernel_mask_axis(const mf_kernel_ctx *ctx, int rank) {
@@ -1343,8 +1345,8 @@ static mf_code boolean_mask_grad_infer(mf_infer_ctx *ic) {
   int64_t count = mask_count(ic->in_values[1]);
   char a[160], b[160];
   if (!dims_compatible(dy->dims[axis], count))
-    return INVALID(ic, "%s: the gradient has shape %s, but the mask %s holds %lld true entries", ic->op_name,
-                   mf_shape_str(dy, a, sizeof a), mf_shape_str(M, b, sizeof b), (long long)count);
+    return MF_INVALID(ic->status, "%s: the gradient has shape %s, but the mask %s holds %lld true entries", ic->op_name,
+                      mf_shape_str(dy, a, sizeof a), mf_shape_str(M, b, sizeof b), (long long)count);
   mf_shape out = {.rank = rank};
   int r = 0;
   for (int d = 0; d < axis; d++) out.dims[r++] = dy->dims[d];
@@ -1365,8 +1367,8 @@ static mf_code boolean_mask_grad_kernel(mf_kernel_ctx *ctx) {
   if (!pos) return ctx->status->code;
   if (count != dy->dims[axis]) {  /* a constant mask fed another value */
     mf_free(pos);
-    return KERNEL_ERROR(ctx, "%s: the gradient has %lld entries along axis %d, but the mask holds %lld true "
-                        "entries", ctx->op->name, (long long)dy->dims[axis], axis, (long long)count);
+    return MF_INVALID(ctx->status, "%s: the gradient has %lld entries along axis %d, but the mask holds %lld true "
+                      "entries", ctx->op->name, (long long)dy->dims[axis], axis, (long long)count);
   }
   memset(out->data, 0, mf_tensor_nbytes(out));
   for (int64_t o = 0; o < outer; o++)

@@ -21,13 +21,10 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/helpers.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
-
-/* dtype enums run from 1 to MF_UINT8; tables indexed by dtype have this many slots. */
-enum { MF_DTYPE_SLOTS = MF_UINT8 + 1 };
 
 /* ---------- dtype lists for the op tables ----------
  * Y(code, C type, true-division result code, its C type, ...): the extra
@@ -258,22 +255,8 @@ typedef struct {
 
 #define MF_DTYPE_BIT(code, T, fcode, F, ...) (1u << code) |
 
-/* Checks that `what` (an input, or both) of dtype t is one the op takes. */
-static mf_code check_dtype(mf_infer_ctx *ic, const char *what, mf_dtype t, unsigned dtypes) {
-  if (dtypes & (1u << t)) return MF_OK;
-  char list[96];
-  size_t len = 0;
-  list[0] = '\0';
-  for (int d = 1; d < MF_DTYPE_SLOTS; d++)
-    if (dtypes & (1u << d))
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", mf_dtype_name((mf_dtype)d));
-  return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                       "%s: %s dtype %s, but %s takes only %s; use tf.cast to convert", ic->op_name,
-                       what, mf_dtype_name(t), ic->def->name, list);
-}
-
 static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
-  if (check_dtype(ic, "x has", ic->in_dtypes[0], impl->dtypes)) return ic->status->code;
+  if (mf_check_dtype(ic, 0, "x has", impl->dtypes)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = ic->in_shapes[0];
   return MF_OK;
@@ -286,13 +269,9 @@ static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
 }
 
 static mf_code binary_infer(mf_infer_ctx *ic, const mf_binary_impl *impl) {
-  mf_dtype tx = ic->in_dtypes[0], ty = ic->in_dtypes[1];
-  if (tx != ty)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: x has dtype %s but y has dtype %s; use tf.cast to convert one of them",
-                         ic->op_name, mf_dtype_name(tx), mf_dtype_name(ty));
-  if (check_dtype(ic, "x and y have", tx, impl->dtypes)) return ic->status->code;
-  ic->out_dtypes[0] = impl->out[tx];
+  if (mf_check_same_dtype(ic, 0, "x", 1, "y") || mf_check_dtype(ic, 0, "x and y have", impl->dtypes))
+    return ic->status->code;
+  ic->out_dtypes[0] = impl->out[ic->in_dtypes[0]];
   return mf_broadcast_shape(ic->op_name, &ic->in_shapes[0], &ic->in_shapes[1], &ic->out_shapes[0],
                             ic->status);
 }
@@ -426,7 +405,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   {                                                                              \
     const mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);           \
     const mf_output dy = gc->grads[0];                                           \
-    const mf_dtype t = x.op->out_dtypes[x.index];                                \
+    const mf_dtype t = mf_port_dtype(x);                                          \
     (void)x, (void)y, (void)t;                                                   \
     gc->input_grads[0] = (e);                                                    \
     return gc->status->code;                                                     \
@@ -435,7 +414,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   {                                                                              \
     const mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1);            \
     const mf_output z = mf_op_out(gc->op, 0), dz = gc->grads[0];                 \
-    const mf_dtype t = a.op->out_dtypes[a.index];                                \
+    const mf_dtype t = mf_port_dtype(a);                                          \
     (void)a, (void)b, (void)z, (void)t;                                          \
     const mf_output gb = (db);                                                   \
     gc->input_grads[0] = (da);                                                   \
@@ -500,7 +479,7 @@ static mf_code cast_kernel(mf_kernel_ctx *ctx) {
  * the gradients that fan out from one tensor. */
 static mf_code addn_infer(mf_infer_ctx *ic) {
   mf_dtype t = ic->in_dtypes[0];
-  if (check_dtype(ic, "inputs have", t, Add_impl.dtypes)) return ic->status->code;
+  if (mf_check_dtype(ic, 0, "inputs have", Add_impl.dtypes)) return ic->status->code;
   mf_shape shape = ic->in_shapes[0];
   for (int i = 1; i < ic->num_inputs; i++) {
     if (ic->in_dtypes[i] != t)
@@ -508,15 +487,12 @@ static mf_code addn_infer(mf_infer_ctx *ic) {
                            "%s: input %d has dtype %s but input 0 has %s; use tf.cast to convert", ic->op_name,
                            i, mf_dtype_name(ic->in_dtypes[i]), mf_dtype_name(t));
     const mf_shape *si = &ic->in_shapes[i];
-    if (!mf_shape_compatible(&shape, si)) {
+    if (!mf_merge_shapes(&shape, si, &shape)) {
       char a[128], b[128];
       return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
                            "%s: AddN needs inputs of one shape, but input %d is %s and the others %s",
                            ic->op_name, i, mf_shape_str(si, a, sizeof a), mf_shape_str(&shape, b, sizeof b));
     }
-    if (shape.rank < 0) shape = *si;
-    for (int d = 0; d < shape.rank && si->rank >= 0; d++)
-      if (shape.dims[d] < 0) shape.dims[d] = si->dims[d];
   }
   ic->out_dtypes[0] = t;
   ic->out_shapes[0] = shape;
@@ -541,7 +517,7 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
  * inputs are never asked for, so a cast from or to an integer passes none.) */
 static mf_code cast_grad(mf_grad_ctx *gc) {
   const mf_output x = mf_op_in(gc->op, 0);
-  gc->input_grads[0] = mf_grad_cast(gc, gc->grads[0], x.op->out_dtypes[x.index]);
+  gc->input_grads[0] = mf_grad_cast(gc, gc->grads[0], mf_port_dtype(x));
   return gc->status->code;
 }
 

@@ -27,6 +27,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/helpers.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -34,7 +35,6 @@
 #include <string.h>
 
 enum { DTYPE_SLOTS = MF_UINT8 + 1 };
-#define INVALID(s, ...) mf_status_set((s), MF_INVALID_ARGUMENT, __VA_ARGS__)
 
 /* ---------- shared checks ---------- */
 
@@ -42,40 +42,6 @@ enum { DTYPE_SLOTS = MF_UINT8 + 1 };
 #define T_SIGNED(Y, ...) T_FLOAT(Y, __VA_ARGS__) Y(MF_INT32, int32_t, __VA_ARGS__) Y(MF_INT64, int64_t, __VA_ARGS__)
 #define DTYPE_BIT(code, T, ...) (1u << code) |
 static const unsigned FLOAT_TYPES = T_FLOAT(DTYPE_BIT, ~) 0u;
-
-/* Checks that input i has one of `dtypes`. */
-static mf_code check_dtype(mf_infer_ctx *ic, int i, const char *what, unsigned dtypes) {
-  mf_dtype t = ic->in_dtypes[i];
-  if (dtypes & (1u << t)) return MF_OK;
-  char list[96];
-  size_t len = 0;
-  list[0] = '\0';
-  for (int d = 1; d < DTYPE_SLOTS; d++)
-    if (dtypes & (1u << d))
-      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", mf_dtype_name((mf_dtype)d));
-  return INVALID(ic->status, "%s: %s has dtype %s, but %s takes only %s; use tf.cast to convert", ic->op_name,
-                 what, mf_dtype_name(t), ic->def->name, list);
-}
-
-/* Checks that inputs i and j have the same dtype. */
-static mf_code check_same_dtype(mf_infer_ctx *ic, int i, const char *wi, int j, const char *wj) {
-  if (ic->in_dtypes[i] == ic->in_dtypes[j]) return MF_OK;
-  return INVALID(ic->status, "%s: %s has dtype %s but %s has dtype %s; use tf.cast to convert one of them",
-                 ic->op_name, wi, mf_dtype_name(ic->in_dtypes[i]), wj, mf_dtype_name(ic->in_dtypes[j]));
-}
-
-/* The merge of two compatible shapes (known dims win); false if they conflict. */
-static bool merge_shapes(const mf_shape *a, const mf_shape *b, mf_shape *out) {
-  if (!mf_shape_compatible(a, b)) return false;
-  if (a->rank < 0) {
-    *out = *b;
-    return true;
-  }
-  *out = *a;
-  for (int d = 0; d < a->rank && b->rank >= 0; d++)
-    if (out->dims[d] < 0) out->dims[d] = b->dims[d];
-  return true;
-}
 
 /* Builds `type` on the inputs with every attribute of the op being
  * differentiated (window shape, padding, alpha, data_format). */
@@ -104,8 +70,6 @@ static mf_output like_op3(mf_grad_ctx *gc, const char *type, mf_output a, mf_out
   const mf_output in[3] = {a, b, c};
   return like_op(gc, type, 3, in);
 }
-
-static mf_dtype port_dtype(mf_output p) { return p.op->out_dtypes[p.index]; }
 
 /* ---------- activations ----------
  * Element loops run in fixed blocks plus a tail over restrict pointers, the
@@ -215,7 +179,7 @@ typedef struct { unsigned dtypes; act_grad_fn loop[DTYPE_SLOTS]; } act_grad_impl
 static double alpha_attr(const mf_attrs *a) { return mf_attr_float(a, "alpha", 0.2); }
 
 static mf_code act_infer(mf_infer_ctx *ic, unsigned dtypes) {
-  if (check_dtype(ic, 0, "features", dtypes)) return ic->status->code;
+  if (mf_check_dtype(ic, 0, "features has", dtypes)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = ic->in_shapes[0];
   return MF_OK;
@@ -229,13 +193,13 @@ static mf_code act_run(mf_kernel_ctx *ctx, const act_impl *impl) {
 
 /* Gradient ops take (gradients, v) of one dtype and one shape, as TensorFlow's. */
 static mf_code act_grad_infer(mf_infer_ctx *ic, unsigned dtypes) {
-  if (check_dtype(ic, 1, "features", dtypes) || check_same_dtype(ic, 0, "gradients", 1, "features"))
+  if (mf_check_dtype(ic, 1, "features has", dtypes) || mf_check_same_dtype(ic, 0, "gradients", 1, "features"))
     return ic->status->code;
-  if (!merge_shapes(&ic->in_shapes[0], &ic->in_shapes[1], &ic->out_shapes[0])) {
+  if (!mf_merge_shapes(&ic->in_shapes[0], &ic->in_shapes[1], &ic->out_shapes[0])) {
     char a[160], b[160];
-    return INVALID(ic->status, "%s: gradients has shape %s but features has shape %s; %s needs one shape",
-                   ic->op_name, mf_shape_str(&ic->in_shapes[0], a, sizeof a),
-                   mf_shape_str(&ic->in_shapes[1], b, sizeof b), ic->def->name);
+    return MF_INVALID(ic->status, "%s: gradients has shape %s but features has shape %s; %s needs one shape",
+                      ic->op_name, mf_shape_str(&ic->in_shapes[0], a, sizeof a),
+                      mf_shape_str(&ic->in_shapes[1], b, sizeof b), ic->def->name);
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
   return MF_OK;
@@ -288,7 +252,7 @@ static mf_output curvature_softsign(mf_grad_ctx *gc, mf_output g, mf_output v, m
 static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
   const mf_output g = mf_op_in(gc->op, 0), v = mf_op_in(gc->op, 1), gg = gc->grads[0];
   gc->input_grads[0] = like_op2(gc, gc->op->def->name, gg, v);
-  if (curvature) gc->input_grads[1] = curvature(gc, g, v, gg, port_dtype(v));
+  if (curvature) gc->input_grads[1] = curvature(gc, g, v, gg, mf_port_dtype(v));
   return gc->status->code;
 }
 
@@ -316,35 +280,35 @@ ACTIVATION_GRADS(ACT_GRAD_DEFINE)
 static mf_code check_data_format(const char *op, const mf_attrs *attrs, mf_status *s) {
   const mf_attr *f = mf_attrs_find(attrs, "data_format", MF_ATTR_STRING);
   if (!f || strcmp(f->v.s, "NHWC") == 0) return MF_OK;
-  return INVALID(s,
-                 "%s: data_format \"%s\" is not supported: moonflow implements only \"NHWC\" "
-                 "(batch, height, width, channels); transpose NCHW values with tf.transpose(x, {0, 2, 3, 1})",
-                 op, f->v.s);
+  return MF_INVALID(s,
+                    "%s: data_format \"%s\" is not supported: moonflow implements only \"NHWC\" "
+                    "(batch, height, width, channels); transpose NCHW values with tf.transpose(x, {0, 2, 3, 1})",
+                    op, f->v.s);
 }
 
 /* ---------- BiasAdd ---------- */
 
 static mf_code bias_add_infer(mf_infer_ctx *ic) {
-  if (check_data_format(ic->op_name, ic->attrs, ic->status) || check_dtype(ic, 0, "value", FLOAT_TYPES) ||
-      check_same_dtype(ic, 0, "value", 1, "bias"))
+  if (check_data_format(ic->op_name, ic->attrs, ic->status) || mf_check_dtype(ic, 0, "value has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 0, "value", 1, "bias"))
     return ic->status->code;
   const mf_shape *v = &ic->in_shapes[0], *b = &ic->in_shapes[1];
   char sv[160], sb[160];
   if (v->rank >= 0 && v->rank < 2)
-    return INVALID(ic->status, "%s: value must be at least 2-D (batch, ..., channels), got shape %s", ic->op_name,
-                   mf_shape_str(v, sv, sizeof sv));
+    return MF_INVALID(ic->status, "%s: value must be at least 2-D (batch, ..., channels), got shape %s", ic->op_name,
+                      mf_shape_str(v, sv, sizeof sv));
   if (b->rank >= 0 && b->rank != 1)
-    return INVALID(ic->status, "%s: bias must be 1-D (one value per channel), got shape %s", ic->op_name,
-                   mf_shape_str(b, sb, sizeof sb));
+    return MF_INVALID(ic->status, "%s: bias must be 1-D (one value per channel), got shape %s", ic->op_name,
+                      mf_shape_str(b, sb, sizeof sb));
   mf_shape out = *v;
   if (v->rank >= 0 && b->rank == 1) {
     int64_t *c = &out.dims[v->rank - 1];
     if (*c >= 0 && b->dims[0] >= 0 && *c != b->dims[0])
-      return INVALID(ic->status,
-                     "%s: bias has %lld elements but the last dimension of value is %lld (value shape %s, "
-                     "bias shape %s); BiasAdd adds one bias per channel",
-                     ic->op_name, (long long)b->dims[0], (long long)*c, mf_shape_str(v, sv, sizeof sv),
-                     mf_shape_str(b, sb, sizeof sb));
+      return MF_INVALID(ic->status,
+                        "%s: bias has %lld elements but the last dimension of value is %lld (value shape %s, "
+                        "bias shape %s); BiasAdd adds one bias per channel",
+                        ic->op_name, (long long)b->dims[0], (long long)*c, mf_shape_str(v, sv, sizeof sv),
+                        mf_shape_str(b, sb, sizeof sb));
     if (*c < 0) *c = b->dims[0];
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -354,13 +318,13 @@ static mf_code bias_add_infer(mf_infer_ctx *ic) {
 
 static mf_code bias_add_grad_infer(mf_infer_ctx *ic) {
   if (check_data_format(ic->op_name, ic->attrs, ic->status) ||
-      check_dtype(ic, 0, "out_backprop", FLOAT_TYPES))
+      mf_check_dtype(ic, 0, "out_backprop has", FLOAT_TYPES))
     return ic->status->code;
   const mf_shape *g = &ic->in_shapes[0];
   if (g->rank >= 0 && g->rank < 2) {
     char buf[160];
-    return INVALID(ic->status, "%s: out_backprop must be at least 2-D, got shape %s", ic->op_name,
-                   mf_shape_str(g, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: out_backprop must be at least 2-D, got shape %s", ic->op_name,
+                      mf_shape_str(g, buf, sizeof buf));
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {g->rank < 0 ? -1 : g->dims[g->rank - 1]}};
@@ -430,19 +394,19 @@ static mf_code nhwc_ints(const char *op, const mf_attrs *attrs, const char *name
   out[0] = out[1] = 1;
   if (n < 0) {
     if (!required) return MF_OK;
-    return INVALID(s, "%s: needs the attribute '%s', 4 integers {1, height, width, 1} (NHWC)", op, name);
+    return MF_INVALID(s, "%s: needs the attribute '%s', 4 integers {1, height, width, 1} (NHWC)", op, name);
   }
   if (n != 4)
-    return INVALID(s, "%s: %s must have 4 elements {1, height, width, 1} (NHWC), got %d", op, name, n);
+    return MF_INVALID(s, "%s: %s must have 4 elements {1, height, width, 1} (NHWC), got %d", op, name, n);
   if (v[0] != 1 || v[3] != 1)
-    return INVALID(s,
-                   "%s: %s is {%lld, %lld, %lld, %lld}, but windows over the batch and depth dimensions "
-                   "are not supported: the first and last elements must be 1",
-                   op, name, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+    return MF_INVALID(s,
+                      "%s: %s is {%lld, %lld, %lld, %lld}, but windows over the batch and depth dimensions "
+                      "are not supported: the first and last elements must be 1",
+                      op, name, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
   /* The bound keeps the window arithmetic far from int64 overflow. */
   if (v[1] < 1 || v[2] < 1 || v[1] > INT32_MAX || v[2] > INT32_MAX)
-    return INVALID(s, "%s: %s must be positive (and below 2^31), got {1, %lld, %lld, 1}", op, name,
-                   (long long)v[1], (long long)v[2]);
+    return MF_INVALID(s, "%s: %s must be positive (and below 2^31), got {1, %lld, %lld, 1}", op, name,
+                      (long long)v[1], (long long)v[2]);
   out[0] = v[1];
   out[1] = v[2];
   return MF_OK;
@@ -454,9 +418,9 @@ static mf_code read_window(const char *op, const mf_attrs *attrs, bool pool, win
     return s->code;
   if (pool) w->dil[0] = w->dil[1] = 1;
   const mf_attr *p = mf_attrs_find(attrs, "padding", MF_ATTR_STRING);
-  if (!p) return INVALID(s, "%s: needs the attribute 'padding', \"SAME\" or \"VALID\"", op);
+  if (!p) return MF_INVALID(s, "%s: needs the attribute 'padding', \"SAME\" or \"VALID\"", op);
   if (strcmp(p->v.s, "SAME") != 0 && strcmp(p->v.s, "VALID") != 0)
-    return INVALID(s, "%s: padding must be \"SAME\" or \"VALID\", got \"%s\"", op, p->v.s);
+    return MF_INVALID(s, "%s: padding must be \"SAME\" or \"VALID\", got \"%s\"", op, p->v.s);
   w->same = p->v.s[0] == 'S';
   return MF_OK;
 }
@@ -490,12 +454,12 @@ static mf_code window_dim(const char *op, const char *dim, int64_t in, int64_t k
   }
   if (in < eff) {
     *out = -1;
-    return INVALID(s,
-                   "Negative dimension size caused by subtracting %lld from %lld for '{{node %s}}': the window's "
-                   "%s is %lld (%lld with dilation %lld) but the input's is %lld; with padding \"VALID\" the "
-                   "input must be at least as large as the window (use padding \"SAME\" or a larger input)",
-                   (long long)eff, (long long)in, op, dim, (long long)eff, (long long)k, (long long)dil,
-                   (long long)in);
+    return MF_INVALID(s,
+                      "Negative dimension size caused by subtracting %lld from %lld for '{{node %s}}': the window's "
+                      "%s is %lld (%lld with dilation %lld) but the input's is %lld; with padding \"VALID\" the "
+                      "input must be at least as large as the window (use padding \"SAME\" or a larger input)",
+                      (long long)eff, (long long)in, op, dim, (long long)eff, (long long)k, (long long)dil,
+                      (long long)in);
   }
   *out = (in - eff + stride) / stride;
   return MF_OK;
@@ -519,8 +483,8 @@ static void dims_of(const mf_tensor *t, int64_t d[4]) { memcpy(d, t->dims, 4 * s
 static mf_code rank4(mf_infer_ctx *ic, const mf_shape *sh, const char *what, const char *layout, int64_t d[4]) {
   if (sh->rank >= 0 && sh->rank != 4) {
     char buf[160];
-    return INVALID(ic->status, "%s: %s must be 4-D %s, got shape %s (rank %d)", ic->op_name, what, layout,
-                   mf_shape_str(sh, buf, sizeof buf), sh->rank);
+    return MF_INVALID(ic->status, "%s: %s must be 4-D %s, got shape %s (rank %d)", ic->op_name, what, layout,
+                      mf_shape_str(sh, buf, sizeof buf), sh->rank);
   }
   for (int i = 0; i < 4; i++) d[i] = sh->rank < 0 ? -1 : sh->dims[i];
   return MF_OK;
@@ -533,19 +497,19 @@ static const char *const HWIO = "[height, width, in_channels, out_channels]";
 static mf_code sizes_input(mf_infer_ctx *ic, int i, const char *what, int64_t d[4]) {
   mf_dtype t = ic->in_dtypes[i];
   if (t != MF_INT32 && t != MF_INT64)
-    return INVALID(ic->status, "%s: %s must be an int32 or int64 vector, got dtype %s", ic->op_name, what,
-                   mf_dtype_name(t));
+    return MF_INVALID(ic->status, "%s: %s must be an int32 or int64 vector, got dtype %s", ic->op_name, what,
+                      mf_dtype_name(t));
   const mf_shape *s = &ic->in_shapes[i];
   if (s->rank >= 0 && (s->rank != 1 || (s->dims[0] >= 0 && s->dims[0] != 4))) {
     char buf[160];
-    return INVALID(ic->status, "%s: %s must be a vector of 4 dims, got shape %s", ic->op_name, what,
-                   mf_shape_str(s, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: %s must be a vector of 4 dims, got shape %s", ic->op_name, what,
+                      mf_shape_str(s, buf, sizeof buf));
   }
   mf_shape v = mf_infer_shape_value(ic, i);
   for (int k = 0; k < 4; k++) {
     d[k] = v.rank == 4 ? v.dims[k] : -1;
     if (d[k] < -1 || (ic->runtime && d[k] < 0))
-      return INVALID(ic->status, "%s: %s holds a negative dimension %lld", ic->op_name, what, (long long)d[k]);
+      return MF_INVALID(ic->status, "%s: %s holds a negative dimension %lld", ic->op_name, what, (long long)d[k]);
   }
   return MF_OK;
 }
@@ -567,9 +531,10 @@ static mf_code check_dims(mf_infer_ctx *ic, const char *what, const int64_t got[
   for (int k = 0; k < 4; k++)
     if (dims_conflict(got[k], want[k])) {
       char a[160], b[160], c[160];
-      return INVALID(ic->status, "%s: %s has shape %s, but %s of shape %s gives %s (check strides, padding and sizes)",
-                     ic->op_name, what, dims_str(got, a, sizeof a), from, dims_str(in, b, sizeof b),
-                     dims_str(want, c, sizeof c));
+      return MF_INVALID(ic->status,
+                        "%s: %s has shape %s, but %s of shape %s gives %s (check strides, padding and sizes)",
+                        ic->op_name, what, dims_str(got, a, sizeof a), from, dims_str(in, b, sizeof b),
+                        dims_str(want, c, sizeof c));
     }
   return MF_OK;
 }
@@ -691,12 +656,12 @@ static const conv_impl conv_impls[DTYPE_SLOTS] = {GEMM_TYPES(CONV_IMPL)};
 static mf_code check_filter(mf_infer_ctx *ic, int64_t in_channels, const int64_t f[4]) {
   char buf[160];
   if (f[0] == 0 || f[1] == 0)
-    return INVALID(ic->status, "%s: the filter's height and width must be at least 1, got filter shape %s",
-                   ic->op_name, dims_str(f, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: the filter's height and width must be at least 1, got filter shape %s",
+                      ic->op_name, dims_str(f, buf, sizeof buf));
   if (dims_conflict(in_channels, f[2]))
-    return INVALID(ic->status,
-                   "%s: the input has %lld channels but the filter %s expects %lld (filter shape %s)",
-                   ic->op_name, (long long)in_channels, HWIO, (long long)f[2], dims_str(f, buf, sizeof buf));
+    return MF_INVALID(ic->status,
+                      "%s: the input has %lld channels but the filter %s expects %lld (filter shape %s)",
+                      ic->op_name, (long long)in_channels, HWIO, (long long)f[2], dims_str(f, buf, sizeof buf));
   return MF_OK;
 }
 
@@ -721,7 +686,7 @@ static const int64_t UNKNOWN4[4] = {-1, -1, -1, -1};
 static mf_code conv2d_infer(mf_infer_ctx *ic) {
   int64_t in[4], f[4];
   geom g;
-  if (check_dtype(ic, 0, "input", FLOAT_TYPES) || check_same_dtype(ic, 0, "input", 1, "filter") ||
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "input", 1, "filter") ||
       rank4(ic, &ic->in_shapes[0], "input", NHWC, in) || rank4(ic, &ic->in_shapes[1], "filter", HWIO, f) ||
       conv_shapes(ic, in, f, UNKNOWN4, &g))
     return ic->status->code;
@@ -734,8 +699,8 @@ static mf_code conv2d_infer(mf_infer_ctx *ic) {
 static mf_code conv2d_backprop_input_infer(mf_infer_ctx *ic) {
   int64_t in[4], f[4], dy[4];
   geom g;
-  if (sizes_input(ic, 0, "input_sizes", in) || check_dtype(ic, 1, "filter", FLOAT_TYPES) ||
-      check_same_dtype(ic, 1, "filter", 2, "out_backprop") || rank4(ic, &ic->in_shapes[1], "filter", HWIO, f) ||
+  if (sizes_input(ic, 0, "input_sizes", in) || mf_check_dtype(ic, 1, "filter has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 1, "filter", 2, "out_backprop") || rank4(ic, &ic->in_shapes[1], "filter", HWIO, f) ||
       rank4(ic, &ic->in_shapes[2], "out_backprop", NHWC, dy) || conv_shapes(ic, in, f, dy, &g))
     return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[1];
@@ -747,7 +712,7 @@ static mf_code conv2d_backprop_input_infer(mf_infer_ctx *ic) {
 static mf_code conv2d_backprop_filter_infer(mf_infer_ctx *ic) {
   int64_t in[4], f[4], dy[4];
   geom g;
-  if (check_dtype(ic, 0, "input", FLOAT_TYPES) || check_same_dtype(ic, 0, "input", 2, "out_backprop") ||
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "input", 2, "out_backprop") ||
       rank4(ic, &ic->in_shapes[0], "input", NHWC, in) || sizes_input(ic, 1, "filter_sizes", f) ||
       rank4(ic, &ic->in_shapes[2], "out_backprop", NHWC, dy) || conv_shapes(ic, in, f, dy, &g))
     return ic->status->code;
@@ -909,7 +874,7 @@ static mf_code pool_geom(const char *op, const mf_attrs *attrs, const int64_t in
 static mf_code pool_infer(mf_infer_ctx *ic) {
   int64_t in[4];
   geom g;
-  if (check_dtype(ic, 0, "value", FLOAT_TYPES) || rank4(ic, &ic->in_shapes[0], "value", NHWC, in) ||
+  if (mf_check_dtype(ic, 0, "value has", FLOAT_TYPES) || rank4(ic, &ic->in_shapes[0], "value", NHWC, in) ||
       pool_geom(ic->op_name, ic->attrs, in, &g, ic->status))
     return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -923,8 +888,9 @@ static mf_code pool_infer(mf_infer_ctx *ic) {
 static mf_code max_pool_grads_infer(mf_infer_ctx *ic, bool gradgrad) {
   int64_t in[4], out[4], gr[4];
   geom g;
-  if (check_dtype(ic, 0, "orig_input", FLOAT_TYPES) || check_same_dtype(ic, 0, "orig_input", 1, "orig_output") ||
-      check_same_dtype(ic, 0, "orig_input", 2, "grad") || rank4(ic, &ic->in_shapes[0], "orig_input", NHWC, in) ||
+  if (mf_check_dtype(ic, 0, "orig_input has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 0, "orig_input", 1, "orig_output") ||
+      mf_check_same_dtype(ic, 0, "orig_input", 2, "grad") || rank4(ic, &ic->in_shapes[0], "orig_input", NHWC, in) ||
       rank4(ic, &ic->in_shapes[1], "orig_output", NHWC, out) || rank4(ic, &ic->in_shapes[2], "grad", NHWC, gr))
     return ic->status->code;
   const int64_t *pooled_grad = gradgrad ? out : gr;  /* the gradient that has the pooled shape */
@@ -940,8 +906,8 @@ static mf_code max_pool_grads_infer(mf_infer_ctx *ic, bool gradgrad) {
   for (int k = 0; k < 4 && input_grad; k++)
     if (dims_conflict(input_grad[k], in[k])) {
       char a[160], b[160];
-      return INVALID(ic->status, "%s: grad has shape %s but must have orig_input's shape %s", ic->op_name,
-                     dims_str(input_grad, a, sizeof a), dims_str(in, b, sizeof b));
+      return MF_INVALID(ic->status, "%s: grad has shape %s but must have orig_input's shape %s", ic->op_name,
+                        dims_str(input_grad, a, sizeof a), dims_str(in, b, sizeof b));
     }
   for (int k = 0; k < 4; k++) fill_unknown(&want[k], out[k]);
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -955,7 +921,7 @@ static mf_code max_pool_grad_grad_infer(mf_infer_ctx *ic) { return max_pool_grad
 static mf_code avg_pool_grad_infer(mf_infer_ctx *ic) {
   int64_t in[4], gr[4];
   geom g;
-  if (sizes_input(ic, 0, "orig_input_shape", in) || check_dtype(ic, 1, "grad", FLOAT_TYPES) ||
+  if (sizes_input(ic, 0, "orig_input_shape", in) || mf_check_dtype(ic, 1, "grad has", FLOAT_TYPES) ||
       rank4(ic, &ic->in_shapes[1], "grad", NHWC, gr))
     return ic->status->code;
   fill_unknown(&in[0], gr[0]);
@@ -1142,24 +1108,24 @@ static mf_code avg_pool_grad_rule(mf_grad_ctx *gc) {
  * multiplied by a one-hot mask, so a -inf logit elsewhere costs nothing; a
  * label outside [0, classes) fails the run. */
 static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
-  if (check_dtype(ic, 0, "features", FLOAT_TYPES) ||
-      check_dtype(ic, 1, "labels", (1u << MF_INT32) | (1u << MF_INT64)))
+  if (mf_check_dtype(ic, 0, "features has", FLOAT_TYPES) ||
+      mf_check_dtype(ic, 1, "labels has", (1u << MF_INT32) | (1u << MF_INT64)))
     return ic->status->code;
   const mf_shape *f = &ic->in_shapes[0], *l = &ic->in_shapes[1];
   char sf[160], sl[160];
   if (f->rank >= 0 && f->rank != 2)
-    return INVALID(ic->status, "%s: logits must be 2-D (batch, classes), got shape %s", ic->op_name,
-                   mf_shape_str(f, sf, sizeof sf));
+    return MF_INVALID(ic->status, "%s: logits must be 2-D (batch, classes), got shape %s", ic->op_name,
+                      mf_shape_str(f, sf, sizeof sf));
   if (l->rank >= 0 && l->rank != 1)
-    return INVALID(ic->status, "%s: labels must be 1-D (one class index per row), got shape %s", ic->op_name,
-                   mf_shape_str(l, sl, sizeof sl));
+    return MF_INVALID(ic->status, "%s: labels must be 1-D (one class index per row), got shape %s", ic->op_name,
+                      mf_shape_str(l, sl, sizeof sl));
   int64_t batch = f->rank == 2 ? f->dims[0] : -1, classes = f->rank == 2 ? f->dims[1] : -1;
   int64_t lb = l->rank == 1 ? l->dims[0] : -1;
   if (batch >= 0 && lb >= 0 && batch != lb)
-    return INVALID(ic->status,
-                   "%s: logits and labels must have the same first dimension, got logits shape %s and labels "
-                   "shape %s",
-                   ic->op_name, mf_shape_str(f, sf, sizeof sf), mf_shape_str(l, sl, sizeof sl));
+    return MF_INVALID(ic->status,
+                      "%s: logits and labels must have the same first dimension, got logits shape %s and labels "
+                      "shape %s",
+                      ic->op_name, mf_shape_str(f, sf, sizeof sf), mf_shape_str(l, sl, sizeof sl));
   if (batch < 0) batch = lb;
   ic->out_dtypes[0] = ic->out_dtypes[1] = ic->in_dtypes[0];
   ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {batch}};
@@ -1194,7 +1160,8 @@ static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *loss = ctx->outputs[0], *bp = ctx->outputs[1];
   int64_t rows = x->dims[0], c = x->dims[1];
   if (rows == 0) return MF_OK;
-  if (c == 0) return INVALID(ctx->status, "Must have at least one class, but got logits shape %lld x 0", (long long)rows);
+  if (c == 0) return MF_INVALID(ctx->status, "Must have at least one class, but got logits shape %lld x 0",
+                                (long long)rows);
   /* The labels as int64, checked against [0, classes) before any row is done. */
   int64_t inline_labels[256];
   int64_t *labels = rows <= 256 ? inline_labels : mf_malloc((size_t)rows * sizeof *labels);

@@ -494,14 +494,12 @@ static mf_code reduced_shape_kernel(mf_kernel_ctx *ctx) {
 /* Rules follow TensorFlow's and build graph ops only, so they differentiate
  * again; shapes come from Shape ops, so unknown dimensions are fine. */
 
-static const mf_output no_port = {NULL, 0};
-
 /* A constant int64 vector holding a fully defined shape. */
 static mf_output shape_const(mf_grad_ctx *gc, const mf_shape *s) {
-  if (!mf_ok(gc->status)) return no_port;
+  if (!mf_ok(gc->status)) return MF_NO_PORT;
   int64_t n = s->rank;
   mf_tensor *v = mf_tensor_new(MF_INT64, 1, &n, gc->status);
-  if (!v) return no_port;
+  if (!v) return MF_NO_PORT;
   if (n > 0) memcpy(v->data, s->dims, (size_t)n * sizeof s->dims[0]);
   mf_op_desc *d = mf_grad_begin(gc, "Const");
   if (d) mf_op_desc_set_attr_tensor(d, "value", v);
@@ -517,9 +515,9 @@ static mf_output shape_const(mf_grad_ctx *gc, const mf_shape *s) {
 static mf_output kept_shape(mf_grad_ctx *gc) {
   const int64_t *axes;
   int n = reduce_axes(&gc->op->attrs, &axes);
-  if (n < 0 || mf_attr_bool(&gc->op->attrs, "keepdims", false)) return no_port;
+  if (n < 0 || mf_attr_bool(&gc->op->attrs, "keepdims", false)) return MF_NO_PORT;
   mf_output x = mf_op_in(gc->op, 0);
-  const mf_shape *xs = &x.op->out_shapes[x.index];
+  const mf_shape *xs = mf_port_shape(x);
   bool mask[MF_MAX_RANK];
   if (mf_shape_fully_defined(xs) &&
       reduce_mask(gc->op->name, &gc->op->attrs, xs->rank, mask, gc->status) == MF_OK) {
@@ -583,7 +581,7 @@ static mf_code sum_grad(mf_grad_ctx *gc) {
 static mf_code mean_grad(mf_grad_ctx *gc) {
   mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);
   mf_dtype t = gc->op->out_dtypes[0];
-  const mf_shape *xs = &x.op->out_shapes[x.index], *ys = &gc->op->out_shapes[0];
+  const mf_shape *xs = mf_port_shape(x), *ys = &gc->op->out_shapes[0];
   mf_output count;
   if (mf_shape_fully_defined(xs) && mf_shape_fully_defined(ys)) {
     int64_t nx = mf_shape_num_elements(xs->rank, xs->dims), ny = mf_shape_num_elements(ys->rank, ys->dims);
