@@ -92,9 +92,6 @@ mf_code mf_fn_check(mf_infer_ctx *ic, const char *f, fn_attr *fa, int nin) {
   return MF_OK;
 }
 
-const mf_shape *mf_port_shape(mf_output o) { return &o.op->out_shapes[o.index]; }
-mf_dtype mf_port_dtype(mf_output o) { return o.op->out_dtypes[o.index]; }
-
 /* ---------- effects ---------- */
 
 static bool graph_has_effects(const mf_graph *g, int depth);

@@ -34,10 +34,6 @@ bool mf_is_type(const mf_op *op, const char *type);
 bool mf_is_arg(const mf_op *op);
 /* Checks a function attribute at build time: `nin` inputs, the ids and ports in range. */
 mf_code mf_fn_check(mf_infer_ctx *ic, const char *f, fn_attr *fa, int nin);
-/* The static shape of port o. */
-const mf_shape *mf_port_shape(mf_output o);
-/* The dtype of port o. */
-mf_dtype mf_port_dtype(mf_output o);
 
 /* ---------- call.c: effects ---------- */
 
