@@ -22,8 +22,9 @@ DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn
 
 # One folder per layer (src/README.md); object files mirror the folders.
-SRC := $(wildcard src/*/*.c)
-HDR := $(wildcard src/*.h src/*/*.h)
+SRC := $(wildcard src/*/*.c src/*/*/*.c)
+HDR := $(wildcard src/*/*.h src/*/*/*.h)
+INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBS := -lopenblas -lm -lpthread
@@ -58,7 +59,7 @@ test-deps: | deps
 
 $(BUILD)/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC -Isrc -c $< -o $@
+	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC $(INCLUDES) -c $< -o $@
 
 $(BUILD)/libmoonflow.so: $(OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
@@ -66,8 +67,8 @@ $(BUILD)/libmoonflow.so: $(OBJ)
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
 
-$(CDEF): src/moonflow.h tools/gencdef.sh
-	sh tools/gencdef.sh src/moonflow.h > $@
+$(CDEF): src/include/moonflow.h tools/gencdef.sh
+	sh tools/gencdef.sh src/include/moonflow.h > $@
 
 test: all test-deps
 	$(LUA_ENV) busted $(BUSTED_ARGS) spec
@@ -99,7 +100,7 @@ test-asan: deps asan
 TSAN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1
 test-threads: deps
 	mkdir -p build-tsan
-	$(CC) -std=c11 $(MATH) -O1 -g -fsanitize=thread -Isrc spec/async_check.c $(SRC) $(LIBS) -o build-tsan/async_check
+	$(CC) -std=c11 $(MATH) -O1 -g -fsanitize=thread $(INCLUDES) spec/async_check.c $(SRC) $(LIBS) -o build-tsan/async_check
 	$(TSAN_ENV) build-tsan/async_check
 
 # The C peers are compiled by bench/run.lua with the library's CC and CFLAGS.
@@ -122,7 +123,7 @@ install-lua: lib
 # The C API for hosts without Lua.
 install-c: lib
 	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
-	cp src/moonflow.h $(DESTDIR)$(PREFIX)/include/moonflow.h
+	cp src/include/moonflow.h $(DESTDIR)$(PREFIX)/include/moonflow.h
 	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
 
 clean:

@@ -1,4 +1,4 @@
--- Activations of src/ops_nn.c: relu, relu6, leaky_relu, elu, selu, softplus,
+-- Activations of src/ops/nn.c: relu, relu6, leaky_relu, elu, selu, softplus,
 -- softsign — values, dtypes, stability, shapes, errors, and their gradient ops
 -- (ReluGrad, ...) with first and second derivatives checked by finite differences.
 local tf = require("moonflow")

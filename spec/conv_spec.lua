@@ -1,4 +1,4 @@
--- Convolution, pooling and bias ops of src/ops_nn.c (NHWC): tf.nn.conv2d,
+-- Convolution, pooling and bias ops of src/ops/nn.c (NHWC): tf.nn.conv2d,
 -- conv2d_transpose, conv2d_backprop_input/filter, max_pool, avg_pool, bias_add.
 -- Hand-computed cases, comparison with naive Lua references on random inputs,
 -- TensorFlow's padding arithmetic, shapes with unknown dims, errors, and every

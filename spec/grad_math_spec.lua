@@ -1,4 +1,4 @@
--- Gradient rules of the elementwise math ops (src/ops_math.c): finite-difference
+-- Gradient rules of the elementwise math ops (src/ops/math.c): finite-difference
 -- checks, hand-computed values, broadcasting, second derivatives, and the ops
 -- through which no gradient flows.
 local tf = require("moonflow")

@@ -1,4 +1,4 @@
--- host.lua — the engine's host callbacks (src/moonflow.h, mf_host), written
+-- host.lua — the engine's host callbacks (src/include/moonflow.h, mf_host), written
 -- in Lua: LuaFunc ops (tf.lua_func) call Lua functions while a session runs,
 -- Print ops write through a Lua sink, and LuaFunc's gradient rule calls the
 -- Lua gradient function while tf.gradients builds the graph.

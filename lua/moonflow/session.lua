@@ -12,7 +12,7 @@ Session.__index = Session
 
 local M = {Session = Session}
 
--- The engine's session flags (src/moonflow.h) from the options
+-- The engine's session flags (src/include/moonflow.h) from the options
 -- {allow_soft_placement=, log_device_placement=}.
 local function session_flags(options)
   local flags = 0

@@ -10,7 +10,7 @@
  * handed to later outputs, in this run and the next ones, so a steady-state
  * run allocates nothing.
  *
- * Functions (the branches and loop bodies of control flow, see ops/call.c)
+ * Functions (the branches and loop bodies of control flow, see ops/control/call.c)
  * are graphs of their own that kernels run with the kernel's session: plans
  * over them are built and cached the same way (mf_function_plan), and their
  * ops keep their per-session state per (session, graph). A variable's

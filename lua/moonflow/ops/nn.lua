@@ -140,7 +140,7 @@ return function(tf, ops)
   end
 
   -- labels are class indices (int32/int64) into the last axis of logits, of
-  -- the shape of logits without it. One fused op (ops_nn.c) per row picks the
+  -- the shape of logits without it. One fused op (src/ops/nn.c) per row picks the
   -- label's entry, logsumexp(row) - row[label], and keeps softmax - one_hot for
   -- the gradient; a label outside [0, classes) fails the run in TensorFlow's
   -- words. Logits of another rank than 2 are seen as [-1, classes] rows.

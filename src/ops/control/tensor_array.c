@@ -10,7 +10,7 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "exec/kernel_api.h"
-#include "ops/control.h"
+#include "ops/control/control.h"
 
 #include <string.h>
 

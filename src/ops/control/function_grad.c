@@ -28,7 +28,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
-#include "ops/control.h"
+#include "ops/control/control.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -31,7 +31,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
-#include "ops/control.h"
+#include "ops/control/control.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -263,7 +263,7 @@ bool mf_scalar_bool(const mf_tensor *t, bool *v) {
 
 /* ---------- stashes ---------- */
 
-/* The stash type: ops/control.h; what a stash keeps and when: function_grad.c. */
+/* The stash type: control.h; what a stash keeps and when: function_grad.c. */
 
 void mf_stash_free(stash *st) {
   if (!st) return;

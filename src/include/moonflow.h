@@ -186,7 +186,7 @@ typedef struct mf_op_info {
 bool mf_registry_op_info(const char *type, mf_op_info *out);
 /* Enumerating attributes (graph files, tools): kinds, names and the getters
  * the kinds above lack. A function-valued attribute (GRAPH) holds a subgraph
- * (a branch or loop body of control flow, see src/ops/call.c). */
+ * (a branch or loop body of control flow, see src/ops/control/call.c). */
 typedef enum mf_attr_kind {
   MF_ATTR_INT, MF_ATTR_FLOAT, MF_ATTR_BOOL, MF_ATTR_TYPE, MF_ATTR_INTS,
   MF_ATTR_SHAPE, MF_ATTR_STRING, MF_ATTR_TENSOR, MF_ATTR_GRAPH

@@ -10,7 +10,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
-#include "ops/control.h"
+#include "ops/control/control.h"
 
 #include <stdio.h>
 #include <string.h>
