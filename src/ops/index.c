@@ -652,13 +652,13 @@ static void pad_next_row(const pad_geom *g, int64_t *idx) {
 
 /* Writes the padded output, elements of T: each row is its left edge through
  * the map, the input row itself, and its right edge. */
-#define DEFINE_PAD(T)                                                                           \
+#define DEFINE_PAD(T)                                                                          \
   static void pad_##T(T *out, const T *in, const pad_geom *g, const void *fill_bits) {         \
     T fill;                                                                                    \
     memcpy(&fill, fill_bits, sizeof fill);                                                     \
     int last = g->rank - 1;                                                                    \
     int64_t w = g->out_dims[last], lo = g->before[last], n = g->in_dims[last];                 \
-    int64_t rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;                \
+    int64_t rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;        \
     const int64_t *map = g->map[last];                                                         \
     for (int64_t r = 0; r < rows; r++, out += w, pad_next_row(g, idx)) {                       \
       if (!pad_row_base(g, idx, &base)) {                                                      \
@@ -693,7 +693,7 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
 }
 
 /* Adds each element of dy to the input element it was copied from. */
-#define DEFINE_MIRROR_PAD_GRAD(code, T)                                                         \
+#define DEFINE_MIRROR_PAD_GRAD(code, T)                                                        \
   static void mirror_pad_grad_##code(T *dx, const T *dy, const pad_geom *g) {                  \
     int last = g->rank - 1;                                                                    \
     int64_t w = g->out_dims[last], rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}; \
@@ -758,10 +758,10 @@ static mf_code reverse_infer(mf_infer_ctx *ic) {
 
 /* Row by row (all dims but the last): the source row mirrors the reversed
  * coordinates; the row itself is copied backwards or as is. */
-#define DEFINE_REVERSE(T)                                                                       \
+#define DEFINE_REVERSE(T)                                                                      \
   static void reverse_##T(T *out, const T *in, int rank, const int64_t *dims, const bool *rev) { \
     int last = rank - 1;                                                                       \
-    int64_t w = dims[last], rows = mf_dims_product(dims, 0, last), idx[MF_MAX_RANK] = {0};             \
+    int64_t w = dims[last], rows = mf_dims_product(dims, 0, last), idx[MF_MAX_RANK] = {0};     \
     int64_t strides[MF_MAX_RANK], s = 1;                                                       \
     for (int d = last; d >= 0; d--) {                                                          \
       strides[d] = s;                                                                          \

@@ -405,7 +405,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   {                                                                              \
     const mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);           \
     const mf_output dy = gc->grads[0];                                           \
-    const mf_dtype t = mf_port_dtype(x);                                          \
+    const mf_dtype t = mf_port_dtype(x);                                         \
     (void)x, (void)y, (void)t;                                                   \
     gc->input_grads[0] = (e);                                                    \
     return gc->status->code;                                                     \
@@ -414,7 +414,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   {                                                                              \
     const mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1);            \
     const mf_output z = mf_op_out(gc->op, 0), dz = gc->grads[0];                 \
-    const mf_dtype t = mf_port_dtype(a);                                          \
+    const mf_dtype t = mf_port_dtype(a);                                         \
     (void)a, (void)b, (void)z, (void)t;                                          \
     const mf_output gb = (db);                                                   \
     gc->input_grads[0] = (da);                                                   \
