@@ -162,8 +162,13 @@ static inline int64_t odo_next(int n, const int64_t *dims, const int64_t *stride
  * without the drift of a float accumulator), uint64_t for integers, whose
  * wrap-around is defined in C (signed overflow is not) and gives the same
  * modular result as TensorFlow's. Max and Min propagate NaN, as NumPy does. */
-#define ACC_WIDE(E, W) W
-#define ACC_ELEM(E, W) E
+#define ACC_WIDE(code, E) WIDE_##code
+#define ACC_ELEM(code, E) E
+#define WIDE_MF_FLOAT32 double
+#define WIDE_MF_FLOAT64 double
+#define WIDE_MF_INT32 uint64_t
+#define WIDE_MF_INT64 uint64_t
+#define WIDE_MF_UINT8 uint64_t
 
 static inline bool is_nan_f32(float x) { return isnan(x); }
 static inline bool is_nan_f64(double x) { return isnan(x); }
@@ -180,27 +185,20 @@ static inline double mean_float(double sum, int64_t n) { return sum / (double)n;
 static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)sum / n : 0; }
 #define MEAN(a, n) _Generic((a), double: mean_float, default: mean_int)(a, n)
 
-/* X(op, dtypes, accumulator, identity, combine(a, b), result(a, n), gradient
- * rule): a and b are accumulators, n the number of elements folded, E the
- * element type; the result is converted to E. Max and Min use `|`, not `||`,
- * so that the select stays branch-free and vectorizes. */
+/* X(op, dtypes (a list of core/dtype.h by its set, see MF_TYPES), accumulator,
+ * identity, combine(a, b), result(a, n), gradient rule): a and b are
+ * accumulators, n the number of elements folded, E the element type; the
+ * result is converted to E. Max and Min use `|`, not `||`, so that the select
+ * stays branch-free and vectorizes. */
 #define REDUCE_OPS(X)                                                                         \
   X(Sum, NUMERIC, ACC_WIDE, 0, a + b, a, sum_grad)                                            \
   X(Mean, NUMERIC, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                 \
   X(Prod, NUMERIC, ACC_WIDE, 1, a * b, a, prod_grad)                                          \
   X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | IS_NAN(b)) ? b : a, a, extremum_grad)  \
   X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | IS_NAN(b)) ? b : a, a, extremum_grad) \
-  X(Any, LOGICAL, ACC_ELEM, false, a || b, a, NULL)                                           \
-  X(All, LOGICAL, ACC_ELEM, true, a && b, a, NULL)
+  X(Any, BOOL, ACC_ELEM, false, a || b, a, NULL)                                              \
+  X(All, BOOL, ACC_ELEM, true, a && b, a, NULL)
 
-/* X(..., code, element type, wide accumulator) for each dtype an op class takes. */
-#define NUMERIC_TYPES(X, ...)                      \
-  X(__VA_ARGS__, MF_FLOAT32, float, double)        \
-  X(__VA_ARGS__, MF_FLOAT64, double, double)       \
-  X(__VA_ARGS__, MF_INT32, int32_t, uint64_t)      \
-  X(__VA_ARGS__, MF_INT64, int64_t, uint64_t)      \
-  X(__VA_ARGS__, MF_UINT8, uint8_t, uint64_t)
-#define LOGICAL_TYPES(X, ...) X(__VA_ARGS__, MF_BOOL, bool, bool)
 
 /* ---------- the driver ---------- */
 
@@ -218,8 +216,8 @@ enum { REDUCE_CHUNK = 1024 };
  * When the last axes are kept, REDUCE_CHUNK outputs accumulate side by side on
  * the stack while the reduced groups are walked, so input rows are read
  * contiguously and nothing is allocated. */
-#define REDUCE_KERNEL(op, acc, identity, combine, result, code, E_, W_)                      \
-  typedef acc(E_, W_) op##_##code##_acc;                                                     \
+#define REDUCE_KERNEL(code, E_, op, acc, identity, combine, result)                          \
+  typedef acc(code, E_) op##_##code##_acc;                                                   \
   static inline op##_##code##_acc op##_##code##_combine(op##_##code##_acc a,                 \
                                                         op##_##code##_acc b) {               \
     return (combine);                                                                        \
@@ -293,7 +291,7 @@ enum { REDUCE_CHUNK = 1024 };
   }
 
 #define REDUCE_KERNEL_FOR_TYPES(op, types, acc, identity, combine, result, rule) \
-  types##_TYPES(REDUCE_KERNEL, op, acc, identity, combine, result)
+  MF_TYPES(types)(REDUCE_KERNEL, op, acc, identity, combine, result)
 REDUCE_OPS(REDUCE_KERNEL_FOR_TYPES)
 
 /* ---------- kernels and registration ---------- */
@@ -308,15 +306,14 @@ static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_fn *fns) {
   return MF_OK;
 }
 
-#define REDUCE_FN_ENTRY(op, acc, identity, combine, result, code, E_, W_) [code] = op##_##code,
+#define REDUCE_FN_ENTRY(code, E_, op) [code] = op##_##code,
 #define REDUCE_OP_FUNCS(op, types, acc, identity, combine, result, rule)                     \
-  static const reduce_fn op##_fns[MF_UINT8 + 1] = {                                          \
-      types##_TYPES(REDUCE_FN_ENTRY, op, acc, identity, combine, result)};                   \
+  static const reduce_fn op##_fns[MF_DTYPE_SLOTS] = {MF_TYPES(types)(REDUCE_FN_ENTRY, op)};  \
   static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); } \
   static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_fns); }
 /* Any and All take and give bools: there is no gradient to take. */
-enum { NUMERIC_IS_LOGICAL = false, LOGICAL_IS_LOGICAL = true };
-enum { NUMERIC_FLAGS = 0, LOGICAL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
+enum { NUMERIC_IS_LOGICAL = false, BOOL_IS_LOGICAL = true };
+enum { NUMERIC_FLAGS = 0, BOOL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
 REDUCE_OPS(REDUCE_OP_FUNCS)
 
 /* ---------- SumToShape ---------- */
