@@ -22,6 +22,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 #include "exec/kernel_api.h"
 
@@ -34,10 +35,6 @@ static bool is_numeric(mf_dtype t) { return t != MF_BOOL && mf_dtype_size(t) > 0
 
 /* ---------- element helpers ---------- */
 
-static inline bool is_nan_f32(float x) { return isnan(x); }
-static inline bool is_nan_f64(double x) { return isnan(x); }
-static inline bool is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
-#define IS_NAN(x) _Generic((x), float: is_nan_f32, double: is_nan_f64, default: is_nan_never)(x)
 static inline bool is_finite_f32(float x) { return isfinite(x); }
 static inline bool is_finite_f64(double x) { return isfinite(x); }
 static inline bool is_finite_always(int64_t x) { MF_UNUSED(x); return true; }
@@ -53,8 +50,8 @@ static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
 
 /* NaN ranks above every number (as NumPy's argmax and TensorFlow's top_k see
  * it), so that these orders are total. */
-#define GREATER(a, b) ((a) > (b) || (IS_NAN(a) && !IS_NAN(b)))
-#define LESS(a, b) ((a) < (b) || (IS_NAN(a) && !IS_NAN(b)))
+#define GREATER(a, b) ((a) > (b) || (MF_IS_NAN(a) && !MF_IS_NAN(b)))
+#define LESS(a, b) ((a) < (b) || (MF_IS_NAN(a) && !MF_IS_NAN(b)))
 
 /* Kernels that only move elements have one version per element width, named
  * fn_uint8_t, fn_uint32_t and fn_uint64_t; BY_WIDTH calls the one for es bytes. */

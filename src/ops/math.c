@@ -11,8 +11,8 @@
  * Binary ops broadcast like NumPy. The driver walks the output in rows along
  * its last (merged) dimension; each row is a same-shape, tensor-with-scalar or
  * scalar-with-tensor run, and each of those is a tight loop over restrict
- * pointers that the compiler vectorizes. Same-shape and scalar operands are one
- * row covering the whole output. */
+ * pointers that the compiler vectorizes (kernels/elementwise.h). Same-shape and
+ * scalar operands are one row covering the whole output. */
 #include "core/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -21,6 +21,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
 #include <math.h>
@@ -47,8 +48,6 @@
  * TensorFlow instead of overflowing (undefined in C), and so that comparisons
  * with zero never see an unsigned type. */
 #define MF_REAL_OR_INT(x, real, integer) _Generic((x), float: real, double: real, default: integer)
-/* A <math.h> function for float or double arguments. */
-#define MF_MATH(fn, x) _Generic((x), float: fn##f, default: fn)
 #define MF_WRAP(a, op, b) ((uint64_t)(a) op (uint64_t)(b))
 
 static inline uint64_t mf_abs_int(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
@@ -92,15 +91,6 @@ static inline int64_t mf_real_to_int(double v) {
   if (v < -0x1p63) return INT64_MIN;
   return (int64_t)v;
 }
-/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1, not nan. */
-#define MF_SIGMOID_FN(T, suffix)                        \
-  static inline T mf_sigmoid##suffix(T x) {             \
-    T e = MF_MATH(exp, x)(-MF_MATH(fabs, x)(x));        \
-    return (x >= 0 ? 1 : e) / (1 + e);                  \
-  }
-MF_SIGMOID_FN(double, )
-MF_SIGMOID_FN(float, f)
-
 #define mf_neg(x) MF_REAL_OR_INT(x, -(x), MF_WRAP(0, -, x))
 /* The casts keep gcc from warning about fabs in the arms not taken for integers. */
 #define mf_abs(x) _Generic((x), float: fabsf((float)(x)), double: fabs((double)(x)), default: mf_abs_int(x))
@@ -144,7 +134,7 @@ MF_SIGMOID_FN(float, f)
   X(Sin, FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
   X(Cos, FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
   X(Tanh, FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
-  X(Sigmoid, FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_MATH(mf_sigmoid, x)(x))      \
+  X(Sigmoid, FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_SIGMOID(x))                  \
   X(Floor, FLOAT, ND, MF_MATH(floor, x)(x))                                              \
   X(Ceil, FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
   X(Round, NUMERIC, ND, mf_round(x))                                                     \
@@ -183,55 +173,6 @@ MF_SIGMOID_FN(float, f)
   X(LogicalOr, BOOL, SAME, ND, 0, NULL, a || b)                                                 \
   X(LogicalXor, BOOL, SAME, ND, 0, NULL, a != b)
 
-/* ---------- element loops ----------
- * gcc -O2 vectorizes only loops that need no alias checks and whose trip count
- * is a known multiple of the vector width. So the loops take restrict pointer
- * parameters (gcc ignores restrict on local variables) in a typed function that
- * the void* entry point inlines, and run in fixed blocks plus a tail. */
-enum { MF_BLOCK = 16 };
-#define MF_ELEMENTS(n, i, ...)                                                 \
-  do {                                                                         \
-    int64_t i##_block = 0;                                                     \
-    for (; i##_block + MF_BLOCK <= (n); i##_block += MF_BLOCK)                 \
-      for (int i##_lane = 0; i##_lane < MF_BLOCK; i##_lane++) {                \
-        const int64_t i = i##_block + i##_lane;                                \
-        __VA_ARGS__                                                            \
-      }                                                                        \
-    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
-  } while (0)
-
-/* y[i] = expr(x[i]) over n elements. */
-typedef void (*mf_map_fn)(const void *x, void *y, int64_t n);
-#define MF_MAP_FN(fn, T, R, expr)                                                 \
-  static inline void fn##_typed(const T *restrict px, R *restrict py, int64_t n) { \
-    MF_ELEMENTS(n, i, const T x = px[i]; py[i] = (R)(expr););                     \
-  }                                                                               \
-  static void fn(const void *x, void *y, int64_t n) { fn##_typed(x, y, n); }
-
-/* y[i] = expr(a[i], b[i]) over n elements, where an operand that does not step
- * repeats its first element. Returns whether the failure test hit. */
-typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n);
-#define MF_ZIP_STEP(expr, fail) py[i] = (out_t)(expr); bad |= (fail);
-#define MF_ZIP_FN(fn, T, R, fail, expr)                                                          \
-  static inline bool fn##_typed(const T *restrict pa, bool a_steps, const T *restrict pb,        \
-                                bool b_steps, R *restrict py, int64_t n) {                       \
-    typedef R out_t;                                                                             \
-    bool bad = false;                                                                            \
-    if (a_steps && b_steps) {                                                                    \
-      MF_ELEMENTS(n, i, const T a = pa[i]; const T b = pb[i]; MF_ZIP_STEP(expr, fail));          \
-    } else if (a_steps) {                                                                        \
-      const T b = pb[0];                                                                         \
-      MF_ELEMENTS(n, i, const T a = pa[i]; MF_ZIP_STEP(expr, fail));                             \
-    } else {                                                                                     \
-      const T a = pa[0];                                                                         \
-      MF_ELEMENTS(n, i, const T b = pb[i]; MF_ZIP_STEP(expr, fail));                             \
-    }                                                                                            \
-    return bad;                                                                                  \
-  }                                                                                              \
-  static bool fn(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n) { \
-    return fn##_typed(a, a_steps, b, b_steps, y, n);                                             \
-  }
-
 /* ---------- shared infer and kernel drivers ---------- */
 typedef struct {
   unsigned dtypes;                    /* bit per supported dtype */
@@ -254,7 +195,7 @@ static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
 
 static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
   const mf_tensor *x = ctx->inputs[0];
-  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size);
+  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size, 0);
   return MF_OK;
 }
 
@@ -316,7 +257,7 @@ static bool bcast_run(mf_zip_fn loop, const mf_tensor *const in[2], mf_tensor *z
   bool a_steps = nest.stride[0][last] != 0, b_steps = nest.stride[1][last] != 0, bad = false;
   for (int64_t row = 0, rows = z->size / n; row < rows; row++) {
     bad |= loop(pa + off[0] * (int64_t)ea, a_steps, pb + off[1] * (int64_t)eb, b_steps,
-                pz + row * n * (int64_t)ez, n);
+                pz + row * n * (int64_t)ez, n, 0);
     for (int d = last - 1; d >= 0; d--) {
       off[0] += nest.stride[0][d];
       off[1] += nest.stride[1][d];
@@ -336,11 +277,11 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
   mf_zip_fn loop = impl->loop[in[0]->dtype];
   bool bad;
   if (in[0]->size == z->size && in[1]->size == z->size)
-    bad = loop(in[0]->data, true, in[1]->data, true, z->data, z->size);
+    bad = loop(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
   else if (in[0]->size == z->size && in[1]->size == 1)
-    bad = loop(in[0]->data, true, in[1]->data, false, z->data, z->size);
+    bad = loop(in[0]->data, true, in[1]->data, false, z->data, z->size, 0);
   else if (in[0]->size == 1 && in[1]->size == z->size)
-    bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size);
+    bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size, 0);
   else
     bad = bcast_run(loop, in, z);
   if (bad) return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %s", ctx->op->name, impl->fail_msg);
@@ -427,7 +368,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
 MF_UNARY_OPS(MF_UNARY_DEFINE)
 
 #define MF_BINARY_LOOP(code, T, name, sel, fail, expr) \
-  MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(code, T), fail, expr)
+  MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(code, T), a, b, fail, expr)
 #define MF_BINARY_ENTRY(code, T, name) [code] = name##_##code,
 #define MF_BINARY_OUT(code, T, sel) [code] = MF_DTYPE_OF(MF_OUTT_##sel(code, T)),
 #define MF_BINARY_DEFINE(name, types, sel, grad, fail, msg, expr)                       \
@@ -462,7 +403,7 @@ static mf_code cast_infer(mf_infer_ctx *ic) {
 static mf_code cast_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0];
   mf_tensor *y = ctx->outputs[0];
-  cast_loops[x->dtype][y->dtype](x->data, y->data, x->size);
+  cast_loops[x->dtype][y->dtype](x->data, y->data, x->size, 0);
   return MF_OK;
 }
 
@@ -500,8 +441,8 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
     return MF_OK;
   }
   mf_zip_fn add = Add_impl.loop[z->dtype];
-  add(in[0]->data, true, in[1]->data, true, z->data, z->size);
-  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size);
+  add(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
+  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size, 0);
   return MF_OK;
 }
 

@@ -28,6 +28,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
 #include <cblas.h>
@@ -69,49 +70,27 @@ static mf_output like_op3(mf_grad_ctx *gc, const char *type, mf_output a, mf_out
 }
 
 /* ---------- activations ----------
- * Element loops run in fixed blocks plus a tail over restrict pointers, the
- * form gcc -O2 vectorizes (see ops/math.c). Expressions are written once for
+ * Element loops are kernels/elementwise.h's (blocks plus a tail over restrict
+ * pointers, the form gcc -O2 vectorizes). Expressions are written once for
  * every dtype; CONST(x, c) is c in x's floating type, so float loops stay in
  * float. */
-#define MATH(fn, x) _Generic((x), float: fn##f, default: fn)
 #define CONST(x, c) _Generic((x), float: (float)(c), default: (c))
 #define SELU_ALPHA 1.6732632423543772848170429916717
 #define SELU_SCALE 1.0507009873554804934193349852946
-/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1. */
-#define SIGMOID_FN(T, suffix)                       \
-  static inline T sigmoid##suffix(T x) {            \
-    T e = MATH(exp, x)(-MATH(fabs, x)(x));          \
-    return (x >= 0 ? 1 : e) / (1 + e);              \
-  }
-SIGMOID_FN(double, )
-SIGMOID_FN(float, f)
-#define SIGMOID(x) MATH(sigmoid, x)(x)
-
-enum { BLOCK = 16 };
-#define ELEMENTS(n, i, ...)                                                    \
-  do {                                                                         \
-    int64_t i##_block = 0;                                                     \
-    for (; i##_block + BLOCK <= (n); i##_block += BLOCK)                       \
-      for (int i##_lane = 0; i##_lane < BLOCK; i##_lane++) {                   \
-        const int64_t i = i##_block + i##_lane;                                \
-        __VA_ARGS__                                                            \
-      }                                                                        \
-    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
-  } while (0)
 
 /* X(name, dtypes, gradient op, what the gradient op reads (IN: the input x,
- *   OUT: the output), expression of the element x; a is the attr alpha).
+ *   OUT: the output), expression of the element x and the attr alpha).
  * NaN passes through every activation. Softplus is max(x, 0) + log1p(exp(-|x|)),
  * exact and finite for any x. */
 #define ACTIVATIONS(X)                                                                             \
   X(Relu, SIGNED, ReluGrad, OUT, x < 0 ? 0 : x)                                                    \
   X(Relu6, SIGNED, Relu6Grad, OUT, x < 0 ? 0 : x > 6 ? 6 : x)                                      \
-  X(LeakyRelu, FLOAT, LeakyReluGrad, IN, x > 0 ? x : a * x)                                        \
-  X(Elu, FLOAT, EluGrad, OUT, x < 0 ? MATH(expm1, x)(x) : x)                                       \
+  X(LeakyRelu, FLOAT, LeakyReluGrad, IN, x > 0 ? x : alpha * x)                                    \
+  X(Elu, FLOAT, EluGrad, OUT, x < 0 ? MF_MATH(expm1, x)(x) : x)                                    \
   X(Selu, FLOAT, SeluGrad, OUT,                                                                    \
-    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)      \
-  X(Softplus, FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MATH(log1p, x)(MATH(exp, x)(-MATH(fabs, x)(x)))) \
-  X(Softsign, FLOAT, SoftsignGrad, IN, x / (1 + MATH(fabs, x)(x)))
+    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MF_MATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)   \
+  X(Softplus, FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MF_MATH(log1p, x)(MF_MATH(exp, x)(-MF_MATH(fabs, x)(x)))) \
+  X(Softsign, FLOAT, SoftsignGrad, IN, x / (1 + MF_MATH(fabs, x)(x)))
 
 /* X(name, dtypes, second-derivative term, expression of the incoming gradient
  * g and the element v of the tensor the forward rule passed). Each is linear
@@ -120,56 +99,39 @@ enum { BLOCK = 16 };
 #define ACTIVATION_GRADS(X)                                                                        \
   X(ReluGrad, SIGNED, FLAT, v > 0 ? g : 0)                                                         \
   X(Relu6Grad, SIGNED, FLAT, v > 0 && v < 6 ? g : 0)                                               \
-  X(LeakyReluGrad, FLOAT, FLAT, v > 0 ? g : a * g)                                                 \
+  X(LeakyReluGrad, FLOAT, FLAT, v > 0 ? g : alpha * g)                                             \
   X(EluGrad, FLOAT, BELOW0, v < 0 ? g * (v + 1) : g)                                               \
   X(SeluGrad, FLOAT, BELOW0, v < 0 ? g * (v + CONST(v, SELU_SCALE * SELU_ALPHA)) : g * CONST(v, SELU_SCALE)) \
-  X(SoftplusGrad, FLOAT, SOFTPLUS, g * SIGMOID(v))                                                 \
-  X(SoftsignGrad, FLOAT, SOFTSIGN, g / ((1 + MATH(fabs, v)(v)) * (1 + MATH(fabs, v)(v))))
+  X(SoftplusGrad, FLOAT, SOFTPLUS, g * MF_SIGMOID(v))                                              \
+  X(SoftsignGrad, FLOAT, SOFTSIGN, g / ((1 + MF_MATH(fabs, v)(v)) * (1 + MF_MATH(fabs, v)(v))))
 
 /* Loops over one run of n values (a pixel's channels, a window row) for the
  * kernels below, in the same vectorizable form. */
 #define RUN_HELPERS(code, T)                                                                        \
-  static inline void run_zero_##code(T *restrict d, int64_t n) { ELEMENTS(n, i, d[i] = 0;); }       \
+  static inline void run_zero_##code(T *restrict d, int64_t n) { MF_ELEMENTS(n, i, d[i] = 0;); }    \
   static inline void run_copy_##code(T *restrict d, const T *restrict s, int64_t n) {               \
-    ELEMENTS(n, i, d[i] = s[i];);                                                                   \
+    MF_ELEMENTS(n, i, d[i] = s[i];);                                                                \
   }                                                                                                 \
   static inline void run_add_##code(T *restrict d, const T *restrict s, int64_t n) {                \
-    ELEMENTS(n, i, d[i] += s[i];);                                                                  \
+    MF_ELEMENTS(n, i, d[i] += s[i];);                                                               \
   }                                                                                                 \
   static inline void run_sum_##code(T *restrict d, const T *restrict a, const T *restrict b, int64_t n) { \
-    ELEMENTS(n, i, d[i] = a[i] + b[i];);                                                            \
+    MF_ELEMENTS(n, i, d[i] = a[i] + b[i];);                                                         \
   }                                                                                                 \
   static inline void run_max_##code(T *restrict d, const T *restrict s, int64_t n) {                \
-    ELEMENTS(n, i, d[i] = s[i] > d[i] ? s[i] : d[i];);                                              \
+    MF_ELEMENTS(n, i, d[i] = s[i] > d[i] ? s[i] : d[i];);                                           \
   }                                                                                                 \
-  static inline void run_div_##code(T *restrict d, T a, int64_t n) { ELEMENTS(n, i, d[i] /= a;); }  \
+  static inline void run_div_##code(T *restrict d, T a, int64_t n) { MF_ELEMENTS(n, i, d[i] /= a;); } \
   static inline void run_add_div_##code(T *restrict d, const T *restrict s, T a, int64_t n) {       \
-    ELEMENTS(n, i, d[i] += s[i] / a;);                                                              \
+    MF_ELEMENTS(n, i, d[i] += s[i] / a;);                                                           \
   }
 MF_FOR_FLOAT_TYPES(RUN_HELPERS)
 
-typedef void (*act_fn)(const void *x, void *y, int64_t n, double alpha);
-typedef void (*act_grad_fn)(const void *g, const void *v, void *y, int64_t n, double alpha);
-typedef struct { unsigned dtypes; act_fn loop[MF_DTYPE_SLOTS]; } act_impl;
-typedef struct { unsigned dtypes; act_grad_fn loop[MF_DTYPE_SLOTS]; } act_grad_impl;
+typedef struct { unsigned dtypes; mf_map_fn loop[MF_DTYPE_SLOTS]; } act_impl;
+typedef struct { unsigned dtypes; mf_zip_fn loop[MF_DTYPE_SLOTS]; } act_grad_impl;
 
-#define ACT_LOOP(code, T, name, expr)                                                        \
-  static inline void name##_##code##_typed(const T *restrict px, T *restrict py, int64_t n, T a) { \
-    (void)a;                                                                                 \
-    ELEMENTS(n, i, const T x = px[i]; py[i] = (T)(expr););                                  \
-  }                                                                                          \
-  static void name##_##code(const void *x, void *y, int64_t n, double alpha) {               \
-    name##_##code##_typed(x, y, n, (T)alpha);                                                \
-  }
-#define ACT_GRAD_LOOP(code, T, name, expr)                                                   \
-  static inline void name##_##code##_typed(const T *restrict pg, const T *restrict pv,       \
-                                           T *restrict py, int64_t n, T a) {                 \
-    (void)a;                                                                                 \
-    ELEMENTS(n, i, const T g = pg[i]; const T v = pv[i]; py[i] = (T)(expr););               \
-  }                                                                                          \
-  static void name##_##code(const void *g, const void *v, void *y, int64_t n, double alpha) { \
-    name##_##code##_typed(g, v, y, n, (T)alpha);                                             \
-  }
+#define ACT_LOOP(code, T, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
+#define ACT_GRAD_LOOP(code, T, name, expr) MF_ZIP_FN(name##_##code, T, T, g, v, 0, expr)
 #define ACT_ENTRY(code, T, name) [code] = name##_##code,
 
 /* tf.nn.leaky_relu's default; the other activations have no alpha. */
@@ -204,7 +166,7 @@ static mf_code act_grad_infer(mf_infer_ctx *ic, unsigned dtypes) {
 
 static mf_code act_grad_run(mf_kernel_ctx *ctx, const act_grad_impl *impl) {
   const mf_tensor *g = ctx->inputs[0], *v = ctx->inputs[1];
-  impl->loop[g->dtype](g->data, v->data, ctx->outputs[0]->data, g->size, alpha_attr(ctx->attrs));
+  impl->loop[g->dtype](g->data, true, v->data, true, ctx->outputs[0]->data, g->size, alpha_attr(ctx->attrs));
   return MF_OK;
 }
 
@@ -1005,12 +967,12 @@ typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
                             int64_t x0, int64_t x1, int64_t c0, int64_t nc, int64_t *restrict idx) { \
     T best[CBLOCK];                                                                                 \
     const int64_t first = PIXEL(g, n, y0, x0) + c0;                                                 \
-    ELEMENTS(nc, j, best[j] = x[first + j]; idx[j] = first + j;);                                   \
+    MF_ELEMENTS(nc, j, best[j] = x[first + j]; idx[j] = first + j;);                                \
     for (int64_t iy = y0; iy < y1; iy++)                                                            \
       for (int64_t ix = x0; ix < x1; ix++) {                                                        \
         const int64_t off = PIXEL(g, n, iy, ix) + c0;                                               \
-        ELEMENTS(nc, j, const bool gt = x[off + j] > best[j]; best[j] = gt ? x[off + j] : best[j];  \
-                 idx[j] = gt ? off + j : idx[j];);                                                  \
+        MF_ELEMENTS(nc, j, const bool gt = x[off + j] > best[j]; best[j] = gt ? x[off + j] : best[j]; \
+                    idx[j] = gt ? off + j : idx[j];);                                               \
       }                                                                                             \
   }                                                                                                 \
   static void max_pool_grad_##code(const geom *g, const void *x_, const void *dy_, void *dx_) {     \

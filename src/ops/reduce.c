@@ -17,6 +17,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "exec/kernel_api.h"
 
 #include <math.h>
@@ -170,10 +171,6 @@ static inline int64_t odo_next(int n, const int64_t *dims, const int64_t *stride
 #define WIDE_MF_INT64 uint64_t
 #define WIDE_MF_UINT8 uint64_t
 
-static inline bool is_nan_f32(float x) { return isnan(x); }
-static inline bool is_nan_f64(double x) { return isnan(x); }
-static inline bool is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
-#define IS_NAN(x) _Generic((x), float: is_nan_f32, double: is_nan_f64, default: is_nan_never)(x)
 
 #define TYPE_LOWEST(E) \
   _Generic((E)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, int64_t: INT64_MIN, uint8_t: 0)
@@ -194,8 +191,8 @@ static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)su
   X(Sum, NUMERIC, ACC_WIDE, 0, a + b, a, sum_grad)                                            \
   X(Mean, NUMERIC, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                 \
   X(Prod, NUMERIC, ACC_WIDE, 1, a * b, a, prod_grad)                                          \
-  X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | IS_NAN(b)) ? b : a, a, extremum_grad)  \
-  X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | IS_NAN(b)) ? b : a, a, extremum_grad) \
+  X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | MF_IS_NAN(b)) ? b : a, a, extremum_grad) \
+  X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | MF_IS_NAN(b)) ? b : a, a, extremum_grad) \
   X(Any, BOOL, ACC_ELEM, false, a || b, a, NULL)                                              \
   X(All, BOOL, ACC_ELEM, true, a && b, a, NULL)
 
@@ -211,8 +208,8 @@ enum { REDUCE_CHUNK = 1024 };
  * - fold: a contiguous run into one accumulator, through 8 independent lanes
  *   (written out so that they stay in registers and vectorize); the path for
  *   reducing a whole contiguous tensor and for reducing the last axis.
- * - accumulate: a row of m inputs into m accumulators, in blocks of 16 whose
- *   constant trip count compilers vectorize at -O2.
+ * - accumulate: a row of m inputs into m accumulators, in the block loop of
+ *   kernels/elementwise.h, which compilers vectorize at -O2.
  * When the last axes are kept, REDUCE_CHUNK outputs accumulate side by side on
  * the stack while the reduced groups are walked, so input rows are read
  * contiguously and nothing is allocated. */
@@ -246,10 +243,7 @@ enum { REDUCE_CHUNK = 1024 };
   }                                                                                          \
   static inline void op##_##code##_accumulate(op##_##code##_acc *restrict acc,               \
                                               const E_ *restrict p, int64_t m) {             \
-    int64_t j = 0;                                                                           \
-    for (; j + 16 <= m; j += 16)                                                             \
-      for (int l = 0; l < 16; l++) acc[j + l] = op##_##code##_combine(acc[j + l], p[j + l]); \
-    for (; j < m; j++) acc[j] = op##_##code##_combine(acc[j], p[j]);                         \
+    MF_ELEMENTS(m, j, acc[j] = op##_##code##_combine(acc[j], p[j]););                        \
   }                                                                                          \
   static void op##_##code(const reduce_geom *g, const void *in_, void *out_) {               \
     typedef op##_##code##_acc A;                                                             \
