@@ -1269,53 +1269,24 @@ static mf_code transpose_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* Tile: dy summed over the tiles (TileGrad, in ops/reduce.c). */
+/* Tile: dy summed over the tiles (TileGrad, in ops/reduce.c, with Tile's multiples). */
 static mf_code tile_grad(mf_grad_ctx *gc) {
-  const int64_t *m;
-  int n = mf_attr_ints(&gc->op->attrs, "multiples", &m);
-  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
-  mf_op_desc *d = mf_grad_begin(gc, "TileGrad");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_add_input(d, shape);
-    mf_op_desc_set_attr_ints(d, "multiples", m, n);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  const mf_output in[2] = {gc->grads[0], mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0))};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "TileGrad", in, 2);
   return gc->status->code;
 }
 
-static const char *const ss_list_attrs[] = {"begin", "end", "strides"};
-static const char *const ss_mask_attrs[] = {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
-                                            "shrink_axis_mask"};
-
-/* A StridedSlice or StridedSliceGrad over `inputs` with the slice attrs of op. */
-static mf_output like_slice(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n) {
-  const mf_attrs *attrs = &gc->op->attrs;
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (!d) return MF_NO_PORT;
-  for (int i = 0; i < n; i++) mf_op_desc_add_input(d, inputs[i]);
-  for (size_t i = 0; i < MF_ARRAY_LEN(ss_list_attrs); i++) {
-    const int64_t *v;
-    int len = mf_attr_ints(attrs, ss_list_attrs[i], &v);
-    if (len >= 0) mf_op_desc_set_attr_ints(d, ss_list_attrs[i], v, len);
-  }
-  for (size_t i = 0; i < MF_ARRAY_LEN(ss_mask_attrs); i++) {
-    const mf_attr *a = mf_attrs_find(attrs, ss_mask_attrs[i], MF_ATTR_INT);
-    if (a) mf_op_desc_set_attr_int(d, ss_mask_attrs[i], a->v.i);
-  }
-  return mf_grad_finish(gc, d);
-}
-
-/* StridedSlice: dy put back where the slice read, zeros elsewhere. */
+/* StridedSlice: dy put back where the slice read, zeros elsewhere (a
+ * StridedSliceGrad with the slice's attributes). */
 static mf_code strided_slice_grad(mf_grad_ctx *gc) {
-  mf_output in[2] = {mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0)), gc->grads[0]};
-  gc->input_grads[0] = like_slice(gc, "StridedSliceGrad", in, 2);
+  const mf_output in[2] = {mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0)), gc->grads[0]};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "StridedSliceGrad", in, 2);
   return gc->status->code;
 }
 
 /* StridedSliceGrad is linear in dy: its gradient is the slice again. */
 static mf_code strided_slice_grad_grad(mf_grad_ctx *gc) {
-  gc->input_grads[1] = like_slice(gc, "StridedSlice", gc->grads, 1);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "StridedSlice", gc->grads, 1);
   return gc->status->code;
 }
 

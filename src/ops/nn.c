@@ -41,34 +41,6 @@
 
 static const unsigned FLOAT_TYPES = MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES);
 
-/* Builds `type` on the inputs with every attribute of the op being
- * differentiated (window shape, padding, alpha, data_format). */
-static mf_output like_op(mf_grad_ctx *gc, const char *type, int n, const mf_output *in) {
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (d) {
-    for (int i = 0; i < n; i++) mf_op_desc_add_input(d, in[i]);
-    const mf_attrs *attrs = &gc->op->attrs;
-    for (int i = 0; i < attrs->n; i++) {
-      const mf_attr *a = &attrs->items[i];
-      switch (a->kind) {
-        case MF_ATTR_INTS: mf_op_desc_set_attr_ints(d, a->name, a->v.ints.v, a->v.ints.n); break;
-        case MF_ATTR_STRING: mf_op_desc_set_attr_string(d, a->name, a->v.s); break;
-        case MF_ATTR_FLOAT: mf_op_desc_set_attr_float(d, a->name, a->v.f); break;
-        default: break;  /* window ops carry ints and strings, LeakyRelu a float: nothing else */
-      }
-    }
-  }
-  return mf_grad_finish(gc, d);
-}
-static mf_output like_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b) {
-  const mf_output in[2] = {a, b};
-  return like_op(gc, type, 2, in);
-}
-static mf_output like_op3(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, mf_output c) {
-  const mf_output in[3] = {a, b, c};
-  return like_op(gc, type, 3, in);
-}
-
 /* ---------- activations ----------
  * Element loops are kernels/elementwise.h's (blocks plus a tail over restrict
  * pointers, the form gcc -O2 vectorizes). Expressions are written once for
@@ -173,7 +145,7 @@ static mf_code act_grad_run(mf_kernel_ctx *ctx, const act_grad_impl *impl) {
 /* The gradient of an activation is its gradient op applied to dy. */
 static mf_code act_rule(mf_grad_ctx *gc, const char *grad_op, bool reads_output) {
   mf_output v = reads_output ? mf_op_out(gc->op, 0) : mf_op_in(gc->op, 0);
-  gc->input_grads[0] = like_op2(gc, grad_op, gc->grads[0], v);
+  gc->input_grads[0] = mf_grad_rebuild(gc, grad_op, (mf_output[]){gc->grads[0], v}, 2);
   return gc->status->code;
 }
 #define READS_IN false
@@ -210,7 +182,7 @@ static mf_output curvature_softsign(mf_grad_ctx *gc, mf_output g, mf_output v, m
 /* A gradient op is linear in g: its gradient for g is the op applied to gg. */
 static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
   const mf_output g = mf_op_in(gc->op, 0), v = mf_op_in(gc->op, 1), gg = gc->grads[0];
-  gc->input_grads[0] = like_op2(gc, gc->op->def->name, gg, v);
+  gc->input_grads[0] = mf_grad_rebuild(gc, gc->op->def->name, (mf_output[]){gg, v}, 2);
   if (curvature) gc->input_grads[1] = curvature(gc, g, v, gg, mf_port_dtype(v));
   return gc->status->code;
 }
@@ -330,7 +302,7 @@ static mf_code bias_add_grad_kernel(mf_kernel_ctx *ctx) {
 
 static mf_code bias_add_rule(mf_grad_ctx *gc) {
   gc->input_grads[0] = gc->grads[0];
-  gc->input_grads[1] = like_op(gc, "BiasAddGrad", 1, &gc->grads[0]);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "BiasAddGrad", &gc->grads[0], 1);
   return gc->status->code;
 }
 
@@ -809,22 +781,22 @@ static mf_code conv2d_backprop_filter_kernel(mf_kernel_ctx *ctx) {
  * the three ops with the same window attributes. */
 static mf_code conv2d_rule(mf_grad_ctx *gc) {
   const mf_output x = mf_op_in(gc->op, 0), f = mf_op_in(gc->op, 1), dy = gc->grads[0];
-  gc->input_grads[0] = like_op3(gc, "Conv2DBackpropInput", SHAPE(x), f, dy);
-  gc->input_grads[1] = like_op3(gc, "Conv2DBackpropFilter", x, SHAPE(f), dy);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Conv2DBackpropInput", (mf_output[]){SHAPE(x), f, dy}, 3);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "Conv2DBackpropFilter", (mf_output[]){x, SHAPE(f), dy}, 3);
   return gc->status->code;
 }
 
 static mf_code conv2d_backprop_input_rule(mf_grad_ctx *gc) {
   const mf_output f = mf_op_in(gc->op, 1), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
-  gc->input_grads[1] = like_op3(gc, "Conv2DBackpropFilter", gg, SHAPE(f), dy);
-  gc->input_grads[2] = like_op2(gc, "Conv2D", gg, f);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "Conv2DBackpropFilter", (mf_output[]){gg, SHAPE(f), dy}, 3);
+  gc->input_grads[2] = mf_grad_rebuild(gc, "Conv2D", (mf_output[]){gg, f}, 2);
   return gc->status->code;
 }
 
 static mf_code conv2d_backprop_filter_rule(mf_grad_ctx *gc) {
   const mf_output x = mf_op_in(gc->op, 0), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
-  gc->input_grads[0] = like_op3(gc, "Conv2DBackpropInput", SHAPE(x), gg, dy);
-  gc->input_grads[2] = like_op2(gc, "Conv2D", x, gg);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Conv2DBackpropInput", (mf_output[]){SHAPE(x), gg, dy}, 3);
+  gc->input_grads[2] = mf_grad_rebuild(gc, "Conv2D", (mf_output[]){x, gg}, 2);
   return gc->status->code;
 }
 
@@ -1043,24 +1015,27 @@ static mf_code max_pool_grad_grad_kernel(mf_kernel_ctx *ctx) {
  * through the argmax, which is piecewise constant in orig_input and
  * orig_output: no gradient flows to those (TensorFlow passes zeros). */
 static mf_code max_pool_rule(mf_grad_ctx *gc) {
-  gc->input_grads[0] = like_op3(gc, "MaxPoolGrad", mf_op_in(gc->op, 0), mf_op_out(gc->op, 0), gc->grads[0]);
+  const mf_output in[3] = {mf_op_in(gc->op, 0), mf_op_out(gc->op, 0), gc->grads[0]};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "MaxPoolGrad", in, 3);
   return gc->status->code;
 }
 static mf_code max_pool_grad_rule(mf_grad_ctx *gc) {
-  gc->input_grads[2] = like_op3(gc, "MaxPoolGradGrad", mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]);
+  const mf_output in[3] = {mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]};
+  gc->input_grads[2] = mf_grad_rebuild(gc, "MaxPoolGradGrad", in, 3);
   return gc->status->code;
 }
 static mf_code max_pool_grad_grad_rule(mf_grad_ctx *gc) {
-  gc->input_grads[2] = like_op3(gc, "MaxPoolGrad", mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]);
+  const mf_output in[3] = {mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]};
+  gc->input_grads[2] = mf_grad_rebuild(gc, "MaxPoolGrad", in, 3);
   return gc->status->code;
 }
 /* Average pooling is linear: AvgPoolGrad is its transpose and AvgPool AvgPoolGrad's. */
 static mf_code avg_pool_rule(mf_grad_ctx *gc) {
-  gc->input_grads[0] = like_op2(gc, "AvgPoolGrad", SHAPE(mf_op_in(gc->op, 0)), gc->grads[0]);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "AvgPoolGrad", (mf_output[]){SHAPE(mf_op_in(gc->op, 0)), gc->grads[0]}, 2);
   return gc->status->code;
 }
 static mf_code avg_pool_grad_rule(mf_grad_ctx *gc) {
-  gc->input_grads[1] = like_op(gc, "AvgPool", 1, &gc->grads[0]);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "AvgPool", &gc->grads[0], 1);
   return gc->status->code;
 }
 

@@ -533,14 +533,8 @@ static mf_output with_kept_dims(mf_grad_ctx *gc, mf_output t, mf_output kept) {
 
 /* The reduction `type` of t over the op's axes, keeping them as 1s. */
 static mf_output reduce_kept(mf_grad_ctx *gc, const char *type, mf_output t) {
-  const int64_t *axes;
-  int n = reduce_axes(&gc->op->attrs, &axes);
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (d) {
-    mf_op_desc_add_input(d, t);
-    if (n >= 0) mf_op_desc_set_attr_ints(d, "axis", axes, n);
-    mf_op_desc_set_attr_bool(d, "keepdims", true);
-  }
+  mf_op_desc *d = mf_grad_begin_like(gc, type, &t, 1);
+  if (d) mf_op_desc_set_attr_bool(d, "keepdims", true);
   return mf_grad_finish(gc, d);
 }
 
@@ -624,16 +618,10 @@ static mf_code extremum_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* Tile: the tiles' gradients summed; TileGrad's own gradient tiles again. */
+/* Tile: the tiles' gradients summed; TileGrad's own gradient tiles again
+ * (the same multiples). */
 static mf_code tile_grad_grad(mf_grad_ctx *gc) {
-  const int64_t *m;
-  int n = mf_attr_ints(&gc->op->attrs, "multiples", &m);
-  mf_op_desc *d = mf_grad_begin(gc, "Tile");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_set_attr_ints(d, "multiples", m, n);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Tile", gc->grads, 1);
   return gc->status->code;
 }
 
