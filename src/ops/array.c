@@ -17,6 +17,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
 #include <math.h>
@@ -131,7 +132,8 @@ static void box_simplify(box *b) {
   b->rank = r;
 }
 
-/* The inner loops run over the last dimension, or, when the source is
+/* The inner loops run over the last dimension (a copy, a fill where one value
+ * is broadcast along it, or a strided walk), or, when the source is
  * contiguous along another dimension k instead (a transpose), over 2-D tiles
  * of k and the last one, so that neither side is walked with a cache-missing
  * stride for long. The other dimensions are walked with an odometer. */
@@ -155,7 +157,7 @@ enum { TILE = 16 };  /* larger tiles thrash the cache when row strides are power
         int64_t m = b->dims[k], dk = b->dst_step[k];                                        \
         for (int64_t i0 = 0; i0 < m; i0 += TILE)                                            \
           for (int64_t j0 = 0; j0 < n; j0 += TILE) {                                        \
-            int64_t i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n;   \
+            int64_t i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n; \
             for (int64_t i = i0; i < i1; i++) {                                             \
               T *out = dst + d_o + i * dk;                                                  \
               const T *in = src + so + i;                                                   \
@@ -164,6 +166,10 @@ enum { TILE = 16 };  /* larger tiles thrash the cache when row strides are power
           }                                                                                 \
       } else if (ss == 1 && ds == 1) {                                                      \
         memcpy(dst + d_o, src + so, (size_t)n * sizeof(T));                                 \
+      } else if (ss == 0 && ds == 1) { /* broadcasting one value along the row */           \
+        const T v = src[so];                                                                \
+        T *out = dst + d_o;                                                                 \
+        MF_ELEMENTS(n, i, out[i] = v;);                                                     \
       } else {                                                                              \
         for (int64_t i = 0; i < n; i++) dst[d_o + i * ds] = src[so + i * ss];               \
       }                                                                                     \
