@@ -69,9 +69,9 @@ typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_ste
     }                                                                                              \
     return bad;                                                                                    \
   }                                                                                                \
-  static bool fn(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n,     \
+  static bool fn(const void *va, bool a_steps, const void *vb, bool b_steps, void *vy, int64_t n,  \
                  double alpha) {                                                                   \
-    return fn##_typed(a, a_steps, b, b_steps, y, n, (T)alpha);                                     \
+    return fn##_typed(va, a_steps, vb, b_steps, vy, n, (T)alpha);                                  \
   }
 
 /* ---------- element helpers ---------- */
