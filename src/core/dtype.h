@@ -4,13 +4,38 @@
 
 #include "core/base.h"
 
-/* Element loops dispatch on dtype with these X-macros. */
-#define MF_FOR_NUMERIC_TYPES(X) \
-  X(MF_FLOAT32, float) X(MF_FLOAT64, double) X(MF_INT32, int32_t) \
-  X(MF_INT64, int64_t) X(MF_UINT8, uint8_t)
-#define MF_FOR_ALL_TYPES(X) MF_FOR_NUMERIC_TYPES(X) X(MF_BOOL, bool)
+/* Dtype dispatch: kernels write one function per dtype from these X-macro
+ * lists and pick it by a table indexed by dtype (MF_DTYPE_SLOTS entries) or
+ * by a switch whose cases a list writes. A list calls X(code, C type) once per
+ * dtype; arguments after X pass through, X(code, C type, args...). */
+#define MF_FOR_FLOAT_TYPES(X, ...) X(MF_FLOAT32, float, ##__VA_ARGS__) X(MF_FLOAT64, double, ##__VA_ARGS__)
+#define MF_FOR_INT_TYPES(X, ...) \
+  X(MF_INT32, int32_t, ##__VA_ARGS__) X(MF_INT64, int64_t, ##__VA_ARGS__) X(MF_UINT8, uint8_t, ##__VA_ARGS__)
+/* The dtypes with negative values: the floats, int32 and int64. */
+#define MF_FOR_SIGNED_TYPES(X, ...) \
+  MF_FOR_FLOAT_TYPES(X, ##__VA_ARGS__) X(MF_INT32, int32_t, ##__VA_ARGS__) X(MF_INT64, int64_t, ##__VA_ARGS__)
+#define MF_FOR_NUMERIC_TYPES(X, ...) MF_FOR_FLOAT_TYPES(X, ##__VA_ARGS__) MF_FOR_INT_TYPES(X, ##__VA_ARGS__)
+#define MF_FOR_BOOL_TYPES(X, ...) X(MF_BOOL, bool, ##__VA_ARGS__)
+#define MF_FOR_ALL_TYPES(X, ...) MF_FOR_NUMERIC_TYPES(X, ##__VA_ARGS__) MF_FOR_BOOL_TYPES(X, ##__VA_ARGS__)
+/* A list by the name of its set, for tables whose dtypes column names one:
+ * MF_TYPES(FLOAT) is MF_FOR_FLOAT_TYPES (FLOAT, INT, SIGNED, NUMERIC, BOOL, ALL). */
+#define MF_TYPES(set) MF_FOR_##set##_TYPES
+/* MF_FOR_ALL_TYPES again under a name of its own, for the inner dimension of
+ * tables of dtype pairs (Cast's): a macro does not expand within its own
+ * expansion. */
+#define MF_FOR_ALL_TYPES_INNER(X, ...)                                                                  \
+  X(MF_FLOAT32, float, ##__VA_ARGS__) X(MF_FLOAT64, double, ##__VA_ARGS__) X(MF_INT32, int32_t, ##__VA_ARGS__) \
+  X(MF_INT64, int64_t, ##__VA_ARGS__) X(MF_UINT8, uint8_t, ##__VA_ARGS__) X(MF_BOOL, bool, ##__VA_ARGS__)
+
 /* Tables indexed by dtype have this many slots (dtypes run from 1 to MF_UINT8). */
 enum { MF_DTYPE_SLOTS = MF_UINT8 + 1 };
+/* The mask of the dtypes of a list, 1u << code for each: MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES). */
+#define MF_DTYPE_MASK(list) (list(MF_DTYPE_BIT_) 0u)
+#define MF_DTYPE_BIT_(code, T) (1u << (code)) |
+/* The dtype of a C type (a constant expression). */
+#define MF_DTYPE_OF(T) \
+  _Generic((T)0, float: MF_FLOAT32, double: MF_FLOAT64, int32_t: MF_INT32, int64_t: MF_INT64, uint8_t: MF_UINT8, \
+           bool: MF_BOOL)
 
 static inline bool mf_dtype_is_float(mf_dtype t) { return t == MF_FLOAT32 || t == MF_FLOAT64; }
 static inline bool mf_dtype_is_integer(mf_dtype t) {

@@ -84,6 +84,32 @@ mf_output mf_grad_output_or_zeros(mf_grad_ctx *gc, int i) {
   return mf_grad_op1(gc, "ZerosLike", mf_op_out(gc->op, i));
 }
 
+mf_op_desc *mf_grad_begin_like(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (!d) return NULL;
+  for (int i = 0; i < n; i++) mf_op_desc_add_input(d, inputs[i]);
+  const mf_attrs *attrs = &gc->op->attrs;
+  for (int i = 0; i < attrs->n; i++) {
+    const mf_attr *a = &attrs->items[i];
+    switch (a->kind) {
+      case MF_ATTR_INT: mf_op_desc_set_attr_int(d, a->name, a->v.i); break;
+      case MF_ATTR_FLOAT: mf_op_desc_set_attr_float(d, a->name, a->v.f); break;
+      case MF_ATTR_BOOL: mf_op_desc_set_attr_bool(d, a->name, a->v.b); break;
+      case MF_ATTR_TYPE: mf_op_desc_set_attr_type(d, a->name, a->v.type); break;
+      case MF_ATTR_INTS: mf_op_desc_set_attr_ints(d, a->name, a->v.ints.v, a->v.ints.n); break;
+      case MF_ATTR_SHAPE: mf_op_desc_set_attr_shape(d, a->name, a->v.shape.dims, a->v.shape.rank); break;
+      case MF_ATTR_STRING: mf_op_desc_set_attr_string(d, a->name, a->v.s); break;
+      case MF_ATTR_TENSOR: mf_op_desc_set_attr_tensor(d, a->name, a->v.tensor); break;
+      case MF_ATTR_GRAPH: mf_op_desc_set_attr_graph(d, a->name, a->v.graph); break;
+    }
+  }
+  return d;
+}
+
+mf_output mf_grad_rebuild(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n) {
+  return mf_grad_finish(gc, mf_grad_begin_like(gc, type, inputs, n));
+}
+
 /* ---------- the driver ---------- */
 
 /* The contributions reaching one port. */

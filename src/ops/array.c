@@ -17,6 +17,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
 #include <math.h>
@@ -131,7 +132,8 @@ static void box_simplify(box *b) {
   b->rank = r;
 }
 
-/* The inner loops run over the last dimension, or, when the source is
+/* The inner loops run over the last dimension (a copy, a fill where one value
+ * is broadcast along it, or a strided walk), or, when the source is
  * contiguous along another dimension k instead (a transpose), over 2-D tiles
  * of k and the last one, so that neither side is walked with a cache-missing
  * stride for long. The other dimensions are walked with an odometer. */
@@ -155,7 +157,7 @@ enum { TILE = 16 };  /* larger tiles thrash the cache when row strides are power
         int64_t m = b->dims[k], dk = b->dst_step[k];                                        \
         for (int64_t i0 = 0; i0 < m; i0 += TILE)                                            \
           for (int64_t j0 = 0; j0 < n; j0 += TILE) {                                        \
-            int64_t i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n;   \
+            int64_t i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n; \
             for (int64_t i = i0; i < i1; i++) {                                             \
               T *out = dst + d_o + i * dk;                                                  \
               const T *in = src + so + i;                                                   \
@@ -164,6 +166,10 @@ enum { TILE = 16 };  /* larger tiles thrash the cache when row strides are power
           }                                                                                 \
       } else if (ss == 1 && ds == 1) {                                                      \
         memcpy(dst + d_o, src + so, (size_t)n * sizeof(T));                                 \
+      } else if (ss == 0 && ds == 1) { /* broadcasting one value along the row */           \
+        const T v = src[so];                                                                \
+        T *out = dst + d_o;                                                                 \
+        MF_ELEMENTS(n, i, out[i] = v;);                                                     \
       } else {                                                                              \
         for (int64_t i = 0; i < n; i++) dst[d_o + i * ds] = src[so + i * ss];               \
       }                                                                                     \
@@ -1269,53 +1275,24 @@ static mf_code transpose_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* Tile: dy summed over the tiles (TileGrad, in ops/reduce.c). */
+/* Tile: dy summed over the tiles (TileGrad, in ops/reduce.c, with Tile's multiples). */
 static mf_code tile_grad(mf_grad_ctx *gc) {
-  const int64_t *m;
-  int n = mf_attr_ints(&gc->op->attrs, "multiples", &m);
-  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
-  mf_op_desc *d = mf_grad_begin(gc, "TileGrad");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_add_input(d, shape);
-    mf_op_desc_set_attr_ints(d, "multiples", m, n);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  const mf_output in[2] = {gc->grads[0], mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0))};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "TileGrad", in, 2);
   return gc->status->code;
 }
 
-static const char *const ss_list_attrs[] = {"begin", "end", "strides"};
-static const char *const ss_mask_attrs[] = {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask",
-                                            "shrink_axis_mask"};
-
-/* A StridedSlice or StridedSliceGrad over `inputs` with the slice attrs of op. */
-static mf_output like_slice(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n) {
-  const mf_attrs *attrs = &gc->op->attrs;
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (!d) return MF_NO_PORT;
-  for (int i = 0; i < n; i++) mf_op_desc_add_input(d, inputs[i]);
-  for (size_t i = 0; i < MF_ARRAY_LEN(ss_list_attrs); i++) {
-    const int64_t *v;
-    int len = mf_attr_ints(attrs, ss_list_attrs[i], &v);
-    if (len >= 0) mf_op_desc_set_attr_ints(d, ss_list_attrs[i], v, len);
-  }
-  for (size_t i = 0; i < MF_ARRAY_LEN(ss_mask_attrs); i++) {
-    const mf_attr *a = mf_attrs_find(attrs, ss_mask_attrs[i], MF_ATTR_INT);
-    if (a) mf_op_desc_set_attr_int(d, ss_mask_attrs[i], a->v.i);
-  }
-  return mf_grad_finish(gc, d);
-}
-
-/* StridedSlice: dy put back where the slice read, zeros elsewhere. */
+/* StridedSlice: dy put back where the slice read, zeros elsewhere (a
+ * StridedSliceGrad with the slice's attributes). */
 static mf_code strided_slice_grad(mf_grad_ctx *gc) {
-  mf_output in[2] = {mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0)), gc->grads[0]};
-  gc->input_grads[0] = like_slice(gc, "StridedSliceGrad", in, 2);
+  const mf_output in[2] = {mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0)), gc->grads[0]};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "StridedSliceGrad", in, 2);
   return gc->status->code;
 }
 
 /* StridedSliceGrad is linear in dy: its gradient is the slice again. */
 static mf_code strided_slice_grad_grad(mf_grad_ctx *gc) {
-  gc->input_grads[1] = like_slice(gc, "StridedSlice", gc->grads, 1);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "StridedSlice", gc->grads, 1);
   return gc->status->code;
 }
 

@@ -22,6 +22,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 #include "exec/kernel_api.h"
 
@@ -34,10 +35,6 @@ static bool is_numeric(mf_dtype t) { return t != MF_BOOL && mf_dtype_size(t) > 0
 
 /* ---------- element helpers ---------- */
 
-static inline bool is_nan_f32(float x) { return isnan(x); }
-static inline bool is_nan_f64(double x) { return isnan(x); }
-static inline bool is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
-#define IS_NAN(x) _Generic((x), float: is_nan_f32, double: is_nan_f64, default: is_nan_never)(x)
 static inline bool is_finite_f32(float x) { return isfinite(x); }
 static inline bool is_finite_f64(double x) { return isfinite(x); }
 static inline bool is_finite_always(int64_t x) { MF_UNUSED(x); return true; }
@@ -53,8 +50,8 @@ static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
 
 /* NaN ranks above every number (as NumPy's argmax and TensorFlow's top_k see
  * it), so that these orders are total. */
-#define GREATER(a, b) ((a) > (b) || (IS_NAN(a) && !IS_NAN(b)))
-#define LESS(a, b) ((a) < (b) || (IS_NAN(a) && !IS_NAN(b)))
+#define GREATER(a, b) ((a) > (b) || (MF_IS_NAN(a) && !MF_IS_NAN(b)))
+#define LESS(a, b) ((a) < (b) || (MF_IS_NAN(a) && !MF_IS_NAN(b)))
 
 /* Kernels that only move elements have one version per element width, named
  * fn_uint8_t, fn_uint32_t and fn_uint64_t; BY_WIDTH calls the one for es bytes. */
@@ -652,13 +649,13 @@ static void pad_next_row(const pad_geom *g, int64_t *idx) {
 
 /* Writes the padded output, elements of T: each row is its left edge through
  * the map, the input row itself, and its right edge. */
-#define DEFINE_PAD(T)                                                                           \
+#define DEFINE_PAD(T)                                                                          \
   static void pad_##T(T *out, const T *in, const pad_geom *g, const void *fill_bits) {         \
     T fill;                                                                                    \
     memcpy(&fill, fill_bits, sizeof fill);                                                     \
     int last = g->rank - 1;                                                                    \
     int64_t w = g->out_dims[last], lo = g->before[last], n = g->in_dims[last];                 \
-    int64_t rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;                \
+    int64_t rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;        \
     const int64_t *map = g->map[last];                                                         \
     for (int64_t r = 0; r < rows; r++, out += w, pad_next_row(g, idx)) {                       \
       if (!pad_row_base(g, idx, &base)) {                                                      \
@@ -693,7 +690,7 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
 }
 
 /* Adds each element of dy to the input element it was copied from. */
-#define DEFINE_MIRROR_PAD_GRAD(code, T)                                                         \
+#define DEFINE_MIRROR_PAD_GRAD(code, T)                                                        \
   static void mirror_pad_grad_##code(T *dx, const T *dy, const pad_geom *g) {                  \
     int last = g->rank - 1;                                                                    \
     int64_t w = g->out_dims[last], rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}; \
@@ -758,10 +755,10 @@ static mf_code reverse_infer(mf_infer_ctx *ic) {
 
 /* Row by row (all dims but the last): the source row mirrors the reversed
  * coordinates; the row itself is copied backwards or as is. */
-#define DEFINE_REVERSE(T)                                                                       \
+#define DEFINE_REVERSE(T)                                                                      \
   static void reverse_##T(T *out, const T *in, int rank, const int64_t *dims, const bool *rev) { \
     int last = rank - 1;                                                                       \
-    int64_t w = dims[last], rows = mf_dims_product(dims, 0, last), idx[MF_MAX_RANK] = {0};             \
+    int64_t w = dims[last], rows = mf_dims_product(dims, 0, last), idx[MF_MAX_RANK] = {0};     \
     int64_t strides[MF_MAX_RANK], s = 1;                                                       \
     for (int d = last; d >= 0; d--) {                                                          \
       strides[d] = s;                                                                          \
@@ -1384,59 +1381,24 @@ static mf_code boolean_mask_grad_kernel(mf_kernel_ctx *ctx) {
  * rules close the loop: Gather <-> GatherGrad, GatherNd <-> ScatterNd,
  * Pad <-> MirrorPadGrad, BooleanMask <-> BooleanMaskGrad. */
 
-/* Copies the int attrs `names` of the rule's op onto d. */
-static void copy_int_attrs(mf_grad_ctx *gc, mf_op_desc *d, const char *const *names, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const mf_attr *a = mf_attrs_find(&gc->op->attrs, names[i], MF_ATTR_INT);
-    if (a) mf_op_desc_set_attr_int(d, names[i], a->v.i);
-  }
-}
-
-static const char *const gather_attrs[] = {"axis", "batch_dims"};
-static const char *const axis_attr[] = {"axis"};
-
-/* input 0's gradient as `type`(dy, the op's input 1) with the op's int attrs
- * `names`: the gradient of an op linear in its first input (or its adjoint). */
-static mf_code dy_with_input1_grad(mf_grad_ctx *gc, const char *type, const char *const *names, size_t n) {
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
-    copy_int_attrs(gc, d, names, n);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+/* input 0's gradient as `type`(dy, the op's input 1) with the op's attributes:
+ * the gradient of an op linear in its first input (or its adjoint). */
+static mf_code dy_with_input1_grad(mf_grad_ctx *gc, const char *type) {
+  const mf_output in[2] = {gc->grads[0], mf_op_in(gc->op, 1)};
+  gc->input_grads[0] = mf_grad_rebuild(gc, type, in, 2);
   return gc->status->code;
 }
 
-/* A GatherGrad(dy, indices, Shape(params)) with the given axis attrs. */
-static mf_output gather_grad_op(mf_grad_ctx *gc, mf_output dy, mf_output indices, mf_output params,
-                                const int64_t *axis, const int64_t *batch) {
-  mf_output shape = mf_grad_op1(gc, "Shape", params);
-  mf_op_desc *d = mf_grad_begin(gc, "GatherGrad");
-  if (d) {
-    mf_op_desc_add_input(d, dy);
-    mf_op_desc_add_input(d, indices);
-    mf_op_desc_add_input(d, shape);
-    if (axis) {
-      mf_op_desc_set_attr_int(d, "axis", *axis);
-      mf_op_desc_set_attr_int(d, "batch_dims", *batch);
-    } else {
-      copy_int_attrs(gc, d, gather_attrs, MF_ARRAY_LEN(gather_attrs));
-    }
-  }
-  return mf_grad_finish(gc, d);
-}
-
-/* Gather: dy added back into the rows it came from. */
+/* Gather: dy added back into the rows it came from, by a GatherGrad(dy,
+ * indices, Shape(params)) with Gather's axis and batch_dims. */
 static mf_code gather_grad(mf_grad_ctx *gc) {
-  gc->input_grads[0] = gather_grad_op(gc, gc->grads[0], mf_op_in(gc->op, 1), mf_op_in(gc->op, 0), NULL, NULL);
+  const mf_output in[3] = {gc->grads[0], mf_op_in(gc->op, 1), mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0))};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "GatherGrad", in, 3);
   return gc->status->code;
 }
 
 /* GatherGrad is linear in dy: its gradient gathers again. */
-static mf_code gather_grad_grad(mf_grad_ctx *gc) {
-  return dy_with_input1_grad(gc, "Gather", gather_attrs, MF_ARRAY_LEN(gather_attrs));
-}
+static mf_code gather_grad_grad(mf_grad_ctx *gc) { return dy_with_input1_grad(gc, "Gather"); }
 
 /* GatherNd: dy scattered back (ScatterNd adds duplicates). */
 static mf_code gather_nd_grad(mf_grad_ctx *gc) {
@@ -1488,43 +1450,23 @@ static mf_code pad_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* MirrorPadGrad is linear in dy and Pad's adjoint: its gradient pads again. */
+/* MirrorPadGrad is linear in dy and Pad's adjoint: its gradient pads again
+ * (the same paddings and mode). */
 static mf_code mirror_pad_grad_grad(mf_grad_ctx *gc) {
-  const int64_t *pads;
-  int n = mf_attr_ints(&gc->op->attrs, "paddings", &pads);
-  mf_op_desc *d = mf_grad_begin(gc, "Pad");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_set_attr_ints(d, "paddings", pads, n);
-    mf_op_desc_set_attr_string(d, "mode", mf_attrs_find(&gc->op->attrs, "mode", MF_ATTR_STRING)->v.s);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Pad", gc->grads, 1);
   return gc->status->code;
 }
 
 /* ReverseV2: dy reversed along the same axes. */
 static mf_code reverse_grad(mf_grad_ctx *gc) {
-  const int64_t *axes;
-  int n = mf_attr_ints(&gc->op->attrs, "axis", &axes);
-  mf_op_desc *d = mf_grad_begin(gc, "ReverseV2");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    if (n >= 0) mf_op_desc_set_attr_ints(d, "axis", axes, n);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "ReverseV2", gc->grads, 1);
   return gc->status->code;
 }
 
 /* Cumsum: dy summed the other way along the axis (same exclusiveness). */
 static mf_code cumsum_grad(mf_grad_ctx *gc) {
-  const mf_attrs *a = &gc->op->attrs;
-  mf_op_desc *d = mf_grad_begin(gc, "Cumsum");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_set_attr_int(d, "axis", mf_attr_int(a, "axis", 0));
-    mf_op_desc_set_attr_bool(d, "exclusive", mf_attr_bool(a, "exclusive", false));
-    mf_op_desc_set_attr_bool(d, "reverse", !mf_attr_bool(a, "reverse", false));
-  }
+  mf_op_desc *d = mf_grad_begin_like(gc, "Cumsum", gc->grads, 1);
+  if (d) mf_op_desc_set_attr_bool(d, "reverse", !mf_attr_bool(&gc->op->attrs, "reverse", false));
   gc->input_grads[0] = mf_grad_finish(gc, d);
   return gc->status->code;
 }
@@ -1535,15 +1477,8 @@ static mf_code one_hot_grad(mf_grad_ctx *gc) {
   mf_dtype t = gc->op->out_dtypes[0];
   if (!mf_dtype_is_float(t)) return MF_OK;
   mf_output one = mf_grad_scalar(gc, t, 1), zero = mf_grad_scalar(gc, t, 0);
-  mf_op_desc *d = mf_grad_begin(gc, "OneHot");
-  if (d) {
-    mf_op_desc_add_input(d, mf_op_in(gc->op, 0));
-    mf_op_desc_add_input(d, mf_op_in(gc->op, 1));
-    mf_op_desc_add_input(d, one);
-    mf_op_desc_add_input(d, zero);
-    copy_int_attrs(gc, d, axis_attr, MF_ARRAY_LEN(axis_attr));
-  }
-  mf_output mask = mf_grad_finish(gc, d);
+  const mf_output in[4] = {mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), one, zero};
+  mf_output mask = mf_grad_rebuild(gc, "OneHot", in, 4);
   mf_output on = mf_grad_op1(gc, "Sum", mf_grad_op2(gc, "Mul", gc->grads[0], mask));
   gc->input_grads[2] = on;
   gc->input_grads[3] = mf_grad_op2(gc, "Sub", mf_grad_op1(gc, "Sum", gc->grads[0]), on);
@@ -1554,19 +1489,27 @@ static mf_code one_hot_grad(mf_grad_ctx *gc) {
  * gather with batch_dims = axis = -1 read them). */
 static mf_code top_k_grad(mf_grad_ctx *gc) {
   if (!gc->grads[0].op) return MF_OK;
-  int64_t last = -1;
-  gc->input_grads[0] = gather_grad_op(gc, gc->grads[0], mf_op_out(gc->op, 1), mf_op_in(gc->op, 0), &last, &last);
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  mf_op_desc *d = mf_grad_begin(gc, "GatherGrad");
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[0]);
+    mf_op_desc_add_input(d, mf_op_out(gc->op, 1));
+    mf_op_desc_add_input(d, shape);
+    mf_op_desc_set_attr_int(d, "axis", -1);
+    mf_op_desc_set_attr_int(d, "batch_dims", -1);
+  }
+  gc->input_grads[0] = mf_grad_finish(gc, d);
   return gc->status->code;
 }
 
 /* BooleanMask: dy put back where the mask is true, zeros elsewhere. */
 static mf_code boolean_mask_grad(mf_grad_ctx *gc) {
-  return dy_with_input1_grad(gc, "BooleanMaskGrad", axis_attr, MF_ARRAY_LEN(axis_attr));
+  return dy_with_input1_grad(gc, "BooleanMaskGrad");
 }
 
 /* BooleanMaskGrad is linear in dy: its gradient masks again. */
 static mf_code boolean_mask_grad_grad(mf_grad_ctx *gc) {
-  return dy_with_input1_grad(gc, "BooleanMask", axis_attr, MF_ARRAY_LEN(axis_attr));
+  return dy_with_input1_grad(gc, "BooleanMask");
 }
 
 static const mf_op_def defs[] = {

@@ -11,8 +11,8 @@
  * Binary ops broadcast like NumPy. The driver walks the output in rows along
  * its last (merged) dimension; each row is a same-shape, tensor-with-scalar or
  * scalar-with-tensor run, and each of those is a tight loop over restrict
- * pointers that the compiler vectorizes. Same-shape and scalar operands are one
- * row covering the whole output. */
+ * pointers that the compiler vectorizes (kernels/elementwise.h). Same-shape and
+ * scalar operands are one row covering the whole output. */
 #include "core/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -21,33 +21,26 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
 #include <math.h>
 #include <string.h>
 
-/* ---------- dtype lists for the op tables ----------
- * Y(code, C type, true-division result code, its C type, ...): the extra
- * arguments pass the op's own columns through. */
-#define MF_T_FLOAT(Y, ...)                             \
-  Y(MF_FLOAT32, float, MF_FLOAT32, float, __VA_ARGS__) \
-  Y(MF_FLOAT64, double, MF_FLOAT64, double, __VA_ARGS__)
-#define MF_T_INT(Y, ...)                                 \
-  Y(MF_INT32, int32_t, MF_FLOAT64, double, __VA_ARGS__) \
-  Y(MF_INT64, int64_t, MF_FLOAT64, double, __VA_ARGS__) \
-  Y(MF_UINT8, uint8_t, MF_FLOAT32, float, __VA_ARGS__)
-#define MF_T_NUM(Y, ...) MF_T_FLOAT(Y, __VA_ARGS__) MF_T_INT(Y, __VA_ARGS__)
-#define MF_T_BOOL(Y, ...) Y(MF_BOOL, bool, MF_BOOL, bool, __VA_ARGS__)
-#define MF_T_ALL(Y, ...) MF_T_NUM(Y, __VA_ARGS__) MF_T_BOOL(Y, __VA_ARGS__)
-
-/* Output dtype of a binary op: the input's (SAME), bool (BOOL), or the
- * true-division result (REAL: ints become floats). Code and C type. */
-#define MF_OUTC_SAME(code, fcode) code
-#define MF_OUTT_SAME(T, F) T
-#define MF_OUTC_BOOL(code, fcode) MF_BOOL
-#define MF_OUTT_BOOL(T, F) bool
-#define MF_OUTC_REAL(code, fcode) fcode
-#define MF_OUTT_REAL(T, F) F
+/* ---------- dtypes ----------
+ * An op's dtypes column names a list of core/dtype.h by its set (NUMERIC is
+ * MF_FOR_NUMERIC_TYPES, see MF_TYPES). A binary op's output has, by the
+ * inputs' dtype code and C type, the input's C type (SAME), bool (BOOL), or
+ * the true-division result's (REAL: TensorFlow's truediv, where int32 and
+ * int64 give double and uint8 float). */
+#define MF_OUTT_SAME(code, T) T
+#define MF_OUTT_BOOL(code, T) bool
+#define MF_OUTT_REAL(code, T) MF_TRUEDIV_##code
+#define MF_TRUEDIV_MF_FLOAT32 float
+#define MF_TRUEDIV_MF_FLOAT64 double
+#define MF_TRUEDIV_MF_INT32 double
+#define MF_TRUEDIV_MF_INT64 double
+#define MF_TRUEDIV_MF_UINT8 float
 
 /* ---------- element helpers ----------
  * Expressions are written once for every dtype: _Generic picks the float or
@@ -55,8 +48,6 @@
  * TensorFlow instead of overflowing (undefined in C), and so that comparisons
  * with zero never see an unsigned type. */
 #define MF_REAL_OR_INT(x, real, integer) _Generic((x), float: real, double: real, default: integer)
-/* A <math.h> function for float or double arguments. */
-#define MF_MATH(fn, x) _Generic((x), float: fn##f, default: fn)
 #define MF_WRAP(a, op, b) ((uint64_t)(a) op (uint64_t)(b))
 
 static inline uint64_t mf_abs_int(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
@@ -100,15 +91,6 @@ static inline int64_t mf_real_to_int(double v) {
   if (v < -0x1p63) return INT64_MIN;
   return (int64_t)v;
 }
-/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1, not nan. */
-#define MF_SIGMOID_FN(T, suffix)                        \
-  static inline T mf_sigmoid##suffix(T x) {             \
-    T e = MF_MATH(exp, x)(-MF_MATH(fabs, x)(x));        \
-    return (x >= 0 ? 1 : e) / (1 + e);                  \
-  }
-MF_SIGMOID_FN(double, )
-MF_SIGMOID_FN(float, f)
-
 #define mf_neg(x) MF_REAL_OR_INT(x, -(x), MF_WRAP(0, -, x))
 /* The casts keep gcc from warning about fabs in the arms not taken for integers. */
 #define mf_abs(x) _Generic((x), float: fabsf((float)(x)), double: fabs((double)(x)), default: mf_abs_int(x))
@@ -139,24 +121,24 @@ MF_SIGMOID_FN(float, f)
 /* X(name, dtypes, grad, expression of the element x). Results keep x's dtype.
  * nearbyint rounds half to even in the default rounding mode, as TF's Round.
  * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Sqrt and Rsqrt reuse their output. */
-#define MF_UNARY_OPS(X)                                                                       \
-  X(Neg, MF_T_NUM, DX(NEG(dy)), mf_neg(x))                                                    \
-  X(Abs, MF_T_NUM, DX(MUL(dy, SIGN(x))), mf_abs(x))                                           \
-  X(Sign, MF_T_NUM, ND, mf_sign(x))                                                           \
-  X(Square, MF_T_NUM, DX(MUL(dy, MUL(NUM(2), x))), mf_mul(x, x))                              \
-  X(Sqrt, MF_T_FLOAT, DX(DIV(MUL(dy, NUM(0.5)), y)), MF_MATH(sqrt, x)(x))                     \
-  X(Rsqrt, MF_T_FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
-  X(Exp, MF_T_FLOAT, DX(MUL(dy, y)), MF_MATH(exp, x)(x))                                      \
-  X(Log, MF_T_FLOAT, DX(DIV(dy, x)), MF_MATH(log, x)(x))                                      \
-  X(Log1p, MF_T_FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_MATH(log1p, x)(x))                     \
-  X(Sin, MF_T_FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
-  X(Cos, MF_T_FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
-  X(Tanh, MF_T_FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
-  X(Sigmoid, MF_T_FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_MATH(mf_sigmoid, x)(x))      \
-  X(Floor, MF_T_FLOAT, ND, MF_MATH(floor, x)(x))                                              \
-  X(Ceil, MF_T_FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
-  X(Round, MF_T_NUM, ND, mf_round(x))                                                         \
-  X(LogicalNot, MF_T_BOOL, ND, !x)
+#define MF_UNARY_OPS(X)                                                                  \
+  X(Neg, NUMERIC, DX(NEG(dy)), mf_neg(x))                                                \
+  X(Abs, NUMERIC, DX(MUL(dy, SIGN(x))), mf_abs(x))                                       \
+  X(Sign, NUMERIC, ND, mf_sign(x))                                                       \
+  X(Square, NUMERIC, DX(MUL(dy, MUL(NUM(2), x))), mf_mul(x, x))                          \
+  X(Sqrt, FLOAT, DX(DIV(MUL(dy, NUM(0.5)), y)), MF_MATH(sqrt, x)(x))                     \
+  X(Rsqrt, FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
+  X(Exp, FLOAT, DX(MUL(dy, y)), MF_MATH(exp, x)(x))                                      \
+  X(Log, FLOAT, DX(DIV(dy, x)), MF_MATH(log, x)(x))                                      \
+  X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_MATH(log1p, x)(x))                     \
+  X(Sin, FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
+  X(Cos, FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
+  X(Tanh, FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
+  X(Sigmoid, FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_SIGMOID(x))                  \
+  X(Floor, FLOAT, ND, MF_MATH(floor, x)(x))                                              \
+  X(Ceil, FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
+  X(Round, NUMERIC, ND, mf_round(x))                                                     \
+  X(LogicalNot, BOOL, ND, !x)
 
 /* X(name, dtypes, output dtype, grad, failure test, failure message,
  *   expression of the elements a and b). The failure test marks elements
@@ -167,78 +149,29 @@ MF_SIGMOID_FN(float, f)
  * Maximum and Minimum pass dz to the input their kernel picked: b where it is
  * strictly greater (smaller), else a, so ties go to a. */
 #define MF_BINARY_OPS(X)                                                                        \
-  X(Add, MF_T_NUM, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
-  X(Sub, MF_T_NUM, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
-  X(Mul, MF_T_NUM, SAME, DXY(MUL(dz, b), MUL(a, dz)), 0, NULL, mf_mul(a, b))                     \
-  X(Div, MF_T_NUM, REAL, DXY(DIV(dz, b), MUL(dz, DIV(DIV(NEG(a), b), b))), 0, NULL,              \
-    (out_t)a / (out_t)b)                                                                         \
-  X(FloorDiv, MF_T_NUM, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
-  X(Mod, MF_T_NUM, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
-    "Integer division by zero", mf_floormod(a, b))                                               \
-  X(Pow, MF_T_NUM, SAME,                                                                         \
+  X(Add, NUMERIC, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
+  X(Sub, NUMERIC, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
+  X(Mul, NUMERIC, SAME, DXY(MUL(dz, b), MUL(a, dz)), 0, NULL, mf_mul(a, b))                     \
+  X(Div, NUMERIC, REAL, DXY(DIV(dz, b), MUL(dz, DIV(DIV(NEG(a), b), b))), 0, NULL,              \
+    (out_t)a / (out_t)b)                                                                        \
+  X(FloorDiv, NUMERIC, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
+  X(Mod, NUMERIC, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
+    "Integer division by zero", mf_floormod(a, b))                                              \
+  X(Pow, NUMERIC, SAME,                                                                         \
     DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
-    mf_int_negative(b),                                                                          \
+    mf_int_negative(b),                                                                         \
     "Integers to negative integer powers are not allowed; cast to a float type first", mf_pow(a, b)) \
-  X(Maximum, MF_T_NUM, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, a < b ? b : a) \
-  X(Minimum, MF_T_NUM, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, b < a ? b : a) \
-  X(Equal, MF_T_ALL, BOOL, ND, 0, NULL, a == b)                                                  \
-  X(NotEqual, MF_T_ALL, BOOL, ND, 0, NULL, a != b)                                               \
-  X(Less, MF_T_NUM, BOOL, ND, 0, NULL, a < b)                                                    \
-  X(LessEqual, MF_T_NUM, BOOL, ND, 0, NULL, a <= b)                                              \
-  X(Greater, MF_T_NUM, BOOL, ND, 0, NULL, a > b)                                                 \
-  X(GreaterEqual, MF_T_NUM, BOOL, ND, 0, NULL, a >= b)                                           \
-  X(LogicalAnd, MF_T_BOOL, SAME, ND, 0, NULL, a && b)                                            \
-  X(LogicalOr, MF_T_BOOL, SAME, ND, 0, NULL, a || b)                                             \
-  X(LogicalXor, MF_T_BOOL, SAME, ND, 0, NULL, a != b)
-
-/* ---------- element loops ----------
- * gcc -O2 vectorizes only loops that need no alias checks and whose trip count
- * is a known multiple of the vector width. So the loops take restrict pointer
- * parameters (gcc ignores restrict on local variables) in a typed function that
- * the void* entry point inlines, and run in fixed blocks plus a tail. */
-enum { MF_BLOCK = 16 };
-#define MF_ELEMENTS(n, i, ...)                                                 \
-  do {                                                                         \
-    int64_t i##_block = 0;                                                     \
-    for (; i##_block + MF_BLOCK <= (n); i##_block += MF_BLOCK)                 \
-      for (int i##_lane = 0; i##_lane < MF_BLOCK; i##_lane++) {                \
-        const int64_t i = i##_block + i##_lane;                                \
-        __VA_ARGS__                                                            \
-      }                                                                        \
-    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
-  } while (0)
-
-/* y[i] = expr(x[i]) over n elements. */
-typedef void (*mf_map_fn)(const void *x, void *y, int64_t n);
-#define MF_MAP_FN(fn, T, R, expr)                                                 \
-  static inline void fn##_typed(const T *restrict px, R *restrict py, int64_t n) { \
-    MF_ELEMENTS(n, i, const T x = px[i]; py[i] = (R)(expr););                     \
-  }                                                                               \
-  static void fn(const void *x, void *y, int64_t n) { fn##_typed(x, y, n); }
-
-/* y[i] = expr(a[i], b[i]) over n elements, where an operand that does not step
- * repeats its first element. Returns whether the failure test hit. */
-typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n);
-#define MF_ZIP_STEP(expr, fail) py[i] = (out_t)(expr); bad |= (fail);
-#define MF_ZIP_FN(fn, T, R, fail, expr)                                                          \
-  static inline bool fn##_typed(const T *restrict pa, bool a_steps, const T *restrict pb,        \
-                                bool b_steps, R *restrict py, int64_t n) {                       \
-    typedef R out_t;                                                                             \
-    bool bad = false;                                                                            \
-    if (a_steps && b_steps) {                                                                    \
-      MF_ELEMENTS(n, i, const T a = pa[i]; const T b = pb[i]; MF_ZIP_STEP(expr, fail));          \
-    } else if (a_steps) {                                                                        \
-      const T b = pb[0];                                                                         \
-      MF_ELEMENTS(n, i, const T a = pa[i]; MF_ZIP_STEP(expr, fail));                             \
-    } else {                                                                                     \
-      const T a = pa[0];                                                                         \
-      MF_ELEMENTS(n, i, const T b = pb[i]; MF_ZIP_STEP(expr, fail));                             \
-    }                                                                                            \
-    return bad;                                                                                  \
-  }                                                                                              \
-  static bool fn(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n) { \
-    return fn##_typed(a, a_steps, b, b_steps, y, n);                                             \
-  }
+  X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, a < b ? b : a) \
+  X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, b < a ? b : a) \
+  X(Equal, ALL, BOOL, ND, 0, NULL, a == b)                                                      \
+  X(NotEqual, ALL, BOOL, ND, 0, NULL, a != b)                                                   \
+  X(Less, NUMERIC, BOOL, ND, 0, NULL, a < b)                                                    \
+  X(LessEqual, NUMERIC, BOOL, ND, 0, NULL, a <= b)                                              \
+  X(Greater, NUMERIC, BOOL, ND, 0, NULL, a > b)                                                 \
+  X(GreaterEqual, NUMERIC, BOOL, ND, 0, NULL, a >= b)                                           \
+  X(LogicalAnd, BOOL, SAME, ND, 0, NULL, a && b)                                                \
+  X(LogicalOr, BOOL, SAME, ND, 0, NULL, a || b)                                                 \
+  X(LogicalXor, BOOL, SAME, ND, 0, NULL, a != b)
 
 /* ---------- shared infer and kernel drivers ---------- */
 typedef struct {
@@ -253,8 +186,6 @@ typedef struct {
   const char *fail_msg;
 } mf_binary_impl;
 
-#define MF_DTYPE_BIT(code, T, fcode, F, ...) (1u << code) |
-
 static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
   if (mf_check_dtype(ic, 0, "x has", impl->dtypes)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -264,7 +195,7 @@ static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
 
 static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
   const mf_tensor *x = ctx->inputs[0];
-  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size);
+  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size, 0);
   return MF_OK;
 }
 
@@ -326,7 +257,7 @@ static bool bcast_run(mf_zip_fn loop, const mf_tensor *const in[2], mf_tensor *z
   bool a_steps = nest.stride[0][last] != 0, b_steps = nest.stride[1][last] != 0, bad = false;
   for (int64_t row = 0, rows = z->size / n; row < rows; row++) {
     bad |= loop(pa + off[0] * (int64_t)ea, a_steps, pb + off[1] * (int64_t)eb, b_steps,
-                pz + row * n * (int64_t)ez, n);
+                pz + row * n * (int64_t)ez, n, 0);
     for (int d = last - 1; d >= 0; d--) {
       off[0] += nest.stride[0][d];
       off[1] += nest.stride[1][d];
@@ -346,11 +277,11 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
   mf_zip_fn loop = impl->loop[in[0]->dtype];
   bool bad;
   if (in[0]->size == z->size && in[1]->size == z->size)
-    bad = loop(in[0]->data, true, in[1]->data, true, z->data, z->size);
+    bad = loop(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
   else if (in[0]->size == z->size && in[1]->size == 1)
-    bad = loop(in[0]->data, true, in[1]->data, false, z->data, z->size);
+    bad = loop(in[0]->data, true, in[1]->data, false, z->data, z->size, 0);
   else if (in[0]->size == 1 && in[1]->size == z->size)
-    bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size);
+    bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size, 0);
   else
     bad = bcast_run(loop, in, z);
   if (bad) return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %s", ctx->op->name, impl->fail_msg);
@@ -405,7 +336,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   {                                                                              \
     const mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);           \
     const mf_output dy = gc->grads[0];                                           \
-    const mf_dtype t = mf_port_dtype(x);                                          \
+    const mf_dtype t = mf_port_dtype(x);                                         \
     (void)x, (void)y, (void)t;                                                   \
     gc->input_grads[0] = (e);                                                    \
     return gc->status->code;                                                     \
@@ -414,7 +345,7 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   {                                                                              \
     const mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1);            \
     const mf_output z = mf_op_out(gc->op, 0), dz = gc->grads[0];                 \
-    const mf_dtype t = mf_port_dtype(a);                                          \
+    const mf_dtype t = mf_port_dtype(a);                                         \
     (void)a, (void)b, (void)z, (void)t;                                          \
     const mf_output gb = (db);                                                   \
     gc->input_grads[0] = (da);                                                   \
@@ -424,37 +355,39 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
 #define MF_RULE_DEFINE(op, grad) MF_RULE_HEAD_##grad(op) MF_RULE_BODY_##grad
 
 /* ---------- the ops, generated from the tables ---------- */
-#define MF_UNARY_LOOP(code, T, fcode, F, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
-#define MF_UNARY_ENTRY(code, T, fcode, F, name) [code] = name##_##code,
+#define MF_UNARY_LOOP(code, T, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
+#define MF_UNARY_ENTRY(code, T, name) [code] = name##_##code,
 #define MF_UNARY_DEFINE(name, types, grad, expr)                                       \
-  types(MF_UNARY_LOOP, name, expr)                                                     \
+  MF_TYPES(types)(MF_UNARY_LOOP, name, expr)                                           \
   static const mf_unary_impl name##_impl = {                                           \
-      .dtypes = types(MF_DTYPE_BIT, ~) 0u, .loop = {types(MF_UNARY_ENTRY, name)}};     \
+      .dtypes = MF_DTYPE_MASK(MF_TYPES(types)),                                        \
+      .loop = {MF_TYPES(types)(MF_UNARY_ENTRY, name)}};                                \
   static mf_code name##_infer(mf_infer_ctx *ic) { return unary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return unary_run(ctx, &name##_impl); } \
   MF_RULE_DEFINE(name, grad)
 MF_UNARY_OPS(MF_UNARY_DEFINE)
 
-#define MF_BINARY_LOOP(code, T, fcode, F, name, sel, fail, expr) \
-  MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(T, F), fail, expr)
-#define MF_BINARY_ENTRY(code, T, fcode, F, name) [code] = name##_##code,
-#define MF_BINARY_OUT(code, T, fcode, F, sel) [code] = MF_OUTC_##sel(code, fcode),
+#define MF_BINARY_LOOP(code, T, name, sel, fail, expr) \
+  MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(code, T), a, b, fail, expr)
+#define MF_BINARY_ENTRY(code, T, name) [code] = name##_##code,
+#define MF_BINARY_OUT(code, T, sel) [code] = MF_DTYPE_OF(MF_OUTT_##sel(code, T)),
 #define MF_BINARY_DEFINE(name, types, sel, grad, fail, msg, expr)                       \
-  types(MF_BINARY_LOOP, name, sel, fail, expr)                                          \
+  MF_TYPES(types)(MF_BINARY_LOOP, name, sel, fail, expr)                                \
   static const mf_binary_impl name##_impl = {                                           \
-      .dtypes = types(MF_DTYPE_BIT, ~) 0u, .loop = {types(MF_BINARY_ENTRY, name)},      \
-      .out = {types(MF_BINARY_OUT, sel)}, .fail_msg = msg};                             \
+      .dtypes = MF_DTYPE_MASK(MF_TYPES(types)),                                         \
+      .loop = {MF_TYPES(types)(MF_BINARY_ENTRY, name)},                                 \
+      .out = {MF_TYPES(types)(MF_BINARY_OUT, sel)}, .fail_msg = msg};                   \
   static mf_code name##_infer(mf_infer_ctx *ic) { return binary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); } \
   MF_RULE_DEFINE(name, grad)
 MF_BINARY_OPS(MF_BINARY_DEFINE)
 
 /* Cast: attr "DstT" (type). One loop per (source, destination) pair. */
-#define MF_CAST_LOOP(dcode, D, dfc, dF, scode, S) MF_MAP_FN(Cast_##scode##_##dcode, S, D, mf_convert(D, x))
-#define MF_CAST_LOOPS(scode, S) MF_T_ALL(MF_CAST_LOOP, scode, S)
+#define MF_CAST_LOOP(dcode, D, scode, S) MF_MAP_FN(Cast_##scode##_##dcode, S, D, mf_convert(D, x))
+#define MF_CAST_LOOPS(scode, S) MF_FOR_ALL_TYPES_INNER(MF_CAST_LOOP, scode, S)
 MF_FOR_ALL_TYPES(MF_CAST_LOOPS)
-#define MF_CAST_ENTRY(dcode, D, dfc, dF, scode) [dcode] = Cast_##scode##_##dcode,
-#define MF_CAST_ROW(scode, S) [scode] = {MF_T_ALL(MF_CAST_ENTRY, scode)},
+#define MF_CAST_ENTRY(dcode, D, scode) [dcode] = Cast_##scode##_##dcode,
+#define MF_CAST_ROW(scode, S) [scode] = {MF_FOR_ALL_TYPES_INNER(MF_CAST_ENTRY, scode)},
 static const mf_map_fn cast_loops[MF_DTYPE_SLOTS][MF_DTYPE_SLOTS] = {MF_FOR_ALL_TYPES(MF_CAST_ROW)};
 
 static mf_code cast_infer(mf_infer_ctx *ic) {
@@ -470,7 +403,7 @@ static mf_code cast_infer(mf_infer_ctx *ic) {
 static mf_code cast_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0];
   mf_tensor *y = ctx->outputs[0];
-  cast_loops[x->dtype][y->dtype](x->data, y->data, x->size);
+  cast_loops[x->dtype][y->dtype](x->data, y->data, x->size, 0);
   return MF_OK;
 }
 
@@ -508,8 +441,8 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
     return MF_OK;
   }
   mf_zip_fn add = Add_impl.loop[z->dtype];
-  add(in[0]->data, true, in[1]->data, true, z->data, z->size);
-  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size);
+  add(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
+  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size, 0);
   return MF_OK;
 }
 

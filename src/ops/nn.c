@@ -21,12 +21,14 @@
  * their incoming gradient), so second derivatives work. */
 #include "core/status.h"
 #include "core/memory.h"
+#include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/shape.h"
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
 #include <cblas.h>
@@ -34,145 +36,74 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { DTYPE_SLOTS = MF_UINT8 + 1 };
 
 /* ---------- shared checks ---------- */
 
-#define T_FLOAT(Y, ...) Y(MF_FLOAT32, float, __VA_ARGS__) Y(MF_FLOAT64, double, __VA_ARGS__)
-#define T_SIGNED(Y, ...) T_FLOAT(Y, __VA_ARGS__) Y(MF_INT32, int32_t, __VA_ARGS__) Y(MF_INT64, int64_t, __VA_ARGS__)
-#define DTYPE_BIT(code, T, ...) (1u << code) |
-static const unsigned FLOAT_TYPES = T_FLOAT(DTYPE_BIT, ~) 0u;
-
-/* Builds `type` on the inputs with every attribute of the op being
- * differentiated (window shape, padding, alpha, data_format). */
-static mf_output like_op(mf_grad_ctx *gc, const char *type, int n, const mf_output *in) {
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (d) {
-    for (int i = 0; i < n; i++) mf_op_desc_add_input(d, in[i]);
-    const mf_attrs *attrs = &gc->op->attrs;
-    for (int i = 0; i < attrs->n; i++) {
-      const mf_attr *a = &attrs->items[i];
-      switch (a->kind) {
-        case MF_ATTR_INTS: mf_op_desc_set_attr_ints(d, a->name, a->v.ints.v, a->v.ints.n); break;
-        case MF_ATTR_STRING: mf_op_desc_set_attr_string(d, a->name, a->v.s); break;
-        case MF_ATTR_FLOAT: mf_op_desc_set_attr_float(d, a->name, a->v.f); break;
-        default: break;  /* window ops carry ints and strings, LeakyRelu a float: nothing else */
-      }
-    }
-  }
-  return mf_grad_finish(gc, d);
-}
-static mf_output like_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b) {
-  const mf_output in[2] = {a, b};
-  return like_op(gc, type, 2, in);
-}
-static mf_output like_op3(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, mf_output c) {
-  const mf_output in[3] = {a, b, c};
-  return like_op(gc, type, 3, in);
-}
+static const unsigned FLOAT_TYPES = MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES);
 
 /* ---------- activations ----------
- * Element loops run in fixed blocks plus a tail over restrict pointers, the
- * form gcc -O2 vectorizes (see ops/math.c). Expressions are written once for
+ * Element loops are kernels/elementwise.h's (blocks plus a tail over restrict
+ * pointers, the form gcc -O2 vectorizes). Expressions are written once for
  * every dtype; CONST(x, c) is c in x's floating type, so float loops stay in
  * float. */
-#define MATH(fn, x) _Generic((x), float: fn##f, default: fn)
 #define CONST(x, c) _Generic((x), float: (float)(c), default: (c))
 #define SELU_ALPHA 1.6732632423543772848170429916717
 #define SELU_SCALE 1.0507009873554804934193349852946
-/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1. */
-#define SIGMOID_FN(T, suffix)                       \
-  static inline T sigmoid##suffix(T x) {            \
-    T e = MATH(exp, x)(-MATH(fabs, x)(x));          \
-    return (x >= 0 ? 1 : e) / (1 + e);              \
-  }
-SIGMOID_FN(double, )
-SIGMOID_FN(float, f)
-#define SIGMOID(x) MATH(sigmoid, x)(x)
-
-enum { BLOCK = 16 };
-#define ELEMENTS(n, i, ...)                                                    \
-  do {                                                                         \
-    int64_t i##_block = 0;                                                     \
-    for (; i##_block + BLOCK <= (n); i##_block += BLOCK)                       \
-      for (int i##_lane = 0; i##_lane < BLOCK; i##_lane++) {                   \
-        const int64_t i = i##_block + i##_lane;                                \
-        __VA_ARGS__                                                            \
-      }                                                                        \
-    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
-  } while (0)
 
 /* X(name, dtypes, gradient op, what the gradient op reads (IN: the input x,
- *   OUT: the output), expression of the element x; a is the attr alpha).
+ *   OUT: the output), expression of the element x and the attr alpha).
  * NaN passes through every activation. Softplus is max(x, 0) + log1p(exp(-|x|)),
  * exact and finite for any x. */
-#define ACTIVATIONS(X)                                                                               \
-  X(Relu, T_SIGNED, ReluGrad, OUT, x < 0 ? 0 : x)                                                    \
-  X(Relu6, T_SIGNED, Relu6Grad, OUT, x < 0 ? 0 : x > 6 ? 6 : x)                                      \
-  X(LeakyRelu, T_FLOAT, LeakyReluGrad, IN, x > 0 ? x : a * x)                                        \
-  X(Elu, T_FLOAT, EluGrad, OUT, x < 0 ? MATH(expm1, x)(x) : x)                                       \
-  X(Selu, T_FLOAT, SeluGrad, OUT,                                                                    \
-    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)        \
-  X(Softplus, T_FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MATH(log1p, x)(MATH(exp, x)(-MATH(fabs, x)(x)))) \
-  X(Softsign, T_FLOAT, SoftsignGrad, IN, x / (1 + MATH(fabs, x)(x)))
+#define ACTIVATIONS(X)                                                                             \
+  X(Relu, SIGNED, ReluGrad, OUT, x < 0 ? 0 : x)                                                    \
+  X(Relu6, SIGNED, Relu6Grad, OUT, x < 0 ? 0 : x > 6 ? 6 : x)                                      \
+  X(LeakyRelu, FLOAT, LeakyReluGrad, IN, x > 0 ? x : alpha * x)                                    \
+  X(Elu, FLOAT, EluGrad, OUT, x < 0 ? MF_MATH(expm1, x)(x) : x)                                    \
+  X(Selu, FLOAT, SeluGrad, OUT,                                                                    \
+    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MF_MATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)   \
+  X(Softplus, FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MF_MATH(log1p, x)(MF_MATH(exp, x)(-MF_MATH(fabs, x)(x)))) \
+  X(Softsign, FLOAT, SoftsignGrad, IN, x / (1 + MF_MATH(fabs, x)(x)))
 
 /* X(name, dtypes, second-derivative term, expression of the incoming gradient
  * g and the element v of the tensor the forward rule passed). Each is linear
  * in g; the term is the derivative with respect to v (FLAT where it is zero
  * almost everywhere, so no gradient flows there). */
-#define ACTIVATION_GRADS(X)                                                                          \
-  X(ReluGrad, T_SIGNED, FLAT, v > 0 ? g : 0)                                                         \
-  X(Relu6Grad, T_SIGNED, FLAT, v > 0 && v < 6 ? g : 0)                                               \
-  X(LeakyReluGrad, T_FLOAT, FLAT, v > 0 ? g : a * g)                                                 \
-  X(EluGrad, T_FLOAT, BELOW0, v < 0 ? g * (v + 1) : g)                                               \
-  X(SeluGrad, T_FLOAT, BELOW0, v < 0 ? g * (v + CONST(v, SELU_SCALE * SELU_ALPHA)) : g * CONST(v, SELU_SCALE)) \
-  X(SoftplusGrad, T_FLOAT, SOFTPLUS, g * SIGMOID(v))                                                 \
-  X(SoftsignGrad, T_FLOAT, SOFTSIGN, g / ((1 + MATH(fabs, v)(v)) * (1 + MATH(fabs, v)(v))))
+#define ACTIVATION_GRADS(X)                                                                        \
+  X(ReluGrad, SIGNED, FLAT, v > 0 ? g : 0)                                                         \
+  X(Relu6Grad, SIGNED, FLAT, v > 0 && v < 6 ? g : 0)                                               \
+  X(LeakyReluGrad, FLOAT, FLAT, v > 0 ? g : alpha * g)                                             \
+  X(EluGrad, FLOAT, BELOW0, v < 0 ? g * (v + 1) : g)                                               \
+  X(SeluGrad, FLOAT, BELOW0, v < 0 ? g * (v + CONST(v, SELU_SCALE * SELU_ALPHA)) : g * CONST(v, SELU_SCALE)) \
+  X(SoftplusGrad, FLOAT, SOFTPLUS, g * MF_SIGMOID(v))                                              \
+  X(SoftsignGrad, FLOAT, SOFTSIGN, g / ((1 + MF_MATH(fabs, v)(v)) * (1 + MF_MATH(fabs, v)(v))))
 
 /* Loops over one run of n values (a pixel's channels, a window row) for the
  * kernels below, in the same vectorizable form. */
-#define RUN_HELPERS(code, T, unused)                                                                  \
-  static inline void run_zero_##code(T *restrict d, int64_t n) { ELEMENTS(n, i, d[i] = 0;); }        \
-  static inline void run_copy_##code(T *restrict d, const T *restrict s, int64_t n) {                \
-    ELEMENTS(n, i, d[i] = s[i];);                                                                   \
+#define RUN_HELPERS(code, T)                                                                        \
+  static inline void run_zero_##code(T *restrict d, int64_t n) { MF_ELEMENTS(n, i, d[i] = 0;); }    \
+  static inline void run_copy_##code(T *restrict d, const T *restrict s, int64_t n) {               \
+    MF_ELEMENTS(n, i, d[i] = s[i];);                                                                \
   }                                                                                                 \
-  static inline void run_add_##code(T *restrict d, const T *restrict s, int64_t n) {                 \
-    ELEMENTS(n, i, d[i] += s[i];);                                                                  \
+  static inline void run_add_##code(T *restrict d, const T *restrict s, int64_t n) {                \
+    MF_ELEMENTS(n, i, d[i] += s[i];);                                                               \
   }                                                                                                 \
   static inline void run_sum_##code(T *restrict d, const T *restrict a, const T *restrict b, int64_t n) { \
-    ELEMENTS(n, i, d[i] = a[i] + b[i];);                                                            \
+    MF_ELEMENTS(n, i, d[i] = a[i] + b[i];);                                                         \
   }                                                                                                 \
-  static inline void run_max_##code(T *restrict d, const T *restrict s, int64_t n) {                 \
-    ELEMENTS(n, i, d[i] = s[i] > d[i] ? s[i] : d[i];);                                              \
+  static inline void run_max_##code(T *restrict d, const T *restrict s, int64_t n) {                \
+    MF_ELEMENTS(n, i, d[i] = s[i] > d[i] ? s[i] : d[i];);                                           \
   }                                                                                                 \
-  static inline void run_div_##code(T *restrict d, T a, int64_t n) { ELEMENTS(n, i, d[i] /= a;); }   \
-  static inline void run_add_div_##code(T *restrict d, const T *restrict s, T a, int64_t n) {        \
-    ELEMENTS(n, i, d[i] += s[i] / a;);                                                              \
+  static inline void run_div_##code(T *restrict d, T a, int64_t n) { MF_ELEMENTS(n, i, d[i] /= a;); } \
+  static inline void run_add_div_##code(T *restrict d, const T *restrict s, T a, int64_t n) {       \
+    MF_ELEMENTS(n, i, d[i] += s[i] / a;);                                                           \
   }
-T_FLOAT(RUN_HELPERS, ~)
+MF_FOR_FLOAT_TYPES(RUN_HELPERS)
 
-typedef void (*act_fn)(const void *x, void *y, int64_t n, double alpha);
-typedef void (*act_grad_fn)(const void *g, const void *v, void *y, int64_t n, double alpha);
-typedef struct { unsigned dtypes; act_fn loop[DTYPE_SLOTS]; } act_impl;
-typedef struct { unsigned dtypes; act_grad_fn loop[DTYPE_SLOTS]; } act_grad_impl;
+typedef struct { unsigned dtypes; mf_map_fn loop[MF_DTYPE_SLOTS]; } act_impl;
+typedef struct { unsigned dtypes; mf_zip_fn loop[MF_DTYPE_SLOTS]; } act_grad_impl;
 
-#define ACT_LOOP(code, T, name, expr)                                                        \
-  static inline void name##_##code##_typed(const T *restrict px, T *restrict py, int64_t n, T a) { \
-    (void)a;                                                                                 \
-    ELEMENTS(n, i, const T x = px[i]; py[i] = (T)(expr););                                  \
-  }                                                                                          \
-  static void name##_##code(const void *x, void *y, int64_t n, double alpha) {               \
-    name##_##code##_typed(x, y, n, (T)alpha);                                                \
-  }
-#define ACT_GRAD_LOOP(code, T, name, expr)                                                   \
-  static inline void name##_##code##_typed(const T *restrict pg, const T *restrict pv,       \
-                                           T *restrict py, int64_t n, T a) {                 \
-    (void)a;                                                                                 \
-    ELEMENTS(n, i, const T g = pg[i]; const T v = pv[i]; py[i] = (T)(expr););               \
-  }                                                                                          \
-  static void name##_##code(const void *g, const void *v, void *y, int64_t n, double alpha) { \
-    name##_##code##_typed(g, v, y, n, (T)alpha);                                             \
-  }
+#define ACT_LOOP(code, T, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
+#define ACT_GRAD_LOOP(code, T, name, expr) MF_ZIP_FN(name##_##code, T, T, g, v, 0, expr)
 #define ACT_ENTRY(code, T, name) [code] = name##_##code,
 
 /* tf.nn.leaky_relu's default; the other activations have no alpha. */
@@ -207,14 +138,14 @@ static mf_code act_grad_infer(mf_infer_ctx *ic, unsigned dtypes) {
 
 static mf_code act_grad_run(mf_kernel_ctx *ctx, const act_grad_impl *impl) {
   const mf_tensor *g = ctx->inputs[0], *v = ctx->inputs[1];
-  impl->loop[g->dtype](g->data, v->data, ctx->outputs[0]->data, g->size, alpha_attr(ctx->attrs));
+  impl->loop[g->dtype](g->data, true, v->data, true, ctx->outputs[0]->data, g->size, alpha_attr(ctx->attrs));
   return MF_OK;
 }
 
 /* The gradient of an activation is its gradient op applied to dy. */
 static mf_code act_rule(mf_grad_ctx *gc, const char *grad_op, bool reads_output) {
   mf_output v = reads_output ? mf_op_out(gc->op, 0) : mf_op_in(gc->op, 0);
-  gc->input_grads[0] = like_op2(gc, grad_op, gc->grads[0], v);
+  gc->input_grads[0] = mf_grad_rebuild(gc, grad_op, (mf_output[]){gc->grads[0], v}, 2);
   return gc->status->code;
 }
 #define READS_IN false
@@ -251,24 +182,24 @@ static mf_output curvature_softsign(mf_grad_ctx *gc, mf_output g, mf_output v, m
 /* A gradient op is linear in g: its gradient for g is the op applied to gg. */
 static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
   const mf_output g = mf_op_in(gc->op, 0), v = mf_op_in(gc->op, 1), gg = gc->grads[0];
-  gc->input_grads[0] = like_op2(gc, gc->op->def->name, gg, v);
+  gc->input_grads[0] = mf_grad_rebuild(gc, gc->op->def->name, (mf_output[]){gg, v}, 2);
   if (curvature) gc->input_grads[1] = curvature(gc, g, v, gg, mf_port_dtype(v));
   return gc->status->code;
 }
 
 #define ACT_DEFINE(name, types, grad_op, reads, expr)                                            \
-  types(ACT_LOOP, name, expr)                                                                    \
-  static const act_impl name##_impl = {.dtypes = types(DTYPE_BIT, ~) 0u,                         \
-                                       .loop = {types(ACT_ENTRY, name)}};                        \
+  MF_TYPES(types)(ACT_LOOP, name, expr)                                                          \
+  static const act_impl name##_impl = {.dtypes = MF_DTYPE_MASK(MF_TYPES(types)),                 \
+                                       .loop = {MF_TYPES(types)(ACT_ENTRY, name)}};              \
   static mf_code name##_infer(mf_infer_ctx *ic) { return act_infer(ic, name##_impl.dtypes); }    \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_run(ctx, &name##_impl); }        \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_rule(gc, #grad_op, READS_##reads); }
 ACTIVATIONS(ACT_DEFINE)
 
 #define ACT_GRAD_DEFINE(name, types, curvature, expr)                                            \
-  types(ACT_GRAD_LOOP, name, expr)                                                               \
-  static const act_grad_impl name##_impl = {.dtypes = types(DTYPE_BIT, ~) 0u,                    \
-                                            .loop = {types(ACT_ENTRY, name)}};                   \
+  MF_TYPES(types)(ACT_GRAD_LOOP, name, expr)                                                     \
+  static const act_grad_impl name##_impl = {.dtypes = MF_DTYPE_MASK(MF_TYPES(types)),            \
+                                            .loop = {MF_TYPES(types)(ACT_ENTRY, name)}};         \
   static mf_code name##_infer(mf_infer_ctx *ic) { return act_grad_infer(ic, name##_impl.dtypes); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_grad_run(ctx, &name##_impl); }   \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_grad_rule(gc, CURVATURE_##curvature); }
@@ -333,25 +264,31 @@ static mf_code bias_add_grad_infer(mf_infer_ctx *ic) {
 
 /* Row by row over the channel axis: each row is one vectorized loop. BiasAddGrad
  * sums the rows into its output. */
-#define BIAS_KERNELS(code, T, unused)                                                               \
-  static void bias_add_##code(const T *restrict v, const T *restrict b, T *restrict y, int64_t rows, \
-                              int64_t c) {                                                          \
+#define BIAS_KERNELS(code, T)                                                                       \
+  static void bias_add_##code(const void *v_, const void *b, void *y_, int64_t rows, int64_t c) {   \
+    const T *v = v_;                                                                                \
+    T *y = y_;                                                                                      \
     for (int64_t r = 0; r < rows; r++, v += c, y += c)                                              \
       run_sum_##code(y, v, b, c);                                                                   \
   }                                                                                                 \
-  static void bias_add_grad_##code(const T *restrict g, T *restrict db, int64_t rows, int64_t c) {  \
+  static void bias_add_grad_##code(const void *g_, void *db, int64_t rows, int64_t c) {             \
+    const T *g = g_;                                                                                \
     run_zero_##code(db, c);                                                                         \
     for (int64_t r = 0; r < rows; r++, g += c)                                                      \
       run_add_##code(db, g, c);                                                                     \
   }
-T_FLOAT(BIAS_KERNELS, ~)
+MF_FOR_FLOAT_TYPES(BIAS_KERNELS)
+#define BIAS_ENTRY(code, T, kind) [code] = kind##_##code,
+static void (*const bias_add_fns[MF_DTYPE_SLOTS])(const void *, const void *, void *, int64_t, int64_t) = {
+    MF_FOR_FLOAT_TYPES(BIAS_ENTRY, bias_add)};
+static void (*const bias_add_grad_fns[MF_DTYPE_SLOTS])(const void *, void *, int64_t, int64_t) = {
+    MF_FOR_FLOAT_TYPES(BIAS_ENTRY, bias_add_grad)};
 
 static mf_code bias_add_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *v = ctx->inputs[0], *b = ctx->inputs[1];
   mf_tensor *y = ctx->outputs[0];
   int64_t c = v->dims[v->rank - 1], rows = c ? v->size / c : 0;
-  if (v->dtype == MF_FLOAT32) bias_add_MF_FLOAT32(v->data, b->data, y->data, rows, c);
-  else bias_add_MF_FLOAT64(v->data, b->data, y->data, rows, c);
+  bias_add_fns[v->dtype](v->data, b->data, y->data, rows, c);
   return MF_OK;
 }
 
@@ -359,14 +296,13 @@ static mf_code bias_add_grad_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *g = ctx->inputs[0];
   mf_tensor *db = ctx->outputs[0];
   int64_t c = db->size, rows = c ? g->size / c : 0;
-  if (g->dtype == MF_FLOAT32) bias_add_grad_MF_FLOAT32(g->data, db->data, rows, c);
-  else bias_add_grad_MF_FLOAT64(g->data, db->data, rows, c);
+  bias_add_grad_fns[g->dtype](g->data, db->data, rows, c);
   return MF_OK;
 }
 
 static mf_code bias_add_rule(mf_grad_ctx *gc) {
   gc->input_grads[0] = gc->grads[0];
-  gc->input_grads[1] = like_op(gc, "BiasAddGrad", 1, &gc->grads[0]);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "BiasAddGrad", &gc->grads[0], 1);
   return gc->status->code;
 }
 
@@ -623,7 +559,7 @@ typedef struct conv_impl {
 
 #define NO_GAP(col, len) ((void)0)
 
-#define CONV_KERNELS(code, T, gemm)                                                                 \
+#define CONV_KERNELS(code, T)                                                                       \
   static inline void im2col_span_##code(const T *restrict img, T *restrict col, int64_t len) {      \
     run_copy_##code(col, img, len);                                                                 \
   }                                                                                                 \
@@ -642,13 +578,14 @@ typedef struct conv_impl {
   }                                                                                                 \
   static void gemm_##code(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,         \
                           int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) { \
-    gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1, a, \
-         lda, b, ldb, (T)beta, c, ldc);                                                             \
+    BLAS_GEMM(T)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1, \
+                 a, lda, b, ldb, (T)beta, c, ldc);                                                  \
   }
-#define GEMM_TYPES(Y) Y(MF_FLOAT32, float, cblas_sgemm) Y(MF_FLOAT64, double, cblas_dgemm)
-GEMM_TYPES(CONV_KERNELS)
-#define CONV_IMPL(code, T, gemm) [code] = {im2col_##code, col2im_##code, gemm_##code},
-static const conv_impl conv_impls[DTYPE_SLOTS] = {GEMM_TYPES(CONV_IMPL)};
+/* BLAS's gemm for float or double. */
+#define BLAS_GEMM(T) _Generic((T)0, float: cblas_sgemm, double: cblas_dgemm)
+MF_FOR_FLOAT_TYPES(CONV_KERNELS)
+#define CONV_IMPL(code, T) [code] = {im2col_##code, col2im_##code, gemm_##code},
+static const conv_impl conv_impls[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(CONV_IMPL)};
 
 /* ---------- Conv2D and its backprops ---------- */
 
@@ -844,22 +781,22 @@ static mf_code conv2d_backprop_filter_kernel(mf_kernel_ctx *ctx) {
  * the three ops with the same window attributes. */
 static mf_code conv2d_rule(mf_grad_ctx *gc) {
   const mf_output x = mf_op_in(gc->op, 0), f = mf_op_in(gc->op, 1), dy = gc->grads[0];
-  gc->input_grads[0] = like_op3(gc, "Conv2DBackpropInput", SHAPE(x), f, dy);
-  gc->input_grads[1] = like_op3(gc, "Conv2DBackpropFilter", x, SHAPE(f), dy);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Conv2DBackpropInput", (mf_output[]){SHAPE(x), f, dy}, 3);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "Conv2DBackpropFilter", (mf_output[]){x, SHAPE(f), dy}, 3);
   return gc->status->code;
 }
 
 static mf_code conv2d_backprop_input_rule(mf_grad_ctx *gc) {
   const mf_output f = mf_op_in(gc->op, 1), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
-  gc->input_grads[1] = like_op3(gc, "Conv2DBackpropFilter", gg, SHAPE(f), dy);
-  gc->input_grads[2] = like_op2(gc, "Conv2D", gg, f);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "Conv2DBackpropFilter", (mf_output[]){gg, SHAPE(f), dy}, 3);
+  gc->input_grads[2] = mf_grad_rebuild(gc, "Conv2D", (mf_output[]){gg, f}, 2);
   return gc->status->code;
 }
 
 static mf_code conv2d_backprop_filter_rule(mf_grad_ctx *gc) {
   const mf_output x = mf_op_in(gc->op, 0), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
-  gc->input_grads[0] = like_op3(gc, "Conv2DBackpropInput", SHAPE(x), gg, dy);
-  gc->input_grads[2] = like_op2(gc, "Conv2D", x, gg);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Conv2DBackpropInput", (mf_output[]){SHAPE(x), gg, dy}, 3);
+  gc->input_grads[2] = mf_grad_rebuild(gc, "Conv2D", (mf_output[]){x, gg}, 2);
   return gc->status->code;
 }
 
@@ -959,8 +896,8 @@ enum { CBLOCK = 64 };
  * channels of one pixel. */
 typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
 
-#define POOL_KERNELS(code, T, unused)                                                               \
-  static void max_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {        \
+#define POOL_KERNELS(code, T)                                                                       \
+  static void max_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {       \
     const T *restrict x = x_;                                                                       \
     T *restrict y = y_;                                                                             \
     const int64_t c = g->c;                                                                         \
@@ -972,12 +909,12 @@ typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
                       run_max_##code(out, src, c);                                                  \
                     })                                                                              \
   }                                                                                                 \
-  static void avg_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {        \
+  static void avg_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {       \
     const T *restrict x = x_;                                                                       \
     T *restrict y = y_;                                                                             \
     const int64_t c = g->c;                                                                         \
     (void)unused_;                                                                                  \
-    FOR_EACH_WINDOW(g, T *out = y + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));           \
+    FOR_EACH_WINDOW(g, T *out = y + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));            \
                     run_zero_##code(out, c);                                                        \
                     for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
                       const T *src = x + PIXEL(g, n, iy, ix);                                       \
@@ -998,16 +935,16 @@ typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
                     })                                                                              \
   }                                                                                                 \
   /* idx[j]: the offset in x of the first maximum of channel c0 + j in the window. */               \
-  static void argmax_##code(const geom *g, const T *restrict x, int64_t n, int64_t y0, int64_t y1,   \
+  static void argmax_##code(const geom *g, const T *restrict x, int64_t n, int64_t y0, int64_t y1,  \
                             int64_t x0, int64_t x1, int64_t c0, int64_t nc, int64_t *restrict idx) { \
     T best[CBLOCK];                                                                                 \
     const int64_t first = PIXEL(g, n, y0, x0) + c0;                                                 \
-    ELEMENTS(nc, j, best[j] = x[first + j]; idx[j] = first + j;);                                   \
+    MF_ELEMENTS(nc, j, best[j] = x[first + j]; idx[j] = first + j;);                                \
     for (int64_t iy = y0; iy < y1; iy++)                                                            \
       for (int64_t ix = x0; ix < x1; ix++) {                                                        \
         const int64_t off = PIXEL(g, n, iy, ix) + c0;                                               \
-        ELEMENTS(nc, j, const bool gt = x[off + j] > best[j]; best[j] = gt ? x[off + j] : best[j];   \
-                 idx[j] = gt ? off + j : idx[j];);                                                  \
+        MF_ELEMENTS(nc, j, const bool gt = x[off + j] > best[j]; best[j] = gt ? x[off + j] : best[j]; \
+                    idx[j] = gt ? off + j : idx[j];);                                               \
       }                                                                                             \
   }                                                                                                 \
   static void max_pool_grad_##code(const geom *g, const void *x_, const void *dy_, void *dx_) {     \
@@ -1034,10 +971,10 @@ typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
       for (int64_t j = 0; j < nc; j++) out[pix * c + c0 + j] = gx[idx[j]];                          \
     })                                                                                              \
   }
-T_FLOAT(POOL_KERNELS, ~)
+MF_FOR_FLOAT_TYPES(POOL_KERNELS)
 
-#define POOL_FNS(kind) \
-  static const pool_fn kind##_fns[DTYPE_SLOTS] = {[MF_FLOAT32] = kind##_MF_FLOAT32, [MF_FLOAT64] = kind##_MF_FLOAT64};
+#define POOL_ENTRY(code, T, kind) [code] = kind##_##code,
+#define POOL_FNS(kind) static const pool_fn kind##_fns[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(POOL_ENTRY, kind)};
 POOL_FNS(max_pool)
 POOL_FNS(avg_pool)
 POOL_FNS(avg_pool_grad)
@@ -1078,24 +1015,27 @@ static mf_code max_pool_grad_grad_kernel(mf_kernel_ctx *ctx) {
  * through the argmax, which is piecewise constant in orig_input and
  * orig_output: no gradient flows to those (TensorFlow passes zeros). */
 static mf_code max_pool_rule(mf_grad_ctx *gc) {
-  gc->input_grads[0] = like_op3(gc, "MaxPoolGrad", mf_op_in(gc->op, 0), mf_op_out(gc->op, 0), gc->grads[0]);
+  const mf_output in[3] = {mf_op_in(gc->op, 0), mf_op_out(gc->op, 0), gc->grads[0]};
+  gc->input_grads[0] = mf_grad_rebuild(gc, "MaxPoolGrad", in, 3);
   return gc->status->code;
 }
 static mf_code max_pool_grad_rule(mf_grad_ctx *gc) {
-  gc->input_grads[2] = like_op3(gc, "MaxPoolGradGrad", mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]);
+  const mf_output in[3] = {mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]};
+  gc->input_grads[2] = mf_grad_rebuild(gc, "MaxPoolGradGrad", in, 3);
   return gc->status->code;
 }
 static mf_code max_pool_grad_grad_rule(mf_grad_ctx *gc) {
-  gc->input_grads[2] = like_op3(gc, "MaxPoolGrad", mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]);
+  const mf_output in[3] = {mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]};
+  gc->input_grads[2] = mf_grad_rebuild(gc, "MaxPoolGrad", in, 3);
   return gc->status->code;
 }
 /* Average pooling is linear: AvgPoolGrad is its transpose and AvgPool AvgPoolGrad's. */
 static mf_code avg_pool_rule(mf_grad_ctx *gc) {
-  gc->input_grads[0] = like_op2(gc, "AvgPoolGrad", SHAPE(mf_op_in(gc->op, 0)), gc->grads[0]);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "AvgPoolGrad", (mf_output[]){SHAPE(mf_op_in(gc->op, 0)), gc->grads[0]}, 2);
   return gc->status->code;
 }
 static mf_code avg_pool_grad_rule(mf_grad_ctx *gc) {
-  gc->input_grads[1] = like_op(gc, "AvgPool", 1, &gc->grads[0]);
+  gc->input_grads[1] = mf_grad_rebuild(gc, "AvgPool", &gc->grads[0], 1);
   return gc->status->code;
 }
 
@@ -1133,9 +1073,11 @@ static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-#define SPARSE_XENT(code, T, ...)                                                                    \
-  static void sparse_xent_##code(const T *x, const int64_t *label, T *loss, T *bp, int64_t rows,    \
-                                 int64_t c) {                                                        \
+#define SPARSE_XENT(code, T)                                                                         \
+  static void sparse_xent_##code(const void *x_, const int64_t *label, void *loss_, void *bp_,       \
+                                 int64_t rows, int64_t c) {                                          \
+    const T *x = x_;                                                                                 \
+    T *loss = loss_, *bp = bp_;                                                                      \
     for (int64_t r = 0; r < rows; r++) {                                                             \
       const T *row = x + r * c;                                                                      \
       T *b = bp + r * c;                                                                             \
@@ -1153,7 +1095,10 @@ static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
       loss[r] = (T)(log(sum) - (double)(row[label[r]] - m));                                         \
     }                                                                                                \
   }
-T_FLOAT(SPARSE_XENT, ~)
+MF_FOR_FLOAT_TYPES(SPARSE_XENT)
+#define SPARSE_XENT_ENTRY(code, T) [code] = sparse_xent_##code,
+static void (*const sparse_xent_fns[MF_DTYPE_SLOTS])(const void *, const int64_t *, void *, void *, int64_t,
+                                                     int64_t) = {MF_FOR_FLOAT_TYPES(SPARSE_XENT_ENTRY)};
 
 static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0], *lab = ctx->inputs[1];
@@ -1182,10 +1127,8 @@ static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
     mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
                   "Received a label value of %lld which is outside the valid range of [0, %lld).  Label values: %s",
                   (long long)labels[bad], (long long)c, list);
-  } else if (x->dtype == MF_FLOAT32) {
-    sparse_xent_MF_FLOAT32(x->data, labels, loss->data, bp->data, rows, c);
   } else {
-    sparse_xent_MF_FLOAT64(x->data, labels, loss->data, bp->data, rows, c);
+    sparse_xent_fns[x->dtype](x->data, labels, loss->data, bp->data, rows, c);
   }
   if (labels != inline_labels) mf_free(labels);
   return ctx->status->code;

@@ -17,6 +17,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/elementwise.h"
 #include "exec/kernel_api.h"
 
 #include <math.h>
@@ -162,13 +163,14 @@ static inline int64_t odo_next(int n, const int64_t *dims, const int64_t *stride
  * without the drift of a float accumulator), uint64_t for integers, whose
  * wrap-around is defined in C (signed overflow is not) and gives the same
  * modular result as TensorFlow's. Max and Min propagate NaN, as NumPy does. */
-#define ACC_WIDE(E, W) W
-#define ACC_ELEM(E, W) E
+#define ACC_WIDE(code, E) WIDE_##code
+#define ACC_ELEM(code, E) E
+#define WIDE_MF_FLOAT32 double
+#define WIDE_MF_FLOAT64 double
+#define WIDE_MF_INT32 uint64_t
+#define WIDE_MF_INT64 uint64_t
+#define WIDE_MF_UINT8 uint64_t
 
-static inline bool is_nan_f32(float x) { return isnan(x); }
-static inline bool is_nan_f64(double x) { return isnan(x); }
-static inline bool is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
-#define IS_NAN(x) _Generic((x), float: is_nan_f32, double: is_nan_f64, default: is_nan_never)(x)
 
 #define TYPE_LOWEST(E) \
   _Generic((E)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, int64_t: INT64_MIN, uint8_t: 0)
@@ -180,27 +182,20 @@ static inline double mean_float(double sum, int64_t n) { return sum / (double)n;
 static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)sum / n : 0; }
 #define MEAN(a, n) _Generic((a), double: mean_float, default: mean_int)(a, n)
 
-/* X(op, dtypes, accumulator, identity, combine(a, b), result(a, n), gradient
- * rule): a and b are accumulators, n the number of elements folded, E the
- * element type; the result is converted to E. Max and Min use `|`, not `||`,
- * so that the select stays branch-free and vectorizes. */
+/* X(op, dtypes (a list of core/dtype.h by its set, see MF_TYPES), accumulator,
+ * identity, combine(a, b), result(a, n), gradient rule): a and b are
+ * accumulators, n the number of elements folded, E the element type; the
+ * result is converted to E. Max and Min use `|`, not `||`, so that the select
+ * stays branch-free and vectorizes. */
 #define REDUCE_OPS(X)                                                                         \
   X(Sum, NUMERIC, ACC_WIDE, 0, a + b, a, sum_grad)                                            \
   X(Mean, NUMERIC, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                 \
   X(Prod, NUMERIC, ACC_WIDE, 1, a * b, a, prod_grad)                                          \
-  X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | IS_NAN(b)) ? b : a, a, extremum_grad)  \
-  X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | IS_NAN(b)) ? b : a, a, extremum_grad) \
-  X(Any, LOGICAL, ACC_ELEM, false, a || b, a, NULL)                                           \
-  X(All, LOGICAL, ACC_ELEM, true, a && b, a, NULL)
+  X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | MF_IS_NAN(b)) ? b : a, a, extremum_grad) \
+  X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | MF_IS_NAN(b)) ? b : a, a, extremum_grad) \
+  X(Any, BOOL, ACC_ELEM, false, a || b, a, NULL)                                              \
+  X(All, BOOL, ACC_ELEM, true, a && b, a, NULL)
 
-/* X(..., code, element type, wide accumulator) for each dtype an op class takes. */
-#define NUMERIC_TYPES(X, ...)                      \
-  X(__VA_ARGS__, MF_FLOAT32, float, double)        \
-  X(__VA_ARGS__, MF_FLOAT64, double, double)       \
-  X(__VA_ARGS__, MF_INT32, int32_t, uint64_t)      \
-  X(__VA_ARGS__, MF_INT64, int64_t, uint64_t)      \
-  X(__VA_ARGS__, MF_UINT8, uint8_t, uint64_t)
-#define LOGICAL_TYPES(X, ...) X(__VA_ARGS__, MF_BOOL, bool, bool)
 
 /* ---------- the driver ---------- */
 
@@ -213,13 +208,13 @@ enum { REDUCE_CHUNK = 1024 };
  * - fold: a contiguous run into one accumulator, through 8 independent lanes
  *   (written out so that they stay in registers and vectorize); the path for
  *   reducing a whole contiguous tensor and for reducing the last axis.
- * - accumulate: a row of m inputs into m accumulators, in blocks of 16 whose
- *   constant trip count compilers vectorize at -O2.
+ * - accumulate: a row of m inputs into m accumulators, in the block loop of
+ *   kernels/elementwise.h, which compilers vectorize at -O2.
  * When the last axes are kept, REDUCE_CHUNK outputs accumulate side by side on
  * the stack while the reduced groups are walked, so input rows are read
  * contiguously and nothing is allocated. */
-#define REDUCE_KERNEL(op, acc, identity, combine, result, code, E_, W_)                      \
-  typedef acc(E_, W_) op##_##code##_acc;                                                     \
+#define REDUCE_KERNEL(code, E_, op, acc, identity, combine, result)                          \
+  typedef acc(code, E_) op##_##code##_acc;                                                   \
   static inline op##_##code##_acc op##_##code##_combine(op##_##code##_acc a,                 \
                                                         op##_##code##_acc b) {               \
     return (combine);                                                                        \
@@ -248,10 +243,7 @@ enum { REDUCE_CHUNK = 1024 };
   }                                                                                          \
   static inline void op##_##code##_accumulate(op##_##code##_acc *restrict acc,               \
                                               const E_ *restrict p, int64_t m) {             \
-    int64_t j = 0;                                                                           \
-    for (; j + 16 <= m; j += 16)                                                             \
-      for (int l = 0; l < 16; l++) acc[j + l] = op##_##code##_combine(acc[j + l], p[j + l]); \
-    for (; j < m; j++) acc[j] = op##_##code##_combine(acc[j], p[j]);                         \
+    MF_ELEMENTS(m, j, acc[j] = op##_##code##_combine(acc[j], p[j]););                        \
   }                                                                                          \
   static void op##_##code(const reduce_geom *g, const void *in_, void *out_) {               \
     typedef op##_##code##_acc A;                                                             \
@@ -293,7 +285,7 @@ enum { REDUCE_CHUNK = 1024 };
   }
 
 #define REDUCE_KERNEL_FOR_TYPES(op, types, acc, identity, combine, result, rule) \
-  types##_TYPES(REDUCE_KERNEL, op, acc, identity, combine, result)
+  MF_TYPES(types)(REDUCE_KERNEL, op, acc, identity, combine, result)
 REDUCE_OPS(REDUCE_KERNEL_FOR_TYPES)
 
 /* ---------- kernels and registration ---------- */
@@ -308,15 +300,14 @@ static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_fn *fns) {
   return MF_OK;
 }
 
-#define REDUCE_FN_ENTRY(op, acc, identity, combine, result, code, E_, W_) [code] = op##_##code,
+#define REDUCE_FN_ENTRY(code, E_, op) [code] = op##_##code,
 #define REDUCE_OP_FUNCS(op, types, acc, identity, combine, result, rule)                     \
-  static const reduce_fn op##_fns[MF_UINT8 + 1] = {                                          \
-      types##_TYPES(REDUCE_FN_ENTRY, op, acc, identity, combine, result)};                   \
+  static const reduce_fn op##_fns[MF_DTYPE_SLOTS] = {MF_TYPES(types)(REDUCE_FN_ENTRY, op)};  \
   static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); } \
   static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_fns); }
 /* Any and All take and give bools: there is no gradient to take. */
-enum { NUMERIC_IS_LOGICAL = false, LOGICAL_IS_LOGICAL = true };
-enum { NUMERIC_FLAGS = 0, LOGICAL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
+enum { NUMERIC_IS_LOGICAL = false, BOOL_IS_LOGICAL = true };
+enum { NUMERIC_FLAGS = 0, BOOL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
 REDUCE_OPS(REDUCE_OP_FUNCS)
 
 /* ---------- SumToShape ---------- */
@@ -542,14 +533,8 @@ static mf_output with_kept_dims(mf_grad_ctx *gc, mf_output t, mf_output kept) {
 
 /* The reduction `type` of t over the op's axes, keeping them as 1s. */
 static mf_output reduce_kept(mf_grad_ctx *gc, const char *type, mf_output t) {
-  const int64_t *axes;
-  int n = reduce_axes(&gc->op->attrs, &axes);
-  mf_op_desc *d = mf_grad_begin(gc, type);
-  if (d) {
-    mf_op_desc_add_input(d, t);
-    if (n >= 0) mf_op_desc_set_attr_ints(d, "axis", axes, n);
-    mf_op_desc_set_attr_bool(d, "keepdims", true);
-  }
+  mf_op_desc *d = mf_grad_begin_like(gc, type, &t, 1);
+  if (d) mf_op_desc_set_attr_bool(d, "keepdims", true);
   return mf_grad_finish(gc, d);
 }
 
@@ -633,16 +618,10 @@ static mf_code extremum_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* Tile: the tiles' gradients summed; TileGrad's own gradient tiles again. */
+/* Tile: the tiles' gradients summed; TileGrad's own gradient tiles again
+ * (the same multiples). */
 static mf_code tile_grad_grad(mf_grad_ctx *gc) {
-  const int64_t *m;
-  int n = mf_attr_ints(&gc->op->attrs, "multiples", &m);
-  mf_op_desc *d = mf_grad_begin(gc, "Tile");
-  if (d) {
-    mf_op_desc_add_input(d, gc->grads[0]);
-    mf_op_desc_set_attr_ints(d, "multiples", m, n);
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  gc->input_grads[0] = mf_grad_rebuild(gc, "Tile", gc->grads, 1);
   return gc->status->code;
 }
 

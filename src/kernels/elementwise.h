@@ -1,0 +1,98 @@
+/* elementwise.h — element loops for every elementwise kernel: the block loop
+ * that compilers vectorize, the map (one input) and zip (two inputs) loop
+ * functions written from an element expression, and element helpers. Kernels
+ * write one loop function per dtype from a list of core/dtype.h and keep them
+ * in tables indexed by dtype (ops/math.c, ops/nn.c). */
+#ifndef MF_KERNELS_ELEMENTWISE_H
+#define MF_KERNELS_ELEMENTWISE_H
+
+#include "core/base.h"
+
+#include <math.h>
+
+/* ---------- the block loop ----------
+ * gcc -O2 vectorizes only loops that need no alias checks and whose trip count
+ * is a known multiple of the vector width. So loops take restrict pointer
+ * parameters (gcc ignores restrict on local variables) in a typed function that
+ * the void* entry point inlines, and run in fixed blocks plus a tail:
+ * MF_ELEMENTS(n, i, body) runs body for i in [0, n). The lanes of a block are
+ * unrolled, so a block is a few vector instructions with no inner loop whose
+ * speed would hang on where the linker happens to place it. */
+enum { MF_BLOCK = 16 };
+#define MF_ELEMENTS(n, i, ...)                                                 \
+  do {                                                                         \
+    int64_t i##_block = 0;                                                     \
+    for (; i##_block + MF_BLOCK <= (n); i##_block += MF_BLOCK)                 \
+      _Pragma("GCC unroll 16")                                                 \
+      for (int i##_lane = 0; i##_lane < MF_BLOCK; i##_lane++) {                \
+        const int64_t i = i##_block + i##_lane;                                \
+        __VA_ARGS__                                                            \
+      }                                                                        \
+    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
+  } while (0)
+
+/* ---------- loop functions ----------
+ * Both kinds take a scalar parameter `alpha`, converted to the element type T
+ * (LeakyRelu's slope; 0 where an op has none). */
+
+/* y[i] = expr over n elements; expr reads the element x (type T) and alpha. */
+typedef void (*mf_map_fn)(const void *x, void *y, int64_t n, double alpha);
+#define MF_MAP_FN(fn, T, R, expr)                                                          \
+  static inline void fn##_typed(const T *restrict px, R *restrict py, int64_t n, T alpha) { \
+    (void)alpha;                                                                           \
+    MF_ELEMENTS(n, i, const T x = px[i]; py[i] = (R)(expr););                              \
+  }                                                                                        \
+  static void fn(const void *x, void *y, int64_t n, double alpha) { fn##_typed(x, y, n, (T)alpha); }
+
+/* y[i] = expr over n elements of two operands; expr reads their elements,
+ * named a and b by the caller, alpha, and out_t (R). An operand that does not
+ * step repeats its first element. `fail`, an expression of the same, marks
+ * elements with no result (integer division by zero); the function returns
+ * whether any did. */
+typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n,
+                          double alpha);
+#define MF_ZIP_STEP(expr, fail) py[i] = (out_t)(expr); bad |= (fail);
+#define MF_ZIP_FN(fn, T, R, a, b, fail, expr)                                                      \
+  static inline bool fn##_typed(const T *restrict pa, bool a_steps, const T *restrict pb,          \
+                                bool b_steps, R *restrict py, int64_t n, T alpha) {                \
+    typedef R out_t;                                                                               \
+    bool bad = false;                                                                              \
+    (void)alpha;                                                                                   \
+    if (a_steps && b_steps) {                                                                      \
+      MF_ELEMENTS(n, i, const T a = pa[i]; const T b = pb[i]; MF_ZIP_STEP(expr, fail));            \
+    } else if (a_steps) {                                                                          \
+      const T b = pb[0];                                                                           \
+      MF_ELEMENTS(n, i, const T a = pa[i]; MF_ZIP_STEP(expr, fail));                               \
+    } else {                                                                                       \
+      const T a = pa[0];                                                                           \
+      MF_ELEMENTS(n, i, const T b = pb[i]; MF_ZIP_STEP(expr, fail));                               \
+    }                                                                                              \
+    return bad;                                                                                    \
+  }                                                                                                \
+  static bool fn(const void *va, bool a_steps, const void *vb, bool b_steps, void *vy, int64_t n,  \
+                 double alpha) {                                                                   \
+    return fn##_typed(va, a_steps, vb, b_steps, vy, n, (T)alpha);                                  \
+  }
+
+/* ---------- element helpers ---------- */
+
+/* A <math.h> function for float or double arguments: MF_MATH(exp, x)(x). */
+#define MF_MATH(fn, x) _Generic((x), float: fn##f, default: fn)
+
+/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1, not nan. */
+#define MF_SIGMOID_FN(T, suffix)                        \
+  static inline T mf_sigmoid##suffix(T x) {             \
+    T e = MF_MATH(exp, x)(-MF_MATH(fabs, x)(x));        \
+    return (x >= 0 ? 1 : e) / (1 + e);                  \
+  }
+MF_SIGMOID_FN(double, )
+MF_SIGMOID_FN(float, f)
+#define MF_SIGMOID(x) MF_MATH(mf_sigmoid, x)(x)
+
+/* Whether x is NaN, for any element type (never for integers). */
+static inline bool mf_is_nan_f32(float x) { return isnan(x); }
+static inline bool mf_is_nan_f64(double x) { return isnan(x); }
+static inline bool mf_is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
+#define MF_IS_NAN(x) _Generic((x), float: mf_is_nan_f32, double: mf_is_nan_f64, default: mf_is_nan_never)(x)
+
+#endif
