@@ -117,6 +117,17 @@ end
 
 function Graph:as_default(fn) return M.with_pushed(default_graphs, self, fn) end
 
+-- Runs fn(...) with graph g's name scope pushed, popping it even when fn
+-- errors: `scope` "" is the root, "a/b/" exactly that scope, a plain name a
+-- new scope of that name inside the current one, made unique (src/graph.c).
+function M.in_name_scope(g, scope, fn, ...)
+  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
+  local results = {pcall(fn, ...)}
+  C.mf_graph_pop_name_scope(g.ptr)
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
+
 function Graph:_op(ptr)
   local id = C.mf_op_id(ptr)
   local op = self._ops[id]

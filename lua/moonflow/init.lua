@@ -5,7 +5,6 @@ local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local S = require("moonflow.session")
 local args = require("moonflow.args")
-local C = core.C
 
 local tf = {}
 
@@ -52,13 +51,7 @@ end
 -- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
 function tf.name_scope(name, fn, ...)
   if type(fn) ~= "function" then core.fail("tf.name_scope(name, fn): fn must be a function, got " .. type(fn)) end
-  local g = G.get_default_graph()
-  local scope = C.mf_graph_push_name_scope(g.ptr, name or "", core.status)
-  if scope == nil then core.check() end
-  local results = {pcall(fn, ...)}
-  C.mf_graph_pop_name_scope(g.ptr)
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
+  return G.in_name_scope(G.get_default_graph(), name or "", fn, ...)
 end
 
 -- Every op wrapper is also a Tensor method (x:reduce_sum(0)).

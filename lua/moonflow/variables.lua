@@ -97,15 +97,7 @@ local function fully_defined(dims)
   return true
 end
 
--- Runs fn with graph g's name scope set to `scope`: "" is the root, "a/b/"
--- exactly that scope (not made unique).
-local function in_name_scope(g, scope, fn, ...)
-  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
-  local results = {pcall(fn, ...)}
-  C.mf_graph_pop_name_scope(g.ptr)
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
-end
+local in_name_scope = G.in_name_scope
 
 -- Runs fn with no control dependencies in force (tf.control_dependencies(nil)):
 -- a variable and its initializer never wait for the ops around their creation.

@@ -24,14 +24,7 @@ local fail, options, name_of = core.fail, args.options, args.name_of
 
 local function shape_str(dims) return tostring(G.TensorShape.new(dims)) end
 
--- Runs fn with the graph's name scope set to `scope` ("" is the root).
-local function in_name_scope(g, scope, fn, ...)
-  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
-  local results = {pcall(fn, ...)}
-  C.mf_graph_pop_name_scope(g.ptr)
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
-end
+local in_name_scope = G.in_name_scope
 
 -- Function graphs -------------------------------------------------------------------
 return function(tf, ops)
