@@ -21,8 +21,9 @@ LUADIR ?= $(PREFIX)/share/lua/5.1
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn
 
-SRC := $(wildcard src/*.c)
-HDR := $(wildcard src/*.h)
+# One folder per layer (src/README.md); object files mirror the folders.
+SRC := $(wildcard src/*/*.c)
+HDR := $(wildcard src/*.h src/*/*.h)
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBS := -lopenblas -lm -lpthread
@@ -55,11 +56,9 @@ deps:
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
-$(BUILD)/%.o: src/%.c $(HDR) | $(BUILD)
+$(BUILD)/%.o: src/%.c $(HDR)
+	@mkdir -p $(@D)
 	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC -Isrc -c $< -o $@
-
-$(BUILD):
-	mkdir -p $@
 
 $(BUILD)/libmoonflow.so: $(OBJ)
 	$(CC) $(CFLAGS) -shared -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
@@ -76,15 +75,17 @@ test: all test-deps
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
 	$(MAKE) BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
-	  build-asan/libmoonflow.so $(CDEF)
+	  build-asan/libmoonflow.so build-asan/libmoonflow.a $(CDEF)
 
 # LuaJIT itself is not instrumented, so the sanitizer runtimes are preloaded
 # (ASan must be the first library loaded). Leak checks are off: the interpreter
 # keeps allocations alive until exit by design. Any report aborts the run, so
-# busted then prints no summary and exits non-zero.
+# busted then prints no summary and exits non-zero. MOONFLOW_LINK_FLAGS: C
+# hosts that specs link against the instrumented archive need the runtimes.
 ASAN_RUNTIME = $$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)
 test-asan: deps asan
 	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
+	  MOONFLOW_LINK_FLAGS="-fsanitize=address,undefined" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  busted $(BUSTED_ARGS) spec
 
@@ -125,4 +126,4 @@ install-c: lib
 	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
 
 clean:
-	rm -rf build build-asan $(CDEF)
+	rm -rf build build-asan build-clang build-tsan $(CDEF)

@@ -1,6 +1,6 @@
 /* async_check.c — a C check of mf_callable_run_async for ThreadSanitizer and
  * ASan, outside LuaJIT (which the sanitizers cannot see into). Build and run:
- *   cc -std=c11 -O1 -g -fsanitize=thread -Isrc spec/async_check.c src/\*.c \
+ *   cc -std=c11 -O1 -g -fsanitize=thread -Isrc spec/async_check.c $(find src -name '*.c') \
  *      -lopenblas -lm -lpthread -o /tmp/async_check && /tmp/async_check
  * Exits 0 when every check passes. It runs two sessions at once (one on the
  * main thread, one on a worker), compares asynchronous results with

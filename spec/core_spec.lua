@@ -427,6 +427,21 @@ describe("sessions", function()
       assert.same({{1, 2, 3}, {4, 50, 6}}, tf.Session():run(y, {[x] = arr}):totable())
     end)
 
+    it("feeds any output of a wide op while the op computes its others", function()
+      -- Unstack into 12 outputs; output 10 is fed from the caller's buffer.
+      -- Plans once set aside only the first 8 fed outputs, so the kernel
+      -- wrote output 10 into the caller's zero-copy array.
+      local x = tf.placeholder(tf.float32, {12}, "x")
+      local parts = tf.unstack(x)
+      local buf = ffi.new("float[1]", 99)
+      local fed = tf.Array.from_pointer(buf, {}, tf.float32)
+      local xs = {}
+      for i = 1, 12 do xs[i] = i end
+      local got = tf.Session():run({parts[11], parts[3], parts[12]}, {[x] = tf.array(xs), [parts[11]] = fed})
+      assert.same({99, 3, 12}, got)
+      assert.equal(99, buf[0])
+    end)
+
     it("tf.Array.from_pointer refuses what cannot hold the shape", function()
       local err = error_of(tf.Array.from_pointer, ffi.new("float[3]"), {3, 1000000}, tf.float32)
       assert_contains(err, "tf.Array.from_pointer: float [3] holds 12 bytes, but shape {3, 1000000} of float32 " ..

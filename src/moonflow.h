@@ -165,9 +165,28 @@ const char *mf_op_attr_string(const mf_op *op, const char *name);          /* NU
 mf_tensor *mf_op_attr_tensor(const mf_op *op, const char *name);           /* borrowed */
 /* Op registry: whether an op type exists. */
 bool mf_op_type_registered(const char *type);
+/* Listing the registry (tools, and the spec that checks every op is complete):
+ * the number of op types and the name of the i-th, in registration order
+ * (NULL outside [0, count)); names are static strings. */
+int mf_registry_num_ops(void);
+const char *mf_registry_op_name(int i);
+/* What a registration provides. */
+typedef struct mf_op_info {
+  int num_inputs;          /* a minimum when variadic_inputs */
+  int num_outputs;         /* -1: set by shape inference */
+  bool variadic_inputs;
+  bool stateful;
+  bool has_shape_fn;
+  bool has_kernel[MF_NUM_DEVICE_TYPES];
+  bool has_gradient;
+  bool not_differentiable; /* declared without a gradient on purpose */
+  unsigned ref_inputs;     /* bit k: input k is a reference to a variable */
+} mf_op_info;
+/* False when type is not registered. */
+bool mf_registry_op_info(const char *type, mf_op_info *out);
 /* Enumerating attributes (graph files, tools): kinds, names and the getters
  * the kinds above lack. A function-valued attribute (GRAPH) holds a subgraph
- * (a branch or loop body of control flow, see src/ops_control.c). */
+ * (a branch or loop body of control flow, see src/ops/call.c). */
 typedef enum mf_attr_kind {
   MF_ATTR_INT, MF_ATTR_FLOAT, MF_ATTR_BOOL, MF_ATTR_TYPE, MF_ATTR_INTS,
   MF_ATTR_SHAPE, MF_ATTR_STRING, MF_ATTR_TENSOR, MF_ATTR_GRAPH

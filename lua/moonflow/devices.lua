@@ -1,5 +1,5 @@
 -- devices.lua — tf.device and tf.list_devices (DESIGN §2, §3). The engine
--- parses device strings and places ops (src/device.c); sessions take the
+-- parses device strings and places ops (src/device/placement.c); sessions take the
 -- options allow_soft_placement and log_device_placement (session.lua).
 local ffi = require("ffi")
 local core = require("moonflow.core")

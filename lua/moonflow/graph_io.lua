@@ -20,7 +20,7 @@
 --   "data": base64 of the raw little-endian bytes}}, {"graph": i} (functions[i+1]).
 -- Integers beyond 2^53 are written as decimal strings. fn = {"seed", "ops"}: a
 -- function graph refers to its ops by id (attrs then_in, body_out, ...: see
--- src/ops_control.c), and a variable used inside one by the id of the outer
+-- src/ops/call.c), and a variable used inside one by the id of the outer
 -- VariableV2 op (attr _var_id), so ops are recreated in their order and a
 -- graph file imports into a new graph, where every id and name comes back
 -- the same. Collection items that are neither tensors, ops nor plain values

@@ -67,6 +67,8 @@ for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "g
   require("moonflow." .. module)(tf, ops)
 end
 
+require("moonflow.registry")(tf)
+
 -- tf.identity and tf.no_op live with the core; `name` is a string or {name=}.
 function ops.identity(x, name)
   return G.op{"Identity", inputs = {G.convert(x)}, name = args.name_of(name, "tf.identity")}

@@ -4,7 +4,7 @@
 -- tf.clip_by_global_norm, tf.global_norm).
 --
 -- An optimizer is bookkeeping in Lua around one fused C update op per
--- variable (src/ops_train.c), as in TensorFlow 1.x: compute_gradients asks
+-- variable (src/ops/train.c), as in TensorFlow 1.x: compute_gradients asks
 -- tf.gradients for d(loss)/d(var); apply_gradients creates the slot variables
 -- (`w/Adam`, `w/Adam_1`, ...: non-trainable, in GLOBAL_VARIABLES, so the
 -- initializer and a checkpoint cover them) and builds, in the name scope of the

@@ -5,7 +5,7 @@
 --
 -- A variable IS the Tensor of its VariableV2 op's output, so it works
 -- wherever a tensor does (operators, ops, feeds, fetches). Its value lives in
--- each session (src/ops_state.c). The variable-only fields are set on that
+-- each session (src/ops/state.c). The variable-only fields are set on that
 -- Tensor object: `initializer` (the Assign op that sets the initial value),
 -- `initial_value` (a Tensor) and `trainable`; methods `v:assign(x)`,
 -- `v:assign_add(x)`, `v:assign_sub(x)`, `v:read_value()`, `v:load(value, sess)`.

@@ -1,6 +1,6 @@
 -- data/prefetch.lua — reading ahead: the runs of a traced map or filter
 -- function (data/trace.lua) submitted to the worker thread of its private
--- session (C.mf_callable_run_async, src/async.c) ahead of the consumer.
+-- session (C.mf_callable_run_async, src/exec/async.c) ahead of the consumer.
 --
 -- LuaJIT has one thread, and Lua code (sources, generators, slicing,
 -- batching, shuffling) runs only on it. The bulk of a pipeline's work,

@@ -1,7 +1,7 @@
 -- data/recycler.lua — the buffers of the arrays a pipeline makes per element
 -- or batch (batch's stacked components, materialized rows), reused.
 --
--- Why it exists next to the engine's buffer pool: the C pool (src/session.c)
+-- Why it exists next to the engine's buffer pool: the C pool (src/exec/pool.c)
 -- recycles the buffers of a plan's own values, inside runs. These arrays are
 -- made in Lua, between runs, and fed; the C pool never sees them. They own C
 -- memory the Lua collector cannot see, so a pipeline would leave dead batches

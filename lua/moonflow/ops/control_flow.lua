@@ -1,6 +1,6 @@
 -- ops/control_flow.lua — tf.cond, tf.case, tf.where, tf.while_loop and tf.TensorArray.
 --
--- Control flow is functional (src/ops_control.c): an If or While op holds its
+-- Control flow is functional (src/ops/call.c): an If or While op holds its
 -- branches, condition and body as function graphs traced here from Lua
 -- closures. Tracing calls the closure with a fresh graph as the default graph
 -- and an `_Arg` op for each explicit argument; a tensor of an enclosing graph

@@ -1,6 +1,6 @@
 -- ops/conv.lua — tf.nn activations (relu, relu6, leaky_relu, elu, selu,
 -- softplus, softsign), bias_add, conv2d, conv2d_transpose, the convolution
--- backprops, max_pool and avg_pool, on the kernels of src/ops_nn.c. Only the
+-- backprops, max_pool and avg_pool, on the kernels of src/ops/nn.c. Only the
 -- NHWC layout (batch, height, width, channels) exists; the C ops reject others.
 --
 -- Window arguments (strides, ksize, dilations) are a number s, a pair

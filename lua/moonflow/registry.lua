@@ -1,0 +1,43 @@
+-- The op registry as Lua sees it (TensorFlow's op_def_registry):
+--   tf.registered_ops()      sorted list of op type names
+--   tf.op_info("MatMul")     what the registration provides, or nil
+local core = require("moonflow.core")
+local ffi = require("ffi")
+local C = core.C
+
+local M = {}
+
+function M.registered_ops()
+  local names = {}
+  for i = 0, C.mf_registry_num_ops() - 1 do names[#names + 1] = ffi.string(C.mf_registry_op_name(i)) end
+  table.sort(names)
+  return names
+end
+
+local info = ffi.new("mf_op_info")
+
+function M.op_info(op_type)
+  if type(op_type) ~= "string" then
+    core.error_at_user("tf.op_info(op_type): op_type must be a string, got " .. type(op_type))
+  end
+  if not C.mf_registry_op_info(op_type, info) then return nil end
+  local inputs = {}
+  for k = 0, 31 do if bit.band(bit.rshift(info.ref_inputs, k), 1) == 1 then inputs[#inputs + 1] = k + 1 end end
+  return {
+    name = op_type,
+    num_inputs = info.num_inputs,
+    num_outputs = info.num_outputs >= 0 and info.num_outputs or nil,
+    variadic_inputs = info.variadic_inputs,
+    stateful = info.stateful,
+    has_shape_fn = info.has_shape_fn,
+    kernels = {CPU = info.has_kernel[C.MF_CPU], GPU = info.has_kernel[C.MF_CUDA]},
+    has_gradient = info.has_gradient,
+    not_differentiable = info.not_differentiable,
+    ref_inputs = inputs,  -- 1-based positions of inputs that reference variables
+  }
+end
+
+return function(tf)
+  tf.registered_ops = M.registered_ops
+  tf.op_info = M.op_info
+end

@@ -1,0 +1,125 @@
+/* tensor.c — refcounted, 64-byte-aligned values that carry a device. */
+#include "core/tensor.h"
+#include "core/status.h"
+#include "core/memory.h"
+
+#include <string.h>
+
+int64_t mf_shape_num_elements(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0) return -1;
+    n *= dims[i];
+  }
+  return n;
+}
+
+static mf_code check_shape(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+  if (mf_dtype_size(dtype) == 0)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+  if (rank < 0 || rank > MF_MAX_RANK)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "rank %d is out of range [0, %d]", rank, MF_MAX_RANK);
+  int64_t bytes = (int64_t)mf_dtype_size(dtype);
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0)
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "a value needs a fully defined shape, but dimension %d is %lld", i,
+                           (long long)dims[i]);
+    if (__builtin_mul_overflow(bytes, dims[i], &bytes) || bytes > ((int64_t)1 << 48))
+      return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "a %s value of %d dimensions is too large to allocate",
+                           mf_dtype_name(dtype), rank);
+  }
+  return MF_OK;
+}
+
+static mf_tensor *header(mf_dtype dtype, int rank, const int64_t *dims) {
+  mf_tensor *t = mf_calloc(1, sizeof *t);
+  if (!t) return NULL;
+  atomic_init(&t->refcount, 1);
+  t->dtype = dtype;
+  t->device = MF_CPU;
+  t->rank = rank;
+  if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+  t->size = mf_shape_num_elements(rank, dims);
+  return t;
+}
+
+mf_tensor *mf_tensor_new(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+  mf_tensor *t = mf_tensor_new_uninit(dtype, rank, dims, s);
+  if (t) memset(t->data, 0, t->capacity);
+  return t;
+}
+
+mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+  if (check_shape(dtype, rank, dims, s)) return NULL;
+  mf_tensor *t = header(dtype, rank, dims);
+  if (t) {
+    t->capacity = (size_t)t->size * mf_dtype_size(dtype);
+    t->data = mf_aligned_alloc(t->capacity);
+    t->owned = true;
+    if (!t->data) { mf_free(t); t = NULL; }
+  }
+  if (!t) mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory allocating a %s value", mf_dtype_name(dtype));
+  return t;
+}
+
+mf_tensor *mf_tensor_wrap(mf_dtype dtype, int rank, const int64_t *dims, void *data,
+                          void (*release)(void *, void *), void *arg, mf_status *s) {
+  if (check_shape(dtype, rank, dims, s)) return NULL;
+  if (!data && mf_shape_num_elements(rank, dims) > 0) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "mf_tensor_wrap: data is NULL");
+    return NULL;
+  }
+  if ((uintptr_t)data % mf_dtype_size(dtype)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "mf_tensor_wrap: data is not aligned for %s", mf_dtype_name(dtype));
+    return NULL;
+  }
+  mf_tensor *t = header(dtype, rank, dims);
+  if (!t) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); return NULL; }
+  t->data = data;
+  t->release = release;
+  t->release_arg = arg;
+  return t;
+}
+
+mf_tensor *mf_tensor_view(mf_tensor *base, int rank, const int64_t *dims, mf_status *s) {
+  if (check_shape(base->dtype, rank, dims, s)) return NULL;
+  mf_tensor *t = header(base->dtype, rank, dims);
+  if (!t) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); return NULL; }
+  t->device = base->device;
+  t->data = base->data;
+  t->base = mf_tensor_retain(base);
+  return t;
+}
+
+bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims) {
+  int64_t n = mf_shape_num_elements(rank, dims);
+  if (!t->owned || n < 0 || (size_t)n * mf_dtype_size(dtype) > t->capacity) return false;
+  t->dtype = dtype;
+  t->rank = rank;
+  if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+  t->size = n;
+  return true;
+}
+
+mf_tensor *mf_tensor_retain(mf_tensor *t) {
+  atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+  return t;
+}
+
+void mf_tensor_release(mf_tensor *t) {
+  if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+  if (t->base) mf_tensor_release(t->base);
+  else if (t->owned) mf_aligned_free(t->data);
+  else if (t->release) t->release(t->data, t->release_arg);
+  mf_free(t);
+}
+
+int mf_tensor_refcount(const mf_tensor *t) { return atomic_load(&t->refcount); }
+mf_dtype mf_tensor_dtype(const mf_tensor *t) { return t->dtype; }
+int mf_tensor_rank(const mf_tensor *t) { return t->rank; }
+const int64_t *mf_tensor_dims(const mf_tensor *t) { return t->dims; }
+int64_t mf_tensor_size(const mf_tensor *t) { return t->size; }
+size_t mf_tensor_nbytes(const mf_tensor *t) { return (size_t)t->size * mf_dtype_size(t->dtype); }
+void *mf_tensor_data(mf_tensor *t) { return t->data; }
+mf_device_type mf_tensor_device(const mf_tensor *t) { return t->device; }

@@ -1,0 +1,33 @@
+/* tensor.h — the value object behind mf_tensor (tensor.c). */
+#ifndef MF_CORE_TENSOR_H
+#define MF_CORE_TENSOR_H
+
+#include "core/base.h"
+
+#include <stdatomic.h>
+
+struct mf_tensor {
+  atomic_int refcount;
+  mf_dtype dtype;
+  mf_device_type device;
+  int rank;
+  int64_t dims[MF_MAX_RANK];
+  int64_t size;          /* number of elements */
+  void *data;
+  size_t capacity;       /* bytes at data when owned */
+  bool owned;            /* data came from mf_aligned_alloc (not a view, not wrapped) */
+  mf_tensor *base;       /* a view keeps its base alive */
+  void (*release)(void *data, void *arg);
+  void *release_arg;
+};
+/* Like mf_tensor_new but leaves the data uninitialized: for kernel outputs,
+ * which write every element anyway. */
+mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
+/* A new header sharing t's data with another shape of the same size. */
+mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status *s);
+/* Reshapes a buffer the caller owns alone (refcount 1) in place; false when
+ * its capacity is too small for the new shape. Used for buffer reuse. */
+bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims);
+int64_t mf_shape_num_elements(int rank, const int64_t *dims); /* -1 if any dim unknown */
+
+#endif

@@ -1,0 +1,228 @@
+/* device.c — the devices of this process, TensorFlow device strings, and
+ * where an op runs (its placement, decided once per plan by session.c).
+ *
+ * A device string names any of job, replica, task and device (type and
+ * index), e.g. "/job:localhost/replica:0/task:0/device:GPU:1". TensorFlow's
+ * legacy forms are accepted too: "/cpu:0", "/gpu:1", "CPU:0", "/device:GPU"
+ * (any GPU), "/gpu:*". The normal form, written by mf_device_merge, lists the
+ * fields that are set in that order, e.g. "/device:CPU:0".
+ *
+ * The devices: CPU:0 always; GPUs only when a CUDA backend is compiled in and
+ * reports them. This build has none, so mf_num_devices(MF_CUDA) is 0 and an
+ * op asking for a GPU is an error unless the session allows soft placement. */
+#define _DEFAULT_SOURCE 1 /* sysconf(_SC_PHYS_PAGES) */
+#include "core/status.h"
+#include "core/tensor.h"
+#include "graph/graph.h"
+#include "device/device.h"
+
+#include <stdarg.h>
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int mf_num_devices(mf_device_type type) {
+  switch (type) {
+    case MF_CPU: return 1;
+    case MF_CUDA: return 0; /* no CUDA backend in this build */
+    case MF_NUM_DEVICE_TYPES: break;
+  }
+  return 0;
+}
+
+int64_t mf_device_memory_limit(mf_device_type type, int index) {
+  if (index < 0 || index >= mf_num_devices(type)) return -1;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return (int64_t)pages * (int64_t)page;
+}
+
+/* The TensorFlow name of a device type ("CPU", "GPU"). */
+static const char *type_name(mf_device_type type) { return type == MF_CUDA ? "GPU" : "CPU"; }
+
+/* ---------- parsing ---------- */
+
+/* A nonnegative decimal number or "*" (-1: unset) filling the rest of [p, end). */
+static bool parse_index(const char *p, const char *end, int *out) {
+  if (end - p == 1 && *p == '*') {
+    *out = -1;
+    return true;
+  }
+  if (p == end) return false;
+  long v = 0;
+  for (; p < end; p++) {
+    if (!isdigit((unsigned char)*p)) return false;
+    v = v * 10 + (*p - '0');
+    if (v > INT_MAX) return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+/* A name: a letter, then letters, digits and '_' (job names and device types). */
+static bool parse_name(const char *p, const char *end, char *out, size_t cap, bool upper) {
+  size_t n = (size_t)(end - p);
+  if (n == 0 || n >= cap || !isalpha((unsigned char)*p)) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (!isalnum(c) && c != '_') return false;
+    out[i] = upper ? (char)toupper(c) : (char)c;
+  }
+  out[n] = '\0';
+  return true;
+}
+
+static bool has_prefix(const char *p, const char *end, const char *prefix) {
+  size_t n = strlen(prefix);
+  return (size_t)(end - p) > n && strncmp(p, prefix, n) == 0;
+}
+
+/* Parses one '/'-separated field into d. */
+static bool parse_field(const char *p, const char *end, mf_device_spec *d) {
+  if (has_prefix(p, end, "job:")) {
+    if (!parse_name(p + 4, end, d->job, sizeof d->job, false)) return false;
+    return true;
+  }
+  if (has_prefix(p, end, "replica:")) return parse_index(p + 8, end, &d->replica);
+  if (has_prefix(p, end, "task:")) return parse_index(p + 5, end, &d->task);
+  if (has_prefix(p, end, "device:")) p += 7;  /* device:TYPE[:INDEX]; else the legacy TYPE:INDEX */
+  else if (!memchr(p, ':', (size_t)(end - p))) return false;
+  const char *colon = memchr(p, ':', (size_t)(end - p));
+  if (!parse_name(p, colon ? colon : end, d->type, sizeof d->type, true)) return false;
+  d->index = -1;
+  return colon ? parse_index(colon + 1, end, &d->index) : true;
+}
+
+mf_code mf_device_spec_parse(const char *str, mf_device_spec *d, mf_status *s) {
+  memset(d, 0, sizeof *d);
+  d->replica = d->task = d->index = -1;
+  if (!str || !*str) return MF_OK;
+  const char *p = str;
+  if (*p == '/') p++;
+  for (;;) {
+    const char *end = strchr(p, '/');
+    if (!end) end = p + strlen(p);
+    if (!parse_field(p, end, d))
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "Malformed device specification '%s': expected a TensorFlow device string such as "
+                           "'/cpu:0', '/device:GPU:1' or '/job:localhost/replica:0/task:0/device:CPU:0'",
+                           str);
+    if (!*end) return MF_OK;
+    p = end + 1;
+  }
+}
+
+void mf_device_spec_merge(mf_device_spec *outer, const mf_device_spec *inner) {
+  if (inner->job[0]) memcpy(outer->job, inner->job, sizeof outer->job);
+  if (inner->replica >= 0) outer->replica = inner->replica;
+  if (inner->task >= 0) outer->task = inner->task;
+  if (inner->type[0]) memcpy(outer->type, inner->type, sizeof outer->type);
+  if (inner->index >= 0) outer->index = inner->index;
+}
+
+/* Appends to buf[0..cap) at *len, truncating. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) MF_PRINTF(4, 5);
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  if (*len >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
+size_t mf_device_spec_str(const mf_device_spec *d, char *buf, size_t cap) {
+  size_t len = 0;
+  if (cap) buf[0] = '\0';
+  if (d->job[0]) put(buf, cap, &len, "/job:%s", d->job);
+  if (d->replica >= 0) put(buf, cap, &len, "/replica:%d", d->replica);
+  if (d->task >= 0) put(buf, cap, &len, "/task:%d", d->task);
+  if (d->type[0]) {
+    if (d->index >= 0) put(buf, cap, &len, "/device:%s:%d", d->type, d->index);
+    else put(buf, cap, &len, "/device:%s:*", d->type);
+  } else if (d->index >= 0) {
+    put(buf, cap, &len, "/device:*:%d", d->index);
+  }
+  return len;
+}
+
+mf_code mf_device_merge(const char *outer, const char *spec, char *out, size_t cap, mf_status *s) {
+  mf_status_clear(s);
+  mf_device_spec a, b;
+  if (mf_device_spec_parse(outer, &a, s) || mf_device_spec_parse(spec, &b, s)) return s->code;
+  mf_device_spec_merge(&a, &b);
+  char buf[MF_DEVICE_NAME_MAX];
+  size_t n = mf_device_spec_str(&a, buf, sizeof buf);
+  if (n + 1 > cap)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "the normal form of device specification '%s' needs %zu bytes, "
+                         "more than the %zu given", spec ? spec : "", n + 1, cap);
+  memcpy(out, buf, n + 1);
+  return MF_OK;
+}
+
+/* ---------- placement ---------- */
+
+/* The device type a parsed type name stands for; false for types this engine
+ * does not know (TPU, ...), which no device of this process matches. */
+static bool device_type_of(const char *type, mf_device_type *out) {
+  if (strcmp(type, "CPU") == 0) *out = MF_CPU;
+  else if (strcmp(type, "GPU") == 0) *out = MF_CUDA;
+  else return false;
+  return true;
+}
+
+/* Lists the devices of this process: "/device:CPU:0, /device:GPU:0". */
+static void list_devices(char *buf, size_t cap) {
+  size_t len = 0;
+  if (cap) buf[0] = '\0';
+  for (int t = 0; t < MF_NUM_DEVICE_TYPES; t++)
+    for (int i = 0; i < mf_num_devices((mf_device_type)t); i++)
+      put(buf, cap, &len, "%s/device:%s:%d", len ? ", " : "", type_name((mf_device_type)t), i);
+}
+
+mf_code mf_device_place(const mf_op *op, bool allow_soft, mf_placement *out, mf_status *s) {
+  mf_device_spec d;
+  out->type = MF_CPU;
+  out->index = 0;
+  out->soft = false;
+  out->requested[0] = '\0';
+  if (!op->device[0]) return MF_OK;
+  if (mf_device_spec_parse(op->device, &d, s)) {
+    mf_status_append(s, " on operation '%s'", op->name);
+    return s->code;
+  }
+  mf_device_spec_str(&d, out->requested, sizeof out->requested);
+  mf_device_type type = MF_CPU;
+  bool known = !d.type[0] || device_type_of(d.type, &type);
+  bool present = known && (!d.job[0] || strcmp(d.job, "localhost") == 0) && d.replica <= 0 &&
+                 d.task <= 0 && (d.index < 0 || d.index < mf_num_devices(type)) && mf_num_devices(type) > 0;
+  bool has_kernel = present && op->def->kernel[type] != NULL;
+  if (has_kernel) {
+    out->type = type;
+    out->index = d.index < 0 ? 0 : d.index;
+    return MF_OK;
+  }
+  if (allow_soft) {
+    out->soft = true;
+    return MF_OK;
+  }
+  if (!present) {
+    char avail[256];
+    list_devices(avail, sizeof avail);
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Cannot assign a device for operation '%s': Could not satisfy explicit device "
+                         "specification '%s' because no devices matching that specification are registered "
+                         "in this process; available devices: %s",
+                         op->name, out->requested, avail);
+  }
+  return mf_status_set(s, MF_INVALID_ARGUMENT,
+                       "Cannot assign a device for operation '%s': Could not satisfy explicit device "
+                       "specification '%s' because no supported kernel for %s devices is available",
+                       op->name, out->requested, type_name(type));
+}
+
+void mf_device_placement_name(const mf_placement *p, char *buf, size_t cap) {
+  snprintf(buf, cap, "/device:%s:%d", type_name(p->type), p->index);
+}

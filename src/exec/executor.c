@@ -1,0 +1,269 @@
+/* executor.c — running a plan: feeds checked, each step's inputs gathered,
+ * outputs inferred and allocated (or forwarded in place), its kernel called,
+ * dead values pooled, fetches handed out. */
+#include "exec/exec.h"
+#include "core/memory.h"
+#include "core/shape.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+#include <string.h>
+
+/* The state of the op producing ref input k of op: a variable, or in a
+ * function the stand-in of a variable of the session's graph. */
+static mf_state_slot *ref_state(mf_plan *p, const mf_op *op, int k) {
+  const mf_op *src = op->inputs[k].op;
+  int64_t id;
+  if (src->graph != p->sess->graph && mf_var_id_of(src, &id)) return &p->sess->states.slots[id];
+  return &p->states->slots[src->id];
+}
+
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ref_state(ctx->plan, ctx->op, k); }
+
+/* Appends the op's name and the line that created it to an error about it. */
+static mf_code node_context(mf_status *s, const mf_op *op) {
+  if (op->origin[0]) mf_status_append(s, " [[node %s (defined at %s)]]", op->name, op->origin);
+  else mf_status_append(s, " [[node %s]]", op->name);
+  return s->code;
+}
+
+static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
+  mf_output o = p->feeds[i];
+  if (!v) return mf_status_set(s, MF_INVALID_ARGUMENT, "no value given for feed %s:%d", o.op->name, o.index);
+  mf_dtype want = o.op->out_dtypes[o.index];
+  if (v->dtype != want)
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Cannot feed value of dtype %s for Tensor '%s:%d', which has dtype %s; "
+                         "cast the value or feed a matching dtype",
+                         mf_dtype_name(v->dtype), o.op->name, o.index, mf_dtype_name(want));
+  mf_shape have = mf_shape_of(v);
+  const mf_shape *static_shape = &o.op->out_shapes[o.index];
+  if (!mf_shape_compatible(&have, static_shape)) {
+    char a[128], b[128];
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Cannot feed value of shape %s for Tensor '%s:%d', which has shape '%s'",
+                         mf_shape_str_tf(&have, a, sizeof a), o.op->name, o.index,
+                         mf_shape_str_tf(static_shape, b, sizeof b));
+  }
+  if (v->device != MF_CPU)
+    return mf_status_set(s, MF_UNIMPLEMENTED, "feeding a value that lives on a device is not supported");
+  return MF_OK;
+}
+
+/* A feed's dtype and shape checks; an error names the fed op and its line. */
+static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
+  if (check_feed_value(p, i, v, s)) return node_context(s, p->feeds[i].op);
+  return MF_OK;
+}
+
+static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_status *s) {
+  mf_op *op = st->op;
+  for (int k = 0; k < op->num_inputs; k++) {
+    mf_output in = op->inputs[k];
+    /* A ref input is described by the variable's current value, if any. */
+    const mf_tensor *v = inputs[k] ? inputs[k] : mf_op_is_ref_input(op, k) ? ref_state(p, op, k)->ptr : NULL;
+    p->rt_dtypes[k] = v ? v->dtype : in.op->out_dtypes[in.index];
+    p->rt_in_shapes[k] = v ? mf_shape_of(v) : in.op->out_shapes[in.index];
+  }
+  mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
+  mf_infer_ctx ic = {
+      .op_name = op->name, .def = op->def, .attrs = &op->attrs, .num_inputs = op->num_inputs,
+      .in_dtypes = p->rt_dtypes, .in_shapes = p->rt_in_shapes, .in_values = inputs,
+      .num_outputs = op->num_outputs, .out_dtypes = out_dtypes, .out_shapes = p->rt_out_shapes,
+      .status = s, .runtime = true};
+  if (op->num_outputs > MF_MAX_OUTPUTS_INLINE) {
+    /* Wide ops infer into heap buffers that mf_infer_set_num_outputs makes. */
+    ic.num_outputs = 0;
+    ic.out_shapes = p->rt_out_shapes;
+  }
+  op->def->infer(&ic);
+  mf_shape *shapes = ic.out_shapes;
+  if (mf_ok(s)) {
+    for (int k = 0; k < op->num_outputs && k < ic.num_outputs; k++)
+      p->rt_out_shapes[k] = shapes[k];
+    for (int k = 0; k < op->num_outputs; k++)
+      if (!mf_shape_fully_defined(&p->rt_out_shapes[k]))
+        mf_status_set(s, MF_INTERNAL, "%s: shape inference left output %d undefined at run time",
+                      op->name, k);
+  }
+  if (ic.num_outputs > MF_MAX_OUTPUTS_INLINE) {
+    mf_free(ic.out_dtypes);
+    mf_free(ic.out_shapes);
+  }
+  return s->code;
+}
+
+/* A dying input that nobody else holds, of the output's dtype and shape, whose
+ * buffer the elementwise kernel can write in place (in x*2+1 the product's
+ * buffer becomes the sum's): its index, or -1. */
+static int forward_input(const mf_step *st, mf_tensor *const *inputs, mf_dtype dtype,
+                         const mf_shape *shape) {
+  for (int k = 0; k < st->op->num_inputs; k++) {
+    mf_tensor *t = inputs[k];
+    if (!t || !(st->forwardable & (1u << k)) || mf_tensor_refcount(t) != 1 || !t->owned ||
+        t->dtype != dtype || t->rank != shape->rank)
+      continue;
+    bool same = true;
+    for (int d = 0; d < t->rank; d++) same &= t->dims[d] == shape->dims[d];
+    /* A value read by two inputs (x + x, AddN(g, g, g)) stays read-only: a
+     * kernel making several passes would read its own partial results. */
+    for (int j = 0; j < st->op->num_inputs && same; j++) same &= j == k || inputs[j] != t;
+    if (same) return k;
+  }
+  return -1;
+}
+
+static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
+  for (int k = 0; k < op->num_inputs; k++) {
+    const mf_shape *want = &op->inputs[k].op->out_shapes[op->inputs[k].index];
+    const mf_tensor *t = inputs[k];
+    if (!t) continue;  /* a ref input */
+    if (want->rank != t->rank) return false;
+    for (int d = 0; d < t->rank; d++)
+      if (want->dims[d] != t->dims[d]) return false;
+  }
+  return true;
+}
+
+void mf_plan_release_slots(mf_plan *p) {
+  for (int i = 0; i < p->num_slots; i++)
+    if (p->slots[i] && !p->slot_const[i]) {
+      mf_pool_put(p, p->slots[i]);
+      p->slots[i] = NULL;
+    }
+}
+
+void mf_plan_run_steps(mf_plan *p, mf_status *s) {
+  mf_session *sess = p->sess;
+  mf_tensor *in_inline[16];
+  for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
+    mf_step *st = &p->steps[si];
+    mf_op *op = st->op;
+    mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
+    if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
+    for (int k = 0; k < op->num_inputs; k++) inputs[k] = st->in_slots[k] >= 0 ? p->slots[st->in_slots[k]] : NULL;
+    mf_tensor **outputs = &p->slots[st->out_slot];
+    mf_tensor **fed_keep = p->fed_keep;
+    if (st->has_fed_output) {  /* keep fed values aside; the op still computes its other outputs */
+      for (int k = 0; k < op->num_outputs; k++) {
+        fed_keep[k] = outputs[k];
+        outputs[k] = NULL;
+      }
+    }
+    bool alloc = !(op->def->flags & MF_OP_SETS_OUTPUTS);
+    /* Static shapes are exact when fully defined and the inputs match theirs
+     * (set_shape may promise more than a fed value keeps); else infer again. */
+    bool infer = !(op->def->flags & MF_OP_DYNAMIC_OUTPUTS) &&
+                 (st->infer_at_runtime || !inputs_match_static(op, inputs));
+    if (infer) infer_runtime(p, st, inputs, s);
+    const mf_shape *out_shapes = infer ? p->rt_out_shapes : op->out_shapes;
+    if (st->forwardable && mf_ok(s)) {
+      int k = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
+      if (k >= 0) {  /* the input's slot (dead after this step) hands its reference over */
+        outputs[0] = inputs[k];
+        p->slots[st->in_slots[k]] = NULL;
+      }
+    }
+    for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
+      if (!outputs[k]) outputs[k] = mf_pool_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
+    if (mf_ok(s)) {
+      mf_state_slot *state = &st->state_holder->slots[st->state_index], fed_var;
+      if (st->stand_in && st->state_index < sess->num_var_feeds && sess->var_feeds[st->state_index]) {
+        fed_var = (mf_state_slot){sess->var_feeds[st->state_index], NULL};
+        state = &fed_var;
+      }
+      mf_kernel_ctx ctx = {
+          .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
+          .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
+          .status = s, .session = sess,
+          .state = state, .plan = p, .dying_inputs = st->dying,
+          .outputs_read = &p->slot_read[st->out_slot]};
+      if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
+      for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
+        if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
+    }
+    if (inputs != in_inline) mf_free(inputs);
+    if (st->has_fed_output)
+      for (int k = 0; k < op->num_outputs; k++)
+        if (fed_keep[k]) {
+          mf_pool_put(p, outputs[k]);
+          outputs[k] = fed_keep[k];
+        }
+    if (!mf_ok(s)) {
+      if (!strstr(s->msg, "[[node ")) node_context(s, op);
+      break;
+    }
+    for (int k = 0; k < st->num_dead; k++) {
+      mf_pool_put(p, p->slots[st->dead[k]]);
+      p->slots[st->dead[k]] = NULL;
+    }
+  }
+}
+
+/* Notes the values fed for variables, which functions' stand-ins read (NULL
+ * values: the run is over, forget them). */
+static mf_code set_var_feeds(mf_plan *p, mf_tensor *const *values, mf_status *s) {
+  if (!p->feeds_variables) return MF_OK;
+  mf_session *sess = p->sess;
+  for (int i = 0; i < p->nfeeds; i++) {
+    const mf_op *op = p->feeds[i].op;
+    if (!(op->def->flags & MF_OP_VARIABLE)) continue;
+    if (op->id >= sess->num_var_feeds) {
+      if (!values) continue;
+      int n = sess->graph->num_ops;
+      mf_tensor **grown = mf_realloc(sess->var_feeds, (size_t)n * sizeof *grown);
+      if (!grown) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+      memset(grown + sess->num_var_feeds, 0, (size_t)(n - sess->num_var_feeds) * sizeof *grown);
+      sess->var_feeds = grown;
+      sess->num_var_feeds = n;
+    }
+    sess->var_feeds[op->id] = values ? values[i] : NULL;
+  }
+  return MF_OK;
+}
+
+static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                        mf_status *s) {
+  mf_status_clear(s);
+  if (p->sess->closed) return mf_session_closed_error(s);
+  for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
+  for (int i = 0; i < p->nfeeds; i++)
+    if (check_feed(p, i, feed_values[i], s)) return s->code;
+  /* Reclaim last run's results the caller has dropped. */
+  for (int i = 0; i < p->nfetches; i++) {
+    mf_pool_put(p, p->last_fetched[i]);
+    p->last_fetched[i] = NULL;
+  }
+  if (set_var_feeds(p, feed_values, s)) return s->code;
+  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
+  mf_plan_run_steps(p, s);
+  set_var_feeds(p, NULL, s);
+  for (int i = 0; i < p->nfetches; i++) {
+    mf_tensor *v = p->slots[p->fetch_slots[i]];
+    if (mf_ok(s) && v) {
+      fetch_values[i] = mf_tensor_retain(v);
+      p->last_fetched[i] = mf_tensor_retain(v);
+    }
+  }
+  mf_plan_release_slots(p);
+  return s->code;
+}
+
+mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                        mf_status *s) {
+  mf_worker_drain(c->plan.sess->worker);
+  return run_plan(&c->plan, feed_values, fetch_values, s);
+}
+
+mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
+                            mf_status *s) {
+  return run_plan(&c->plan, feed_values, fetch_values, s);
+}
+
+mf_code mf_session_run(mf_session *sess, const mf_output *feeds, mf_tensor *const *feed_values,
+                       int nfeeds, const mf_output *fetches, mf_tensor **fetch_values, int nfetches,
+                       mf_op *const *targets, int ntargets, mf_status *s) {
+  mf_callable *c = mf_session_make_callable(sess, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+  if (!c) return s->code;
+  return run_plan(&c->plan, feed_values, fetch_values, s);
+}

@@ -1,0 +1,37 @@
+/* kernel_api.h — what kernels may ask of the executor that runs them:
+ * ref inputs' state, output buffers, function plans, session state. */
+#ifndef MF_EXEC_KERNEL_API_H
+#define MF_EXEC_KERNEL_API_H
+
+#include "graph/op_def.h"
+
+/* For a ref input k (see mf_op_def.ref_inputs): the state of the op producing
+ * it, e.g. the variable an Assign writes. */
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k);
+/* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
+mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
+                                  const int64_t *dims);
+
+/* Functions: graphs that kernels run with their own session (the branches
+ * and loop bodies of control flow). A plan over function graph `fn` feeds
+ * `feeds`, fetches `fetches` and also runs `targets`; it is cached per session
+ * and signature, owned by the session. NULL with ctx->status set on error. */
+mf_callable *mf_function_plan(mf_kernel_ctx *ctx, mf_graph *fn, const mf_output *feeds, int nfeeds,
+                              const mf_output *fetches, int nfetches, mf_op *const *targets,
+                              int ntargets);
+/* Runs it. Takes over the references in feed_values (one per feed; the
+ * caller gives them up, so a value nobody else holds may be updated in
+ * place) and stores new references in fetch_values. An error names the
+ * failing op of the function. */
+mf_code mf_function_run(mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values, mf_status *s);
+/* Gives a value back to the plan's buffer pool (a result the caller is done with). */
+void mf_function_recycle(mf_callable *c, mf_tensor *t);
+
+/* The per-session state of op, in the session's graph or in a function graph
+ * the session has run, once the session's asynchronous runs are over; NULL
+ * while it has none (ops/debug.c reads run counts). Not for kernels. */
+mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op);
+/* The graph a session runs (its functions' ops fall back to its host). */
+mf_graph *mf_session_graph(const mf_session *sess);
+
+#endif

@@ -1,0 +1,224 @@
+/* plan.c — building a plan: the steps a signature needs, where each op runs,
+ * value slots and the step after which each slot is dead. */
+#include "exec/exec.h"
+#include "core/memory.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "device/device.h"
+
+#include <string.h>
+
+void mf_plan_free(mf_plan *p) {
+  for (int i = 0; i < p->num_steps; i++) {
+    mf_free(p->steps[i].in_slots);
+    mf_free(p->steps[i].dead);
+  }
+  for (int i = 0; i < p->num_slots; i++) mf_tensor_release(p->slots[i]);
+  for (int i = 0; i < p->pool_len; i++) mf_tensor_release(p->pool[i]);
+  for (int i = 0; i < p->nfetches; i++) mf_tensor_release(p->last_fetched[i]);
+  mf_free(p->steps);
+  mf_free(p->slots);
+  mf_free(p->slot_fetched);
+  mf_free(p->slot_read);
+  mf_free(p->slot_const);
+  mf_free(p->fetch_moves);
+  mf_free(p->feeds);
+  mf_free(p->fetches);
+  mf_free(p->targets);
+  mf_free(p->feed_slots);
+  mf_free(p->fetch_slots);
+  mf_free(p->pool);
+  mf_free(p->last_fetched);
+  mf_free(p->rt_dtypes);
+  mf_free(p->rt_in_shapes);
+  mf_free(p->rt_out_shapes);
+  mf_free(p->fed_keep);
+  mf_free(p);
+}
+
+static mf_code grow_states(mf_graph_states *states, mf_status *s) {
+  int n = states->graph->num_ops;
+  if (n <= states->num) return MF_OK;
+  mf_state_slot *st = mf_realloc(states->slots, (size_t)n * sizeof *st);
+  if (!st) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+  memset(st + states->num, 0, (size_t)(n - states->num) * sizeof *st);
+  states->slots = st;
+  states->num = n;
+  return MF_OK;
+}
+
+static bool port_is_fed(const mf_plan *p, mf_output o) {
+  for (int i = 0; i < p->nfeeds; i++)
+    if (p->feeds[i].op == o.op && p->feeds[i].index == o.index) return true;
+  return false;
+}
+
+mf_code mf_plan_build(mf_plan *p, mf_status *s) {
+  mf_graph *g = p->graph;
+  mf_session *sess = p->sess;
+  int n = g->num_ops;
+  mf_code rc = MF_RESOURCE_EXHAUSTED;
+  size_t log_mark = sess->log_len;
+  bool *needed = NULL, *fed_op = NULL;
+  int *slot_base = NULL, *last_use = NULL;
+  if (!PLAN_ALLOC(needed, n) || !PLAN_ALLOC(fed_op, n) || !PLAN_ALLOC(slot_base, n)) goto done;
+
+  /* Build-time inference read the values of constants and shapes; a feed that
+   * replaces any such value voids what it inferred. */
+  bool fed_values = false;
+  for (int i = 0; i < p->nfeeds; i++) {
+    fed_op[p->feeds[i].op->id] = true;
+    fed_values |= mf_port_value_read_at_build(p->feeds[i]);
+    p->feeds_variables |= (p->feeds[i].op->def->flags & MF_OP_VARIABLE) != 0;
+  }
+  /* A port is fed when some feed names it. */
+#define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
+  for (int i = 0; i < p->nfetches; i++)
+    if (!PORT_FED(p->fetches[i])) needed[p->fetches[i].op->id] = true;
+  for (int i = 0; i < p->ntargets; i++) needed[p->targets[i]->id] = true;
+  for (int id = n - 1; id >= 0; id--) {
+    if (!needed[id]) continue;
+    mf_op *op = g->ops[id];
+    for (int k = 0; k < op->num_inputs; k++)
+      if (!mf_op_is_ref_input(op, k) && !PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
+    for (int k = 0; k < op->num_control; k++) needed[op->control_inputs[k]->id] = true;
+  }
+
+  /* Slots for every port of a needed or fed op. */
+  int num_slots = 0, num_steps = 0;
+  for (int id = 0; id < n; id++) {
+    slot_base[id] = -1;
+    if (needed[id] || fed_op[id]) {
+      slot_base[id] = num_slots;
+      num_slots += g->ops[id]->num_outputs;
+    }
+    num_steps += needed[id];
+  }
+  p->num_slots = num_slots;
+  if (!PLAN_ALLOC(p->slots, num_slots) || !PLAN_ALLOC(p->slot_fetched, num_slots) ||
+      !PLAN_ALLOC(p->slot_read, num_slots) || !PLAN_ALLOC(p->slot_const, num_slots) ||
+      !PLAN_ALLOC(p->fetch_moves, p->nfetches) ||
+      !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) ||
+      !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches) ||
+      !PLAN_ALLOC(p->last_fetched, p->nfetches) || !PLAN_ALLOC(p->pool, num_slots + p->nfetches))
+    goto done;
+  p->pool_cap = num_slots + p->nfetches;
+  for (int i = 0; i < num_slots; i++) last_use[i] = -1;
+  for (int i = 0; i < p->nfeeds; i++) p->feed_slots[i] = slot_base[p->feeds[i].op->id] + p->feeds[i].index;
+  for (int i = 0; i < p->nfetches; i++) {
+    p->fetch_slots[i] = slot_base[p->fetches[i].op->id] + p->fetches[i].index;
+    p->slot_fetched[p->fetch_slots[i]] = true;
+  }
+  for (int i = 0; i < p->nfetches; i++) {
+    p->fetch_moves[i] = true;
+    for (int j = 0; j < p->nfetches; j++) p->fetch_moves[i] &= j == i || p->fetch_slots[j] != p->fetch_slots[i];
+  }
+
+  int max_in = 0, max_out = 0;
+  for (int id = 0; id < n; id++) {
+    if (!needed[id]) continue;
+    mf_op *op = g->ops[id];
+    mf_placement where;
+    if (mf_device_place(op, sess->options & MF_ALLOW_SOFT_PLACEMENT, &where, s)) {
+      mf_status_append_origin(s, op);
+      goto done;
+    }
+    if (sess->options & MF_LOG_DEVICE_PLACEMENT) {
+      char name[64];
+      mf_device_placement_name(&where, name, sizeof name);
+      if (where.soft && !mf_session_log_line(sess, "Soft placement: operation '%s' (%s) asked for '%s', which is not "
+                                  "available in this process; placed on %s",
+                                  op->name, op->def->name, where.requested, name))
+        goto done;
+      if (!mf_session_log_line(sess, "%s: (%s): %s", op->name, op->def->name, name)) goto done;
+    }
+    if (op->def->flags & MF_OP_CONSTANT) {
+      /* A constant's value sits in its slot for the plan's life: no step. */
+      const mf_attr *v = mf_attrs_find(&op->attrs, "value", MF_ATTR_TENSOR);
+      p->slots[slot_base[id]] = mf_tensor_retain(v->v.tensor);
+      p->slot_const[slot_base[id]] = true;
+      continue;
+    }
+    mf_step *st = &p->steps[p->num_steps];
+    st->op = op;
+    st->kernel = op->def->kernel[where.type];
+    if (!st->kernel) {
+      rc = mf_status_set(s, MF_UNIMPLEMENTED, "No %s kernel registered for op %s ('%s')",
+                         where.type == MF_CUDA ? "GPU" : "CPU", op->def->name, op->name);
+      mf_status_append_origin(s, op);
+      goto done;
+    }
+    st->out_slot = slot_base[id];
+    int64_t var_id;
+    st->state_holder = p->states;
+    st->state_index = id;
+    if (mf_var_id_of(op, &var_id)) {
+      if (p->states == &p->sess->states || var_id < 0 || var_id >= p->sess->graph->num_ops) {
+        rc = mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' names no variable of the session's graph", op->name);
+        goto done;
+      }
+      st->state_holder = &p->sess->states;
+      st->state_index = (int)var_id;
+      st->stand_in = true;
+    }
+    /* A source op learns nothing new at run time (an unfed Placeholder must reach
+     * its kernel, which reports the missing feed). */
+    st->infer_at_runtime = (fed_values || !op->outputs_fully_defined) && op->num_inputs > 0;
+    st->has_fed_output = fed_op[id];
+    if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
+    for (int k = 0; k < op->num_inputs; k++) {
+      if (mf_op_is_ref_input(op, k)) {
+        st->in_slots[k] = -1;
+        continue;
+      }
+      st->in_slots[k] = slot_base[op->inputs[k].op->id] + op->inputs[k].index;
+      last_use[st->in_slots[k]] = p->num_steps;
+    }
+    for (int k = 0; k < op->num_outputs; k++)   /* an output nobody reads dies at once */
+      if (last_use[st->out_slot + k] < p->num_steps) last_use[st->out_slot + k] = p->num_steps;
+    if (op->num_inputs > max_in) max_in = op->num_inputs;
+    if (op->num_outputs > max_out) max_out = op->num_outputs;
+    p->num_steps++;
+  }
+  for (int i = 0; i < p->num_steps; i++) {
+    mf_step *st = &p->steps[i];
+    for (int k = 0; k < st->op->num_inputs && k < 32; k++)
+      if (st->in_slots[k] >= 0 && last_use[st->in_slots[k]] == i && !p->slot_fetched[st->in_slots[k]] &&
+          !p->slot_const[st->in_slots[k]])
+        st->dying |= 1u << k;
+    if (st->op->def->flags & MF_OP_FORWARDS_INPUT) st->forwardable = st->dying;
+  }
+  for (int i = 0; i < num_slots; i++) p->slot_read[i] = p->slot_fetched[i];
+  for (int i = 0; i < p->num_steps; i++)
+    for (int k = 0; k < p->steps[i].op->num_inputs; k++)
+      if (p->steps[i].in_slots[k] >= 0) p->slot_read[p->steps[i].in_slots[k]] = true;
+  for (int i = 0; i < num_slots; i++)
+    if (!p->slot_fetched[i] && !p->slot_const[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
+  for (int i = 0; i < p->num_steps; i++)
+    if (!PLAN_ALLOC(p->steps[i].dead, p->steps[i].num_dead)) goto done;
+  for (int i = 0; i < p->num_steps; i++) p->steps[i].num_dead = 0;
+  for (int i = 0; i < num_slots; i++)
+    if (!p->slot_fetched[i] && !p->slot_const[i] && last_use[i] >= 0) {
+      mf_step *st = &p->steps[last_use[i]];
+      st->dead[st->num_dead++] = i;
+    }
+  p->rt_cap_in = max_in;
+  p->rt_cap_out = max_out > MF_MAX_OUTPUTS_INLINE ? max_out : MF_MAX_OUTPUTS_INLINE;
+  if (!PLAN_ALLOC(p->rt_dtypes, p->rt_cap_in) || !PLAN_ALLOC(p->rt_in_shapes, p->rt_cap_in) ||
+      !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out) || !PLAN_ALLOC(p->fed_keep, p->rt_cap_out))
+    goto done;
+  rc = grow_states(p->states, s);
+  if (rc == MF_OK) rc = grow_states(&p->sess->states, s);
+done:
+  if (rc == MF_RESOURCE_EXHAUSTED && mf_ok(s)) mf_status_set(s, rc, "out of memory building a plan");
+  if (!mf_ok(s) && sess->log) {  /* a plan that failed placed nothing */
+    sess->log_len = log_mark;
+    sess->log[log_mark] = '\0';
+  }
+  mf_free(needed);
+  mf_free(fed_op);
+  mf_free(slot_base);
+  mf_free(last_use);
+#undef PORT_FED
+  return s->code;
+}

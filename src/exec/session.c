@@ -1,0 +1,270 @@
+/* session.c — sessions: their life (new, close, free), the plan cache keyed
+ * by signature, the placement log and what other layers read of a session. */
+#include "exec/exec.h"
+#include "core/memory.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s) {
+  mf_status_clear(s);
+  if (options & ~(unsigned)(MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "unknown session options 0x%x", options);
+    return NULL;
+  }
+  mf_session *sess = mf_calloc(1, sizeof *sess);
+  if (!sess) {
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    return NULL;
+  }
+  sess->graph = mf_graph_retain(g);
+  sess->states.graph = g;
+  sess->options = options;
+  return sess;
+}
+
+mf_session *mf_session_new(mf_graph *g, mf_status *s) { return mf_session_new_with_options(g, 0, s); }
+
+bool mf_session_log_line(mf_session *sess, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return false;
+  size_t need = sess->log_len + (size_t)n + 2;
+  if (need > sess->log_cap) {
+    size_t cap = sess->log_cap ? sess->log_cap : 256;
+    while (cap < need) cap *= 2;
+    char *grown = mf_realloc(sess->log, cap);
+    if (!grown) return false;
+    sess->log = grown;
+    sess->log_cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(sess->log + sess->log_len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  sess->log_len += (size_t)n;
+  sess->log[sess->log_len++] = '\n';
+  sess->log[sess->log_len] = '\0';
+  return true;
+}
+
+const char *mf_session_take_placement_log(mf_session *sess) {
+  mf_worker_drain(sess->worker);
+  mf_free(sess->log_taken);
+  sess->log_taken = sess->log_len ? sess->log : NULL;
+  if (sess->log_len) {
+    sess->log = NULL;
+    sess->log_len = sess->log_cap = 0;
+  }
+  return sess->log_taken ? sess->log_taken : "";
+}
+
+/* Closing drops every buffer but keeps the plans themselves, so a callable
+ * used after close reports the closed session instead of touching freed memory. */
+static void plans_drop_buffers(mf_callable **plans, int n) {
+  for (int i = 0; i < n; i++) {
+    mf_plan *p = &plans[i]->plan;
+    for (int k = 0; k < p->pool_len; k++) mf_tensor_release(p->pool[k]);
+    p->pool_len = 0;
+    for (int k = 0; k < p->nfetches; k++) {
+      mf_tensor_release(p->last_fetched[k]);
+      p->last_fetched[k] = NULL;
+    }
+  }
+}
+
+static void states_clear(mf_graph_states *st) {
+  for (int i = 0; i < st->num; i++)
+    if (st->slots[i].ptr && st->slots[i].free) st->slots[i].free(st->slots[i].ptr);
+  mf_free(st->slots);
+  st->slots = NULL;
+  st->num = 0;
+}
+
+void mf_session_close(mf_session *sess) {
+  if (!sess) return;
+  mf_worker_free(sess->worker);  /* cancels jobs not started, waits for the running one */
+  sess->worker = NULL;
+  if (sess->closed) return;
+  sess->closed = true;
+  plans_drop_buffers(sess->plans, sess->num_plans);
+  plans_drop_buffers(sess->fn_plans, sess->num_fn_plans);
+  for (int i = 0; i < sess->num_fn_states; i++) states_clear(sess->fn_states[i]);
+  states_clear(&sess->states);
+}
+
+void mf_session_free(mf_session *sess) {
+  if (!sess) return;
+  mf_session_close(sess);
+  for (int i = 0; i < sess->num_plans; i++) mf_plan_free(&sess->plans[i]->plan);
+  for (int i = 0; i < sess->num_fn_plans; i++) mf_plan_free(&sess->fn_plans[i]->plan);
+  for (int i = 0; i < sess->num_fn_states; i++) mf_free(sess->fn_states[i]);
+  mf_free(sess->plans);
+  mf_free(sess->fn_plans);
+  mf_free(sess->fn_states);
+  mf_free(sess->var_feeds);
+  mf_free(sess->log);
+  mf_free(sess->log_taken);
+  mf_graph_release(sess->graph);
+  mf_free(sess);
+}
+
+int mf_session_num_plans(const mf_session *sess) { return sess->num_plans; }
+mf_graph *mf_session_graph(const mf_session *sess) { return sess->graph; }
+
+mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
+  mf_worker_drain(sess->worker);  /* its async runs count too */
+  mf_graph_states *st = op->graph == sess->graph ? &sess->states : NULL;
+  for (int i = 0; !st && i < sess->num_fn_states; i++)
+    if (sess->fn_states[i]->graph == op->graph) st = sess->fn_states[i];
+  return st && op->id < st->num ? &st->slots[op->id] : NULL;
+}
+uint64_t mf_session_num_allocations(const mf_session *sess) {
+  mf_worker_drain(sess->worker);
+  return sess->num_allocations;
+}
+
+/* ---------- the plan cache ---------- */
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+static uint64_t signature_hash(const mf_output *feeds, int nfeeds, const mf_output *fetches,
+                               int nfetches, mf_op *const *targets, int ntargets) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < nfeeds; i++) h = mix(mix(h, (uintptr_t)feeds[i].op), (uint64_t)feeds[i].index);
+  h = mix(h, 0x9e3779b9);
+  for (int i = 0; i < nfetches; i++) h = mix(mix(h, (uintptr_t)fetches[i].op), (uint64_t)fetches[i].index);
+  h = mix(h, 0x85ebca6b);
+  for (int i = 0; i < ntargets; i++) h = mix(h, (uintptr_t)targets[i]);
+  return h;
+}
+
+static bool same_ports(const mf_output *a, const mf_output *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (a[i].op != b[i].op || a[i].index != b[i].index) return false;
+  return true;
+}
+
+static mf_code check_port(mf_graph *g, const char *what, mf_output o, mf_status *s) {
+  if (!o.op) return mf_status_set(s, MF_INVALID_ARGUMENT, "a %s is NULL", what);
+  if (o.op->graph != g)
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "Tensor %s:%d (a %s) is not an element of this session's graph", o.op->name,
+                         o.index, what);
+  if (o.index < 0 || o.index >= o.op->num_outputs)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "op '%s' has no output %d", o.op->name, o.index);
+  return MF_OK;
+}
+
+/* Appends c to a session's plan list (plans or fn_plans); false when out of memory. */
+static bool plans_push(mf_callable ***plans, int *n, int *cap, mf_callable *c) {
+  if (*n == *cap) {
+    int cap2 = *cap ? *cap * 2 : 8;
+    mf_callable **grown = mf_realloc(*plans, (size_t)cap2 * sizeof *grown);
+    if (!grown) return false;
+    *plans = grown;
+    *cap = cap2;
+  }
+  (*plans)[(*n)++] = c;
+  return true;
+}
+
+/* The cached plan of this signature over states->graph among plans[0..n), or NULL. */
+static mf_callable *plans_find(mf_callable **plans, int n, const mf_graph_states *states, uint64_t h,
+                               const mf_output *feeds, int nfeeds, const mf_output *fetches,
+                               int nfetches, mf_op *const *targets, int ntargets) {
+  for (int i = 0; i < n; i++) {
+    mf_plan *p = &plans[i]->plan;
+    if (p->hash == h && p->states == states && p->nfeeds == nfeeds && p->nfetches == nfetches &&
+        p->ntargets == ntargets && same_ports(p->feeds, feeds, nfeeds) &&
+        same_ports(p->fetches, fetches, nfetches) &&
+        (ntargets == 0 || memcmp(p->targets, targets, (size_t)ntargets * sizeof *targets) == 0))
+      return plans[i];
+  }
+  return NULL;
+}
+
+/* A new plan over states->graph, added to the session's function plans when
+ * that graph is a function, else to its plans. */
+static mf_callable *plan_new(mf_session *sess, mf_graph_states *states, uint64_t hash,
+                             const mf_output *feeds, int nfeeds, const mf_output *fetches,
+                             int nfetches, mf_op *const *targets, int ntargets, mf_status *s) {
+  mf_graph *g = states->graph;
+  for (int i = 0; i < nfeeds; i++) {
+    if (check_port(g, "feed", feeds[i], s)) return NULL;
+    for (int j = 0; j < i; j++)
+      if (feeds[j].op == feeds[i].op && feeds[j].index == feeds[i].index) {
+        mf_status_set(s, MF_INVALID_ARGUMENT, "%s:%d is fed twice", feeds[i].op->name, feeds[i].index);
+        return NULL;
+      }
+  }
+  for (int i = 0; i < nfetches; i++)
+    if (check_port(g, "fetch", fetches[i], s)) return NULL;
+  for (int i = 0; i < ntargets; i++)
+    if (!targets[i] || targets[i]->graph != g) {
+      mf_status_set(s, MF_INVALID_ARGUMENT, "a target op is not an element of this session's graph");
+      return NULL;
+    }
+  mf_callable *c = mf_calloc(1, sizeof *c);
+  mf_plan *p = c ? &c->plan : NULL;
+  if (!c || !PLAN_ALLOC(p->feeds, nfeeds) || !PLAN_ALLOC(p->fetches, nfetches) ||
+      !PLAN_ALLOC(p->targets, ntargets)) {
+    if (c) mf_plan_free(p);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building a plan");
+    return NULL;
+  }
+  p->sess = sess;
+  p->graph = g;
+  p->states = states;
+  p->hash = hash;
+  if (nfeeds) memcpy(p->feeds, feeds, (size_t)nfeeds * sizeof *feeds);
+  if (nfetches) memcpy(p->fetches, fetches, (size_t)nfetches * sizeof *fetches);
+  if (ntargets) memcpy(p->targets, targets, (size_t)ntargets * sizeof *targets);
+  p->nfeeds = nfeeds;
+  p->nfetches = nfetches;
+  p->ntargets = ntargets;
+  if (mf_plan_build(p, s)) {
+    mf_plan_free(p);
+    return NULL;
+  }
+  bool pushed = states == &sess->states
+                    ? plans_push(&sess->plans, &sess->num_plans, &sess->cap_plans, c)
+                    : plans_push(&sess->fn_plans, &sess->num_fn_plans, &sess->cap_fn_plans, c);
+  if (!pushed) {
+    mf_plan_free(p);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory caching a plan");
+    return NULL;
+  }
+  return c;
+}
+
+mf_code mf_session_closed_error(mf_status *s) {
+  return mf_status_set(s, MF_FAILED_PRECONDITION,
+                       "Attempted to use a closed Session: create a new tf.Session to run again");
+}
+
+mf_callable *mf_session_plan(mf_session *sess, mf_graph_states *states, const mf_output *feeds, int nfeeds,
+                             const mf_output *fetches, int nfetches, mf_op *const *targets, int ntargets,
+                             mf_status *s) {
+  bool fn = states != &sess->states;
+  uint64_t h = signature_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
+  mf_callable *c = plans_find(fn ? sess->fn_plans : sess->plans, fn ? sess->num_fn_plans : sess->num_plans,
+                              states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets);
+  return c ? c : plan_new(sess, states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+}
+
+mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, int nfeeds,
+                                      const mf_output *fetches, int nfetches,
+                                      mf_op *const *targets, int ntargets, mf_status *s) {
+  mf_status_clear(s);
+  mf_worker_drain(sess->worker);
+  if (sess->closed) {
+    mf_session_closed_error(s);
+    return NULL;
+  }
+  return mf_session_plan(sess, &sess->states, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+}

@@ -1,0 +1,660 @@
+/* graph.c — graphs, name scopes, op construction and inspection. */
+#include "graph/graph.h"
+#include "core/status.h"
+#include "core/memory.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/shape.h"
+#include "core/strmap.h"
+#include "graph/attrs.h"
+#include "graph/op_def.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct mf_op_desc {
+  mf_graph *graph;
+  char *type;
+  char *name;
+  char *origin;
+  char *device;
+  mf_output *inputs;
+  int num_inputs, cap_inputs;
+  mf_op **control;
+  int num_control, cap_control;
+  mf_attrs attrs;
+  int cap_attrs;
+  bool oom;
+};
+
+/* ---------- errors about ops ---------- */
+
+void mf_status_append_origin(mf_status *s, const mf_op *op) {
+  if (op && op->origin && op->origin[0] && !strstr(s->msg, op->origin))
+    mf_status_append(s, " (op '%s' created at %s)", op->name, op->origin);
+}
+
+/* ---------- graphs ---------- */
+
+mf_graph *mf_graph_new(void) {
+  mf_graph *g = mf_calloc(1, sizeof *g);
+  if (!g) return NULL;
+  atomic_init(&g->refcount, 1);
+  g->names = mf_strmap_new();
+  g->name_counts = mf_strmap_new();
+  g->seed = -1;
+  if (!g->names || !g->name_counts) { mf_graph_release(g); return NULL; }
+  return g;
+}
+
+mf_graph *mf_graph_retain(mf_graph *g) {
+  atomic_fetch_add(&g->refcount, 1);
+  return g;
+}
+
+static void attr_clear_value(mf_attr *at) {
+  if (at->kind == MF_ATTR_INTS) mf_free(at->v.ints.v);
+  else if (at->kind == MF_ATTR_STRING) mf_free(at->v.s);
+  else if (at->kind == MF_ATTR_TENSOR) mf_tensor_release(at->v.tensor);
+  else if (at->kind == MF_ATTR_GRAPH) mf_graph_release(at->v.graph);
+  memset(&at->v, 0, sizeof at->v);
+}
+
+static void attrs_free(mf_attrs *a) {
+  for (int i = 0; i < a->n; i++) {
+    attr_clear_value(&a->items[i]);
+    mf_free(a->items[i].name);
+  }
+  mf_free(a->items);
+}
+
+static void op_free(mf_op *op) {
+  mf_free(op->name);
+  mf_free(op->origin);
+  mf_free(op->device);
+  attrs_free(&op->attrs);
+  mf_free(op->inputs);
+  mf_free(op->control_inputs);
+  mf_free(op->out_dtypes);
+  mf_free(op->out_shapes);
+  mf_free(op->ref_mask);
+  mf_free(op);
+}
+
+void mf_graph_release(mf_graph *g) {
+  if (!g || atomic_fetch_sub(&g->refcount, 1) != 1) return;
+  for (int i = 0; i < g->num_ops; i++) op_free(g->ops[i]);
+  mf_free(g->ops);
+  mf_strmap_free(g->names);
+  mf_strmap_free(g->name_counts);
+  for (int i = 0; i < g->num_scopes; i++) mf_free(g->scopes[i]);
+  mf_free(g->scopes);
+  mf_free(g);
+}
+
+int mf_graph_num_ops(const mf_graph *g) { return g->num_ops; }
+mf_op *mf_graph_op(const mf_graph *g, int i) { return i >= 0 && i < g->num_ops ? g->ops[i] : NULL; }
+
+mf_op *mf_graph_op_by_name(const mf_graph *g, const char *name) {
+  void **slot = mf_strmap_slot(g->names, name, false);
+  return slot ? *slot : NULL;
+}
+
+void mf_graph_finalize(mf_graph *g) { g->finalized = true; }
+bool mf_graph_finalized(const mf_graph *g) { return g->finalized; }
+void mf_graph_set_seed(mf_graph *g, int64_t seed) { g->seed = seed; }
+int64_t mf_graph_seed(const mf_graph *g) { return g->seed; }
+
+const char *mf_graph_name_scope(const mf_graph *g) {
+  return g->num_scopes ? g->scopes[g->num_scopes - 1] : "";
+}
+
+static bool name_in_use(mf_graph *g, const char *name) {
+  return mf_strmap_slot(g->names, name, false) || mf_strmap_slot(g->name_counts, name, false);
+}
+
+/* TensorFlow's unique_name: "x", then "x_1", "x_2", skipping names taken.
+ * Writes into buf; returns false when out of memory. */
+static bool unique_name(mf_graph *g, const char *base, char *buf, size_t n, bool reserve) {
+  void **count = mf_strmap_slot(g->name_counts, base, false);
+  intptr_t i = count ? (intptr_t)*count : 0;
+  snprintf(buf, n, "%s", base);
+  if (i > 0 || mf_strmap_slot(g->names, base, false)) {
+    if (i == 0) i = 1;
+    do snprintf(buf, n, "%s_%ld", base, (long)i++);
+    while (name_in_use(g, buf));
+  } else {
+    i = 1;
+  }
+  if (!reserve) return true;
+  void **c = mf_strmap_slot(g->name_counts, base, true);
+  if (!c) return false;
+  *c = (void *)i;
+  if (strcmp(buf, base) != 0) {
+    void **taken = mf_strmap_slot(g->name_counts, buf, true);
+    if (!taken) return false;
+    if (!*taken) *taken = (void *)(intptr_t)1;
+  }
+  return true;
+}
+
+const char *mf_graph_push_name_scope(mf_graph *g, const char *name, mf_status *s) {
+  char buf[1024];
+  if (!name || !name[0]) buf[0] = '\0';
+  else if (name[strlen(name) - 1] == '/') snprintf(buf, sizeof buf, "%s", name);
+  else {
+    char base[1024];
+    snprintf(base, sizeof base, "%s%s", mf_graph_name_scope(g), name);
+    if (!unique_name(g, base, buf, sizeof buf - 1, true)) goto oom;
+    strcat(buf, "/");
+  }
+  if (g->num_scopes == g->cap_scopes) {
+    int cap = g->cap_scopes ? g->cap_scopes * 2 : 8;
+    char **scopes = mf_realloc(g->scopes, (size_t)cap * sizeof *scopes);
+    if (!scopes) goto oom;
+    g->scopes = scopes;
+    g->cap_scopes = cap;
+  }
+  char *copy = mf_strdup(buf);
+  if (!copy) goto oom;
+  g->scopes[g->num_scopes++] = copy;
+  return copy;
+oom:
+  mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory entering name scope");
+  return NULL;
+}
+
+void mf_graph_pop_name_scope(mf_graph *g) {
+  if (g->num_scopes > 0) mf_free(g->scopes[--g->num_scopes]);
+}
+
+/* ---------- attributes ---------- */
+
+const mf_attr *mf_attrs_find(const mf_attrs *a, const char *name, mf_attr_kind kind) {
+  for (int i = 0; i < a->n; i++)
+    if (a->items[i].kind == kind && strcmp(a->items[i].name, name) == 0) return &a->items[i];
+  return NULL;
+}
+
+int64_t mf_attr_int(const mf_attrs *a, const char *name, int64_t dflt) {
+  const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_INT);
+  return at ? at->v.i : dflt;
+}
+double mf_attr_float(const mf_attrs *a, const char *name, double dflt) {
+  const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_FLOAT);
+  return at ? at->v.f : dflt;
+}
+bool mf_attr_bool(const mf_attrs *a, const char *name, bool dflt) {
+  const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_BOOL);
+  return at ? at->v.b : dflt;
+}
+mf_dtype mf_attr_type(const mf_attrs *a, const char *name, mf_dtype dflt) {
+  const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_TYPE);
+  return at ? at->v.type : dflt;
+}
+int mf_attr_ints(const mf_attrs *a, const char *name, const int64_t **out) {
+  const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_INTS);
+  if (!at) return -1;
+  *out = at->v.ints.v;
+  return at->v.ints.n;
+}
+
+/* ---------- op descriptions ---------- */
+
+mf_op_desc *mf_op_desc_new(mf_graph *g, const char *type, const char *name) {
+  mf_op_desc *d = mf_calloc(1, sizeof *d);
+  if (!d) return NULL;
+  d->graph = g;
+  d->type = mf_strdup(type);
+  d->name = name ? mf_strdup(name) : NULL;
+  d->oom = !d->type || (name && !d->name);
+  return d;
+}
+
+static bool grow_array(void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap) return true;
+  int cap2 = *cap ? *cap * 2 : 4;
+  while (cap2 < need) cap2 *= 2;
+  void *p = mf_realloc(*arr, (size_t)cap2 * elem);
+  if (!p) return false;
+  *arr = p;
+  *cap = cap2;
+  return true;
+}
+
+void mf_op_desc_add_input(mf_op_desc *d, mf_output in) {
+  if (!grow_array((void **)&d->inputs, &d->cap_inputs, d->num_inputs + 1, sizeof in)) {
+    d->oom = true;
+    return;
+  }
+  d->inputs[d->num_inputs++] = in;
+}
+
+void mf_op_desc_add_control_input(mf_op_desc *d, mf_op *op) {
+  if (!grow_array((void **)&d->control, &d->cap_control, d->num_control + 1, sizeof op)) {
+    d->oom = true;
+    return;
+  }
+  d->control[d->num_control++] = op;
+}
+
+/* Returns a fresh attribute slot named `name`, replacing an earlier one. */
+static mf_attr *new_attr(mf_op_desc *d, const char *name, mf_attr_kind kind) {
+  for (int i = 0; i < d->attrs.n; i++) {
+    mf_attr *at = &d->attrs.items[i];
+    if (strcmp(at->name, name) == 0) {
+      attr_clear_value(at);
+      at->kind = kind;
+      return at;
+    }
+  }
+  if (!grow_array((void **)&d->attrs.items, &d->cap_attrs, d->attrs.n + 1, sizeof(mf_attr))) {
+    d->oom = true;
+    return NULL;
+  }
+  mf_attr *at = &d->attrs.items[d->attrs.n];
+  memset(at, 0, sizeof *at);
+  at->name = mf_strdup(name);
+  if (!at->name) { d->oom = true; return NULL; }
+  at->kind = kind;
+  d->attrs.n++;
+  return at;
+}
+
+void mf_op_desc_set_attr_int(mf_op_desc *d, const char *name, int64_t v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_INT);
+  if (at) at->v.i = v;
+}
+void mf_op_desc_set_attr_float(mf_op_desc *d, const char *name, double v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_FLOAT);
+  if (at) at->v.f = v;
+}
+void mf_op_desc_set_attr_bool(mf_op_desc *d, const char *name, bool v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_BOOL);
+  if (at) at->v.b = v;
+}
+void mf_op_desc_set_attr_type(mf_op_desc *d, const char *name, mf_dtype v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_TYPE);
+  if (at) at->v.type = v;
+}
+void mf_op_desc_set_attr_ints(mf_op_desc *d, const char *name, const int64_t *v, int n) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_INTS);
+  if (!at) return;
+  at->v.ints.v = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  if (!at->v.ints.v) { d->oom = true; return; }
+  if (n > 0) memcpy(at->v.ints.v, v, (size_t)n * sizeof *v);
+  at->v.ints.n = n;
+}
+void mf_op_desc_set_attr_shape(mf_op_desc *d, const char *name, const int64_t *dims, int rank) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_SHAPE);
+  if (!at) return;
+  if (rank > MF_MAX_RANK) rank = MF_MAX_RANK + 1;  /* rejected by finish */
+  at->v.shape.rank = rank;
+  for (int i = 0; i < rank && i < MF_MAX_RANK; i++) at->v.shape.dims[i] = dims[i];
+}
+void mf_op_desc_set_attr_string(mf_op_desc *d, const char *name, const char *v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_STRING);
+  if (!at) return;
+  at->v.s = mf_strdup(v);
+  if (!at->v.s) d->oom = true;
+}
+void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
+  if (at) at->v.tensor = mf_tensor_retain(v);
+}
+void mf_op_desc_set_attr_graph(mf_op_desc *d, const char *name, mf_graph *v) {
+  mf_attr *at = new_attr(d, name, MF_ATTR_GRAPH);
+  if (at) at->v.graph = mf_graph_retain(v);
+}
+static void set_string(mf_op_desc *d, char **field, const char *v) {
+  mf_free(*field);
+  *field = v ? mf_strdup(v) : NULL;
+  if (v && !*field) d->oom = true;
+}
+void mf_op_desc_set_origin(mf_op_desc *d, const char *where) { set_string(d, &d->origin, where); }
+void mf_op_desc_set_device(mf_op_desc *d, const char *device) { set_string(d, &d->device, device); }
+
+void mf_op_desc_discard(mf_op_desc *d) {
+  mf_free(d->type);
+  mf_free(d->name);
+  mf_free(d->origin);
+  mf_free(d->device);
+  mf_free(d->inputs);
+  mf_free(d->control);
+  attrs_free(&d->attrs);
+  mf_free(d);
+}
+
+mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n) {
+  if (n < 0) return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: negative number of outputs", ic->op_name);
+  if (n > MF_MAX_OUTPUTS_INLINE) {
+    /* The caller gave inline room; grow onto the heap it tracks through these pointers. */
+    mf_dtype *dt = mf_calloc((size_t)n, sizeof *dt);
+    mf_shape *sh = mf_calloc((size_t)n, sizeof *sh);
+    if (!dt || !sh) {
+      mf_free(dt);
+      mf_free(sh);
+      return mf_status_set(ic->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ic->op_name);
+    }
+    if (ic->num_outputs > MF_MAX_OUTPUTS_INLINE) {
+      mf_free(ic->out_dtypes);
+      mf_free(ic->out_shapes);
+    }
+    ic->out_dtypes = dt;
+    ic->out_shapes = sh;
+  }
+  ic->num_outputs = n;
+  return MF_OK;
+}
+
+/* Builds the error suffix naming where the failing op was written. */
+static mf_code desc_error(mf_op_desc *d, mf_status *s) {
+  if (d->origin && d->origin[0] && !strstr(s->msg, d->origin)) mf_status_append(s, " (at %s)", d->origin);
+  return s->code;
+}
+
+static mf_code check_inputs(mf_op_desc *d, const mf_op_def *def, const char *name, mf_status *s) {
+  for (int i = 0; i < d->num_inputs; i++) {
+    mf_output in = d->inputs[i];
+    if (!in.op) return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: input %d is missing", name, i);
+    if (in.op->graph != d->graph)
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "%s: Tensor(\"%s:%d\") must be from the same graph as the op it feeds; "
+                           "build every op of a computation in one graph",
+                           name, in.op->name, in.index);
+    if (in.index < 0 || in.index >= in.op->num_outputs)
+      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: op '%s' has no output %d", name,
+                           in.op->name, in.index);
+  }
+  for (int i = 0; i < d->num_control; i++)
+    if (!d->control[i] || d->control[i]->graph != d->graph)
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "%s: a control input must be an op of the same graph", name);
+  bool variadic = def->flags & MF_OP_VARIADIC_INPUTS;
+  if (variadic ? d->num_inputs < def->num_inputs : d->num_inputs != def->num_inputs)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: op %s takes %s%d input%s, got %d", name,
+                         def->name, variadic ? "at least " : "", def->num_inputs,
+                         def->num_inputs == 1 ? "" : "s", d->num_inputs);
+  for (int i = 0; i < d->attrs.n; i++)
+    if (d->attrs.items[i].kind == MF_ATTR_SHAPE && d->attrs.items[i].v.shape.rank > MF_MAX_RANK)
+      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: shapes have at most %d dimensions", name, MF_MAX_RANK);
+  return MF_OK;
+}
+
+/* The value of a port when the graph knows it statically (a constant). */
+static mf_tensor *static_value(mf_output o) {
+  if (!(o.op->def->flags & MF_OP_CONSTANT)) return NULL;
+  const mf_attr *at = mf_attrs_find(&o.op->attrs, "value", MF_ATTR_TENSOR);
+  return at ? at->v.tensor : NULL;
+}
+
+enum { MAX_VALUE_DEPTH = 8 };
+
+int64_t mf_port_scalar_value(mf_output o, int depth) {
+  mf_tensor *v = static_value(o);
+  if (v) return v->rank == 0 && mf_dtype_is_integer(v->dtype) ? mf_load_int64(v->data, v->dtype, 0) : -1;
+  const mf_build_value *bv = &o.op->def->build_value;
+  return depth <= MAX_VALUE_DEPTH && bv->scalar ? bv->scalar(o.op, o.index, depth + 1) : -1;
+}
+
+mf_shape mf_port_shape_value(mf_output o, int depth) {
+  const mf_op *op = o.op;
+  const mf_shape *vec = &op->out_shapes[o.index];
+  mf_shape out = mf_shape_unknown();
+  if (vec->rank == 1 && vec->dims[0] >= 0 && vec->dims[0] <= MF_MAX_RANK) {
+    out.rank = (int)vec->dims[0];
+    for (int i = 0; i < out.rank; i++) out.dims[i] = -1;
+  }
+  mf_tensor *v = static_value(o);
+  if (v && v->rank == 1 && v->size <= MF_MAX_RANK && mf_dtype_is_integer(v->dtype)) {
+    for (int i = 0; i < out.rank; i++) {
+      int64_t d = mf_load_int64(v->data, v->dtype, i);
+      out.dims[i] = d < 0 ? -1 : d;
+    }
+    return out;
+  }
+  const mf_build_value *bv = &op->def->build_value;
+  /* Only a vector of known length is read as a shape. */
+  if (v || out.rank < 0 || depth > MAX_VALUE_DEPTH || !bv->shape) return out;
+  mf_shape known = bv->shape(op, o.index, depth + 1);
+  return known.rank == out.rank ? known : out;
+}
+
+bool mf_port_value_read_at_build(mf_output o) {
+  if (static_value(o) || mf_port_scalar_value(o, 0) >= 0) return true;
+  mf_shape v = mf_port_shape_value(o, 0);
+  for (int i = 0; i < v.rank; i++)
+    if (v.dims[i] >= 0) return true;
+  return false;
+}
+
+mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
+  const mf_tensor *v = ic->in_values[i];
+  if (v && v->rank == 1 && v->size <= MF_MAX_RANK) {
+    mf_shape out = {.rank = (int)v->size};
+    for (int k = 0; k < out.rank; k++) out.dims[k] = mf_load_int64(v->data, v->dtype, k);
+    return out;
+  }
+  if (ic->in_ports) return mf_port_shape_value(ic->in_ports[i], 0);
+  return mf_shape_unknown();
+}
+
+mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
+  mf_graph *g = d->graph;
+  mf_op *op = NULL;
+  char name[1024];
+  mf_status_clear(s);
+  if (d->oom) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op"); goto fail; }
+  const char *base = d->name ? d->name : d->type;
+  if (g->finalized) {
+    mf_status_set(s, MF_FAILED_PRECONDITION,
+                  "Graph is finalized and cannot be modified (creating %s op '%s')", d->type, base);
+    goto fail;
+  }
+  const mf_op_def *def = mf_registry_lookup(d->type);
+  if (!def) {
+    mf_status_set(s, MF_NOT_FOUND, "Op type not registered '%s'", d->type);
+    goto fail;
+  }
+  char scoped[1024];
+  snprintf(scoped, sizeof scoped, "%s%s", mf_graph_name_scope(g), base);
+  if (!unique_name(g, scoped, name, sizeof name, false)) goto oom;
+  if (check_inputs(d, def, name, s)) goto fail;
+
+  int n_in = d->num_inputs;
+  mf_dtype in_dtypes_inline[8];
+  mf_shape in_shapes_inline[8];
+  mf_tensor *in_values_inline[8];
+  mf_dtype *in_dtypes = n_in <= 8 ? in_dtypes_inline : mf_malloc((size_t)n_in * sizeof *in_dtypes);
+  mf_shape *in_shapes = n_in <= 8 ? in_shapes_inline : mf_malloc((size_t)n_in * sizeof *in_shapes);
+  mf_tensor **in_values = n_in <= 8 ? in_values_inline : mf_malloc((size_t)n_in * sizeof *in_values);
+  mf_dtype out_dtypes_inline[MF_MAX_OUTPUTS_INLINE];
+  mf_shape out_shapes_inline[MF_MAX_OUTPUTS_INLINE];
+  mf_infer_ctx ic = {
+      .op_name = name, .def = def, .attrs = &d->attrs, .num_inputs = n_in,
+      .in_dtypes = in_dtypes, .in_shapes = in_shapes, .in_values = in_values,
+      .in_ports = d->inputs, .num_outputs = def->num_outputs > 0 ? def->num_outputs : 0,
+      .out_dtypes = out_dtypes_inline, .out_shapes = out_shapes_inline, .status = s};
+  if (!in_dtypes || !in_shapes || !in_values) {
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    for (int i = 0; i < n_in; i++) {
+      mf_output in = d->inputs[i];
+      in_dtypes[i] = in.op->out_dtypes[in.index];
+      in_shapes[i] = in.op->out_shapes[in.index];
+      in_values[i] = static_value(in);
+    }
+    for (int i = 0; i < MF_MAX_OUTPUTS_INLINE; i++) out_shapes_inline[i] = mf_shape_unknown();
+    def->infer(&ic);
+  }
+  if (mf_ok(s)) {
+    op = mf_calloc(1, sizeof *op);
+    if (op) {
+      op->num_outputs = ic.num_outputs;
+      op->out_dtypes = mf_malloc((size_t)(ic.num_outputs ? ic.num_outputs : 1) * sizeof(mf_dtype));
+      op->out_shapes = mf_malloc((size_t)(ic.num_outputs ? ic.num_outputs : 1) * sizeof(mf_shape));
+    }
+    if (!op || !op->out_dtypes || !op->out_shapes) {
+      mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+    } else {
+      memcpy(op->out_dtypes, ic.out_dtypes, (size_t)ic.num_outputs * sizeof(mf_dtype));
+      memcpy(op->out_shapes, ic.out_shapes, (size_t)ic.num_outputs * sizeof(mf_shape));
+    }
+  }
+  if (ic.num_outputs > MF_MAX_OUTPUTS_INLINE) {
+    mf_free(ic.out_dtypes);
+    mf_free(ic.out_shapes);
+  }
+  if (n_in > 8) {
+    mf_free(in_dtypes);
+    mf_free(in_shapes);
+    mf_free(in_values);
+  }
+  if (!mf_ok(s)) goto fail;
+
+  if (!grow_array((void **)&g->ops, &g->cap_ops, g->num_ops + 1, sizeof *g->ops)) goto oom;
+  op->graph = g;
+  op->def = def;
+  op->name = mf_strdup(name);
+  op->origin = mf_strdup(d->origin ? d->origin : "");
+  op->device = mf_strdup(d->device ? d->device : "");
+  if (!op->name || !op->origin || !op->device) goto oom;
+  op->attrs = d->attrs;
+  d->attrs.items = NULL;
+  d->attrs.n = 0;
+  op->num_inputs = d->num_inputs;
+  op->inputs = d->inputs;
+  d->inputs = NULL;
+  op->num_control = d->num_control;
+  op->control_inputs = d->control;
+  d->control = NULL;
+  op->outputs_fully_defined = true;
+  for (int i = 0; i < op->num_outputs; i++)
+    if (!mf_shape_fully_defined(&op->out_shapes[i])) op->outputs_fully_defined = false;
+  const int64_t *refs;
+  int nrefs = mf_attr_ints(&op->attrs, "_ref_inputs", &refs);
+  if (nrefs > 0) {
+    op->ref_mask = mf_calloc((size_t)op->num_inputs, sizeof *op->ref_mask);
+    if (!op->ref_mask) goto oom;
+    for (int i = 0; i < nrefs; i++) {
+      if (refs[i] < 0 || refs[i] >= op->num_inputs) {
+        mf_status_set(s, MF_INVALID_ARGUMENT, "%s: _ref_inputs names input %lld of %d", name,
+                      (long long)refs[i], op->num_inputs);
+        goto fail;
+      }
+      op->ref_mask[refs[i]] = true;
+    }
+  }
+  if (!unique_name(g, scoped, name, sizeof name, true)) goto oom;
+  void **slot = mf_strmap_slot(g->names, name, true);
+  if (!slot) goto oom;
+  *slot = op;
+  op->id = g->num_ops;
+  g->ops[g->num_ops++] = op;
+  mf_op_desc_discard(d);
+  return op;
+oom:
+  mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op");
+fail:
+  desc_error(d, s);
+  if (op) op_free(op);
+  mf_op_desc_discard(d);
+  return NULL;
+}
+
+/* ---------- inspecting ops ---------- */
+
+const char *mf_op_name(const mf_op *op) { return op->name; }
+const char *mf_op_type(const mf_op *op) { return op->def->name; }
+const char *mf_op_origin(const mf_op *op) { return op->origin; }
+const char *mf_op_device(const mf_op *op) { return op->device; }
+mf_graph *mf_op_graph(const mf_op *op) { return op->graph; }
+int mf_op_id(const mf_op *op) { return op->id; }
+int mf_op_num_inputs(const mf_op *op) { return op->num_inputs; }
+mf_output mf_op_input(const mf_op *op, int i) { return op->inputs[i]; }
+int mf_op_num_control_inputs(const mf_op *op) { return op->num_control; }
+mf_op *mf_op_control_input(const mf_op *op, int i) { return op->control_inputs[i]; }
+int mf_op_num_outputs(const mf_op *op) { return op->num_outputs; }
+mf_dtype mf_op_output_dtype(const mf_op *op, int i) { return op->out_dtypes[i]; }
+void mf_op_output_shape(const mf_op *op, int i, mf_shape *out) { *out = op->out_shapes[i]; }
+
+mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_status *s) {
+  mf_shape *cur = &op->out_shapes[i];
+  if (shape->rank > MF_MAX_RANK)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "shapes have at most %d dimensions", MF_MAX_RANK);
+  if (!mf_shape_compatible(cur, shape)) {
+    char a[128], b[128];
+    mf_status_set(s, MF_INVALID_ARGUMENT, "Shapes %s and %s are incompatible (set_shape on '%s:%d')",
+                  mf_shape_str_tf(cur, a, sizeof a), mf_shape_str_tf(shape, b, sizeof b), op->name, i);
+    mf_status_append_origin(s, op);
+    return s->code;
+  }
+  if (shape->rank < 0) return MF_OK;
+  mf_shape merged = *shape;
+  for (int k = 0; cur->rank >= 0 && k < cur->rank; k++)
+    if (merged.dims[k] < 0) merged.dims[k] = cur->dims[k];
+  /* outputs_fully_defined stays as inference left it: a promised shape is no
+   * reason to skip run-time inference of this op. */
+  *cur = merged;
+  return MF_OK;
+}
+
+mf_code mf_op_set_attr_ints(mf_op *op, const char *name, const int64_t *v, int n, mf_status *s) {
+  int64_t *copy = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+  if (!copy) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting attribute %s", name);
+  if (n > 0) memcpy(copy, v, (size_t)n * sizeof *v);
+  mf_attr *at = NULL;
+  for (int i = 0; i < op->attrs.n && !at; i++)
+    if (strcmp(op->attrs.items[i].name, name) == 0) at = &op->attrs.items[i];
+  if (!at) {
+    mf_attr *items = mf_realloc(op->attrs.items, (size_t)(op->attrs.n + 1) * sizeof *items);
+    char *dup = mf_strdup(name);
+    if (items) op->attrs.items = items;
+    if (!items || !dup) {
+      mf_free(copy);
+      mf_free(dup);
+      return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting attribute %s", name);
+    }
+    at = &op->attrs.items[op->attrs.n++];
+    memset(at, 0, sizeof *at);
+    at->name = dup;
+  } else {
+    attr_clear_value(at);
+  }
+  at->kind = MF_ATTR_INTS;
+  at->v.ints.v = copy;
+  at->v.ints.n = n;
+  return MF_OK;
+}
+
+bool mf_op_attr_int(const mf_op *op, const char *name, int64_t *out) {
+  const mf_attr *at = mf_attrs_find(&op->attrs, name, MF_ATTR_INT);
+  if (at) *out = at->v.i;
+  return at != NULL;
+}
+bool mf_op_attr_float(const mf_op *op, const char *name, double *out) {
+  const mf_attr *at = mf_attrs_find(&op->attrs, name, MF_ATTR_FLOAT);
+  if (at) *out = at->v.f;
+  return at != NULL;
+}
+bool mf_op_attr_bool(const mf_op *op, const char *name, bool *out) {
+  const mf_attr *at = mf_attrs_find(&op->attrs, name, MF_ATTR_BOOL);
+  if (at) *out = at->v.b;
+  return at != NULL;
+}
+bool mf_op_attr_type(const mf_op *op, const char *name, mf_dtype *out) {
+  const mf_attr *at = mf_attrs_find(&op->attrs, name, MF_ATTR_TYPE);
+  if (at) *out = at->v.type;
+  return at != NULL;
+}
+int mf_op_attr_ints(const mf_op *op, const char *name, const int64_t **out) {
+  return mf_attr_ints(&op->attrs, name, out);
+}
+const char *mf_op_attr_string(const mf_op *op, const char *name) {
+  const mf_attr *at = mf_attrs_find(&op->attrs, name, MF_ATTR_STRING);
+  return at ? at->v.s : NULL;
+}
+mf_tensor *mf_op_attr_tensor(const mf_op *op, const char *name) {
+  const mf_attr *at = mf_attrs_find(&op->attrs, name, MF_ATTR_TENSOR);
+  return at ? at->v.tensor : NULL;
+}

@@ -1,0 +1,137 @@
+/* op_def.h — what one op registration is: shape inference, kernels per
+ * device, gradient rule and flags, and the contexts each of them gets
+ * (registry.c lists the registrations). */
+#ifndef MF_GRAPH_OP_DEF_H
+#define MF_GRAPH_OP_DEF_H
+
+#include "core/base.h"
+#include "graph/attrs.h"
+
+typedef struct mf_op_def mf_op_def;
+
+/* Shape and dtype inference. Runs when the op is built (static shapes, some
+ * dims unknown; in_values holds the values of constant inputs, else NULL) and
+ * again at run time when any static output shape is not fully defined (then
+ * every input shape is concrete and every in_values entry is set). It checks
+ * inputs and attributes and fills out_dtypes/out_shapes. */
+typedef struct mf_infer_ctx {
+  const char *op_name;
+  const mf_op_def *def;
+  const mf_attrs *attrs;
+  int num_inputs;
+  const mf_dtype *in_dtypes;
+  const mf_shape *in_shapes;
+  mf_tensor *const *in_values;
+  const mf_output *in_ports; /* the inputs' producers at build time; NULL at run time */
+  int num_outputs;           /* preset to def->num_outputs; set it for variadic outputs */
+  mf_dtype *out_dtypes;      /* room for MF_MAX_OUTPUTS unless mf_infer_reserve grew it */
+  mf_shape *out_shapes;
+  mf_status *status;
+  bool runtime;              /* true when called by the executor */
+} mf_infer_ctx;
+typedef mf_code (*mf_infer_fn)(mf_infer_ctx *ic);
+/* The value of shape-vector input i as far as the graph tells before running
+ * (TensorFlow's constant_value_as_shape): exact from a value; at build time it
+ * also reads through Shape, Pack of scalars, and Unpack / StridedSlice picking
+ * one dim of those. Unknown dims are -1; rank -1 when the length is unknown. */
+mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i);
+/* Whether build-time inference could read (some of) the value of o: a
+ * constant, or a shape vector it evaluates. A feed replacing such a value
+ * voids what was inferred from it; a Placeholder's or a function argument's
+ * never was. */
+bool mf_port_value_read_at_build(mf_output o);
+enum { MF_MAX_OUTPUTS_INLINE = 8 };
+/* Makes room for n outputs (variadic ops such as Unstack); sets num_outputs. */
+mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);
+
+/* Per-session state of one op (a variable's value, an RNG counter): owned by
+ * the session, freed with `free` when it closes. */
+typedef struct mf_state_slot { void *ptr; void (*free)(void *); } mf_state_slot;
+
+typedef struct mf_kernel_ctx {
+  const mf_op *op;
+  const mf_attrs *attrs;
+  int num_inputs;
+  mf_tensor **inputs;
+  int num_outputs;
+  mf_tensor **outputs;       /* preallocated unless the def sets MF_OP_SETS_OUTPUTS */
+  const mf_shape *out_shapes; /* concrete output shapes from shape inference, also for
+                                 MF_OP_SETS_OUTPUTS kernels (e.g. a reshaping view) */
+  mf_status *status;
+  mf_session *session;
+  mf_state_slot *state;      /* this op's per-session state */
+  struct mf_plan *plan;      /* for mf_kernel_alloc_output */
+  /* Bit k: input k is read by no later op of the run and not fetched. When
+   * its refcount is 1 as well (and no other input is the same value), the
+   * kernel may take its buffer over: write it in place and forward it. */
+  unsigned dying_inputs;
+  const bool *outputs_read;  /* outputs_read[i]: some later op or a fetch reads output i */
+} mf_kernel_ctx;
+typedef mf_code (*mf_kernel_fn)(mf_kernel_ctx *ctx);
+
+/* Gradient rules build graph ops. A rule reads the op and the gradients of its
+ * outputs and sets the gradients of its inputs; it may leave an input's
+ * gradient unset (no gradient flows there). Broadcasting is undone by the
+ * driver: a rule may return a gradient of the output's shape for an input
+ * that was broadcast. Integer inputs are never asked for. */
+typedef struct mf_grad_ctx {
+  mf_graph *graph;
+  const mf_op *op;
+  const mf_output *grads;     /* d/d(output i); .op NULL when output i got none */
+  mf_output *input_grads;     /* set by the rule, one per input */
+  const char *origin;
+  mf_status *status;          /* the first failure sticks; later builder calls do nothing */
+} mf_grad_ctx;
+typedef mf_code (*mf_grad_fn)(mf_grad_ctx *gc);
+
+enum mf_op_flags {
+  MF_OP_STATEFUL = 1 << 0,           /* never pruned as a duplicate, runs once per run */
+  MF_OP_SETS_OUTPUTS = 1 << 1,       /* kernel sets ctx->outputs itself (forwarding, views) */
+  MF_OP_NOT_DIFFERENTIABLE = 1 << 2, /* declared so on purpose: gradients stop here */
+  MF_OP_VARIADIC_INPUTS = 1 << 3,    /* num_inputs is a minimum */
+  MF_OP_FORWARDS_INPUT = 1 << 4,     /* elementwise: output 0 may take over the buffer of an
+                                        input of its shape and dtype that dies at this op */
+  MF_OP_DYNAMIC_OUTPUTS = 1 << 5,    /* only the kernel knows its output shapes (If, While,
+                                        Where): no run-time inference; with SETS_OUTPUTS */
+  MF_OP_CONSTANT = 1 << 6,           /* output 0 is the tensor attr "value", known when built:
+                                        plans hold it in a slot with no step (Const) */
+  MF_OP_VARIABLE = 1 << 7,           /* a variable: its per-session state is its value, which
+                                        ref inputs name and a feed may replace (VariableV2) */
+};
+
+/* Build-time evaluation (TensorFlow's constant_value_as_shape): what output
+ * `index` of op is known to hold before anything runs, read through ops that
+ * compute shape vectors. depth bounds the recursion; the helpers below call
+ * the hooks of the ops they read through. */
+typedef struct mf_build_value {
+  /* Output index read as a shape vector: unknown dims -1; rank -1 when unknown. */
+  mf_shape (*shape)(const mf_op *op, int index, int depth);
+  /* Output index read as an integer scalar (one dim of a shape vector); -1 when unknown. */
+  int64_t (*scalar)(const mf_op *op, int index, int depth);
+} mf_build_value;
+mf_shape mf_port_shape_value(mf_output o, int depth);
+int64_t mf_port_scalar_value(mf_output o, int depth);
+
+struct mf_op_def {
+  const char *name;
+  int num_inputs;
+  int num_outputs;           /* -1: set by infer */
+  unsigned flags;
+  /* Bit k: input k is a reference to its producer's state (the variable an
+   * Assign writes), not a value. The producer does not run for it and the
+   * kernel's inputs[k] is NULL; mf_kernel_ref_state reaches the state, which
+   * holds the variable's value (an mf_tensor*, NULL until initialized). */
+  unsigned ref_inputs;
+  mf_infer_fn infer;
+  mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
+  mf_grad_fn grad;
+  mf_build_value build_value; /* optional: ops that shape vectors are computed with */
+};
+
+const mf_op_def *mf_registry_lookup(const char *name);
+
+/* Each op family file of ops/ exports one table; ops/registry.c lists the tables. */
+typedef struct mf_op_table { const mf_op_def *defs; size_t count; } mf_op_table;
+#define MF_OP_TABLE(ident, arr) const mf_op_table ident = {arr, MF_ARRAY_LEN(arr)}
+
+#endif

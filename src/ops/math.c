@@ -1,0 +1,548 @@
+/* math.c — elementwise math: unary and binary arithmetic, comparisons,
+ * logic, and Cast.
+ *
+ * Every op is one line of MF_UNARY_OPS or MF_BINARY_OPS: its name, the dtypes
+ * it takes, and its element expression. From that line the macros below write
+ * one element loop per dtype, a table of those loops by dtype, and the op's
+ * infer and kernel functions, which hand the table to one shared driver. The
+ * supported dtypes of an op are exactly the entries of its table, so infer
+ * checks dtypes by looking there.
+ *
+ * Binary ops broadcast like NumPy. The driver walks the output in rows along
+ * its last (merged) dimension; each row is a same-shape, tensor-with-scalar or
+ * scalar-with-tensor run, and each of those is a tight loop over restrict
+ * pointers that the compiler vectorizes. Same-shape and scalar operands are one
+ * row covering the whole output. */
+#include "core/status.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/shape.h"
+#include "graph/attrs.h"
+#include "graph/op_def.h"
+#include "graph/graph.h"
+#include "graph/autodiff.h"
+#include "kernels/helpers.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------- dtype lists for the op tables ----------
+ * Y(code, C type, true-division result code, its C type, ...): the extra
+ * arguments pass the op's own columns through. */
+#define MF_T_FLOAT(Y, ...)                             \
+  Y(MF_FLOAT32, float, MF_FLOAT32, float, __VA_ARGS__) \
+  Y(MF_FLOAT64, double, MF_FLOAT64, double, __VA_ARGS__)
+#define MF_T_INT(Y, ...)                                 \
+  Y(MF_INT32, int32_t, MF_FLOAT64, double, __VA_ARGS__) \
+  Y(MF_INT64, int64_t, MF_FLOAT64, double, __VA_ARGS__) \
+  Y(MF_UINT8, uint8_t, MF_FLOAT32, float, __VA_ARGS__)
+#define MF_T_NUM(Y, ...) MF_T_FLOAT(Y, __VA_ARGS__) MF_T_INT(Y, __VA_ARGS__)
+#define MF_T_BOOL(Y, ...) Y(MF_BOOL, bool, MF_BOOL, bool, __VA_ARGS__)
+#define MF_T_ALL(Y, ...) MF_T_NUM(Y, __VA_ARGS__) MF_T_BOOL(Y, __VA_ARGS__)
+
+/* Output dtype of a binary op: the input's (SAME), bool (BOOL), or the
+ * true-division result (REAL: ints become floats). Code and C type. */
+#define MF_OUTC_SAME(code, fcode) code
+#define MF_OUTT_SAME(T, F) T
+#define MF_OUTC_BOOL(code, fcode) MF_BOOL
+#define MF_OUTT_BOOL(T, F) bool
+#define MF_OUTC_REAL(code, fcode) fcode
+#define MF_OUTT_REAL(T, F) F
+
+/* ---------- element helpers ----------
+ * Expressions are written once for every dtype: _Generic picks the float or
+ * the integer form. Integer forms work in int64/uint64 so that they wrap like
+ * TensorFlow instead of overflowing (undefined in C), and so that comparisons
+ * with zero never see an unsigned type. */
+#define MF_REAL_OR_INT(x, real, integer) _Generic((x), float: real, double: real, default: integer)
+/* A <math.h> function for float or double arguments. */
+#define MF_MATH(fn, x) _Generic((x), float: fn##f, default: fn)
+#define MF_WRAP(a, op, b) ((uint64_t)(a) op (uint64_t)(b))
+
+static inline uint64_t mf_abs_int(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
+static inline int64_t mf_sign_int(int64_t x) { return (x > 0) - (x < 0); }
+static inline double mf_sign_real(double x) { return x > 0 ? 1 : x < 0 ? -1 : x; /* keeps NaN and -0 */ }
+static inline bool mf_negative_int(int64_t x) { return x < 0; }
+
+/* Python's //: rounds toward negative infinity. A zero divisor gives 0 (the
+ * kernel reports it); INT64_MIN / -1 wraps instead of trapping. */
+static inline int64_t mf_floordiv_int(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+/* Python's % (TensorFlow's FloorMod): the result takes the divisor's sign. */
+static inline int64_t mf_floormod_int(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}
+static inline double mf_floormod_real(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
+}
+/* Exponentiation by squaring, wrapping; negative exponents give 0 (reported). */
+static inline uint64_t mf_pow_int(int64_t base, int64_t e) {
+  uint64_t r = 1, b = (uint64_t)base;
+  if (e < 0) return 0;
+  for (; e; e >>= 1) {
+    if (e & 1) r *= b;
+    b *= b;
+  }
+  return r;
+}
+/* float -> integer truncates toward zero; NaN gives 0 and out-of-range values
+ * saturate before narrowing, so no conversion is undefined. */
+static inline int64_t mf_real_to_int(double v) {
+  if (v != v) return 0;
+  if (v >= 0x1p63) return INT64_MAX;
+  if (v < -0x1p63) return INT64_MIN;
+  return (int64_t)v;
+}
+/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1, not nan. */
+#define MF_SIGMOID_FN(T, suffix)                        \
+  static inline T mf_sigmoid##suffix(T x) {             \
+    T e = MF_MATH(exp, x)(-MF_MATH(fabs, x)(x));        \
+    return (x >= 0 ? 1 : e) / (1 + e);                  \
+  }
+MF_SIGMOID_FN(double, )
+MF_SIGMOID_FN(float, f)
+
+#define mf_neg(x) MF_REAL_OR_INT(x, -(x), MF_WRAP(0, -, x))
+/* The casts keep gcc from warning about fabs in the arms not taken for integers. */
+#define mf_abs(x) _Generic((x), float: fabsf((float)(x)), double: fabs((double)(x)), default: mf_abs_int(x))
+#define mf_sign(x) MF_REAL_OR_INT(x, mf_sign_real(x), mf_sign_int(x))
+#define mf_add(a, b) MF_REAL_OR_INT(a, (a) + (b), MF_WRAP(a, +, b))
+#define mf_sub(a, b) MF_REAL_OR_INT(a, (a) - (b), MF_WRAP(a, -, b))
+#define mf_mul(a, b) MF_REAL_OR_INT(a, (a) * (b), MF_WRAP(a, *, b))
+#define mf_floordiv(a, b) MF_REAL_OR_INT(a, MF_MATH(floor, a)((a) / (b)), mf_floordiv_int(a, b))
+#define mf_floormod(a, b) MF_REAL_OR_INT(a, mf_floormod_real(a, b), mf_floormod_int(a, b))
+#define mf_pow(a, b) MF_REAL_OR_INT(a, MF_MATH(pow, a)(a, b), mf_pow_int(a, b))
+#define mf_round(x) MF_REAL_OR_INT(x, MF_MATH(nearbyint, x)(x), x)
+#define mf_int_zero(b) MF_REAL_OR_INT(b, 0, (b) == 0)
+#define mf_int_negative(b) MF_REAL_OR_INT(b, 0, mf_negative_int(b))
+/* Cast: to bool is x != 0; to an integer goes through mf_real_to_int from floats. */
+#define mf_to_int(x) MF_REAL_OR_INT(x, mf_real_to_int(x), x)
+#define mf_convert(D, x) _Generic((D)0, bool: (x) != 0, float: (D)(x), double: (D)(x), default: (D)mf_to_int(x))
+
+/* ---------- the op tables ----------
+ * The grad column is ND for an op declared not differentiable (gradients stop
+ * there), else the op's gradient rule: DX(gradient of x) for a unary op,
+ * DXY(gradient of a, gradient of b) for a binary one. A rule is an expression
+ * that builds graph ops (see "gradient rules" below), so gradients are
+ * differentiable in turn. It reads the op's input x (or a, b), its output y (or
+ * z), the gradient dy (or dz) reaching that output and their dtype t. A binary
+ * rule builds b's gradient first, and a's may reuse it as gb. A gradient of the
+ * broadcast shape is fine: the autodiff driver sums it down to the input's. */
+
+/* X(name, dtypes, grad, expression of the element x). Results keep x's dtype.
+ * nearbyint rounds half to even in the default rounding mode, as TF's Round.
+ * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Sqrt and Rsqrt reuse their output. */
+#define MF_UNARY_OPS(X)                                                                       \
+  X(Neg, MF_T_NUM, DX(NEG(dy)), mf_neg(x))                                                    \
+  X(Abs, MF_T_NUM, DX(MUL(dy, SIGN(x))), mf_abs(x))                                           \
+  X(Sign, MF_T_NUM, ND, mf_sign(x))                                                           \
+  X(Square, MF_T_NUM, DX(MUL(dy, MUL(NUM(2), x))), mf_mul(x, x))                              \
+  X(Sqrt, MF_T_FLOAT, DX(DIV(MUL(dy, NUM(0.5)), y)), MF_MATH(sqrt, x)(x))                     \
+  X(Rsqrt, MF_T_FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
+  X(Exp, MF_T_FLOAT, DX(MUL(dy, y)), MF_MATH(exp, x)(x))                                      \
+  X(Log, MF_T_FLOAT, DX(DIV(dy, x)), MF_MATH(log, x)(x))                                      \
+  X(Log1p, MF_T_FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_MATH(log1p, x)(x))                     \
+  X(Sin, MF_T_FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
+  X(Cos, MF_T_FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
+  X(Tanh, MF_T_FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
+  X(Sigmoid, MF_T_FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_MATH(mf_sigmoid, x)(x))      \
+  X(Floor, MF_T_FLOAT, ND, MF_MATH(floor, x)(x))                                              \
+  X(Ceil, MF_T_FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
+  X(Round, MF_T_NUM, ND, mf_round(x))                                                         \
+  X(LogicalNot, MF_T_BOOL, ND, !x)
+
+/* X(name, dtypes, output dtype, grad, failure test, failure message,
+ *   expression of the elements a and b). The failure test marks elements
+ * with no result (integer division by zero); the kernel then fails with the
+ * message. out_t is the output's C type.
+ * Gradients as TensorFlow's: Mod's is FloorMod's (a - floor(a/b)*b, floor held
+ * constant); Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere;
+ * Maximum and Minimum pass dz to the input their kernel picked: b where it is
+ * strictly greater (smaller), else a, so ties go to a. */
+#define MF_BINARY_OPS(X)                                                                        \
+  X(Add, MF_T_NUM, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
+  X(Sub, MF_T_NUM, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
+  X(Mul, MF_T_NUM, SAME, DXY(MUL(dz, b), MUL(a, dz)), 0, NULL, mf_mul(a, b))                     \
+  X(Div, MF_T_NUM, REAL, DXY(DIV(dz, b), MUL(dz, DIV(DIV(NEG(a), b), b))), 0, NULL,              \
+    (out_t)a / (out_t)b)                                                                         \
+  X(FloorDiv, MF_T_NUM, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
+  X(Mod, MF_T_NUM, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
+    "Integer division by zero", mf_floormod(a, b))                                               \
+  X(Pow, MF_T_NUM, SAME,                                                                         \
+    DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
+    mf_int_negative(b),                                                                          \
+    "Integers to negative integer powers are not allowed; cast to a float type first", mf_pow(a, b)) \
+  X(Maximum, MF_T_NUM, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, a < b ? b : a) \
+  X(Minimum, MF_T_NUM, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, b < a ? b : a) \
+  X(Equal, MF_T_ALL, BOOL, ND, 0, NULL, a == b)                                                  \
+  X(NotEqual, MF_T_ALL, BOOL, ND, 0, NULL, a != b)                                               \
+  X(Less, MF_T_NUM, BOOL, ND, 0, NULL, a < b)                                                    \
+  X(LessEqual, MF_T_NUM, BOOL, ND, 0, NULL, a <= b)                                              \
+  X(Greater, MF_T_NUM, BOOL, ND, 0, NULL, a > b)                                                 \
+  X(GreaterEqual, MF_T_NUM, BOOL, ND, 0, NULL, a >= b)                                           \
+  X(LogicalAnd, MF_T_BOOL, SAME, ND, 0, NULL, a && b)                                            \
+  X(LogicalOr, MF_T_BOOL, SAME, ND, 0, NULL, a || b)                                             \
+  X(LogicalXor, MF_T_BOOL, SAME, ND, 0, NULL, a != b)
+
+/* ---------- element loops ----------
+ * gcc -O2 vectorizes only loops that need no alias checks and whose trip count
+ * is a known multiple of the vector width. So the loops take restrict pointer
+ * parameters (gcc ignores restrict on local variables) in a typed function that
+ * the void* entry point inlines, and run in fixed blocks plus a tail. */
+enum { MF_BLOCK = 16 };
+#define MF_ELEMENTS(n, i, ...)                                                 \
+  do {                                                                         \
+    int64_t i##_block = 0;                                                     \
+    for (; i##_block + MF_BLOCK <= (n); i##_block += MF_BLOCK)                 \
+      for (int i##_lane = 0; i##_lane < MF_BLOCK; i##_lane++) {                \
+        const int64_t i = i##_block + i##_lane;                                \
+        __VA_ARGS__                                                            \
+      }                                                                        \
+    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
+  } while (0)
+
+/* y[i] = expr(x[i]) over n elements. */
+typedef void (*mf_map_fn)(const void *x, void *y, int64_t n);
+#define MF_MAP_FN(fn, T, R, expr)                                                 \
+  static inline void fn##_typed(const T *restrict px, R *restrict py, int64_t n) { \
+    MF_ELEMENTS(n, i, const T x = px[i]; py[i] = (R)(expr););                     \
+  }                                                                               \
+  static void fn(const void *x, void *y, int64_t n) { fn##_typed(x, y, n); }
+
+/* y[i] = expr(a[i], b[i]) over n elements, where an operand that does not step
+ * repeats its first element. Returns whether the failure test hit. */
+typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n);
+#define MF_ZIP_STEP(expr, fail) py[i] = (out_t)(expr); bad |= (fail);
+#define MF_ZIP_FN(fn, T, R, fail, expr)                                                          \
+  static inline bool fn##_typed(const T *restrict pa, bool a_steps, const T *restrict pb,        \
+                                bool b_steps, R *restrict py, int64_t n) {                       \
+    typedef R out_t;                                                                             \
+    bool bad = false;                                                                            \
+    if (a_steps && b_steps) {                                                                    \
+      MF_ELEMENTS(n, i, const T a = pa[i]; const T b = pb[i]; MF_ZIP_STEP(expr, fail));          \
+    } else if (a_steps) {                                                                        \
+      const T b = pb[0];                                                                         \
+      MF_ELEMENTS(n, i, const T a = pa[i]; MF_ZIP_STEP(expr, fail));                             \
+    } else {                                                                                     \
+      const T a = pa[0];                                                                         \
+      MF_ELEMENTS(n, i, const T b = pb[i]; MF_ZIP_STEP(expr, fail));                             \
+    }                                                                                            \
+    return bad;                                                                                  \
+  }                                                                                              \
+  static bool fn(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n) { \
+    return fn##_typed(a, a_steps, b, b_steps, y, n);                                             \
+  }
+
+/* ---------- shared infer and kernel drivers ---------- */
+typedef struct {
+  unsigned dtypes;                    /* bit per supported dtype */
+  mf_map_fn loop[MF_DTYPE_SLOTS];
+} mf_unary_impl;
+
+typedef struct {
+  unsigned dtypes;
+  mf_zip_fn loop[MF_DTYPE_SLOTS];
+  mf_dtype out[MF_DTYPE_SLOTS];
+  const char *fail_msg;
+} mf_binary_impl;
+
+#define MF_DTYPE_BIT(code, T, fcode, F, ...) (1u << code) |
+
+static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
+  if (mf_check_dtype(ic, 0, "x has", impl->dtypes)) return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
+  const mf_tensor *x = ctx->inputs[0];
+  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size);
+  return MF_OK;
+}
+
+static mf_code binary_infer(mf_infer_ctx *ic, const mf_binary_impl *impl) {
+  if (mf_check_same_dtype(ic, 0, "x", 1, "y") || mf_check_dtype(ic, 0, "x and y have", impl->dtypes))
+    return ic->status->code;
+  ic->out_dtypes[0] = impl->out[ic->in_dtypes[0]];
+  return mf_broadcast_shape(ic->op_name, &ic->in_shapes[0], &ic->in_shapes[1], &ic->out_shapes[0],
+                            ic->status);
+}
+
+/* The output of a broadcast as a loop nest: dims, and each input's element
+ * stride per dim (0 where it repeats). Dims of size 1 are dropped and neighbours
+ * that both inputs walk alike are merged, so the last dim is as long as it can be. */
+typedef struct {
+  int rank;
+  int64_t dims[MF_MAX_RANK];
+  int64_t stride[2][MF_MAX_RANK];
+} mf_bcast_nest;
+
+static void bcast_nest(const mf_tensor *const in[2], const mf_tensor *z, mf_bcast_nest *nest) {
+  int64_t stride[2][MF_MAX_RANK];
+  for (int k = 0; k < 2; k++) {
+    int64_t s = 1;
+    for (int d = z->rank - 1; d >= 0; d--) {
+      int id = in[k]->rank - z->rank + d;
+      int64_t dim = id >= 0 ? in[k]->dims[id] : 1;
+      stride[k][d] = dim == 1 ? 0 : s;
+      s *= dim;
+    }
+  }
+  nest->rank = 0;
+  for (int d = 0; d < z->rank; d++) {
+    if (z->dims[d] == 1) continue;
+    int m = nest->rank;
+    if (m > 0 && nest->stride[0][m - 1] == stride[0][d] * z->dims[d] &&
+        nest->stride[1][m - 1] == stride[1][d] * z->dims[d]) {
+      nest->dims[m - 1] *= z->dims[d];
+      nest->stride[0][m - 1] = stride[0][d];
+      nest->stride[1][m - 1] = stride[1][d];
+    } else {
+      nest->dims[m] = z->dims[d];
+      nest->stride[0][m] = stride[0][d];
+      nest->stride[1][m] = stride[1][d];
+      nest->rank = m + 1;
+    }
+  }
+}
+
+/* Runs loop over the rows of the nest's last dim, stepping the outer dims like an odometer. */
+static bool bcast_run(mf_zip_fn loop, const mf_tensor *const in[2], mf_tensor *z) {
+  mf_bcast_nest nest;
+  bcast_nest(in, z, &nest);
+  const char *pa = in[0]->data, *pb = in[1]->data;
+  char *pz = z->data;
+  size_t ea = mf_dtype_size(in[0]->dtype), eb = mf_dtype_size(in[1]->dtype), ez = mf_dtype_size(z->dtype);
+  int last = nest.rank - 1;
+  int64_t n = nest.dims[last], idx[MF_MAX_RANK] = {0}, off[2] = {0, 0};
+  bool a_steps = nest.stride[0][last] != 0, b_steps = nest.stride[1][last] != 0, bad = false;
+  for (int64_t row = 0, rows = z->size / n; row < rows; row++) {
+    bad |= loop(pa + off[0] * (int64_t)ea, a_steps, pb + off[1] * (int64_t)eb, b_steps,
+                pz + row * n * (int64_t)ez, n);
+    for (int d = last - 1; d >= 0; d--) {
+      off[0] += nest.stride[0][d];
+      off[1] += nest.stride[1][d];
+      if (++idx[d] < nest.dims[d]) break;
+      off[0] -= nest.stride[0][d] * nest.dims[d];
+      off[1] -= nest.stride[1][d] * nest.dims[d];
+      idx[d] = 0;
+    }
+  }
+  return bad;
+}
+
+static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
+  const mf_tensor *const in[2] = {ctx->inputs[0], ctx->inputs[1]};
+  mf_tensor *z = ctx->outputs[0];
+  if (z->size == 0) return MF_OK;
+  mf_zip_fn loop = impl->loop[in[0]->dtype];
+  bool bad;
+  if (in[0]->size == z->size && in[1]->size == z->size)
+    bad = loop(in[0]->data, true, in[1]->data, true, z->data, z->size);
+  else if (in[0]->size == z->size && in[1]->size == 1)
+    bad = loop(in[0]->data, true, in[1]->data, false, z->data, z->size);
+  else if (in[0]->size == 1 && in[1]->size == z->size)
+    bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size);
+  else
+    bad = bcast_run(loop, in, z);
+  if (bad) return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %s", ctx->op->name, impl->fail_msg);
+  return MF_OK;
+}
+
+/* ---------- gradient rules ----------
+ * The vocabulary of the grad columns: each word builds one graph op in the
+ * gradient rule's context gc; NUM(v) is a scalar constant of the rule's dtype t
+ * and MASK(c) the bool tensor c as 0/1 of dtype t. */
+#define NUM(v) mf_grad_scalar(gc, t, v)
+#define NEG(u) mf_grad_op1(gc, "Neg", u)
+#define SIGN(u) mf_grad_op1(gc, "Sign", u)
+#define SIN(u) mf_grad_op1(gc, "Sin", u)
+#define COS(u) mf_grad_op1(gc, "Cos", u)
+#define ADD(u, v) mf_grad_op2(gc, "Add", u, v)
+#define SUB(u, v) mf_grad_op2(gc, "Sub", u, v)
+#define MUL(u, v) mf_grad_op2(gc, "Mul", u, v)
+#define DIV(u, v) mf_grad_op2(gc, "Div", u, v)
+#define POW(u, v) mf_grad_op2(gc, "Pow", u, v)
+#define FLOORDIV(u, v) mf_grad_op2(gc, "FloorDiv", u, v)
+#define LOG(u) mf_grad_op1(gc, "Log", u)
+#define MAXIMUM(u, v) mf_grad_op2(gc, "Maximum", u, v)
+#define LESS(u, v) mf_grad_op2(gc, "Less", u, v)
+#define GREATER(u, v) mf_grad_op2(gc, "Greater", u, v)
+#define MASK(c) mf_grad_cast(gc, c, t)
+#define LOG_POSITIVE(u) grad_log_positive(gc, u, t)
+
+/* log(u) where u > 0, else 0: the log of max(1 - [u > 0], u), which is u where
+ * u > 0 and 1 elsewhere (NaN included, as max keeps its first input unless the
+ * second is greater), so no log of a non-positive number is ever taken. */
+static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
+  return LOG(MAXIMUM(SUB(NUM(1), MASK(GREATER(u, NUM(0)))), u));
+}
+
+/* From the grad column: the op's flags, its rule (NULL for ND) and the rule's
+ * definition (none for ND). DX(e) and DXY(da, db) expand to a macro name that
+ * takes the op's name from the parentheses that follow them. */
+#define MF_RULE_FLAGS_ND MF_OP_NOT_DIFFERENTIABLE
+#define MF_RULE_FLAGS_DX(e) 0
+#define MF_RULE_FLAGS_DXY(da, db) 0
+#define MF_RULE_FN_ND(op) NULL
+#define MF_RULE_FN_DX(e) MF_RULE_FN
+#define MF_RULE_FN_DXY(da, db) MF_RULE_FN
+#define MF_RULE_FN(op) op##_grad
+#define MF_RULE_HEAD_ND(op)
+#define MF_RULE_HEAD_DX(e) MF_RULE_HEAD
+#define MF_RULE_HEAD_DXY(da, db) MF_RULE_HEAD
+#define MF_RULE_HEAD(op) static mf_code op##_grad(mf_grad_ctx *gc)
+#define MF_RULE_BODY_ND
+#define MF_RULE_BODY_DX(e)                                                       \
+  {                                                                              \
+    const mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);           \
+    const mf_output dy = gc->grads[0];                                           \
+    const mf_dtype t = mf_port_dtype(x);                                          \
+    (void)x, (void)y, (void)t;                                                   \
+    gc->input_grads[0] = (e);                                                    \
+    return gc->status->code;                                                     \
+  }
+#define MF_RULE_BODY_DXY(da, db)                                                 \
+  {                                                                              \
+    const mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1);            \
+    const mf_output z = mf_op_out(gc->op, 0), dz = gc->grads[0];                 \
+    const mf_dtype t = mf_port_dtype(a);                                          \
+    (void)a, (void)b, (void)z, (void)t;                                          \
+    const mf_output gb = (db);                                                   \
+    gc->input_grads[0] = (da);                                                   \
+    gc->input_grads[1] = gb;                                                     \
+    return gc->status->code;                                                     \
+  }
+#define MF_RULE_DEFINE(op, grad) MF_RULE_HEAD_##grad(op) MF_RULE_BODY_##grad
+
+/* ---------- the ops, generated from the tables ---------- */
+#define MF_UNARY_LOOP(code, T, fcode, F, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
+#define MF_UNARY_ENTRY(code, T, fcode, F, name) [code] = name##_##code,
+#define MF_UNARY_DEFINE(name, types, grad, expr)                                       \
+  types(MF_UNARY_LOOP, name, expr)                                                     \
+  static const mf_unary_impl name##_impl = {                                           \
+      .dtypes = types(MF_DTYPE_BIT, ~) 0u, .loop = {types(MF_UNARY_ENTRY, name)}};     \
+  static mf_code name##_infer(mf_infer_ctx *ic) { return unary_infer(ic, &name##_impl); } \
+  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return unary_run(ctx, &name##_impl); } \
+  MF_RULE_DEFINE(name, grad)
+MF_UNARY_OPS(MF_UNARY_DEFINE)
+
+#define MF_BINARY_LOOP(code, T, fcode, F, name, sel, fail, expr) \
+  MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(T, F), fail, expr)
+#define MF_BINARY_ENTRY(code, T, fcode, F, name) [code] = name##_##code,
+#define MF_BINARY_OUT(code, T, fcode, F, sel) [code] = MF_OUTC_##sel(code, fcode),
+#define MF_BINARY_DEFINE(name, types, sel, grad, fail, msg, expr)                       \
+  types(MF_BINARY_LOOP, name, sel, fail, expr)                                          \
+  static const mf_binary_impl name##_impl = {                                           \
+      .dtypes = types(MF_DTYPE_BIT, ~) 0u, .loop = {types(MF_BINARY_ENTRY, name)},      \
+      .out = {types(MF_BINARY_OUT, sel)}, .fail_msg = msg};                             \
+  static mf_code name##_infer(mf_infer_ctx *ic) { return binary_infer(ic, &name##_impl); } \
+  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); } \
+  MF_RULE_DEFINE(name, grad)
+MF_BINARY_OPS(MF_BINARY_DEFINE)
+
+/* Cast: attr "DstT" (type). One loop per (source, destination) pair. */
+#define MF_CAST_LOOP(dcode, D, dfc, dF, scode, S) MF_MAP_FN(Cast_##scode##_##dcode, S, D, mf_convert(D, x))
+#define MF_CAST_LOOPS(scode, S) MF_T_ALL(MF_CAST_LOOP, scode, S)
+MF_FOR_ALL_TYPES(MF_CAST_LOOPS)
+#define MF_CAST_ENTRY(dcode, D, dfc, dF, scode) [dcode] = Cast_##scode##_##dcode,
+#define MF_CAST_ROW(scode, S) [scode] = {MF_T_ALL(MF_CAST_ENTRY, scode)},
+static const mf_map_fn cast_loops[MF_DTYPE_SLOTS][MF_DTYPE_SLOTS] = {MF_FOR_ALL_TYPES(MF_CAST_ROW)};
+
+static mf_code cast_infer(mf_infer_ctx *ic) {
+  const mf_attr *dst = mf_attrs_find(ic->attrs, "DstT", MF_ATTR_TYPE);
+  if (!dst || !mf_dtype_size(dst->v.type))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: Cast needs a 'DstT' attribute naming the dtype to convert to", ic->op_name);
+  ic->out_dtypes[0] = dst->v.type;
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+static mf_code cast_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0];
+  mf_tensor *y = ctx->outputs[0];
+  cast_loops[x->dtype][y->dtype](x->data, y->data, x->size);
+  return MF_OK;
+}
+
+/* AddN: the sum of n tensors of one dtype and shape, with Add's loops (in
+ * place over the output after the first pair). It is how tf.gradients sums
+ * the gradients that fan out from one tensor. */
+static mf_code addn_infer(mf_infer_ctx *ic) {
+  mf_dtype t = ic->in_dtypes[0];
+  if (mf_check_dtype(ic, 0, "inputs have", Add_impl.dtypes)) return ic->status->code;
+  mf_shape shape = ic->in_shapes[0];
+  for (int i = 1; i < ic->num_inputs; i++) {
+    if (ic->in_dtypes[i] != t)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                           "%s: input %d has dtype %s but input 0 has %s; use tf.cast to convert", ic->op_name,
+                           i, mf_dtype_name(ic->in_dtypes[i]), mf_dtype_name(t));
+    const mf_shape *si = &ic->in_shapes[i];
+    if (!mf_merge_shapes(&shape, si, &shape)) {
+      char a[128], b[128];
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                           "%s: AddN needs inputs of one shape, but input %d is %s and the others %s",
+                           ic->op_name, i, mf_shape_str(si, a, sizeof a), mf_shape_str(&shape, b, sizeof b));
+    }
+  }
+  ic->out_dtypes[0] = t;
+  ic->out_shapes[0] = shape;
+  return MF_OK;
+}
+
+static mf_code addn_kernel(mf_kernel_ctx *ctx) {
+  mf_tensor *z = ctx->outputs[0];
+  mf_tensor *const *in = ctx->inputs;
+  if (z->size == 0) return MF_OK;
+  if (ctx->num_inputs == 1) {
+    if (z->data != in[0]->data) memcpy(z->data, in[0]->data, mf_tensor_nbytes(z));
+    return MF_OK;
+  }
+  mf_zip_fn add = Add_impl.loop[z->dtype];
+  add(in[0]->data, true, in[1]->data, true, z->data, z->size);
+  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size);
+  return MF_OK;
+}
+
+/* The gradient goes back in the input's dtype: float32 <-> float64. (Integer
+ * inputs are never asked for, so a cast from or to an integer passes none.) */
+static mf_code cast_grad(mf_grad_ctx *gc) {
+  const mf_output x = mf_op_in(gc->op, 0);
+  gc->input_grads[0] = mf_grad_cast(gc, gc->grads[0], mf_port_dtype(x));
+  return gc->status->code;
+}
+
+/* Every input of a sum gets the sum's gradient. */
+static mf_code addn_grad(mf_grad_ctx *gc) {
+  for (int i = 0; i < gc->op->num_inputs; i++) gc->input_grads[i] = gc->grads[0];
+  return MF_OK;
+}
+
+/* Parameters are not called name/flags/grad: they would replace the designators. */
+#define MF_OP_DEF(op, arity, fl, rule) \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
+   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
+#define MF_UNARY_DEF(op, types, g, expr) \
+  MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
+#define MF_BINARY_DEF(op, types, sel, g, fail, msg, expr) \
+  MF_OP_DEF(op, 2, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
+
+static const mf_op_def defs[] = {
+    MF_UNARY_OPS(MF_UNARY_DEF)
+    MF_BINARY_OPS(MF_BINARY_DEF)
+    {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .infer = cast_infer,
+     .kernel = {[MF_CPU] = cast_kernel}, .grad = cast_grad},
+    {.name = "AddN", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT, .infer = addn_infer,
+     .kernel = {[MF_CPU] = addn_kernel}, .grad = addn_grad},
+};
+MF_OP_TABLE(mf_ops_math, defs);

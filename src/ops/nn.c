@@ -1,0 +1,1259 @@
+/* nn.c — neural-network ops, TensorFlow's names and semantics, NHWC only:
+ *   activations  Relu Relu6 LeakyRelu Elu Selu Softplus Softsign, and their
+ *                gradient ops ReluGrad(gradients, features) ... (TF's);
+ *   BiasAdd and BiasAddGrad;
+ *   Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (im2col + BLAS gemm);
+ *   MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad;
+ *   SparseSoftmaxCrossEntropyWithLogits (fused loss and backprop).
+ *
+ * Convolutions: the input patches of a block of output pixels are gathered
+ * into a scratch matrix (im2col: one row per output pixel, columns ordered
+ * (ky, kx, channel) like the rows of the [kh, kw, in, out] filter), so the
+ * output block is one gemm with the filter viewed as a [kh*kw*in, out] matrix,
+ * written straight into the NHWC output. The input gradient is the transposed
+ * product scattered back (col2im); the filter gradient is col^T dy summed over
+ * blocks. The scratch is bounded (blocks of output rows) and kept in the op's
+ * per-session state, so a plan that runs again allocates nothing. 1x1 filters
+ * with stride 1 need no im2col at all.
+ *
+ * Every gradient rule builds graph ops; the gradient ops have rules too (the
+ * backprops of a convolution are convolutions, the pool gradients are linear in
+ * their incoming gradient), so second derivatives work. */
+#include "core/status.h"
+#include "core/memory.h"
+#include "core/tensor.h"
+#include "core/shape.h"
+#include "graph/attrs.h"
+#include "graph/op_def.h"
+#include "graph/graph.h"
+#include "graph/autodiff.h"
+#include "kernels/helpers.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { DTYPE_SLOTS = MF_UINT8 + 1 };
+
+/* ---------- shared checks ---------- */
+
+#define T_FLOAT(Y, ...) Y(MF_FLOAT32, float, __VA_ARGS__) Y(MF_FLOAT64, double, __VA_ARGS__)
+#define T_SIGNED(Y, ...) T_FLOAT(Y, __VA_ARGS__) Y(MF_INT32, int32_t, __VA_ARGS__) Y(MF_INT64, int64_t, __VA_ARGS__)
+#define DTYPE_BIT(code, T, ...) (1u << code) |
+static const unsigned FLOAT_TYPES = T_FLOAT(DTYPE_BIT, ~) 0u;
+
+/* Builds `type` on the inputs with every attribute of the op being
+ * differentiated (window shape, padding, alpha, data_format). */
+static mf_output like_op(mf_grad_ctx *gc, const char *type, int n, const mf_output *in) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (d) {
+    for (int i = 0; i < n; i++) mf_op_desc_add_input(d, in[i]);
+    const mf_attrs *attrs = &gc->op->attrs;
+    for (int i = 0; i < attrs->n; i++) {
+      const mf_attr *a = &attrs->items[i];
+      switch (a->kind) {
+        case MF_ATTR_INTS: mf_op_desc_set_attr_ints(d, a->name, a->v.ints.v, a->v.ints.n); break;
+        case MF_ATTR_STRING: mf_op_desc_set_attr_string(d, a->name, a->v.s); break;
+        case MF_ATTR_FLOAT: mf_op_desc_set_attr_float(d, a->name, a->v.f); break;
+        default: break;  /* window ops carry ints and strings, LeakyRelu a float: nothing else */
+      }
+    }
+  }
+  return mf_grad_finish(gc, d);
+}
+static mf_output like_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b) {
+  const mf_output in[2] = {a, b};
+  return like_op(gc, type, 2, in);
+}
+static mf_output like_op3(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, mf_output c) {
+  const mf_output in[3] = {a, b, c};
+  return like_op(gc, type, 3, in);
+}
+
+/* ---------- activations ----------
+ * Element loops run in fixed blocks plus a tail over restrict pointers, the
+ * form gcc -O2 vectorizes (see ops/math.c). Expressions are written once for
+ * every dtype; CONST(x, c) is c in x's floating type, so float loops stay in
+ * float. */
+#define MATH(fn, x) _Generic((x), float: fn##f, default: fn)
+#define CONST(x, c) _Generic((x), float: (float)(c), default: (c))
+#define SELU_ALPHA 1.6732632423543772848170429916717
+#define SELU_SCALE 1.0507009873554804934193349852946
+/* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1. */
+#define SIGMOID_FN(T, suffix)                       \
+  static inline T sigmoid##suffix(T x) {            \
+    T e = MATH(exp, x)(-MATH(fabs, x)(x));          \
+    return (x >= 0 ? 1 : e) / (1 + e);              \
+  }
+SIGMOID_FN(double, )
+SIGMOID_FN(float, f)
+#define SIGMOID(x) MATH(sigmoid, x)(x)
+
+enum { BLOCK = 16 };
+#define ELEMENTS(n, i, ...)                                                    \
+  do {                                                                         \
+    int64_t i##_block = 0;                                                     \
+    for (; i##_block + BLOCK <= (n); i##_block += BLOCK)                       \
+      for (int i##_lane = 0; i##_lane < BLOCK; i##_lane++) {                   \
+        const int64_t i = i##_block + i##_lane;                                \
+        __VA_ARGS__                                                            \
+      }                                                                        \
+    for (int64_t i = i##_block; i < (n); i++) { __VA_ARGS__ }                  \
+  } while (0)
+
+/* X(name, dtypes, gradient op, what the gradient op reads (IN: the input x,
+ *   OUT: the output), expression of the element x; a is the attr alpha).
+ * NaN passes through every activation. Softplus is max(x, 0) + log1p(exp(-|x|)),
+ * exact and finite for any x. */
+#define ACTIVATIONS(X)                                                                               \
+  X(Relu, T_SIGNED, ReluGrad, OUT, x < 0 ? 0 : x)                                                    \
+  X(Relu6, T_SIGNED, Relu6Grad, OUT, x < 0 ? 0 : x > 6 ? 6 : x)                                      \
+  X(LeakyRelu, T_FLOAT, LeakyReluGrad, IN, x > 0 ? x : a * x)                                        \
+  X(Elu, T_FLOAT, EluGrad, OUT, x < 0 ? MATH(expm1, x)(x) : x)                                       \
+  X(Selu, T_FLOAT, SeluGrad, OUT,                                                                    \
+    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)        \
+  X(Softplus, T_FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MATH(log1p, x)(MATH(exp, x)(-MATH(fabs, x)(x)))) \
+  X(Softsign, T_FLOAT, SoftsignGrad, IN, x / (1 + MATH(fabs, x)(x)))
+
+/* X(name, dtypes, second-derivative term, expression of the incoming gradient
+ * g and the element v of the tensor the forward rule passed). Each is linear
+ * in g; the term is the derivative with respect to v (FLAT where it is zero
+ * almost everywhere, so no gradient flows there). */
+#define ACTIVATION_GRADS(X)                                                                          \
+  X(ReluGrad, T_SIGNED, FLAT, v > 0 ? g : 0)                                                         \
+  X(Relu6Grad, T_SIGNED, FLAT, v > 0 && v < 6 ? g : 0)                                               \
+  X(LeakyReluGrad, T_FLOAT, FLAT, v > 0 ? g : a * g)                                                 \
+  X(EluGrad, T_FLOAT, BELOW0, v < 0 ? g * (v + 1) : g)                                               \
+  X(SeluGrad, T_FLOAT, BELOW0, v < 0 ? g * (v + CONST(v, SELU_SCALE * SELU_ALPHA)) : g * CONST(v, SELU_SCALE)) \
+  X(SoftplusGrad, T_FLOAT, SOFTPLUS, g * SIGMOID(v))                                                 \
+  X(SoftsignGrad, T_FLOAT, SOFTSIGN, g / ((1 + MATH(fabs, v)(v)) * (1 + MATH(fabs, v)(v))))
+
+/* Loops over one run of n values (a pixel's channels, a window row) for the
+ * kernels below, in the same vectorizable form. */
+#define RUN_HELPERS(code, T, unused)                                                                  \
+  static inline void run_zero_##code(T *restrict d, int64_t n) { ELEMENTS(n, i, d[i] = 0;); }        \
+  static inline void run_copy_##code(T *restrict d, const T *restrict s, int64_t n) {                \
+    ELEMENTS(n, i, d[i] = s[i];);                                                                   \
+  }                                                                                                 \
+  static inline void run_add_##code(T *restrict d, const T *restrict s, int64_t n) {                 \
+    ELEMENTS(n, i, d[i] += s[i];);                                                                  \
+  }                                                                                                 \
+  static inline void run_sum_##code(T *restrict d, const T *restrict a, const T *restrict b, int64_t n) { \
+    ELEMENTS(n, i, d[i] = a[i] + b[i];);                                                            \
+  }                                                                                                 \
+  static inline void run_max_##code(T *restrict d, const T *restrict s, int64_t n) {                 \
+    ELEMENTS(n, i, d[i] = s[i] > d[i] ? s[i] : d[i];);                                              \
+  }                                                                                                 \
+  static inline void run_div_##code(T *restrict d, T a, int64_t n) { ELEMENTS(n, i, d[i] /= a;); }   \
+  static inline void run_add_div_##code(T *restrict d, const T *restrict s, T a, int64_t n) {        \
+    ELEMENTS(n, i, d[i] += s[i] / a;);                                                              \
+  }
+T_FLOAT(RUN_HELPERS, ~)
+
+typedef void (*act_fn)(const void *x, void *y, int64_t n, double alpha);
+typedef void (*act_grad_fn)(const void *g, const void *v, void *y, int64_t n, double alpha);
+typedef struct { unsigned dtypes; act_fn loop[DTYPE_SLOTS]; } act_impl;
+typedef struct { unsigned dtypes; act_grad_fn loop[DTYPE_SLOTS]; } act_grad_impl;
+
+#define ACT_LOOP(code, T, name, expr)                                                        \
+  static inline void name##_##code##_typed(const T *restrict px, T *restrict py, int64_t n, T a) { \
+    (void)a;                                                                                 \
+    ELEMENTS(n, i, const T x = px[i]; py[i] = (T)(expr););                                  \
+  }                                                                                          \
+  static void name##_##code(const void *x, void *y, int64_t n, double alpha) {               \
+    name##_##code##_typed(x, y, n, (T)alpha);                                                \
+  }
+#define ACT_GRAD_LOOP(code, T, name, expr)                                                   \
+  static inline void name##_##code##_typed(const T *restrict pg, const T *restrict pv,       \
+                                           T *restrict py, int64_t n, T a) {                 \
+    (void)a;                                                                                 \
+    ELEMENTS(n, i, const T g = pg[i]; const T v = pv[i]; py[i] = (T)(expr););               \
+  }                                                                                          \
+  static void name##_##code(const void *g, const void *v, void *y, int64_t n, double alpha) { \
+    name##_##code##_typed(g, v, y, n, (T)alpha);                                             \
+  }
+#define ACT_ENTRY(code, T, name) [code] = name##_##code,
+
+/* tf.nn.leaky_relu's default; the other activations have no alpha. */
+static double alpha_attr(const mf_attrs *a) { return mf_attr_float(a, "alpha", 0.2); }
+
+static mf_code act_infer(mf_infer_ctx *ic, unsigned dtypes) {
+  if (mf_check_dtype(ic, 0, "features has", dtypes)) return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+static mf_code act_run(mf_kernel_ctx *ctx, const act_impl *impl) {
+  const mf_tensor *x = ctx->inputs[0];
+  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size, alpha_attr(ctx->attrs));
+  return MF_OK;
+}
+
+/* Gradient ops take (gradients, v) of one dtype and one shape, as TensorFlow's. */
+static mf_code act_grad_infer(mf_infer_ctx *ic, unsigned dtypes) {
+  if (mf_check_dtype(ic, 1, "features has", dtypes) || mf_check_same_dtype(ic, 0, "gradients", 1, "features"))
+    return ic->status->code;
+  if (!mf_merge_shapes(&ic->in_shapes[0], &ic->in_shapes[1], &ic->out_shapes[0])) {
+    char a[160], b[160];
+    return MF_INVALID(ic->status, "%s: gradients has shape %s but features has shape %s; %s needs one shape",
+                      ic->op_name, mf_shape_str(&ic->in_shapes[0], a, sizeof a),
+                      mf_shape_str(&ic->in_shapes[1], b, sizeof b), ic->def->name);
+  }
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  return MF_OK;
+}
+
+static mf_code act_grad_run(mf_kernel_ctx *ctx, const act_grad_impl *impl) {
+  const mf_tensor *g = ctx->inputs[0], *v = ctx->inputs[1];
+  impl->loop[g->dtype](g->data, v->data, ctx->outputs[0]->data, g->size, alpha_attr(ctx->attrs));
+  return MF_OK;
+}
+
+/* The gradient of an activation is its gradient op applied to dy. */
+static mf_code act_rule(mf_grad_ctx *gc, const char *grad_op, bool reads_output) {
+  mf_output v = reads_output ? mf_op_out(gc->op, 0) : mf_op_in(gc->op, 0);
+  gc->input_grads[0] = like_op2(gc, grad_op, gc->grads[0], v);
+  return gc->status->code;
+}
+#define READS_IN false
+#define READS_OUT true
+
+/* Second-derivative terms: d/dv of op(g, v), times the incoming gradient gg. */
+typedef mf_output (*curvature_fn)(mf_grad_ctx *gc, mf_output g, mf_output v, mf_output gg, mf_dtype t);
+#define NUM(x) mf_grad_scalar(gc, t, x)
+#define MUL(a, b) mf_grad_op2(gc, "Mul", a, b)
+#define DIV(a, b) mf_grad_op2(gc, "Div", a, b)
+#define ADD(a, b) mf_grad_op2(gc, "Add", a, b)
+
+/* Elu, Selu: d/dv [g (v + c)] = g where v < 0 (v is the output, below 0 exactly
+ * where the input is), else 0. */
+static mf_output curvature_below0(mf_grad_ctx *gc, mf_output g, mf_output v, mf_output gg, mf_dtype t) {
+  return MUL(MUL(gg, g), mf_grad_cast(gc, mf_grad_op2(gc, "Less", v, NUM(0)), t));
+}
+/* Softplus: sigmoid'(v) = 1 / (exp(-v) + 2 + exp(v)); an overflowing exp gives 0. */
+static mf_output curvature_softplus(mf_grad_ctx *gc, mf_output g, mf_output v, mf_output gg, mf_dtype t) {
+  mf_output denom = ADD(ADD(mf_grad_op1(gc, "Exp", mf_grad_op1(gc, "Neg", v)), NUM(2)), mf_grad_op1(gc, "Exp", v));
+  return DIV(MUL(gg, g), denom);
+}
+/* Softsign: d/dv (1 + |v|)^-2 = -2 sign(v) (1 + |v|)^-3. */
+static mf_output curvature_softsign(mf_grad_ctx *gc, mf_output g, mf_output v, mf_output gg, mf_dtype t) {
+  mf_output s = ADD(NUM(1), mf_grad_op1(gc, "Abs", v));
+  mf_output num = MUL(MUL(gg, g), MUL(NUM(-2), mf_grad_op1(gc, "Sign", v)));
+  return DIV(num, MUL(s, MUL(s, s)));
+}
+#define CURVATURE_FLAT NULL
+#define CURVATURE_BELOW0 curvature_below0
+#define CURVATURE_SOFTPLUS curvature_softplus
+#define CURVATURE_SOFTSIGN curvature_softsign
+
+/* A gradient op is linear in g: its gradient for g is the op applied to gg. */
+static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
+  const mf_output g = mf_op_in(gc->op, 0), v = mf_op_in(gc->op, 1), gg = gc->grads[0];
+  gc->input_grads[0] = like_op2(gc, gc->op->def->name, gg, v);
+  if (curvature) gc->input_grads[1] = curvature(gc, g, v, gg, mf_port_dtype(v));
+  return gc->status->code;
+}
+
+#define ACT_DEFINE(name, types, grad_op, reads, expr)                                            \
+  types(ACT_LOOP, name, expr)                                                                    \
+  static const act_impl name##_impl = {.dtypes = types(DTYPE_BIT, ~) 0u,                         \
+                                       .loop = {types(ACT_ENTRY, name)}};                        \
+  static mf_code name##_infer(mf_infer_ctx *ic) { return act_infer(ic, name##_impl.dtypes); }    \
+  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_run(ctx, &name##_impl); }        \
+  static mf_code name##_rule(mf_grad_ctx *gc) { return act_rule(gc, #grad_op, READS_##reads); }
+ACTIVATIONS(ACT_DEFINE)
+
+#define ACT_GRAD_DEFINE(name, types, curvature, expr)                                            \
+  types(ACT_GRAD_LOOP, name, expr)                                                               \
+  static const act_grad_impl name##_impl = {.dtypes = types(DTYPE_BIT, ~) 0u,                    \
+                                            .loop = {types(ACT_ENTRY, name)}};                   \
+  static mf_code name##_infer(mf_infer_ctx *ic) { return act_grad_infer(ic, name##_impl.dtypes); } \
+  static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_grad_run(ctx, &name##_impl); }   \
+  static mf_code name##_rule(mf_grad_ctx *gc) { return act_grad_rule(gc, CURVATURE_##curvature); }
+ACTIVATION_GRADS(ACT_GRAD_DEFINE)
+
+/* ---------- data_format ---------- */
+
+/* Only NHWC is implemented; the attribute may be absent. */
+static mf_code check_data_format(const char *op, const mf_attrs *attrs, mf_status *s) {
+  const mf_attr *f = mf_attrs_find(attrs, "data_format", MF_ATTR_STRING);
+  if (!f || strcmp(f->v.s, "NHWC") == 0) return MF_OK;
+  return MF_INVALID(s,
+                    "%s: data_format \"%s\" is not supported: moonflow implements only \"NHWC\" "
+                    "(batch, height, width, channels); transpose NCHW values with tf.transpose(x, {0, 2, 3, 1})",
+                    op, f->v.s);
+}
+
+/* ---------- BiasAdd ---------- */
+
+static mf_code bias_add_infer(mf_infer_ctx *ic) {
+  if (check_data_format(ic->op_name, ic->attrs, ic->status) || mf_check_dtype(ic, 0, "value has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 0, "value", 1, "bias"))
+    return ic->status->code;
+  const mf_shape *v = &ic->in_shapes[0], *b = &ic->in_shapes[1];
+  char sv[160], sb[160];
+  if (v->rank >= 0 && v->rank < 2)
+    return MF_INVALID(ic->status, "%s: value must be at least 2-D (batch, ..., channels), got shape %s", ic->op_name,
+                      mf_shape_str(v, sv, sizeof sv));
+  if (b->rank >= 0 && b->rank != 1)
+    return MF_INVALID(ic->status, "%s: bias must be 1-D (one value per channel), got shape %s", ic->op_name,
+                      mf_shape_str(b, sb, sizeof sb));
+  mf_shape out = *v;
+  if (v->rank >= 0 && b->rank == 1) {
+    int64_t *c = &out.dims[v->rank - 1];
+    if (*c >= 0 && b->dims[0] >= 0 && *c != b->dims[0])
+      return MF_INVALID(ic->status,
+                        "%s: bias has %lld elements but the last dimension of value is %lld (value shape %s, "
+                        "bias shape %s); BiasAdd adds one bias per channel",
+                        ic->op_name, (long long)b->dims[0], (long long)*c, mf_shape_str(v, sv, sizeof sv),
+                        mf_shape_str(b, sb, sizeof sb));
+    if (*c < 0) *c = b->dims[0];
+  }
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = out;
+  return MF_OK;
+}
+
+static mf_code bias_add_grad_infer(mf_infer_ctx *ic) {
+  if (check_data_format(ic->op_name, ic->attrs, ic->status) ||
+      mf_check_dtype(ic, 0, "out_backprop has", FLOAT_TYPES))
+    return ic->status->code;
+  const mf_shape *g = &ic->in_shapes[0];
+  if (g->rank >= 0 && g->rank < 2) {
+    char buf[160];
+    return MF_INVALID(ic->status, "%s: out_backprop must be at least 2-D, got shape %s", ic->op_name,
+                      mf_shape_str(g, buf, sizeof buf));
+  }
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {g->rank < 0 ? -1 : g->dims[g->rank - 1]}};
+  return MF_OK;
+}
+
+/* Row by row over the channel axis: each row is one vectorized loop. BiasAddGrad
+ * sums the rows into its output. */
+#define BIAS_KERNELS(code, T, unused)                                                               \
+  static void bias_add_##code(const T *restrict v, const T *restrict b, T *restrict y, int64_t rows, \
+                              int64_t c) {                                                          \
+    for (int64_t r = 0; r < rows; r++, v += c, y += c)                                              \
+      run_sum_##code(y, v, b, c);                                                                   \
+  }                                                                                                 \
+  static void bias_add_grad_##code(const T *restrict g, T *restrict db, int64_t rows, int64_t c) {  \
+    run_zero_##code(db, c);                                                                         \
+    for (int64_t r = 0; r < rows; r++, g += c)                                                      \
+      run_add_##code(db, g, c);                                                                     \
+  }
+T_FLOAT(BIAS_KERNELS, ~)
+
+static mf_code bias_add_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *v = ctx->inputs[0], *b = ctx->inputs[1];
+  mf_tensor *y = ctx->outputs[0];
+  int64_t c = v->dims[v->rank - 1], rows = c ? v->size / c : 0;
+  if (v->dtype == MF_FLOAT32) bias_add_MF_FLOAT32(v->data, b->data, y->data, rows, c);
+  else bias_add_MF_FLOAT64(v->data, b->data, y->data, rows, c);
+  return MF_OK;
+}
+
+static mf_code bias_add_grad_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *g = ctx->inputs[0];
+  mf_tensor *db = ctx->outputs[0];
+  int64_t c = db->size, rows = c ? g->size / c : 0;
+  if (g->dtype == MF_FLOAT32) bias_add_grad_MF_FLOAT32(g->data, db->data, rows, c);
+  else bias_add_grad_MF_FLOAT64(g->data, db->data, rows, c);
+  return MF_OK;
+}
+
+static mf_code bias_add_rule(mf_grad_ctx *gc) {
+  gc->input_grads[0] = gc->grads[0];
+  gc->input_grads[1] = like_op(gc, "BiasAddGrad", 1, &gc->grads[0]);
+  return gc->status->code;
+}
+
+/* BiasAddGrad sums over every axis but the last: its gradient spreads gg back. */
+static mf_code bias_add_grad_rule(mf_grad_ctx *gc) {
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  gc->input_grads[0] = mf_grad_op2(gc, "BroadcastTo", gc->grads[0], shape);
+  return gc->status->code;
+}
+
+/* ---------- windows: attributes and geometry ---------- */
+
+/* A window op's attributes: window size (pools; convolutions take it from the
+ * filter), strides, dilations (convolutions) and padding. */
+typedef struct window {
+  int64_t ksize[2], stride[2], dil[2];
+  bool same;
+} window;
+
+/* Reads an NHWC 4-list attribute {1, h, w, 1} into out[0..1]. */
+static mf_code nhwc_ints(const char *op, const mf_attrs *attrs, const char *name, bool required,
+                         int64_t out[2], mf_status *s) {
+  const int64_t *v;
+  int n = mf_attr_ints(attrs, name, &v);
+  out[0] = out[1] = 1;
+  if (n < 0) {
+    if (!required) return MF_OK;
+    return MF_INVALID(s, "%s: needs the attribute '%s', 4 integers {1, height, width, 1} (NHWC)", op, name);
+  }
+  if (n != 4)
+    return MF_INVALID(s, "%s: %s must have 4 elements {1, height, width, 1} (NHWC), got %d", op, name, n);
+  if (v[0] != 1 || v[3] != 1)
+    return MF_INVALID(s,
+                      "%s: %s is {%lld, %lld, %lld, %lld}, but windows over the batch and depth dimensions "
+                      "are not supported: the first and last elements must be 1",
+                      op, name, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+  /* The bound keeps the window arithmetic far from int64 overflow. */
+  if (v[1] < 1 || v[2] < 1 || v[1] > INT32_MAX || v[2] > INT32_MAX)
+    return MF_INVALID(s, "%s: %s must be positive (and below 2^31), got {1, %lld, %lld, 1}", op, name,
+                      (long long)v[1], (long long)v[2]);
+  out[0] = v[1];
+  out[1] = v[2];
+  return MF_OK;
+}
+
+static mf_code read_window(const char *op, const mf_attrs *attrs, bool pool, window *w, mf_status *s) {
+  if (check_data_format(op, attrs, s) || nhwc_ints(op, attrs, "strides", true, w->stride, s) ||
+      nhwc_ints(op, attrs, pool ? "ksize" : "dilations", pool, pool ? w->ksize : w->dil, s))
+    return s->code;
+  if (pool) w->dil[0] = w->dil[1] = 1;
+  const mf_attr *p = mf_attrs_find(attrs, "padding", MF_ATTR_STRING);
+  if (!p) return MF_INVALID(s, "%s: needs the attribute 'padding', \"SAME\" or \"VALID\"", op);
+  if (strcmp(p->v.s, "SAME") != 0 && strcmp(p->v.s, "VALID") != 0)
+    return MF_INVALID(s, "%s: padding must be \"SAME\" or \"VALID\", got \"%s\"", op, p->v.s);
+  w->same = p->v.s[0] == 'S';
+  return MF_OK;
+}
+
+/* Everything the kernels need about one window op: the input [n, h, w, c],
+ * the window kh x kw, output channels oc (the input's for pools), the output
+ * oh x ow, strides, dilations and the padding before (top, left). Dims unknown
+ * at build time are -1. */
+typedef struct geom {
+  int64_t n, h, w, c, kh, kw, oc, oh, ow;
+  int64_t sh, sw, dh, dw, pt, pl;
+} geom;
+
+/* TensorFlow's windowed output size for one spatial dim: VALID keeps the
+ * windows inside the input, (in - eff + stride) / stride of them, and, as
+ * TensorFlow's shape function (in - eff, a "negative dimension"), refuses an
+ * input smaller than one window rather than give an empty output; SAME gives
+ * ceil(in / stride) and pads (out - 1) * stride + eff - in, the smaller half
+ * before (so an odd total pads one more after). eff is the dilated window. */
+static mf_code window_dim(const char *op, const char *dim, int64_t in, int64_t k, int64_t stride, int64_t dil,
+                          bool same, int64_t *out, int64_t *pad, mf_status *s) {
+  *out = -1;
+  *pad = 0;
+  if (in < 0 || k < 0) return MF_OK;
+  int64_t eff = (k - 1) * dil + 1;
+  if (same) {
+    *out = (in + stride - 1) / stride;
+    int64_t need = (*out - 1) * stride + eff - in;
+    *pad = need > 0 ? need / 2 : 0;
+    return MF_OK;
+  }
+  if (in < eff) {
+    *out = -1;
+    return MF_INVALID(s,
+                      "Negative dimension size caused by subtracting %lld from %lld for '{{node %s}}': the window's "
+                      "%s is %lld (%lld with dilation %lld) but the input's is %lld; with padding \"VALID\" the "
+                      "input must be at least as large as the window (use padding \"SAME\" or a larger input)",
+                      (long long)eff, (long long)in, op, dim, (long long)eff, (long long)k, (long long)dil,
+                      (long long)in);
+  }
+  *out = (in - eff + stride) / stride;
+  return MF_OK;
+}
+
+/* The geometry of a window op over an input of dims `in` (NHWC, -1 unknown). */
+static mf_code make_geom(const char *op, const window *w, const int64_t in[4], int64_t kh, int64_t kw,
+                         int64_t oc, geom *g, mf_status *s) {
+  *g = (geom){.n = in[0], .h = in[1], .w = in[2], .c = in[3], .kh = kh, .kw = kw, .oc = oc,
+              .sh = w->stride[0], .sw = w->stride[1], .dh = w->dil[0], .dw = w->dil[1]};
+  if (window_dim(op, "height", g->h, kh, g->sh, g->dh, w->same, &g->oh, &g->pt, s)) return s->code;
+  return window_dim(op, "width", g->w, kw, g->sw, g->dw, w->same, &g->ow, &g->pl, s);
+}
+
+static mf_shape shape4(int64_t a, int64_t b, int64_t c, int64_t d) {
+  return (mf_shape){.rank = 4, .dims = {a, b, c, d}};
+}
+static void dims_of(const mf_tensor *t, int64_t d[4]) { memcpy(d, t->dims, 4 * sizeof *d); }
+
+/* The dims of a rank-4 static shape (all -1 when the rank is unknown). */
+static mf_code rank4(mf_infer_ctx *ic, const mf_shape *sh, const char *what, const char *layout, int64_t d[4]) {
+  if (sh->rank >= 0 && sh->rank != 4) {
+    char buf[160];
+    return MF_INVALID(ic->status, "%s: %s must be 4-D %s, got shape %s (rank %d)", ic->op_name, what, layout,
+                      mf_shape_str(sh, buf, sizeof buf), sh->rank);
+  }
+  for (int i = 0; i < 4; i++) d[i] = sh->rank < 0 ? -1 : sh->dims[i];
+  return MF_OK;
+}
+static const char *const NHWC = "[batch, height, width, channels]";
+static const char *const HWIO = "[height, width, in_channels, out_channels]";
+
+/* A shape given as a tensor (input_sizes, filter_sizes, orig_input_shape): an
+ * int32 or int64 vector of 4 non-negative dims, as far as known. */
+static mf_code sizes_input(mf_infer_ctx *ic, int i, const char *what, int64_t d[4]) {
+  mf_dtype t = ic->in_dtypes[i];
+  if (t != MF_INT32 && t != MF_INT64)
+    return MF_INVALID(ic->status, "%s: %s must be an int32 or int64 vector, got dtype %s", ic->op_name, what,
+                      mf_dtype_name(t));
+  const mf_shape *s = &ic->in_shapes[i];
+  if (s->rank >= 0 && (s->rank != 1 || (s->dims[0] >= 0 && s->dims[0] != 4))) {
+    char buf[160];
+    return MF_INVALID(ic->status, "%s: %s must be a vector of 4 dims, got shape %s", ic->op_name, what,
+                      mf_shape_str(s, buf, sizeof buf));
+  }
+  mf_shape v = mf_infer_shape_value(ic, i);
+  for (int k = 0; k < 4; k++) {
+    d[k] = v.rank == 4 ? v.dims[k] : -1;
+    if (d[k] < -1 || (ic->runtime && d[k] < 0))
+      return MF_INVALID(ic->status, "%s: %s holds a negative dimension %lld", ic->op_name, what, (long long)d[k]);
+  }
+  return MF_OK;
+}
+
+/* Dimension a of one shape against b of another, where both are known. */
+static bool dims_conflict(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
+static void fill_unknown(int64_t *a, int64_t b) { if (*a < 0) *a = b; }
+
+/* "[1,3,3,1]" for dims with -1 unknown. */
+static char *dims_str(const int64_t d[4], char *buf, size_t n) {
+  mf_shape s = shape4(d[0], d[1], d[2], d[3]);
+  return mf_shape_str(&s, buf, n);
+}
+
+/* Checks that a tensor of dims `got` (input `what`) matches the dims `want` the
+ * window op computes from its input `in`. */
+static mf_code check_dims(mf_infer_ctx *ic, const char *what, const int64_t got[4], const int64_t want[4],
+                          const char *from, const int64_t in[4]) {
+  for (int k = 0; k < 4; k++)
+    if (dims_conflict(got[k], want[k])) {
+      char a[160], b[160], c[160];
+      return MF_INVALID(ic->status,
+                        "%s: %s has shape %s, but %s of shape %s gives %s (check strides, padding and sizes)",
+                        ic->op_name, what, dims_str(got, a, sizeof a), from, dims_str(in, b, sizeof b),
+                        dims_str(want, c, sizeof c));
+    }
+  return MF_OK;
+}
+
+/* ---------- per-op scratch ----------
+ * im2col blocks live in the op's per-session state: one aligned block, its
+ * capacity in the header, grown when a larger one is needed and freed when the
+ * session closes. Blocks cover whole output rows and are bounded so the
+ * scratch stays small and cache-warm between im2col and gemm. */
+enum { SCRATCH_HEADER = MF_ALIGNMENT, SCRATCH_BUDGET = 4 << 20 };
+
+static void *op_scratch(mf_kernel_ctx *ctx, size_t bytes) {
+  mf_state_slot *st = ctx->state;
+  if (st->ptr && *(size_t *)st->ptr >= bytes) return (char *)st->ptr + SCRATCH_HEADER;
+  if (st->ptr) st->free(st->ptr);
+  st->ptr = mf_aligned_alloc(bytes + SCRATCH_HEADER);
+  st->free = mf_aligned_free;
+  if (!st->ptr) {
+    mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory for %zu bytes of im2col scratch",
+                  ctx->op->name, bytes);
+    return NULL;
+  }
+  *(size_t *)st->ptr = bytes;
+  return (char *)st->ptr + SCRATCH_HEADER;
+}
+
+/* Output rows per im2col block: as many as fit the budget, at least one. */
+static int64_t block_rows(int64_t k, size_t esize, int64_t m) {
+  int64_t rows = (int64_t)(SCRATCH_BUDGET / ((size_t)k * esize));
+  if (rows < 1) rows = 1;
+  return rows < m ? rows : m;
+}
+
+/* ---------- convolution kernels ----------
+ * Per dtype: im2col (gather patches of output rows [r0, r0 + rows) into col,
+ * zeros for padding), col2im (add col back into dx, the transpose), and a
+ * row-major gemm c = op(a) op(b) + beta c. A row of the window (ky fixed) with
+ * dilation 1 fully inside the input is one contiguous run of kw * c values. */
+typedef void (*im2col_fn)(const geom *g, const void *x, int64_t r0, int64_t rows, void *col);
+typedef void (*col2im_fn)(const geom *g, const void *col, int64_t r0, int64_t rows, void *dx);
+typedef void (*gemm_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                        const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+typedef struct conv_impl {
+  im2col_fn im2col;
+  col2im_fn col2im;
+  gemm_fn gemm;
+} conv_impl;
+
+/* im2col and col2im walk output rows alike: rows [r0, r0 + rows), each its
+ * window rows (ky) in turn, col stepping a window row (kw * c values) at a
+ * time, and (n, oy, ox) stepped like an odometer instead of divided out per
+ * row. IMG is the pointer type into the image img. A window row with
+ * dilation 1 fully inside the image is one SPAN(image run, col run, kw * c);
+ * else each pixel is SPAN(pixel, col run, c), or GAP(col run, length) where
+ * the window is outside the image (padding). */
+#define WALK_WINDOWS(g, img, r0, rows, col, IMG, SPAN, GAP)                                         \
+  const int64_t c = g->c, run = g->kw * c, plane = g->oh * g->ow;                                   \
+  int64_t n = r0 / plane, oy = r0 % plane / g->ow, ox = r0 % g->ow;                                 \
+  for (int64_t r = 0; r < rows; r++) {                                                              \
+    IMG xn = img + n * g->h * g->w * c;                                                             \
+    const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;                                 \
+    for (int64_t ky = 0; ky < g->kh; ky++, col += run) {                                            \
+      const int64_t iy = y0 + ky * g->dh;                                                           \
+      if (iy < 0 || iy >= g->h) {                                                                   \
+        GAP(col, run);                                                                              \
+        continue;                                                                                   \
+      }                                                                                             \
+      IMG src = xn + iy * g->w * c;                                                                 \
+      if (g->dw == 1 && x0 >= 0 && x0 + g->kw <= g->w) {                                            \
+        SPAN(src + x0 * c, col, run);                                                               \
+        continue;                                                                                   \
+      }                                                                                             \
+      for (int64_t kx = 0; kx < g->kw; kx++) {                                                      \
+        const int64_t ix = x0 + kx * g->dw;                                                         \
+        if (ix < 0 || ix >= g->w)                                                                   \
+          GAP(col + kx * c, c);                                                                     \
+        else                                                                                        \
+          SPAN(src + ix * c, col + kx * c, c);                                                      \
+      }                                                                                             \
+    }                                                                                               \
+    if (++ox == g->ow) {                                                                            \
+      ox = 0;                                                                                       \
+      if (++oy == g->oh) oy = 0, n++;                                                               \
+    }                                                                                               \
+  }
+
+#define NO_GAP(col, len) ((void)0)
+
+#define CONV_KERNELS(code, T, gemm)                                                                 \
+  static inline void im2col_span_##code(const T *restrict img, T *restrict col, int64_t len) {      \
+    run_copy_##code(col, img, len);                                                                 \
+  }                                                                                                 \
+  static inline void col2im_span_##code(T *restrict img, const T *restrict col, int64_t len) {      \
+    run_add_##code(img, col, len);                                                                  \
+  }                                                                                                 \
+  static void im2col_##code(const geom *g, const void *x_, int64_t r0, int64_t rows, void *col_) {  \
+    const T *restrict x = x_;                                                                       \
+    T *restrict col = col_;                                                                         \
+    WALK_WINDOWS(g, x, r0, rows, col, const T *, im2col_span_##code, run_zero_##code)               \
+  }                                                                                                 \
+  static void col2im_##code(const geom *g, const void *col_, int64_t r0, int64_t rows, void *dx_) { \
+    const T *restrict col = col_;                                                                   \
+    T *restrict dx = dx_;                                                                           \
+    WALK_WINDOWS(g, dx, r0, rows, col, T *, col2im_span_##code, NO_GAP)                             \
+  }                                                                                                 \
+  static void gemm_##code(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,         \
+                          int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) { \
+    gemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1, a, \
+         lda, b, ldb, (T)beta, c, ldc);                                                             \
+  }
+#define GEMM_TYPES(Y) Y(MF_FLOAT32, float, cblas_sgemm) Y(MF_FLOAT64, double, cblas_dgemm)
+GEMM_TYPES(CONV_KERNELS)
+#define CONV_IMPL(code, T, gemm) [code] = {im2col_##code, col2im_##code, gemm_##code},
+static const conv_impl conv_impls[DTYPE_SLOTS] = {GEMM_TYPES(CONV_IMPL)};
+
+/* ---------- Conv2D and its backprops ---------- */
+
+/* The filter [kh, kw, in, out] against an input of `in_channels`. */
+static mf_code check_filter(mf_infer_ctx *ic, int64_t in_channels, const int64_t f[4]) {
+  char buf[160];
+  if (f[0] == 0 || f[1] == 0)
+    return MF_INVALID(ic->status, "%s: the filter's height and width must be at least 1, got filter shape %s",
+                      ic->op_name, dims_str(f, buf, sizeof buf));
+  if (dims_conflict(in_channels, f[2]))
+    return MF_INVALID(ic->status,
+                      "%s: the input has %lld channels but the filter %s expects %lld (filter shape %s)",
+                      ic->op_name, (long long)in_channels, HWIO, (long long)f[2], dims_str(f, buf, sizeof buf));
+  return MF_OK;
+}
+
+/* Shape inference of the three: input dims `in`, filter dims `f`, output
+ * gradient dims `dy` (all -1 where unknown). Checks that they fit together and
+ * fills dims one of them knows into the others. */
+static mf_code conv_shapes(mf_infer_ctx *ic, int64_t in[4], int64_t f[4], const int64_t dy[4], geom *g) {
+  window w;
+  fill_unknown(&in[0], dy[0]);
+  fill_unknown(&in[3], f[2]);
+  fill_unknown(&f[2], in[3]);
+  fill_unknown(&f[3], dy[3]);
+  if (read_window(ic->op_name, ic->attrs, false, &w, ic->status) || check_filter(ic, in[3], f) ||
+      make_geom(ic->op_name, &w, in, f[0], f[1], f[3], g, ic->status))
+    return ic->status->code;
+  const int64_t want[4] = {in[0], g->oh, g->ow, f[3]};
+  return check_dims(ic, "out_backprop", dy, want, "a convolution of an input", in);
+}
+
+static const int64_t UNKNOWN4[4] = {-1, -1, -1, -1};
+
+static mf_code conv2d_infer(mf_infer_ctx *ic) {
+  int64_t in[4], f[4];
+  geom g;
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "input", 1, "filter") ||
+      rank4(ic, &ic->in_shapes[0], "input", NHWC, in) || rank4(ic, &ic->in_shapes[1], "filter", HWIO, f) ||
+      conv_shapes(ic, in, f, UNKNOWN4, &g))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = shape4(in[0], g.oh, g.ow, f[3]);
+  return MF_OK;
+}
+
+/* Conv2DBackpropInput(input_sizes, filter, out_backprop): the input's gradient. */
+static mf_code conv2d_backprop_input_infer(mf_infer_ctx *ic) {
+  int64_t in[4], f[4], dy[4];
+  geom g;
+  if (sizes_input(ic, 0, "input_sizes", in) || mf_check_dtype(ic, 1, "filter has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 1, "filter", 2, "out_backprop") || rank4(ic, &ic->in_shapes[1], "filter", HWIO, f) ||
+      rank4(ic, &ic->in_shapes[2], "out_backprop", NHWC, dy) || conv_shapes(ic, in, f, dy, &g))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[1];
+  ic->out_shapes[0] = shape4(in[0], in[1], in[2], in[3]);
+  return MF_OK;
+}
+
+/* Conv2DBackpropFilter(input, filter_sizes, out_backprop): the filter's gradient. */
+static mf_code conv2d_backprop_filter_infer(mf_infer_ctx *ic) {
+  int64_t in[4], f[4], dy[4];
+  geom g;
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "input", 2, "out_backprop") ||
+      rank4(ic, &ic->in_shapes[0], "input", NHWC, in) || sizes_input(ic, 1, "filter_sizes", f) ||
+      rank4(ic, &ic->in_shapes[2], "out_backprop", NHWC, dy) || conv_shapes(ic, in, f, dy, &g))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = shape4(f[0], f[1], f[2], f[3]);
+  return MF_OK;
+}
+
+/* What the three convolution kernels share: the geometry of a convolution of
+ * an input of dims x with a filter of dims f, x's dtype's functions and size,
+ * and the gemm sizes: m output pixels, k values of a window, oc channels out. */
+typedef struct conv_plan {
+  geom g;
+  const conv_impl *im;
+  size_t es;
+  int64_t m, k, oc;
+} conv_plan;
+
+static mf_code conv_plan_of(mf_kernel_ctx *ctx, const mf_tensor *x, const mf_tensor *f, conv_plan *p) {
+  window w;
+  int64_t xd[4], fd[4];
+  dims_of(x, xd);
+  dims_of(f, fd);
+  if (read_window(ctx->op->name, ctx->attrs, false, &w, ctx->status) ||
+      make_geom(ctx->op->name, &w, xd, fd[0], fd[1], fd[3], &p->g, ctx->status))
+    return ctx->status->code;
+  p->im = &conv_impls[x->dtype];
+  p->es = mf_dtype_size(x->dtype);
+  p->m = p->g.n * p->g.oh * p->g.ow;
+  p->k = p->g.kh * p->g.kw * p->g.c;
+  p->oc = p->g.oc;
+  return MF_OK;
+}
+
+/* Whether out is done without a gemm: empty, or an empty sum (zeros). */
+static bool conv_trivial(mf_tensor *out, bool empty_sum, size_t es) {
+  if (out->size == 0) return true;
+  if (empty_sum) memset(out->data, 0, (size_t)out->size * es);
+  return empty_sum;
+}
+
+/* The im2col scratch of *rows output rows (a block). */
+static char *conv_scratch(mf_kernel_ctx *ctx, const conv_plan *p, int64_t *rows) {
+  *rows = block_rows(p->k, p->es, p->m);
+  return op_scratch(ctx, (size_t)(*rows * p->k) * p->es);
+}
+
+/* A 1x1 filter with stride 1 reads the input as it is: [n*h*w, c] is im2col. */
+static bool pointwise(const geom *g) { return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1; }
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* y [m, oc] = col [m, k] filter [k, oc], block by block. */
+static mf_code conv2d_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *f = ctx->inputs[1];
+  mf_tensor *y = ctx->outputs[0];
+  conv_plan p;
+  if (conv_plan_of(ctx, x, f, &p)) return ctx->status->code;
+  const int64_t m = p.m, k = p.k, oc = p.oc;
+  if (conv_trivial(y, k == 0, p.es)) return MF_OK;  /* k == 0: no input channels, an empty sum */
+  if (pointwise(&p.g)) {
+    p.im->gemm(false, false, m, oc, k, x->data, k, f->data, oc, 0, y->data, oc);
+    return MF_OK;
+  }
+  int64_t rows;
+  char *col = conv_scratch(ctx, &p, &rows);
+  if (!col) return ctx->status->code;
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t mb = min64(rows, m - r0);
+    p.im->im2col(&p.g, x->data, r0, mb, col);
+    p.im->gemm(false, false, mb, oc, k, col, k, f->data, oc, 0, (char *)y->data + (size_t)(r0 * oc) * p.es, oc);
+  }
+  return MF_OK;
+}
+
+/* dx = col2im(dy [m, oc] filter^T [oc, k]), block by block. */
+static mf_code conv2d_backprop_input_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *f = ctx->inputs[1], *dy = ctx->inputs[2];
+  mf_tensor *dx = ctx->outputs[0];
+  conv_plan p;
+  if (conv_plan_of(ctx, dx, f, &p)) return ctx->status->code;
+  const int64_t m = p.m, k = p.k, oc = p.oc;
+  if (conv_trivial(dx, m == 0 || oc == 0, p.es)) return MF_OK;  /* nothing flows back: an empty sum */
+  if (pointwise(&p.g)) {
+    p.im->gemm(false, true, m, k, oc, dy->data, oc, f->data, oc, 0, dx->data, k);
+    return MF_OK;
+  }
+  int64_t rows;
+  char *col = conv_scratch(ctx, &p, &rows);
+  if (!col) return ctx->status->code;
+  memset(dx->data, 0, (size_t)dx->size * p.es);
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t mb = min64(rows, m - r0);
+    p.im->gemm(false, true, mb, k, oc, (const char *)dy->data + (size_t)(r0 * oc) * p.es, oc, f->data, oc, 0, col,
+               k);
+    p.im->col2im(&p.g, col, r0, mb, dx->data);
+  }
+  return MF_OK;
+}
+
+/* df [k, oc] = sum over blocks of col^T [k, m] dy [m, oc]. */
+static mf_code conv2d_backprop_filter_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *dy = ctx->inputs[2];
+  mf_tensor *df = ctx->outputs[0];
+  conv_plan p;
+  if (conv_plan_of(ctx, x, df, &p)) return ctx->status->code;
+  const int64_t m = p.m, k = p.k, oc = p.oc;
+  if (conv_trivial(df, m == 0, p.es)) return MF_OK;  /* no output pixels: an empty sum */
+  if (pointwise(&p.g)) {
+    p.im->gemm(true, false, k, oc, m, x->data, k, dy->data, oc, 0, df->data, oc);
+    return MF_OK;
+  }
+  int64_t rows;
+  char *col = conv_scratch(ctx, &p, &rows);
+  if (!col) return ctx->status->code;
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t mb = min64(rows, m - r0);
+    p.im->im2col(&p.g, x->data, r0, mb, col);
+    p.im->gemm(true, false, k, oc, mb, col, k, (const char *)dy->data + (size_t)(r0 * oc) * p.es, oc, r0 ? 1 : 0,
+               df->data, oc);
+  }
+  return MF_OK;
+}
+
+#define SHAPE(t) mf_grad_op1(gc, "Shape", t)
+
+/* TensorFlow's rules: a convolution is bilinear in (input, filter), and each
+ * backprop is bilinear in its two tensor inputs, so every gradient is one of
+ * the three ops with the same window attributes. */
+static mf_code conv2d_rule(mf_grad_ctx *gc) {
+  const mf_output x = mf_op_in(gc->op, 0), f = mf_op_in(gc->op, 1), dy = gc->grads[0];
+  gc->input_grads[0] = like_op3(gc, "Conv2DBackpropInput", SHAPE(x), f, dy);
+  gc->input_grads[1] = like_op3(gc, "Conv2DBackpropFilter", x, SHAPE(f), dy);
+  return gc->status->code;
+}
+
+static mf_code conv2d_backprop_input_rule(mf_grad_ctx *gc) {
+  const mf_output f = mf_op_in(gc->op, 1), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
+  gc->input_grads[1] = like_op3(gc, "Conv2DBackpropFilter", gg, SHAPE(f), dy);
+  gc->input_grads[2] = like_op2(gc, "Conv2D", gg, f);
+  return gc->status->code;
+}
+
+static mf_code conv2d_backprop_filter_rule(mf_grad_ctx *gc) {
+  const mf_output x = mf_op_in(gc->op, 0), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
+  gc->input_grads[0] = like_op3(gc, "Conv2DBackpropInput", SHAPE(x), gg, dy);
+  gc->input_grads[2] = like_op2(gc, "Conv2D", x, gg);
+  return gc->status->code;
+}
+
+/* ---------- pooling ---------- */
+
+static mf_code pool_geom(const char *op, const mf_attrs *attrs, const int64_t in[4], geom *g, mf_status *s) {
+  window w;
+  if (read_window(op, attrs, true, &w, s)) return s->code;
+  return make_geom(op, &w, in, w.ksize[0], w.ksize[1], in[3], g, s);
+}
+
+static mf_code pool_infer(mf_infer_ctx *ic) {
+  int64_t in[4];
+  geom g;
+  if (mf_check_dtype(ic, 0, "value has", FLOAT_TYPES) || rank4(ic, &ic->in_shapes[0], "value", NHWC, in) ||
+      pool_geom(ic->op_name, ic->attrs, in, &g, ic->status))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = shape4(in[0], g.oh, g.ow, in[3]);
+  return MF_OK;
+}
+
+/* MaxPoolGrad(orig_input, orig_output, grad) gives orig_input's gradient from
+ * grad (orig_output's shape); MaxPoolGradGrad(orig_input, orig_output, grad)
+ * gives orig_output's shape from grad (orig_input's shape). */
+static mf_code max_pool_grads_infer(mf_infer_ctx *ic, bool gradgrad) {
+  int64_t in[4], out[4], gr[4];
+  geom g;
+  if (mf_check_dtype(ic, 0, "orig_input has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 0, "orig_input", 1, "orig_output") ||
+      mf_check_same_dtype(ic, 0, "orig_input", 2, "grad") || rank4(ic, &ic->in_shapes[0], "orig_input", NHWC, in) ||
+      rank4(ic, &ic->in_shapes[1], "orig_output", NHWC, out) || rank4(ic, &ic->in_shapes[2], "grad", NHWC, gr))
+    return ic->status->code;
+  const int64_t *pooled_grad = gradgrad ? out : gr;  /* the gradient that has the pooled shape */
+  const int64_t *input_grad = gradgrad ? gr : NULL;  /* the one that has the input's shape */
+  for (int k = 0; k < 4 && input_grad; k++) fill_unknown(&in[k], input_grad[k]);
+  fill_unknown(&in[0], out[0]);
+  fill_unknown(&in[3], out[3]);
+  if (pool_geom(ic->op_name, ic->attrs, in, &g, ic->status)) return ic->status->code;
+  int64_t want[4] = {in[0], g.oh, g.ow, in[3]};
+  if (check_dims(ic, "orig_output", out, want, "pooling an input", in) ||
+      (!gradgrad && check_dims(ic, "grad", pooled_grad, want, "pooling an input", in)))
+    return ic->status->code;
+  for (int k = 0; k < 4 && input_grad; k++)
+    if (dims_conflict(input_grad[k], in[k])) {
+      char a[160], b[160];
+      return MF_INVALID(ic->status, "%s: grad has shape %s but must have orig_input's shape %s", ic->op_name,
+                        dims_str(input_grad, a, sizeof a), dims_str(in, b, sizeof b));
+    }
+  for (int k = 0; k < 4; k++) fill_unknown(&want[k], out[k]);
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = gradgrad ? shape4(want[0], want[1], want[2], want[3]) : shape4(in[0], in[1], in[2], in[3]);
+  return MF_OK;
+}
+static mf_code max_pool_grad_infer(mf_infer_ctx *ic) { return max_pool_grads_infer(ic, false); }
+static mf_code max_pool_grad_grad_infer(mf_infer_ctx *ic) { return max_pool_grads_infer(ic, true); }
+
+/* AvgPoolGrad(orig_input_shape, grad). */
+static mf_code avg_pool_grad_infer(mf_infer_ctx *ic) {
+  int64_t in[4], gr[4];
+  geom g;
+  if (sizes_input(ic, 0, "orig_input_shape", in) || mf_check_dtype(ic, 1, "grad has", FLOAT_TYPES) ||
+      rank4(ic, &ic->in_shapes[1], "grad", NHWC, gr))
+    return ic->status->code;
+  fill_unknown(&in[0], gr[0]);
+  fill_unknown(&in[3], gr[3]);
+  if (pool_geom(ic->op_name, ic->attrs, in, &g, ic->status)) return ic->status->code;
+  const int64_t want[4] = {in[0], g.oh, g.ow, in[3]};
+  if (check_dims(ic, "grad", gr, want, "pooling an input", in)) return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[1];
+  ic->out_shapes[0] = shape4(in[0], in[1], in[2], in[3]);
+  return MF_OK;
+}
+
+/* The window of output pixel (oy, ox) clipped to the input: rows [y0, y1),
+ * columns [x0, x1). Never empty: VALID windows lie inside the input and SAME
+ * pads less than a window before (see window_dim). */
+#define FOR_EACH_WINDOW(g, ...)                                                        \
+  for (int64_t n = 0, pix = 0; n < (g)->n; n++)                                        \
+    for (int64_t oy = 0; oy < (g)->oh; oy++)                                           \
+      for (int64_t ox = 0; ox < (g)->ow; ox++, pix++) {                                \
+        const int64_t ys = oy * (g)->sh - (g)->pt, xs = ox * (g)->sw - (g)->pl;        \
+        const int64_t y0 = ys < 0 ? 0 : ys, y1 = min64(ys + (g)->kh, (g)->h);          \
+        const int64_t x0 = xs < 0 ? 0 : xs, x1 = min64(xs + (g)->kw, (g)->w);          \
+        __VA_ARGS__                                                                    \
+      }
+/* Offset of pixel (iy, ix) of image n in an NHWC tensor. */
+#define PIXEL(g, n, iy, ix) ((((n) * (g)->h + (iy)) * (g)->w + (ix)) * (g)->c)
+
+/* Max pooling routes to the first maximum of a window in row-major order (as
+ * TensorFlow's MaxPoolGrad): channels go in blocks of CBLOCK, each a vector
+ * loop keeping the best value and its offset. */
+enum { CBLOCK = 64 };
+
+/* Every pooling kernel as f(geometry, a, b, out); `a` is the tensor pooled
+ * over, b the gradient for the gradient ops. Each inner loop runs along the
+ * channels of one pixel. */
+typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
+
+#define POOL_KERNELS(code, T, unused)                                                               \
+  static void max_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {        \
+    const T *restrict x = x_;                                                                       \
+    T *restrict y = y_;                                                                             \
+    const int64_t c = g->c;                                                                         \
+    (void)unused_;                                                                                  \
+    FOR_EACH_WINDOW(g, T *out = y + pix * c; const T *first = x + PIXEL(g, n, y0, x0);              \
+                    run_copy_##code(out, first, c);                                                 \
+                    for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
+                      const T *src = x + PIXEL(g, n, iy, ix);                                       \
+                      run_max_##code(out, src, c);                                                  \
+                    })                                                                              \
+  }                                                                                                 \
+  static void avg_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {        \
+    const T *restrict x = x_;                                                                       \
+    T *restrict y = y_;                                                                             \
+    const int64_t c = g->c;                                                                         \
+    (void)unused_;                                                                                  \
+    FOR_EACH_WINDOW(g, T *out = y + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));           \
+                    run_zero_##code(out, c);                                                        \
+                    for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
+                      const T *src = x + PIXEL(g, n, iy, ix);                                       \
+                      run_add_##code(out, src, c);                                                  \
+                    } run_div_##code(out, count, c);)                                               \
+  }                                                                                                 \
+  /* Each input of a window gets the window's gradient over the window's count. */                  \
+  static void avg_pool_grad_##code(const geom *g, const void *unused_, const void *dy_, void *dx_) { \
+    const T *restrict dy = dy_;                                                                     \
+    T *restrict dx = dx_;                                                                           \
+    const int64_t c = g->c;                                                                         \
+    (void)unused_;                                                                                  \
+    run_zero_##code(dx, g->n * g->h * g->w * c);                                                    \
+    FOR_EACH_WINDOW(g, const T *gy = dy + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));      \
+                    for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
+                      T *dst = dx + PIXEL(g, n, iy, ix);                                            \
+                      run_add_div_##code(dst, gy, count, c);                                        \
+                    })                                                                              \
+  }                                                                                                 \
+  /* idx[j]: the offset in x of the first maximum of channel c0 + j in the window. */               \
+  static void argmax_##code(const geom *g, const T *restrict x, int64_t n, int64_t y0, int64_t y1,   \
+                            int64_t x0, int64_t x1, int64_t c0, int64_t nc, int64_t *restrict idx) { \
+    T best[CBLOCK];                                                                                 \
+    const int64_t first = PIXEL(g, n, y0, x0) + c0;                                                 \
+    ELEMENTS(nc, j, best[j] = x[first + j]; idx[j] = first + j;);                                   \
+    for (int64_t iy = y0; iy < y1; iy++)                                                            \
+      for (int64_t ix = x0; ix < x1; ix++) {                                                        \
+        const int64_t off = PIXEL(g, n, iy, ix) + c0;                                               \
+        ELEMENTS(nc, j, const bool gt = x[off + j] > best[j]; best[j] = gt ? x[off + j] : best[j];   \
+                 idx[j] = gt ? off + j : idx[j];);                                                  \
+      }                                                                                             \
+  }                                                                                                 \
+  static void max_pool_grad_##code(const geom *g, const void *x_, const void *dy_, void *dx_) {     \
+    const T *restrict x = x_, *restrict dy = dy_;                                                   \
+    T *restrict dx = dx_;                                                                           \
+    const int64_t c = g->c;                                                                         \
+    int64_t idx[CBLOCK];                                                                            \
+    run_zero_##code(dx, g->n * g->h * g->w * c);                                                    \
+    FOR_EACH_WINDOW(g, for (int64_t c0 = 0; c0 < c; c0 += CBLOCK) {                                 \
+      const int64_t nc = min64(CBLOCK, c - c0);                                                     \
+      argmax_##code(g, x, n, y0, y1, x0, x1, c0, nc, idx);                                          \
+      for (int64_t j = 0; j < nc; j++) dx[idx[j]] += dy[pix * c + c0 + j];                          \
+    })                                                                                              \
+  }                                                                                                 \
+  /* Each output pixel picks the gradient at its window's maximum. */                               \
+  static void max_pool_grad_grad_##code(const geom *g, const void *x_, const void *gx_, void *out_) { \
+    const T *restrict x = x_, *restrict gx = gx_;                                                   \
+    T *restrict out = out_;                                                                         \
+    const int64_t c = g->c;                                                                         \
+    int64_t idx[CBLOCK];                                                                            \
+    FOR_EACH_WINDOW(g, for (int64_t c0 = 0; c0 < c; c0 += CBLOCK) {                                 \
+      const int64_t nc = min64(CBLOCK, c - c0);                                                     \
+      argmax_##code(g, x, n, y0, y1, x0, x1, c0, nc, idx);                                          \
+      for (int64_t j = 0; j < nc; j++) out[pix * c + c0 + j] = gx[idx[j]];                          \
+    })                                                                                              \
+  }
+T_FLOAT(POOL_KERNELS, ~)
+
+#define POOL_FNS(kind) \
+  static const pool_fn kind##_fns[DTYPE_SLOTS] = {[MF_FLOAT32] = kind##_MF_FLOAT32, [MF_FLOAT64] = kind##_MF_FLOAT64};
+POOL_FNS(max_pool)
+POOL_FNS(avg_pool)
+POOL_FNS(avg_pool_grad)
+POOL_FNS(max_pool_grad)
+POOL_FNS(max_pool_grad_grad)
+
+/* Runs one pooling kernel: the window slides over `over` (input dims), a and b
+ * are its operands. */
+static mf_code pool_run(mf_kernel_ctx *ctx, const mf_tensor *over, const pool_fn *fns, const mf_tensor *a,
+                        const mf_tensor *b) {
+  mf_tensor *y = ctx->outputs[0];
+  int64_t in[4];
+  geom g;
+  dims_of(over, in);
+  if (pool_geom(ctx->op->name, ctx->attrs, in, &g, ctx->status)) return ctx->status->code;
+  if (y->size == 0) return MF_OK;
+  fns[y->dtype](&g, a ? a->data : NULL, b ? b->data : NULL, y->data);
+  return MF_OK;
+}
+
+static mf_code max_pool_kernel(mf_kernel_ctx *ctx) {
+  return pool_run(ctx, ctx->inputs[0], max_pool_fns, ctx->inputs[0], NULL);
+}
+static mf_code avg_pool_kernel(mf_kernel_ctx *ctx) {
+  return pool_run(ctx, ctx->inputs[0], avg_pool_fns, ctx->inputs[0], NULL);
+}
+static mf_code avg_pool_grad_kernel(mf_kernel_ctx *ctx) {
+  return pool_run(ctx, ctx->outputs[0], avg_pool_grad_fns, NULL, ctx->inputs[1]);
+}
+static mf_code max_pool_grad_kernel(mf_kernel_ctx *ctx) {
+  return pool_run(ctx, ctx->inputs[0], max_pool_grad_fns, ctx->inputs[0], ctx->inputs[2]);
+}
+static mf_code max_pool_grad_grad_kernel(mf_kernel_ctx *ctx) {
+  return pool_run(ctx, ctx->inputs[0], max_pool_grad_grad_fns, ctx->inputs[0], ctx->inputs[2]);
+}
+
+/* Max pooling's gradients are linear in the incoming gradient and route it
+ * through the argmax, which is piecewise constant in orig_input and
+ * orig_output: no gradient flows to those (TensorFlow passes zeros). */
+static mf_code max_pool_rule(mf_grad_ctx *gc) {
+  gc->input_grads[0] = like_op3(gc, "MaxPoolGrad", mf_op_in(gc->op, 0), mf_op_out(gc->op, 0), gc->grads[0]);
+  return gc->status->code;
+}
+static mf_code max_pool_grad_rule(mf_grad_ctx *gc) {
+  gc->input_grads[2] = like_op3(gc, "MaxPoolGradGrad", mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]);
+  return gc->status->code;
+}
+static mf_code max_pool_grad_grad_rule(mf_grad_ctx *gc) {
+  gc->input_grads[2] = like_op3(gc, "MaxPoolGrad", mf_op_in(gc->op, 0), mf_op_in(gc->op, 1), gc->grads[0]);
+  return gc->status->code;
+}
+/* Average pooling is linear: AvgPoolGrad is its transpose and AvgPool AvgPoolGrad's. */
+static mf_code avg_pool_rule(mf_grad_ctx *gc) {
+  gc->input_grads[0] = like_op2(gc, "AvgPoolGrad", SHAPE(mf_op_in(gc->op, 0)), gc->grads[0]);
+  return gc->status->code;
+}
+static mf_code avg_pool_grad_rule(mf_grad_ctx *gc) {
+  gc->input_grads[1] = like_op(gc, "AvgPool", 1, &gc->grads[0]);
+  return gc->status->code;
+}
+
+/* ---------- SparseSoftmaxCrossEntropyWithLogits ---------- */
+
+/* SparseSoftmaxCrossEntropyWithLogits(features [batch, classes], labels
+ * [batch] int32/int64) -> loss [batch], backprop [batch, classes], as
+ * TensorFlow's fused op: loss = logsumexp(row) - row[label] and backprop =
+ * softmax(row) - one_hot(label). The label's entry is picked, never
+ * multiplied by a one-hot mask, so a -inf logit elsewhere costs nothing; a
+ * label outside [0, classes) fails the run. */
+static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "features has", FLOAT_TYPES) ||
+      mf_check_dtype(ic, 1, "labels has", (1u << MF_INT32) | (1u << MF_INT64)))
+    return ic->status->code;
+  const mf_shape *f = &ic->in_shapes[0], *l = &ic->in_shapes[1];
+  char sf[160], sl[160];
+  if (f->rank >= 0 && f->rank != 2)
+    return MF_INVALID(ic->status, "%s: logits must be 2-D (batch, classes), got shape %s", ic->op_name,
+                      mf_shape_str(f, sf, sizeof sf));
+  if (l->rank >= 0 && l->rank != 1)
+    return MF_INVALID(ic->status, "%s: labels must be 1-D (one class index per row), got shape %s", ic->op_name,
+                      mf_shape_str(l, sl, sizeof sl));
+  int64_t batch = f->rank == 2 ? f->dims[0] : -1, classes = f->rank == 2 ? f->dims[1] : -1;
+  int64_t lb = l->rank == 1 ? l->dims[0] : -1;
+  if (batch >= 0 && lb >= 0 && batch != lb)
+    return MF_INVALID(ic->status,
+                      "%s: logits and labels must have the same first dimension, got logits shape %s and labels "
+                      "shape %s",
+                      ic->op_name, mf_shape_str(f, sf, sizeof sf), mf_shape_str(l, sl, sizeof sl));
+  if (batch < 0) batch = lb;
+  ic->out_dtypes[0] = ic->out_dtypes[1] = ic->in_dtypes[0];
+  ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {batch}};
+  ic->out_shapes[1] = (mf_shape){.rank = 2, .dims = {batch, classes}};
+  return MF_OK;
+}
+
+#define SPARSE_XENT(code, T, ...)                                                                    \
+  static void sparse_xent_##code(const T *x, const int64_t *label, T *loss, T *bp, int64_t rows,    \
+                                 int64_t c) {                                                        \
+    for (int64_t r = 0; r < rows; r++) {                                                             \
+      const T *row = x + r * c;                                                                      \
+      T *b = bp + r * c;                                                                             \
+      T m = row[0];                                                                                  \
+      for (int64_t j = 1; j < c; j++) m = row[j] > m ? row[j] : m;                                   \
+      double sum = 0;                                                                                \
+      for (int64_t j = 0; j < c; j++) {                                                              \
+        T e = (T)exp((double)(row[j] - m));                                                          \
+        b[j] = e;                                                                                    \
+        sum += (double)e;                                                                            \
+      }                                                                                              \
+      T inv = (T)(1.0 / sum);                                                                        \
+      for (int64_t j = 0; j < c; j++) b[j] *= inv;                                                   \
+      b[label[r]] -= 1;                                                                              \
+      loss[r] = (T)(log(sum) - (double)(row[label[r]] - m));                                         \
+    }                                                                                                \
+  }
+T_FLOAT(SPARSE_XENT, ~)
+
+static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *lab = ctx->inputs[1];
+  mf_tensor *loss = ctx->outputs[0], *bp = ctx->outputs[1];
+  int64_t rows = x->dims[0], c = x->dims[1];
+  if (rows == 0) return MF_OK;
+  if (c == 0) return MF_INVALID(ctx->status, "Must have at least one class, but got logits shape %lld x 0",
+                                (long long)rows);
+  /* The labels as int64, checked against [0, classes) before any row is done. */
+  int64_t inline_labels[256];
+  int64_t *labels = rows <= 256 ? inline_labels : mf_malloc((size_t)rows * sizeof *labels);
+  if (!labels) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "out of memory");
+  int64_t bad = -1;
+  for (int64_t r = 0; r < rows; r++) {
+    labels[r] = lab->dtype == MF_INT32 ? ((const int32_t *)lab->data)[r] : ((const int64_t *)lab->data)[r];
+    if (bad < 0 && (labels[r] < 0 || labels[r] >= c)) bad = r;
+  }
+  if (bad >= 0) {
+    /* TensorFlow's words; the label values listed (the first 100 of them). */
+    char list[1024];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int64_t r = 0; r < rows && r < 100 && len < sizeof list - 32; r++)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld", r ? " " : "", (long long)labels[r]);
+    if (rows > 100) snprintf(list + len, sizeof list - len, " ...");
+    mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                  "Received a label value of %lld which is outside the valid range of [0, %lld).  Label values: %s",
+                  (long long)labels[bad], (long long)c, list);
+  } else if (x->dtype == MF_FLOAT32) {
+    sparse_xent_MF_FLOAT32(x->data, labels, loss->data, bp->data, rows, c);
+  } else {
+    sparse_xent_MF_FLOAT64(x->data, labels, loss->data, bp->data, rows, c);
+  }
+  if (labels != inline_labels) mf_free(labels);
+  return ctx->status->code;
+}
+
+/* A reduction of x over its last axis, the axis kept. */
+static mf_output reduce_last(mf_grad_ctx *gc, const char *type, mf_output x) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (d) {
+    mf_op_desc_add_input(d, x);
+    mf_op_desc_set_attr_int(d, "axis", -1);
+    mf_op_desc_set_attr_bool(d, "keepdims", true);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* d loss = dy * backprop, row by row. A gradient reaching backprop (a second
+ * derivative of the loss) flows through softmax(features): its Jacobian
+ * applied to g is softmax * (g - sum(g * softmax)). Labels get none. */
+static mf_code sparse_xent_rule(mf_grad_ctx *gc) {
+  mf_output dx = {0};
+  if (gc->grads[0].op) {
+    mf_op_desc *d = mf_grad_begin(gc, "ExpandDims");
+    if (d) {
+      mf_op_desc_add_input(d, gc->grads[0]);
+      mf_op_desc_set_attr_int(d, "axis", -1);
+    }
+    dx = mf_grad_op2(gc, "Mul", mf_grad_finish(gc, d), mf_op_out(gc->op, 1));
+  }
+  if (gc->grads[1].op) {
+    mf_output x = mf_op_in(gc->op, 0), g = gc->grads[1];
+    mf_output shifted = mf_grad_op2(gc, "Sub", x, mf_grad_op1(gc, "StopGradient", reduce_last(gc, "Max", x)));
+    mf_output e = mf_grad_op1(gc, "Exp", shifted);
+    mf_output softmax = mf_grad_op2(gc, "Div", e, reduce_last(gc, "Sum", e));
+    mf_output inner = reduce_last(gc, "Sum", mf_grad_op2(gc, "Mul", g, softmax));
+    mf_output second = mf_grad_op2(gc, "Mul", softmax, mf_grad_op2(gc, "Sub", g, inner));
+    dx = dx.op ? mf_grad_op2(gc, "Add", dx, second) : second;
+  }
+  gc->input_grads[0] = dx;
+  return gc->status->code;
+}
+
+/* ---------- registrations ---------- */
+
+#define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
+   .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
+#define ACT_DEF(op, types, grad_op, reads, expr) \
+  OP_DEF(op, 1, MF_OP_FORWARDS_INPUT, op##_infer, op##_kernel, op##_rule)
+#define ACT_GRAD_DEF(op, types, curvature, expr) \
+  OP_DEF(op, 2, MF_OP_FORWARDS_INPUT, op##_infer, op##_kernel, op##_rule)
+
+static const mf_op_def defs[] = {
+    ACTIVATIONS(ACT_DEF)
+    ACTIVATION_GRADS(ACT_GRAD_DEF)
+    OP_DEF(BiasAdd, 2, MF_OP_FORWARDS_INPUT, bias_add_infer, bias_add_kernel, bias_add_rule)
+    OP_DEF(BiasAddGrad, 1, 0, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
+    OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
+    OP_DEF(Conv2DBackpropInput, 3, 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
+           conv2d_backprop_input_rule)
+    OP_DEF(Conv2DBackpropFilter, 3, 0, conv2d_backprop_filter_infer, conv2d_backprop_filter_kernel,
+           conv2d_backprop_filter_rule)
+    OP_DEF(MaxPool, 1, 0, pool_infer, max_pool_kernel, max_pool_rule)
+    OP_DEF(MaxPoolGrad, 3, 0, max_pool_grad_infer, max_pool_grad_kernel, max_pool_grad_rule)
+    OP_DEF(MaxPoolGradGrad, 3, 0, max_pool_grad_grad_infer, max_pool_grad_grad_kernel, max_pool_grad_grad_rule)
+    OP_DEF(AvgPool, 1, 0, pool_infer, avg_pool_kernel, avg_pool_rule)
+    OP_DEF(AvgPoolGrad, 2, 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
+    {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
+     .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
+};
+MF_OP_TABLE(mf_ops_nn, defs);

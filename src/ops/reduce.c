@@ -1,0 +1,662 @@
+/* reduce.c — reductions: Sum, Mean, Max, Min, Prod (numeric) and Any, All (bool),
+ * with their gradient rules, and the ops gradients use: SumToShape, TileGrad,
+ * ReducedShape.
+ *
+ * Attrs: "axis" (ints; absent = every axis, negative axes count from the end)
+ * and "keepdims" (bool). One driver serves every op: the shape is collapsed
+ * into alternating groups of kept and reduced axes, and the driver walks kept
+ * groups (one output each, or one contiguous block of outputs when the last
+ * axes are kept) and, inside, the reduced groups. The op-specific part is only
+ * the combine step, listed once in REDUCE_OPS and inlined into one driver per
+ * (op, dtype) by REDUCE_KERNEL. */
+#include "core/status.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/shape.h"
+#include "graph/attrs.h"
+#include "graph/op_def.h"
+#include "graph/graph.h"
+#include "graph/autodiff.h"
+#include "exec/kernel_api.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------- axes and shapes (shared by infer and kernel) ---------- */
+
+/* The "axis" attribute: a list, or a single int from C callers; -1 when absent. */
+static int reduce_axes(const mf_attrs *attrs, const int64_t **axes) {
+  const mf_attr *one = mf_attrs_find(attrs, "axis", MF_ATTR_INT);
+  if (!one) return mf_attr_ints(attrs, "axis", axes);
+  *axes = &one->v.i;
+  return 1;
+}
+
+/* Marks the reduced axes of a tensor of `rank` in mask[]; absent axes mean all. */
+static mf_code reduce_mask(const char *op, const mf_attrs *attrs, int rank, bool *mask, mf_status *s) {
+  const int64_t *axes;
+  int n = reduce_axes(attrs, &axes);
+  for (int d = 0; d < rank; d++) mask[d] = n < 0;
+  for (int i = 0; i < n; i++) {
+    int d;
+    if (mf_normalize_axis(op, axes[i], rank, &d, s)) return s->code;
+    if (mask[d])
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "%s: axis %lld names dimension %d a second time for a tensor of rank %d; "
+                           "list each axis once",
+                           op, (long long)axes[i], d, rank);
+    mask[d] = true;
+  }
+  return MF_OK;
+}
+
+static mf_code reduce_infer(mf_infer_ctx *ic, bool logical) {
+  mf_dtype t = ic->in_dtypes[0];
+  const char *type = ic->def->name;
+  if (logical && t != MF_BOOL)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: %s takes a bool tensor, got %s; compare first (e.g. tf.not_equal(x, 0)) "
+                         "or tf.cast it to tf.bool",
+                         ic->op_name, type, mf_dtype_name(t));
+  if (!logical && t == MF_BOOL)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: %s takes a numeric tensor, got bool; use reduce_any/reduce_all, or "
+                         "tf.cast it to a number type first",
+                         ic->op_name, type);
+  ic->out_dtypes[0] = t;
+  bool keep = mf_attr_bool(ic->attrs, "keepdims", false);
+  const mf_shape *in = &ic->in_shapes[0];
+  if (in->rank < 0) {
+    /* Reducing every axis of an unknown rank still gives a scalar. */
+    const int64_t *axes;
+    bool all = reduce_axes(ic->attrs, &axes) < 0;
+    ic->out_shapes[0] = all && !keep ? mf_shape_scalar() : mf_shape_unknown();
+    return MF_OK;
+  }
+  bool mask[MF_MAX_RANK];
+  if (reduce_mask(ic->op_name, ic->attrs, in->rank, mask, ic->status)) return ic->status->code;
+  mf_shape out = {.rank = 0};
+  for (int d = 0; d < in->rank; d++) {
+    if (!mask[d]) out.dims[out.rank++] = in->dims[d];
+    else if (keep) out.dims[out.rank++] = 1;
+  }
+  ic->out_shapes[0] = out;
+  return MF_OK;
+}
+
+/* TileGrad views its input with two axes per dimension, so the driver takes
+ * up to twice the rank of a tensor. */
+enum { REDUCE_MAX_DIMS = 2 * MF_MAX_RANK };
+
+/* The input seen by the driver. Axes of size 1 are dropped and neighbouring
+ * axes that are both kept or both reduced are merged, so the groups alternate.
+ * The last group is either reduced (`run` contiguous elements fold into one
+ * output) or kept (`inner` contiguous outputs advance together). The other
+ * groups are listed with their input strides: kept ones (k*) pick the output,
+ * reduced ones (r*) are walked for each output. */
+typedef struct reduce_geom {
+  int64_t out_size;   /* outputs */
+  int64_t count;      /* input elements folded into each output */
+  int64_t inner, run; /* 1 unless the last group is kept / reduced */
+  int nk, nr;
+  int64_t kdims[REDUCE_MAX_DIMS], kstrides[REDUCE_MAX_DIMS];
+  int64_t rdims[REDUCE_MAX_DIMS], rstrides[REDUCE_MAX_DIMS];
+} reduce_geom;
+
+static void reduce_geometry(int rank, const int64_t *dims, const bool *mask, reduce_geom *g) {
+  int64_t size[REDUCE_MAX_DIMS], stride[REDUCE_MAX_DIMS];
+  bool red[REDUCE_MAX_DIMS];
+  int m = 0;
+  memset(g, 0, sizeof *g);
+  g->out_size = g->count = g->inner = g->run = 1;
+  for (int d = 0; d < rank; d++) {
+    int64_t n = dims[d];
+    if (mask[d]) g->count *= n;
+    else g->out_size *= n;
+    if (n == 1) continue;
+    if (m > 0 && red[m - 1] == mask[d]) {
+      size[m - 1] *= n;
+    } else {
+      size[m] = n;
+      red[m++] = mask[d];
+    }
+  }
+  int64_t st = 1;
+  for (int i = m - 1; i >= 0; i--) {
+    stride[i] = st;
+    st *= size[i];
+  }
+  if (m > 0) {
+    m--;
+    if (red[m]) g->run = size[m];
+    else g->inner = size[m];
+  }
+  for (int i = 0; i < m; i++) {
+    if (red[i]) {
+      g->rdims[g->nr] = size[i];
+      g->rstrides[g->nr++] = stride[i];
+    } else {
+      g->kdims[g->nk] = size[i];
+      g->kstrides[g->nk++] = stride[i];
+    }
+  }
+}
+
+/* Advances a row-major multi-index; returns the new offset, or -1 once it has
+ * wrapped (idx is then all zeros again, ready for the next walk). */
+static inline int64_t odo_next(int n, const int64_t *dims, const int64_t *strides, int64_t *idx,
+                               int64_t off) {
+  for (int d = n - 1; d >= 0; d--) {
+    off += strides[d];
+    if (++idx[d] < dims[d]) return off;
+    off -= dims[d] * strides[d];
+    idx[d] = 0;
+  }
+  return -1;
+}
+
+/* ---------- the combine steps ---------- */
+
+/* Sum, Prod and Mean accumulate in a wide type: double for float32 and float64
+ * (a float32 sum of millions of elements stays exact to float32 precision,
+ * without the drift of a float accumulator), uint64_t for integers, whose
+ * wrap-around is defined in C (signed overflow is not) and gives the same
+ * modular result as TensorFlow's. Max and Min propagate NaN, as NumPy does. */
+#define ACC_WIDE(E, W) W
+#define ACC_ELEM(E, W) E
+
+static inline bool is_nan_f32(float x) { return isnan(x); }
+static inline bool is_nan_f64(double x) { return isnan(x); }
+static inline bool is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
+#define IS_NAN(x) _Generic((x), float: is_nan_f32, double: is_nan_f64, default: is_nan_never)(x)
+
+#define TYPE_LOWEST(E) \
+  _Generic((E)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, int64_t: INT64_MIN, uint8_t: 0)
+#define TYPE_HIGHEST(E) \
+  _Generic((E)0, float: INFINITY, double: INFINITY, int32_t: INT32_MAX, int64_t: INT64_MAX, uint8_t: UINT8_MAX)
+
+/* Mean of an empty reduction: nan for floats (0/0); 0 for integers, which have no nan. */
+static inline double mean_float(double sum, int64_t n) { return sum / (double)n; }
+static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)sum / n : 0; }
+#define MEAN(a, n) _Generic((a), double: mean_float, default: mean_int)(a, n)
+
+/* X(op, dtypes, accumulator, identity, combine(a, b), result(a, n), gradient
+ * rule): a and b are accumulators, n the number of elements folded, E the
+ * element type; the result is converted to E. Max and Min use `|`, not `||`,
+ * so that the select stays branch-free and vectorizes. */
+#define REDUCE_OPS(X)                                                                         \
+  X(Sum, NUMERIC, ACC_WIDE, 0, a + b, a, sum_grad)                                            \
+  X(Mean, NUMERIC, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                 \
+  X(Prod, NUMERIC, ACC_WIDE, 1, a * b, a, prod_grad)                                          \
+  X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | IS_NAN(b)) ? b : a, a, extremum_grad)  \
+  X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | IS_NAN(b)) ? b : a, a, extremum_grad) \
+  X(Any, LOGICAL, ACC_ELEM, false, a || b, a, NULL)                                           \
+  X(All, LOGICAL, ACC_ELEM, true, a && b, a, NULL)
+
+/* X(..., code, element type, wide accumulator) for each dtype an op class takes. */
+#define NUMERIC_TYPES(X, ...)                      \
+  X(__VA_ARGS__, MF_FLOAT32, float, double)        \
+  X(__VA_ARGS__, MF_FLOAT64, double, double)       \
+  X(__VA_ARGS__, MF_INT32, int32_t, uint64_t)      \
+  X(__VA_ARGS__, MF_INT64, int64_t, uint64_t)      \
+  X(__VA_ARGS__, MF_UINT8, uint8_t, uint64_t)
+#define LOGICAL_TYPES(X, ...) X(__VA_ARGS__, MF_BOOL, bool, bool)
+
+/* ---------- the driver ---------- */
+
+typedef void (*reduce_fn)(const reduce_geom *g, const void *in, void *out);
+
+enum { REDUCE_CHUNK = 1024 };
+
+/* Per (op, dtype): combine and result from REDUCE_OPS, two inner loops, and
+ * the driver.
+ * - fold: a contiguous run into one accumulator, through 8 independent lanes
+ *   (written out so that they stay in registers and vectorize); the path for
+ *   reducing a whole contiguous tensor and for reducing the last axis.
+ * - accumulate: a row of m inputs into m accumulators, in blocks of 16 whose
+ *   constant trip count compilers vectorize at -O2.
+ * When the last axes are kept, REDUCE_CHUNK outputs accumulate side by side on
+ * the stack while the reduced groups are walked, so input rows are read
+ * contiguously and nothing is allocated. */
+#define REDUCE_KERNEL(op, acc, identity, combine, result, code, E_, W_)                      \
+  typedef acc(E_, W_) op##_##code##_acc;                                                     \
+  static inline op##_##code##_acc op##_##code##_combine(op##_##code##_acc a,                 \
+                                                        op##_##code##_acc b) {               \
+    return (combine);                                                                        \
+  }                                                                                          \
+  static inline E_ op##_##code##_result(op##_##code##_acc a, int64_t n) {                    \
+    MF_UNUSED(n);                                                                            \
+    return (E_)(result);                                                                     \
+  }                                                                                          \
+  static inline op##_##code##_acc op##_##code##_fold(op##_##code##_acc a, const E_ *p,       \
+                                                     int64_t len) {                          \
+    typedef op##_##code##_acc A;                                                             \
+    A (*const f)(A, A) = op##_##code##_combine;                                              \
+    int64_t i = 0;                                                                           \
+    if (len >= 16) {                                                                         \
+      A l0 = (A)p[0], l1 = (A)p[1], l2 = (A)p[2], l3 = (A)p[3];                              \
+      A l4 = (A)p[4], l5 = (A)p[5], l6 = (A)p[6], l7 = (A)p[7];                              \
+      for (i = 8; i + 8 <= len; i += 8) {                                                    \
+        l0 = f(l0, (A)p[i]), l1 = f(l1, (A)p[i + 1]), l2 = f(l2, (A)p[i + 2]);               \
+        l3 = f(l3, (A)p[i + 3]), l4 = f(l4, (A)p[i + 4]), l5 = f(l5, (A)p[i + 5]);           \
+        l6 = f(l6, (A)p[i + 6]), l7 = f(l7, (A)p[i + 7]);                                    \
+      }                                                                                      \
+      a = f(a, f(f(f(l0, l1), f(l2, l3)), f(f(l4, l5), f(l6, l7))));                         \
+    }                                                                                        \
+    for (; i < len; i++) a = f(a, (A)p[i]);                                                  \
+    return a;                                                                                \
+  }                                                                                          \
+  static inline void op##_##code##_accumulate(op##_##code##_acc *restrict acc,               \
+                                              const E_ *restrict p, int64_t m) {             \
+    int64_t j = 0;                                                                           \
+    for (; j + 16 <= m; j += 16)                                                             \
+      for (int l = 0; l < 16; l++) acc[j + l] = op##_##code##_combine(acc[j + l], p[j + l]); \
+    for (; j < m; j++) acc[j] = op##_##code##_combine(acc[j], p[j]);                         \
+  }                                                                                          \
+  static void op##_##code(const reduce_geom *g, const void *in_, void *out_) {               \
+    typedef op##_##code##_acc A;                                                             \
+    typedef E_ E;                                                                            \
+    const E *in = in_;                                                                       \
+    E *out = out_;                                                                           \
+    const A init = (A)(identity);                                                            \
+    const int64_t n = g->count;                                                              \
+    if (g->out_size == 0) return;                                                            \
+    if (n == 0) {                                                                            \
+      for (int64_t i = 0; i < g->out_size; i++) out[i] = op##_##code##_result(init, 0);      \
+      return;                                                                                \
+    }                                                                                        \
+    int64_t kidx[REDUCE_MAX_DIMS] = {0}, ridx[REDUCE_MAX_DIMS] = {0};                        \
+    int64_t base = 0;                                                                        \
+    E *o = out;                                                                              \
+    do {                                                                                     \
+      if (g->inner == 1) {                                                                   \
+        A a = init;                                                                          \
+        int64_t off = 0;                                                                     \
+        do {                                                                                 \
+          a = op##_##code##_fold(a, in + base + off, g->run);                                \
+        } while ((off = odo_next(g->nr, g->rdims, g->rstrides, ridx, off)) >= 0);            \
+        *o++ = op##_##code##_result(a, n);                                                   \
+      } else {                                                                               \
+        for (int64_t j0 = 0; j0 < g->inner; j0 += REDUCE_CHUNK) {                            \
+          int64_t m = g->inner - j0 < REDUCE_CHUNK ? g->inner - j0 : REDUCE_CHUNK;           \
+          A acc[REDUCE_CHUNK];                                                               \
+          for (int64_t j = 0; j < m; j++) acc[j] = init;                                     \
+          int64_t off = 0;                                                                   \
+          do {                                                                               \
+            op##_##code##_accumulate(acc, in + base + off + j0, m);                          \
+          } while ((off = odo_next(g->nr, g->rdims, g->rstrides, ridx, off)) >= 0);          \
+          for (int64_t j = 0; j < m; j++) o[j0 + j] = op##_##code##_result(acc[j], n);       \
+        }                                                                                    \
+        o += g->inner;                                                                       \
+      }                                                                                      \
+    } while ((base = odo_next(g->nk, g->kdims, g->kstrides, kidx, base)) >= 0);              \
+  }
+
+#define REDUCE_KERNEL_FOR_TYPES(op, types, acc, identity, combine, result, rule) \
+  types##_TYPES(REDUCE_KERNEL, op, acc, identity, combine, result)
+REDUCE_OPS(REDUCE_KERNEL_FOR_TYPES)
+
+/* ---------- kernels and registration ---------- */
+
+static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_fn *fns) {
+  const mf_tensor *in = ctx->inputs[0];
+  bool mask[MF_MAX_RANK];
+  if (reduce_mask(ctx->op->name, ctx->attrs, in->rank, mask, ctx->status)) return ctx->status->code;
+  reduce_geom g;
+  reduce_geometry(in->rank, in->dims, mask, &g);
+  fns[in->dtype](&g, in->data, ctx->outputs[0]->data);
+  return MF_OK;
+}
+
+#define REDUCE_FN_ENTRY(op, acc, identity, combine, result, code, E_, W_) [code] = op##_##code,
+#define REDUCE_OP_FUNCS(op, types, acc, identity, combine, result, rule)                     \
+  static const reduce_fn op##_fns[MF_UINT8 + 1] = {                                          \
+      types##_TYPES(REDUCE_FN_ENTRY, op, acc, identity, combine, result)};                   \
+  static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); } \
+  static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_fns); }
+/* Any and All take and give bools: there is no gradient to take. */
+enum { NUMERIC_IS_LOGICAL = false, LOGICAL_IS_LOGICAL = true };
+enum { NUMERIC_FLAGS = 0, LOGICAL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
+REDUCE_OPS(REDUCE_OP_FUNCS)
+
+/* ---------- SumToShape ---------- */
+
+/* SumToShape(grad, shape): sums grad over the dimensions that broadcasting
+ * added or stretched from 1, giving a tensor of `shape`. It undoes NumPy
+ * broadcasting in tf.gradients; when nothing was broadcast it forwards grad. */
+static mf_code sum_to_shape_infer(mf_infer_ctx *ic) {
+  mf_dtype t = ic->in_dtypes[0];
+  if (t == MF_BOOL)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: SumToShape takes a numeric tensor, got bool",
+                         ic->op_name);
+  if (ic->in_dtypes[1] != MF_INT32 && ic->in_dtypes[1] != MF_INT64)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the shape must be int32 or int64, got %s",
+                         ic->op_name, mf_dtype_name(ic->in_dtypes[1]));
+  ic->out_dtypes[0] = t;
+  ic->out_shapes[0] = mf_infer_shape_value(ic, 1);
+  return MF_OK;
+}
+
+static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
+  mf_tensor *grad = ctx->inputs[0];
+  const mf_shape *want = &ctx->out_shapes[0];
+  bool mask[MF_MAX_RANK], same = want->rank == grad->rank;
+  int lead = grad->rank - want->rank;
+  for (int d = 0; d < grad->rank || (lead < 0 && d == 0); d++) {
+    int64_t w = lead < 0 ? -1 : d >= lead ? want->dims[d - lead] : 1;
+    if (lead < 0 || (w != grad->dims[d] && w != 1)) {
+      char a[128], b[128];
+      mf_shape gs = mf_shape_of(grad);
+      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                           "%s: a gradient of shape %s cannot be summed to shape %s, which does not "
+                           "broadcast to it", ctx->op->name, mf_shape_str(&gs, a, sizeof a),
+                           mf_shape_str(want, b, sizeof b));
+    }
+    mask[d] = d < lead || w != grad->dims[d];
+    same &= !mask[d];
+  }
+  if (same) {
+    ctx->outputs[0] = mf_tensor_retain(grad);
+    return MF_OK;
+  }
+  mf_tensor *out = mf_kernel_alloc_output(ctx, 0, grad->dtype, want->rank, want->dims);
+  if (!out) return ctx->status->code;
+  reduce_geom g;
+  reduce_geometry(grad->rank, grad->dims, mask, &g);
+  Sum_fns[grad->dtype](&g, grad->data, out->data);
+  return MF_OK;
+}
+
+/* The gradient of a sum to a shape is the gradient broadcast back. */
+static mf_code sum_to_shape_grad(mf_grad_ctx *gc) {
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  gc->input_grads[0] = mf_grad_op2(gc, "BroadcastTo", gc->grads[0], shape);
+  return gc->status->code;
+}
+
+/* ---------- TileGrad ---------- */
+
+/* TileGrad(dy, shape): the gradient of Tile, dy summed over the tiles into a
+ * tensor of `shape` (Tile's input shape), multiples as Tile's. dy is seen as
+ * [m0, d0, m1, d1, ...] and summed over the m axes by the reduction driver. */
+static mf_code tile_grad_infer(mf_infer_ctx *ic) {
+  const mf_shape *dy = &ic->in_shapes[0], *sv = &ic->in_shapes[1];
+  char a[160], b[160];
+  if (ic->in_dtypes[0] == MF_BOOL)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: TileGrad takes a numeric tensor, got bool",
+                         ic->op_name);
+  if ((ic->in_dtypes[1] != MF_INT32 && ic->in_dtypes[1] != MF_INT64) || (sv->rank >= 0 && sv->rank != 1))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: the shape must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
+                         mf_dtype_name(ic->in_dtypes[1]), mf_shape_str(sv, a, sizeof a));
+  const int64_t *m;
+  int n = mf_attr_ints(ic->attrs, "multiples", &m);
+  if (n < 0 || n > MF_MAX_RANK)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: TileGrad needs a 'multiples' attribute of at most %d entries", ic->op_name,
+                         MF_MAX_RANK);
+  mf_shape out = mf_infer_shape_value(ic, 1);
+  if (out.rank < 0) {
+    out.rank = n;
+    for (int i = 0; i < n; i++) out.dims[i] = -1;
+  }
+  if (out.rank != n || (dy->rank >= 0 && dy->rank != n))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: multiples has %d entries, but the gradient has shape %s and the shape is %s",
+                         ic->op_name, n, mf_shape_str(dy, a, sizeof a), mf_shape_str(&out, b, sizeof b));
+  for (int i = 0; i < n; i++) {
+    int64_t g = dy->rank >= 0 ? dy->dims[i] : -1;
+    if (m[i] < 0)
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: multiples[%d] = %lld must be non-negative",
+                           ic->op_name, i, (long long)m[i]);
+    if (out.dims[i] < 0 && g >= 0 && m[i] > 0 && g % m[i] == 0) out.dims[i] = g / m[i];
+    if (out.dims[i] >= 0 && g >= 0 && g != out.dims[i] * m[i])
+      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                           "%s: a gradient of shape %s is not shape %s tiled by the multiples "
+                           "(dimension %d: %lld is not %lld * %lld)",
+                           ic->op_name, mf_shape_str(dy, a, sizeof a), mf_shape_str(&out, b, sizeof b), i,
+                           (long long)g, (long long)out.dims[i], (long long)m[i]);
+  }
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = out;
+  return MF_OK;
+}
+
+static mf_code tile_grad_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *dy = ctx->inputs[0];
+  mf_tensor *out = ctx->outputs[0];
+  const int64_t *m;
+  int n = mf_attr_ints(ctx->attrs, "multiples", &m);
+  int64_t dims[REDUCE_MAX_DIMS];
+  bool mask[REDUCE_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    /* A shape promised by set_shape can disagree with the values; never read past dy. */
+    if (dy->rank != n || out->rank != n || dy->dims[i] != out->dims[i] * m[i]) {
+      char a[160], b[160];
+      mf_shape ds = mf_shape_of(dy), os = mf_shape_of(out);
+      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
+                           "%s: a gradient of shape %s is not shape %s tiled by the multiples",
+                           ctx->op->name, mf_shape_str(&ds, a, sizeof a), mf_shape_str(&os, b, sizeof b));
+    }
+    dims[2 * i] = m[i];
+    dims[2 * i + 1] = out->dims[i];
+    mask[2 * i] = true;
+    mask[2 * i + 1] = false;
+  }
+  reduce_geom g;
+  reduce_geometry(2 * n, dims, mask, &g);
+  Sum_fns[dy->dtype](&g, dy->data, out->data);
+  return MF_OK;
+}
+
+/* ---------- ReducedShape ---------- */
+
+/* ReducedShape(shape), attrs axis as a reduction's: the shape with the
+ * reduced axes set to 1 — the keepdims shape of a reduction of an input of
+ * that shape. Gradients reshape a reduction's result with it when the input's
+ * shape is only known at run time. */
+static mf_code reduced_shape_infer(mf_infer_ctx *ic) {
+  const mf_shape *s = &ic->in_shapes[0];
+  char buf[160];
+  if ((ic->in_dtypes[0] != MF_INT32 && ic->in_dtypes[0] != MF_INT64) || (s->rank >= 0 && s->rank != 1))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "%s: the shape must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
+                         mf_dtype_name(ic->in_dtypes[0]), mf_shape_str(s, buf, sizeof buf));
+  int64_t n = s->rank == 1 ? s->dims[0] : -1;
+  if (n > MF_MAX_RANK)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: a shape of %lld dimensions; at most %d",
+                         ic->op_name, (long long)n, MF_MAX_RANK);
+  bool mask[MF_MAX_RANK];
+  if (n >= 0 && reduce_mask(ic->op_name, ic->attrs, (int)n, mask, ic->status)) return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {n}};
+  return MF_OK;
+}
+
+static mf_code reduced_shape_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *in = ctx->inputs[0];
+  mf_tensor *out = ctx->outputs[0];
+  bool mask[MF_MAX_RANK];
+  if (in->size > MF_MAX_RANK)
+    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: a shape of %lld dimensions; at most %d",
+                         ctx->op->name, (long long)in->size, MF_MAX_RANK);
+  if (reduce_mask(ctx->op->name, ctx->attrs, (int)in->size, mask, ctx->status)) return ctx->status->code;
+  for (int64_t i = 0; i < in->size; i++) {
+    int64_t d = mask[i] ? 1 : mf_load_int64(in->data, in->dtype, i);
+    if (in->dtype == MF_INT32) ((int32_t *)out->data)[i] = (int32_t)d;
+    else ((int64_t *)out->data)[i] = d;
+  }
+  return MF_OK;
+}
+
+/* ---------- gradients ---------- */
+
+/* Rules follow TensorFlow's and build graph ops only, so they differentiate
+ * again; shapes come from Shape ops, so unknown dimensions are fine. */
+
+/* A constant int64 vector holding a fully defined shape. */
+static mf_output shape_const(mf_grad_ctx *gc, const mf_shape *s) {
+  if (!mf_ok(gc->status)) return MF_NO_PORT;
+  int64_t n = s->rank;
+  mf_tensor *v = mf_tensor_new(MF_INT64, 1, &n, gc->status);
+  if (!v) return MF_NO_PORT;
+  if (n > 0) memcpy(v->data, s->dims, (size_t)n * sizeof s->dims[0]);
+  mf_op_desc *d = mf_grad_begin(gc, "Const");
+  if (d) mf_op_desc_set_attr_tensor(d, "value", v);
+  mf_tensor_release(v);
+  return mf_grad_finish(gc, d);
+}
+
+/* The shape t of the reduction's output (its result or its gradient) takes
+ * to broadcast against the input: the reduced axes back as 1s. A constant
+ * when the input's shape is known, else ReducedShape(Shape(x)) at run time;
+ * {NULL} when t already broadcasts — with keepdims, or when every axis was
+ * reduced (t is then a scalar). */
+static mf_output kept_shape(mf_grad_ctx *gc) {
+  const int64_t *axes;
+  int n = reduce_axes(&gc->op->attrs, &axes);
+  if (n < 0 || mf_attr_bool(&gc->op->attrs, "keepdims", false)) return MF_NO_PORT;
+  mf_output x = mf_op_in(gc->op, 0);
+  const mf_shape *xs = mf_port_shape(x);
+  bool mask[MF_MAX_RANK];
+  if (mf_shape_fully_defined(xs) &&
+      reduce_mask(gc->op->name, &gc->op->attrs, xs->rank, mask, gc->status) == MF_OK) {
+    mf_shape k = *xs;
+    for (int d = 0; d < k.rank; d++)
+      if (mask[d]) k.dims[d] = 1;
+    return shape_const(gc, &k);
+  }
+  mf_output shape = mf_grad_op1(gc, "Shape", x);
+  mf_op_desc *d = mf_grad_begin(gc, "ReducedShape");
+  if (d) {
+    mf_op_desc_add_input(d, shape);
+    mf_op_desc_set_attr_ints(d, "axis", axes, n);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* t reshaped to `kept` from kept_shape (unchanged when that is {NULL}). */
+static mf_output with_kept_dims(mf_grad_ctx *gc, mf_output t, mf_output kept) {
+  return kept.op ? mf_grad_op2(gc, "Reshape", t, kept) : t;
+}
+
+/* The reduction `type` of t over the op's axes, keeping them as 1s. */
+static mf_output reduce_kept(mf_grad_ctx *gc, const char *type, mf_output t) {
+  const int64_t *axes;
+  int n = reduce_axes(&gc->op->attrs, &axes);
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (d) {
+    mf_op_desc_add_input(d, t);
+    if (n >= 0) mf_op_desc_set_attr_ints(d, "axis", axes, n);
+    mf_op_desc_set_attr_bool(d, "keepdims", true);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* 1.0 where a == b, else 0.0, in dtype. */
+static mf_output indicator(mf_grad_ctx *gc, mf_output a, mf_output b, mf_dtype dtype) {
+  return mf_grad_cast(gc, mf_grad_op2(gc, "Equal", a, b), dtype);
+}
+
+static mf_output size_of(mf_grad_ctx *gc, mf_output t) {
+  mf_op_desc *d = mf_grad_begin(gc, "Size");
+  if (d) {
+    mf_op_desc_add_input(d, t);
+    mf_op_desc_set_attr_type(d, "out_type", MF_INT64);
+  }
+  return mf_grad_finish(gc, d);
+}
+
+/* Sum: dy broadcast back over the reduced axes. */
+static mf_code sum_grad(mf_grad_ctx *gc) {
+  mf_output shape = mf_grad_op1(gc, "Shape", mf_op_in(gc->op, 0));
+  mf_output dy = with_kept_dims(gc, gc->grads[0], kept_shape(gc));
+  gc->input_grads[0] = mf_grad_op2(gc, "BroadcastTo", dy, shape);
+  return gc->status->code;
+}
+
+/* Mean: as Sum, divided by the number of elements averaged — a constant when
+ * the shapes are known, else size(x) / max(size(y), 1) at run time (an empty
+ * output has an empty input, whose gradient has no elements to divide). */
+static mf_code mean_grad(mf_grad_ctx *gc) {
+  mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0);
+  mf_dtype t = gc->op->out_dtypes[0];
+  const mf_shape *xs = mf_port_shape(x), *ys = &gc->op->out_shapes[0];
+  mf_output count;
+  if (mf_shape_fully_defined(xs) && mf_shape_fully_defined(ys)) {
+    int64_t nx = mf_shape_num_elements(xs->rank, xs->dims), ny = mf_shape_num_elements(ys->rank, ys->dims);
+    count = mf_grad_scalar(gc, t, (double)(nx / (ny > 0 ? ny : 1)));
+  } else {
+    mf_output ny = mf_grad_op2(gc, "Maximum", size_of(gc, y), mf_grad_scalar(gc, MF_INT64, 1));
+    count = mf_grad_cast(gc, mf_grad_op2(gc, "FloorDiv", size_of(gc, x), ny), t);
+  }
+  mf_output shape = mf_grad_op1(gc, "Shape", x);
+  mf_output dy = mf_grad_op2(gc, "Div", gc->grads[0], count);
+  gc->input_grads[0] = mf_grad_op2(gc, "BroadcastTo", with_kept_dims(gc, dy, kept_shape(gc)), shape);
+  return gc->status->code;
+}
+
+/* Prod: d(prod x)/dx_i is the product of the other elements. Dividing the
+ * product by x_i fails at zeros, so zeros are counted per reduced group: with
+ * none, the product over x_i; with one, the product of the nonzero elements at
+ * the zero and 0 elsewhere; with more, 0 everywhere. x_nz is x with its zeros
+ * replaced by 1:
+ *   dx = dy * prod(x_nz) * ([no zeros] / x_nz + [one zero] * [x == 0]).
+ * First derivatives are exact everywhere; differentiating this again is exact
+ * where x has no zeros (the zero counts are held constant). */
+static mf_code prod_grad(mf_grad_ctx *gc) {
+  mf_output x = mf_op_in(gc->op, 0);
+  mf_dtype t = gc->op->out_dtypes[0];
+  mf_output zero = mf_grad_scalar(gc, t, 0), one = mf_grad_scalar(gc, t, 1);
+  mf_output is_zero = indicator(gc, x, zero, t);
+  mf_output x_nz = mf_grad_op2(gc, "Add", x, is_zero);
+  mf_output prod_nz = reduce_kept(gc, "Prod", x_nz);
+  mf_output zeros = reduce_kept(gc, "Sum", is_zero);
+  mf_output none = indicator(gc, zeros, zero, t), single = indicator(gc, zeros, one, t);
+  mf_output factor = mf_grad_op2(gc, "Add", mf_grad_op2(gc, "Div", none, x_nz),
+                                 mf_grad_op2(gc, "Mul", single, is_zero));
+  mf_output scale = mf_grad_op2(gc, "Mul", with_kept_dims(gc, gc->grads[0], kept_shape(gc)), prod_nz);
+  gc->input_grads[0] = mf_grad_op2(gc, "Mul", scale, factor);
+  return gc->status->code;
+}
+
+/* Max and Min: dy goes to the elements equal to the result, split evenly
+ * among ties. */
+static mf_code extremum_grad(mf_grad_ctx *gc) {
+  mf_output x = mf_op_in(gc->op, 0);
+  mf_dtype t = gc->op->out_dtypes[0];
+  mf_output kept = kept_shape(gc);
+  mf_output y = with_kept_dims(gc, mf_op_out(gc->op, 0), kept);
+  mf_output hits = indicator(gc, y, x, t);
+  mf_output share = mf_grad_op2(gc, "Div", hits, reduce_kept(gc, "Sum", hits));
+  gc->input_grads[0] = mf_grad_op2(gc, "Mul", share, with_kept_dims(gc, gc->grads[0], kept));
+  return gc->status->code;
+}
+
+/* Tile: the tiles' gradients summed; TileGrad's own gradient tiles again. */
+static mf_code tile_grad_grad(mf_grad_ctx *gc) {
+  const int64_t *m;
+  int n = mf_attr_ints(&gc->op->attrs, "multiples", &m);
+  mf_op_desc *d = mf_grad_begin(gc, "Tile");
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[0]);
+    mf_op_desc_set_attr_ints(d, "multiples", m, n);
+  }
+  gc->input_grads[0] = mf_grad_finish(gc, d);
+  return gc->status->code;
+}
+
+#define REDUCE_DEF(op, types, acc, identity, combine, result, rule)                            \
+  {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                  \
+   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
+static const mf_op_def defs[] = {
+    REDUCE_OPS(REDUCE_DEF)
+    {.name = "SumToShape", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+     .infer = sum_to_shape_infer, .kernel = {[MF_CPU] = sum_to_shape_kernel},
+     .grad = sum_to_shape_grad},
+    {.name = "TileGrad", .num_inputs = 2, .num_outputs = 1,
+     .infer = tile_grad_infer, .kernel = {[MF_CPU] = tile_grad_kernel}, .grad = tile_grad_grad},
+    {.name = "ReducedShape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+     .infer = reduced_shape_infer, .kernel = {[MF_CPU] = reduced_shape_kernel}},
+};
+MF_OP_TABLE(mf_ops_reduce, defs);
