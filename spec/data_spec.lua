@@ -494,13 +494,14 @@ describe("tf.data.experimental.CsvDataset", function()
       local p = csv(text)
       local x = tf.data.experimental.CsvDataset(p, dtypes):make_one_shot_iterator():get_next()
       local sess = tf.Session()
+      local at = H.this_line() + 1
       local e = H.error_of(function() while true do sess:run(x) end end)
       os.remove(p)
-      return e, p
+      return e, p, at
     end
-    local e, p = err("1\n3000000000\n", {tf.int32})
+    local e, p, at = err("1\n3000000000\n", {tf.int32})
     assert.equal("CsvDataset: " .. p .. " line 2, column 0: Field 0 in record 2 is not a valid int32: 3000000000 " ..
-                 "(out of range [-2147483648, 2147483647])", e)
+                 "(out of range [-2147483648, 2147483647]) (at spec/data_spec.lua:" .. at .. ")", e)
     assert.matches("line 1, column 1: Field 1 in record 1 is not a valid uint8: %-1 %(out of range %[0, 255%]%)",
                    (err("0,-1\n", {tf.uint8, tf.uint8})))
     assert.matches("Field 0 in record 1 is not a valid uint8: 300", (err("300\n", {tf.uint8})))

@@ -228,7 +228,8 @@ describe("assertions", function()
     local m = tf.constant({{1, 2}, {3, 4}}, {name = "m"})
     local at = line() + 1
     local err = H.error_of(function() local op = tf.assert_rank(m, 1); return op end)
-    assert.equal("Tensor m:0 must have rank 1. Received rank 2, shape (2, 2) (at " .. here .. ":" .. at .. ")", err)
+    assert.equal("tf.assert_rank: Tensor m:0 must have rank 1. Received rank 2, shape (2, 2) (at " .. here .. ":" ..
+                 at .. ")", err)
     local p = tf.placeholder(tf.float32, nil, "p")
     local check = tf.assert_rank(p, 2, "p must be a matrix")
     local sess = tf.Session()

@@ -89,18 +89,19 @@ describe("tf.device", function()
       local l = line() + 1
       local ok, err = pcall(tf.device, bad, function() return tf.constant(1) end)
       assert.is_false(ok)
-      assert.equal(string.format("%s:%d: tf.device: Malformed device specification '%s': expected a " ..
+      assert.equal(string.format("tf.device: Malformed device specification '%s': expected a " ..
                                  "TensorFlow device string such as '/cpu:0', '/device:GPU:1' or " ..
-                                 "'/job:localhost/replica:0/task:0/device:CPU:0'", here, l, bad), err)
+                                 "'/job:localhost/replica:0/task:0/device:CPU:0' (at %s:%d)", bad, here, l), err)
     end
     assert.equal(0, #tf.get_default_graph():get_operations())
     local l = line() + 1
     local ok, err = pcall(tf.device, 7, function() end)
     assert.is_false(ok)
-    assert.equal(here .. ":" .. l .. ": tf.device: expected a device string such as \"/cpu:0\" or nil, got 7", err)
+    assert.equal("tf.device: expected a device string such as \"/cpu:0\" or nil, got 7 (at " .. here .. ":" .. l .. ")",
+                 err)
     l = line() + 1
     ok, err = pcall(tf.device, "/cpu:0")
-    assert.equal(here .. ":" .. l .. ": tf.device(spec, fn): fn must be a function, got nil", err)
+    assert.equal("tf.device(spec, fn): fn must be a function, got nil (at " .. here .. ":" .. l .. ")", err)
   end)
 end)
 
@@ -304,7 +305,7 @@ describe("placement", function()
     local l = line() + 1
     local ok, err = pcall(tf.Session, {log_device_placement = "yes"})
     assert.is_false(ok)
-    assert.equal(here .. ":" .. l .. ": tf.Session: log_device_placement must be a boolean, got yes", err)
+    assert.equal("tf.Session: log_device_placement must be a boolean, got yes (at " .. here .. ":" .. l .. ")", err)
     local s = ffi.gc(C.mf_session_new_with_options(tf.get_default_graph().ptr, 4, require("moonflow.core").status),
                      C.mf_session_free)
     assert.is_true(s == nil)

@@ -86,6 +86,10 @@ function H.error_of(fn, ...)
   return tostring(err)
 end
 
+-- An error message less the line it names at its end (" (at file:line)",
+-- which core.fail adds), for comparing the words alone.
+function H.without_line(err) return (tostring(err):gsub(" %(at [^()]*%)$", "")) end
+
 -- A fresh temporary directory's path.
 function H.tmpdir()
   local p = io.popen("mktemp -d")

@@ -1,10 +1,12 @@
--- args.lua — argument handling shared by the op modules (DESIGN §3):
--- required arguments are positional; optional ones either follow positionally
--- in TensorFlow's order or come as one trailing table of named options. A
--- table with an array part is a list; a table with only string keys is an
--- options table.
+-- args.lua — argument handling for every module (DESIGN §3): required
+-- arguments are positional; optional ones either follow positionally in
+-- TensorFlow's order or come as one trailing table of named options. A table
+-- with an array part is a list; a table with only string keys is an options
+-- table. Errors are raised with core.fail (the function's name, what is
+-- wrong, the user's line).
 local core = require("moonflow.core")
-local G = require("moonflow.graph")
+
+local fail = core.fail
 
 local M = {}
 
@@ -17,15 +19,6 @@ function M.is_options(x, empty_too)
   return M.is_plain(x) and x[1] == nil and (empty_too or next(x) ~= nil)
 end
 
--- Raises msg with the user's line (the first frame outside moonflow).
-function M.fail(msg) error(msg .. " (at " .. core.user_location() .. ")", 0) end
-
--- An op name from a trailing argument: a string or an options table {name=}.
-function M.name_of(opt)
-  if type(opt) == "table" then return opt.name end
-  return opt
-end
-
 -- A value for an error message: lists as {1, 2}.
 function M.show(v)
   if not M.is_plain(v) then return tostring(v) end
@@ -34,12 +27,78 @@ function M.show(v)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
+-- The parser ---------------------------------------------------------------------
+-- options(fname, names, ...): the optional arguments of `fname` (the varargs
+-- after its required ones), given positionally in TensorFlow's order
+-- (`names`) and/or as one trailing options table, returned by name. Every
+-- function parses its options with it; what differs between functions is
+-- their option set, `names`, a list of names with these fields:
+--   positional  how many of the names may come positionally (default: all)
+--   empty       an empty trailing table is an (empty) options table; without
+--               it, {} is a positional value (an empty list: an axis list, a
+--               perm, a shape)
+--   rest        keys not in names are returned in a second table (to pass
+--               on) instead of refused
+-- Trailing nils are not arguments. An unknown key, an option given both
+-- positionally and by name, and more positional arguments than allowed are
+-- errors naming fname.
+local function listed(names, k)
+  for _, name in ipairs(names) do if name == k then return true end end
+  return false
+end
+
+function M.options(fname, names, ...)
+  local n = select("#", ...)
+  while n > 0 and select(n, ...) == nil do n = n - 1 end
+  local opts, rest = {}, names.rest and {} or nil
+  local last = n > 0 and select(n, ...) or nil
+  if M.is_options(last, names.empty) then
+    for k, v in pairs(last) do
+      if listed(names, k) then opts[k] = v
+      elseif rest then rest[k] = v
+      else
+        fail(string.format("%s: unknown option '%s' (expected one of: %s)", fname, tostring(k),
+                           table.concat(names, ", ")))
+      end
+    end
+    n = n - 1
+  end
+  local positional = names.positional or #names
+  if n > positional then
+    fail(string.format("%s: too many arguments (%d optional ones given, at most %d); pass the rest in an " ..
+                       "options table", fname, n, positional))
+  end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then
+      if opts[names[i]] ~= nil then
+        fail(fname .. ": '" .. names[i] .. "' is given both positionally and as an option")
+      end
+      opts[names[i]] = v
+    end
+  end
+  return opts, rest
+end
+
+-- The option set of most op wrappers' last argument: an op name, given as a
+-- string or as {name=}. name_of(opt, fname) is options(fname, {"name"}, opt).name
+-- without the tables, for the wrappers that build one op per call.
+function M.name_of(opt, fname)
+  if type(opt) ~= "table" then return opt end
+  for k in pairs(opt) do
+    if k ~= "name" then
+      fail(string.format("%s: unknown option '%s' (expected one of: name)", fname or "op", tostring(k)))
+    end
+  end
+  return opt.name
+end
+
+-- Checks ----------------------------------------------------------------------------
 function M.is_integer(v) return type(v) == "number" and v % 1 == 0 end
 
--- The checks below raise at the caller of the function that calls them.
 function M.int_arg(v, fname, what)
   if not M.is_integer(v) then
-    error(string.format("%s: %s must be an integer, got %s", fname, what, tostring(v)), 3)
+    fail(string.format("%s: %s must be an integer, got %s", fname, what, tostring(v)))
   end
   return v
 end
@@ -49,13 +108,13 @@ end
 function M.int_list(v, fname, what, scalar_ok)
   if scalar_ok and type(v) == "number" then v = {v} end
   if not M.is_plain(v) then
-    error(string.format("%s: %s must be %s, got %s", fname, what,
-                        scalar_ok and "an integer or a Lua list of integers" or "a Lua list of integers",
-                        tostring(v)), 3)
+    fail(string.format("%s: %s must be %s, got %s", fname, what,
+                       scalar_ok and "an integer or a Lua list of integers" or "a Lua list of integers",
+                       tostring(v)))
   end
   for i, x in ipairs(v) do
     if not M.is_integer(x) then
-      error(string.format("%s: %s[%d] must be an integer, got %s", fname, what, i, tostring(x)), 3)
+      fail(string.format("%s: %s[%d] must be an integer, got %s", fname, what, i, tostring(x)))
     end
   end
   return v
@@ -64,86 +123,9 @@ end
 -- nil or a boolean.
 function M.check_bool(v, fname, what)
   if v ~= nil and type(v) ~= "boolean" then
-    error(string.format("%s: %s must be a boolean, got %s", fname, what, tostring(v)), 3)
+    fail(string.format("%s: %s must be a boolean, got %s", fname, what, tostring(v)))
   end
   return v
-end
-
--- parser(how) returns options(fname, names, ...): the optional arguments of
--- `fname`, given positionally in TensorFlow's order (`names`; names.positional,
--- when set, is how many of them may come positionally) and/or as one trailing
--- options table, returned by name. What a module's functions differ in, `how`
--- says:
---   at_user    errors carry the user's line (M.fail); otherwise they are
---              raised at the caller of the function that called options
---   unknown    the message format (fname, key, expected names) for a key not
---              in `names`; default "%s: unknown option '%s' (expected one of: %s)"
---   too_many   the message format (fname, count, limit) for too many
---              positional arguments; default "%s: too many arguments"
---   both       an option given both positionally and by name is an error
---   empty      an empty trailing table is an (empty) options table
---   trim       trailing nils are not arguments
---   rest       unknown keys are returned in a second table instead of refused
-function M.parser(how)
-  local unknown = how.unknown or "%s: unknown option '%s' (expected one of: %s)"
-  local too_many = how.too_many or "%s: too many arguments"
-  local function raise(msg)
-    if how.at_user then M.fail(msg) end
-    error(msg, 4)
-  end
-  return function(fname, names, ...)
-    local n = select("#", ...)
-    if how.trim then
-      while n > 0 and select(n, ...) == nil do n = n - 1 end
-    end
-    local opts, rest = {}, {}
-    local last = n > 0 and select(n, ...) or nil
-    if M.is_options(last, how.empty) then
-      local valid = {}
-      for _, k in ipairs(names) do valid[k] = true end
-      for k, v in pairs(last) do
-        if valid[k] then opts[k] = v
-        elseif how.rest then rest[k] = v
-        else raise(string.format(unknown, fname, tostring(k), table.concat(names, ", "))) end
-      end
-      n = n - 1
-    end
-    local positional = names.positional or #names
-    if n > positional then raise(string.format(too_many, fname, n, positional)) end
-    for i = 1, n do
-      local v = select(i, ...)
-      if v ~= nil then
-        if how.both and opts[names[i]] ~= nil then
-          raise(fname .. ": '" .. names[i] .. "' is given both positionally and as an option")
-        end
-        opts[names[i]] = v
-      end
-    end
-    if how.rest then return opts, rest end
-    return opts
-  end
-end
-
--- x as a tensor (a Lua value becomes a constant).
-function M.tensor_arg(fname, what, x)
-  local ok, t = pcall(G.convert, x)
-  if not ok or not G.is_tensor(t) then
-    M.fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x))
-  end
-  return t
-end
-
--- The graph of the tensors among the arguments, looking one level into lists.
-function M.graph_of(...)
-  local found = {}
-  for i = 1, select("#", ...) do
-    local v = select(i, ...)
-    if G.is_tensor(v) then found[#found + 1] = v
-    elseif M.is_plain(v) then
-      for _, x in ipairs(v) do if G.is_tensor(x) then found[#found + 1] = x end end
-    end
-  end
-  return G.graph_of(found)
 end
 
 return M

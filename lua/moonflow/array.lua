@@ -2,6 +2,7 @@
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local C = core.C
+local fail = core.fail
 
 local Array = {}
 Array.__index = Array
@@ -32,8 +33,8 @@ function Array.list_length(t, who)
   for k in pairs(t) do
     if type(k) ~= "number" or k < 1 or k % 1 ~= 0 then
       local shown = type(k) == "string" and "'" .. k .. "'" or tostring(k)
-      error((who or "tf.array") .. ": a Lua table with key " .. shown ..
-            " is not a list; values must be numbers, booleans or nested lists", 0)
+      fail((who or "tf.array") .. ": a Lua table with key " .. shown ..
+           " is not a list; values must be numbers, booleans or nested lists")
     end
     count = count + 1
     if k > max then max = k end
@@ -41,8 +42,8 @@ function Array.list_length(t, who)
   if count ~= max then
     local hole = 1
     while t[hole] ~= nil do hole = hole + 1 end
-    error((who or "tf.array") .. ": a Lua table with a hole at index " .. hole ..
-          " (nil) is not a list; values must be numbers, booleans or nested lists", 0)
+    fail((who or "tf.array") .. ": a Lua table with a hole at index " .. hole ..
+         " (nil) is not a list; values must be numbers, booleans or nested lists")
   end
   return max
 end
@@ -62,7 +63,7 @@ end
 local function fill_from_table(t, data, dims, depth, offset, convert, who)
   local n = dims[depth]
   if type(t) ~= "table" or getmetatable(t) ~= nil or list_length(t, who) ~= n then
-    error("tf.array: ragged nested table: expected " .. n .. " elements at depth " .. depth, 0)
+    fail((who or "tf.array") .. ": ragged nested table: expected " .. n .. " elements at depth " .. depth)
   end
   if depth == #dims then
     for i = 1, n do data[offset + i - 1] = convert(t[i]) end
@@ -86,27 +87,29 @@ end
 
 -- Checks that a Lua number converts to an integer dtype without loss, as
 -- TensorFlow refuses tf.constant(1.5, tf.int32): not integral or out of the
--- dtype's range is an error naming the value and the dtype.
-function Array.check_exact(v, dtype)
+-- dtype's range is an error naming the value and the dtype; `who` opens it.
+function Array.check_exact(v, dtype, who)
   local range = int_range[dtype.name]
   if not range or type(v) ~= "number" then return end
   if v ~= v or v % 1 ~= 0 then
-    error("Cannot convert " .. format_number(v) .. " to a Tensor of dtype " .. dtype.name ..
-          ": it is not an integer (use tf.cast to truncate)", 0)
+    fail((who or "tf.array") .. ": Cannot convert " .. format_number(v) .. " to a Tensor of dtype " .. dtype.name ..
+         ": it is not an integer (use tf.cast to truncate)")
   end
   if v < range[1] or v >= range[2] then
-    error(string.format("Cannot convert %s to a Tensor of dtype %s: out of its range %s",
-                        format_number(v), dtype.name, range[3]), 0)
+    fail(string.format("%s: Cannot convert %s to a Tensor of dtype %s: out of its range %s",
+                       who or "tf.array", format_number(v), dtype.name, range[3]))
   end
 end
 
 -- The function storing a Lua value as an element of dtype. Exact: Lua numbers
 -- bound for an integer dtype must be integers in its range (graph constants);
--- else they truncate and wrap like a C cast, as NumPy's astype does.
-local function converter(dtype, exact)
+-- else they truncate and wrap like a C cast, as NumPy's astype does. `who`
+-- opens the messages.
+local function converter(dtype, exact, who)
+  who = who or "tf.array"
   if dtype.name == "bool" then
     return function(v)
-      if type(v) ~= "boolean" then error("tf.array: expected booleans for dtype bool, got " .. type(v), 0) end
+      if type(v) ~= "boolean" then fail(who .. ": expected booleans for dtype bool, got " .. type(v)) end
       return v
     end
   end
@@ -114,9 +117,9 @@ local function converter(dtype, exact)
   return function(v)
     if type(v) == "boolean" then return v and 1 or 0 end
     if type(v) ~= "number" and type(v) ~= "cdata" then
-      error("tf.array: expected numbers, got " .. (getmetatable(v) and tostring(v) or type(v)), 0)
+      fail(who .. ": expected numbers, got " .. (getmetatable(v) and tostring(v) or type(v)))
     end
-    if check then check(v, dtype) end
+    if check then check(v, dtype, who) end
     return v
   end
 end
@@ -144,13 +147,13 @@ end
 -- tf.array(value, dtype): from a number, boolean, nested table or Array.
 -- With `exact`, Lua numbers must convert to an integer dtype without loss
 -- (see converter); an Array's elements are cast as they are. Tables must be
--- lists (see Array.list_length); `who` names the caller in that error.
+-- lists (see Array.list_length); `who` names the caller in the errors.
 function Array.from(value, dtype, exact, who)
   if Array.is(value) then
     if dtype == nil or core.as_dtype(dtype) == value.dtype then return value end
     local out = Array.new(dtype, value:shape())
     dtype = core.as_dtype(dtype)
-    local convert = converter(dtype)
+    local convert = converter(dtype, false, who)
     for i = 0, value._size - 1 do
       local v = value._data[i]
       if dtype.name == "bool" then out._data[i] = (v ~= 0 and v ~= false) else out._data[i] = convert(v) end
@@ -161,10 +164,10 @@ function Array.from(value, dtype, exact, who)
   local dims = {}
   if type(value) == "table" then table_shape(value, dims, 1, who)
   elseif type(value) ~= "number" and type(value) ~= "boolean" then
-    error("tf.array: cannot convert a " .. type(value) .. " to an array", 0)
+    fail((who or "tf.array") .. ": cannot convert a " .. type(value) .. " to an array")
   end
   local out = Array.new(dtype, dims)
-  local convert = converter(dtype, exact)
+  local convert = converter(dtype, exact, who)
   if #dims == 0 then out._data[0] = convert(value)
   elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert, who) end
   return out
@@ -189,27 +192,27 @@ end
 function Array.from_pointer(ptr, shape, dtype, keep)
   dtype = core.as_dtype(dtype)
   if type(ptr) ~= "cdata" then
-    error("tf.Array.from_pointer: expected FFI cdata (an array, VLA or pointer), got a " .. type(ptr), 2)
+    fail("tf.Array.from_pointer: expected FFI cdata (an array, VLA or pointer), got a " .. type(ptr))
   end
   if type(shape) ~= "table" then
-    error("tf.Array.from_pointer: expected a shape list, got " .. tostring(shape), 2)
+    fail("tf.Array.from_pointer: expected a shape list, got " .. tostring(shape))
   end
   local rank = #shape
   local numel = 1
   for i = 1, rank do
     local d = shape[i]
     if type(d) ~= "number" or d < 0 or d % 1 ~= 0 then
-      error("tf.Array.from_pointer: shape[" .. i .. "] is " .. tostring(d) ..
-            "; dimensions must be non-negative integers", 2)
+      fail("tf.Array.from_pointer: shape[" .. i .. "] is " .. tostring(d) ..
+           "; dimensions must be non-negative integers")
     end
     numel = numel * d
   end
   local need = numel * dtype.size
   local have = known_bytes(ptr)
   if have and have < need then
-    error(string.format("tf.Array.from_pointer: %s holds %d bytes, but shape {%s} of %s needs %.0f",
-                        tostring(ffi.typeof(ptr)):match("^ctype<(.*)>$"), have,
-                        table.concat(shape, ", "), dtype.name, need), 2)
+    fail(string.format("tf.Array.from_pointer: %s holds %d bytes, but shape {%s} of %s needs %.0f",
+                       tostring(ffi.typeof(ptr)):match("^ctype<(.*)>$"), have,
+                       table.concat(shape, ", "), dtype.name, need))
   end
   local dims = core.dims_buffer(rank > 0 and rank or 1)
   for i = 1, rank do dims[i - 1] = shape[i] end
@@ -239,14 +242,14 @@ local function offset_of(self, ...)
   local n = select("#", ...)
   local dims = self._dims
   if n ~= #dims then
-    core.error_at_user("Array:get/set: expected " .. #dims .. " indices, got " .. n)
+    fail("Array:get/set: expected " .. #dims .. " indices, got " .. n)
   end
   local off = 0
   for k = 1, n do
     local i = select(k, ...)
     if i < 0 or i >= dims[k] or i % 1 ~= 0 then
-      core.error_at_user("Array: index " .. tostring(i) .. " is out of range for dimension " .. (k - 1) ..
-                         " of size " .. dims[k])
+      fail("Array:get/set: index " .. tostring(i) .. " is out of range for dimension " .. (k - 1) ..
+           " of size " .. dims[k])
     end
     off = off * dims[k] + i
   end
@@ -272,8 +275,7 @@ function Array:set(...)
   local off = offset_of(self, unpack(idx, 1, n - 1))
   local tv = type(v)
   if self.dtype.name ~= "bool" and tv ~= "number" and tv ~= "boolean" and tv ~= "cdata" then
-    core.error_at_user("Array:set: cannot convert '" .. tv .. "' to '" .. self.dtype.ctype ..
-                       "': the value must be a number")
+    fail("Array:set: cannot convert '" .. tv .. "' to '" .. self.dtype.ctype .. "': the value must be a number")
   end
   if C.mf_tensor_refcount(self.ptr) > 1 then
     local own = self:copy()

@@ -10,12 +10,7 @@ local args = require("moonflow.args")
 
 local dtypes = core.dtypes
 
-local fail, tensor_arg = args.fail, args.tensor_arg
--- Optional arguments positionally in the recipe's order and/or as a trailing
--- options table; options_rest returns unknown keys in a second table (passed on).
-local too_many = "%s: too many arguments; pass the optional ones in an options table"
-local options = args.parser{at_user = true, too_many = too_many}
-local options_rest = args.parser{at_user = true, too_many = too_many, rest = true}
+local fail, options, tensor_arg = core.fail, args.options, G.tensor_arg
 
 return function(tf, ops)
   local cookbook = {}
@@ -118,7 +113,8 @@ return function(tf, ops)
   -- tf.layers.dense; the layers are `merge/proj_0`, `merge/proj_1`, ....
   function cookbook.merge(tensors, units, ...)
     local fname = "tf.cookbook.merge"
-    local o, kwargs = options_rest(fname, {"activation", "name"}, ...)
+    -- Options other than these go to each tf.layers.dense.
+    local o, kwargs = options(fname, {"activation", "name", rest = true}, ...)
     if type(tensors) ~= "table" or getmetatable(tensors) ~= nil or #tensors == 0 then
       fail(fname .. ": tensors must be a non-empty list of tensors, got " .. tostring(tensors))
     end

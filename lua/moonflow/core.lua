@@ -10,6 +10,43 @@ local M = {}
 local here = debug.getinfo(1, "S").source:match("^@(.*)[/\\]") or "."
 M.module_dir = here
 
+-- Source locations -----------------------------------------------------------
+-- The first stack frame outside moonflow's own modules: the user's line that
+-- built an op, quoted in every error about that op. Code from a file shows
+-- its path; code from a string (luajit -e, stdin, a REPL, load()) its short
+-- source, such as `[string "..."]:1` or `stdin:3`. C frames and the frames
+-- that LuaJIT's tail calls drop (`(tail call)`) have no line and are skipped.
+local own_prefix = here .. "/"
+function M.user_location()
+  for level = 3, 50 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    local src = info.source
+    if info.currentline > 0 and src:sub(2, #own_prefix + 1) ~= own_prefix then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+  return "?"
+end
+
+-- Errors ---------------------------------------------------------------------
+-- The one way moonflow's Lua code raises an error: fail(msg) raises
+-- "msg (at file:line)", the user's line (user_location) after the message,
+-- as the engine's own messages give it (src/graph.c: "Reshape: ... (at
+-- file:line)"), whatever depth of moonflow's calls found the fault. msg
+-- names the function or op first and then what is wrong, with the values,
+-- dtypes and shapes involved: "tf.reshape: shape[2] must be an integer, got
+-- x". A message that ends naming a line so already (a fault found deeper,
+-- passed on with more words in front) is raised as it is: one line per
+-- message, the innermost. Errors caught only to clean up are raised again
+-- unchanged with error(err, 0).
+function M.fail(msg)
+  msg = tostring(msg)
+  local where = M.user_location()
+  if where == "?" or msg:find(" %(at [^()]*%)$") then error(msg, 0) end
+  error(msg .. " (at " .. where .. ")", 0)
+end
+
 local function load_library()
   local candidates = {}
   if os.getenv("MOONFLOW_LIB") then candidates[#candidates + 1] = os.getenv("MOONFLOW_LIB") end
@@ -27,7 +64,7 @@ local function load_library()
       errors[#errors + 1] = path .. ": not found"
     end
   end
-  error("moonflow: cannot load libmoonflow.so (run `make` first):\n  " .. table.concat(errors, "\n  "), 0)
+  M.fail("moonflow: cannot load libmoonflow.so (run `make` first):\n  " .. table.concat(errors, "\n  "))
 end
 
 M.C, M.library_path = load_library()
@@ -60,7 +97,7 @@ M.DType = DType
 function M.as_dtype(d, what)
   if getmetatable(d) == DType then return d end
   if type(d) == "string" and M.dtypes[d] then return M.dtypes[d] end
-  error((what or "dtype") .. ": expected a dtype such as tf.float32, got " .. tostring(d), 3)
+  M.fail((what or "dtype") .. ": expected a dtype such as tf.float32, got " .. tostring(d))
 end
 
 -- status ---------------------------------------------------------------------
@@ -72,33 +109,6 @@ M.status = ffi.gc(C.mf_status_new(), C.mf_status_free)
 function M.check(status)
   local s = status or M.status
   if C.mf_status_code(s) ~= 0 then error(ffi.string(C.mf_status_message(s)), 0) end
-end
-
--- Source locations -----------------------------------------------------------
--- The first stack frame outside moonflow's own modules: the user's line that
--- built an op, quoted in every error about that op. Code from a file shows
--- its path; code from a string (luajit -e, stdin, a REPL, load()) its short
--- source, such as `[string "..."]:1` or `stdin:3`. C frames and the frames
--- that LuaJIT's tail calls drop (`(tail call)`) have no line and are skipped.
-local own_prefix = here .. "/"
-function M.user_location()
-  for level = 3, 50 do
-    local info = debug.getinfo(level, "Sl")
-    if not info then break end
-    local src = info.source
-    if info.currentline > 0 and src:sub(2, #own_prefix + 1) ~= own_prefix then
-      return info.short_src .. ":" .. info.currentline
-    end
-  end
-  return "?"
-end
-
--- Raises msg as an error located at the user's line ("file:line: msg", as
--- error(msg, level) would), whatever depth of moonflow's own calls raised it.
-function M.error_at_user(msg)
-  local where = M.user_location()
-  if where == "?" then error(msg, 0) end
-  error(where .. ": " .. msg, 0)
 end
 
 -- Buffers for passing lists of ports/ops/values to C.

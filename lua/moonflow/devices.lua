@@ -19,17 +19,16 @@ return function(tf)
   -- what fn returns.
   function tf.device(spec, fn, ...)
     if type(fn) ~= "function" then
-      core.error_at_user("tf.device(spec, fn): fn must be a function, got " .. type(fn))
+      core.fail("tf.device(spec, fn): fn must be a function, got " .. type(fn))
     end
     local g = G.get_default_graph()
     local device = ""
     if spec ~= nil and spec ~= "" then
       if type(spec) ~= "string" then
-        core.error_at_user("tf.device: expected a device string such as \"/cpu:0\" or nil, got " ..
-                           tostring(spec))
+        core.fail("tf.device: expected a device string such as \"/cpu:0\" or nil, got " .. tostring(spec))
       end
       if C.mf_device_merge(G.current_device(g) or "", spec, buffer, NAME_MAX, core.status) ~= 0 then
-        core.error_at_user("tf.device: " .. ffi.string(C.mf_status_message(core.status)))
+        core.fail("tf.device: " .. ffi.string(C.mf_status_message(core.status)))
       end
       device = ffi.string(buffer)
     end

@@ -6,6 +6,7 @@
 -- old file as it was. Chunks are Lua strings or {pointer, nbytes} pairs
 -- written straight from memory (no copies into Lua strings).
 local ffi = require("ffi")
+local fail = require("moonflow.core").fail
 
 -- C stdio, for fsync. Declared one by one: another module may have declared some.
 for _, decl in ipairs({
@@ -20,8 +21,6 @@ for _, decl in ipairs({
 local libc = ffi.C
 
 local M = {}
-
-local function fail(msg) error(msg, 0) end
 
 function M.dirname(path) return path:match("^(.*)/[^/]*$") or "." end
 function M.basename(path) return path:match("([^/]*)$") end

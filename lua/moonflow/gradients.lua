@@ -5,17 +5,20 @@ local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 local C = core.C
 
--- A tensor or a list of tensors as a list.
+local fail, options, name_of = core.fail, args.options, args.name_of
+
+-- A tensor or a list of tensors (argument `what` of tf.gradients) as a list.
 local function as_list(x, what)
   if G.is_tensor(x) then return {x} end
   if type(x) ~= "table" or getmetatable(x) ~= nil then
-    error("tf.gradients: " .. what .. " must be a Tensor or a list of Tensors, got " .. tostring(x), 3)
+    fail("tf.gradients: " .. what .. " must be a Tensor or a list of Tensors, got " .. tostring(x))
   end
   for i, t in ipairs(x) do
     if not G.is_tensor(t) then
-      error("tf.gradients: " .. what .. "[" .. i .. "] is not a Tensor: " .. tostring(t), 3)
+      fail("tf.gradients: " .. what .. "[" .. i .. "] is not a Tensor: " .. tostring(t))
     end
   end
   return x
@@ -47,15 +50,17 @@ return function(tf, ops)
   -- tf.gradients(ys, xs, grad_ys, {unconnected_gradients = "none" | "zero"}):
   -- a list with one gradient per x; an x that no y depends on gets nil (a hole:
   -- unpack the list with unpack(g, 1, #xs)), or zeros with
-  -- unconnected_gradients = "zero".
-  function tf.gradients(ys, xs, grad_ys, opts)
-    if type(grad_ys) == "table" and getmetatable(grad_ys) == nil and #grad_ys == 0 and next(grad_ys) then
-      grad_ys, opts = nil, grad_ys
-    end
-    opts = opts or {}
+  -- unconnected_gradients = "zero". TensorFlow's name, gate_gradients,
+  -- aggregation_method and colocate_gradients_with_ops are accepted and change
+  -- nothing.
+  local GRADIENTS_OPTIONS = {"grad_ys", "unconnected_gradients", "name", "gate_gradients", "aggregation_method",
+                             "colocate_gradients_with_ops", positional = 1}
+  function tf.gradients(ys, xs, ...)
+    local opts = options("tf.gradients", GRADIENTS_OPTIONS, ...)
+    local grad_ys = opts.grad_ys
     local unconnected = opts.unconnected_gradients or "none"
     if unconnected ~= "none" and unconnected ~= "zero" then
-      error('tf.gradients: unconnected_gradients must be "none" or "zero", got ' .. tostring(unconnected), 2)
+      fail('tf.gradients: unconnected_gradients must be "none" or "zero", got ' .. tostring(unconnected))
     end
     ys, xs = as_list(ys, "ys"), as_list(xs, "xs")
     local all = {unpack(ys)}
@@ -64,7 +69,7 @@ return function(tf, ops)
     local gys
     if grad_ys ~= nil then
       grad_ys = as_list(grad_ys, "grad_ys")
-      if #grad_ys ~= #ys then error("tf.gradients: grad_ys needs one tensor per y", 2) end
+      if #grad_ys ~= #ys then fail("tf.gradients: grad_ys needs one tensor per y") end
       gys = ports(grad_ys)
     end
     local dxs = core.ports(math.max(#xs, 1))
@@ -82,17 +87,17 @@ return function(tf, ops)
 
   -- tf.stop_gradient(x, name): x, through which no gradient flows.
   function ops.stop_gradient(x, name)
-    return G.op{"StopGradient", inputs = {G.convert(x)}, name = type(name) == "table" and name.name or name}
+    return G.op{"StopGradient", inputs = {G.convert(x)}, name = name_of(name, "tf.stop_gradient")}
   end
 
   -- tf.add_n(list, name): the elementwise sum of tensors of one shape and dtype.
   function ops.add_n(list, name)
-    if type(list) ~= "table" or #list == 0 then error("tf.add_n: expected a non-empty list of tensors", 2) end
+    if type(list) ~= "table" or #list == 0 then fail("tf.add_n: expected a non-empty list of tensors") end
     local ref
     for _, t in ipairs(list) do if G.is_tensor(t) then ref = t break end end
     local inputs = {}
     for i, t in ipairs(list) do inputs[i] = G.convert(t, ref and ref.dtype, ref and ref.graph) end
-    return G.op{"AddN", inputs = inputs, name = type(name) == "table" and name.name or name}
+    return G.op{"AddN", inputs = inputs, name = name_of(name, "tf.add_n")}
   end
   tf.math = tf.math or {}
   tf.math.add_n = ops.add_n
@@ -101,7 +106,7 @@ return function(tf, ops)
   function ops.broadcast_to(x, shape, name)
     x = G.convert(x)
     if not G.is_tensor(shape) then shape = G.constant(shape, {dtype = tf.int32, graph = x.graph}) end
-    return G.op{"BroadcastTo", inputs = {x, shape}, name = type(name) == "table" and name.name or name}
+    return G.op{"BroadcastTo", inputs = {x, shape}, name = name_of(name, "tf.broadcast_to")}
   end
 
   tf.test = tf.test or {}
@@ -110,13 +115,16 @@ return function(tf, ops)
   -- the theoretical (symbolic) and numerical (central differences) Jacobians,
   -- each a Lua table of x_size rows by y_size columns, computed in float64.
   -- x may be any tensor (a placeholder, a variable, an intermediate): it is fed.
-  function tf.test.compute_gradient(x, x_shape, y, y_shape, opts)
-    opts = opts or {}
+  local CHECK_OPTIONS = {"x_init_value", "delta", "session", positional = 0, empty = true}
+  function tf.test.compute_gradient(x, x_shape, y, y_shape, ...)
+    local opts = options("tf.test.compute_gradient", CHECK_OPTIONS, ...)
     local delta = opts.delta or 1e-3
     local nx, ny = numel(x_shape), numel(y_shape)
-    local x0 = opts.x_init_value and Array.from(opts.x_init_value, tf.float64) or
+    local x0 = opts.x_init_value and Array.from(opts.x_init_value, tf.float64, false, "tf.test.compute_gradient") or
                tf.array(uniform_values(nx, 12345), tf.float64)
-    if x0:size() ~= nx then error("compute_gradient: x_init_value has " .. x0:size() .. " values, x_shape " .. nx, 2) end
+    if x0:size() ~= nx then
+      fail("tf.test.compute_gradient: x_init_value has " .. x0:size() .. " values, x_shape " .. nx)
+    end
     local sess = opts.session or tf.Session(x.graph)
     local dy = x.graph:as_default(function() return tf.placeholder(y.dtype, y_shape) end)
     local dx = tf.gradients(y, x, dy)[1]

@@ -3,7 +3,9 @@ local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local hygiene = require("moonflow.hygiene")
+local args = require("moonflow.args")
 local C = core.C
+local fail = core.fail
 
 local M = {}
 
@@ -34,7 +36,7 @@ function TensorShape.from_c(s)
 end
 
 function TensorShape:as_list()
-  if not self.dims then error("as_list() is not defined on an unknown TensorShape", 2) end
+  if not self.dims then fail("TensorShape:as_list: as_list() is not defined on an unknown TensorShape") end
   local out = {}
   for i, d in ipairs(self.dims) do out[i] = d end
   return out
@@ -65,11 +67,14 @@ function TensorShape.__eq(a, b)
   return true
 end
 
--- Fills an mf_shape from a Lua list (nil = unknown rank).
-function M.c_shape(dims)
+-- Fills an mf_shape from a Lua list (nil = unknown rank); `what` (the op's
+-- attribute, the method) opens the error for too many dimensions.
+function M.c_shape(dims, what)
   local s = ffi.new("mf_shape")
   if dims == nil then s.rank = -1; return s end
-  if #dims > C.MF_MAX_RANK then core.error_at_user("shapes have at most " .. C.MF_MAX_RANK .. " dimensions") end
+  if #dims > C.MF_MAX_RANK then
+    fail(string.format("%s: shapes have at most %d dimensions, got %d", what or "shape", C.MF_MAX_RANK, #dims))
+  end
   s.rank = #dims
   for i = 1, #dims do s.dims[i - 1] = dims[i] end
   return s
@@ -80,7 +85,7 @@ Graph.__index = Graph
 
 function Graph.new()
   local ptr = C.mf_graph_new()
-  if ptr == nil then error("out of memory creating a graph", 2) end
+  if ptr == nil then fail("tf.Graph: out of memory creating a graph") end
   return setmetatable({
     ptr = ffi.gc(ptr, C.mf_graph_release),
     _ops = {},            -- Operation objects by op id, so identity holds
@@ -96,7 +101,7 @@ function M.get_default_graph() return default_graphs[#default_graphs] end
 
 function M.reset_default_graph()
   if #default_graphs > 1 then
-    error("reset_default_graph: not allowed inside a graph's as_default block", 2)
+    fail("tf.reset_default_graph: not allowed inside a graph's as_default block")
   end
   default_graphs[1] = Graph.new()
 end
@@ -111,6 +116,17 @@ function M.with_pushed(stack, value, fn, ...)
 end
 
 function Graph:as_default(fn) return M.with_pushed(default_graphs, self, fn) end
+
+-- Runs fn(...) with graph g's name scope pushed, popping it even when fn
+-- errors: `scope` "" is the root, "a/b/" exactly that scope, a plain name a
+-- new scope of that name inside the current one, made unique (src/graph.c).
+function M.in_name_scope(g, scope, fn, ...)
+  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
+  local results = {pcall(fn, ...)}
+  C.mf_graph_pop_name_scope(g.ptr)
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
 
 function Graph:_op(ptr)
   local id = C.mf_op_id(ptr)
@@ -130,25 +146,25 @@ end
 
 function Graph:get_operation_by_name(name)
   local ptr = C.mf_graph_op_by_name(self.ptr, name)
-  if ptr == nil then core.error_at_user("The name '" .. name .. "' refers to an Operation not in the graph.") end
+  if ptr == nil then fail("The name '" .. name .. "' refers to an Operation not in the graph.") end
   return self:_op(ptr)
 end
 
 function Graph:get_tensor_by_name(name)
   local opname, index = tostring(name):match("^(.*):(%d+)$")
   if not opname then
-    core.error_at_user("The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
-                       "Tensor names must be of the form \"<op_name>:<output_index>\".")
+    fail("The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
+         "Tensor names must be of the form \"<op_name>:<output_index>\".")
   end
   local ptr = C.mf_graph_op_by_name(self.ptr, opname)
   if ptr == nil then
-    core.error_at_user("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
-                       opname .. "', does not exist in the graph.")
+    fail("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+         opname .. "', does not exist in the graph.")
   end
   index = tonumber(index)
   if index >= C.mf_op_num_outputs(ptr) then
-    core.error_at_user("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
-                       opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs.")
+    fail("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+         opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs.")
   end
   return self:_op(ptr):output(index)
 end
@@ -261,7 +277,7 @@ function op_methods.get_attr(op, name)
   -- A shape attr as a tf.TensorShape (dims nil for an unknown rank, -1 for an unknown dimension).
   local shape = ffi.new("mf_shape")
   if C.mf_op_attr_shape(op.ptr, name, shape) then return TensorShape.from_c(shape) end
-  error("Operation '" .. op.name .. "' has no attr named '" .. name .. "'.", 2)
+  fail("Operation '" .. op.name .. "' has no attr named '" .. name .. "'.")
 end
 
 function Operation.__tostring(op)
@@ -295,7 +311,7 @@ end
 
 function tensor_methods.set_shape(t, shape)
   local dims = getmetatable(shape) == TensorShape and shape.dims or shape
-  if C.mf_op_set_output_shape(t.op.ptr, t.value_index, M.c_shape(dims), core.status) ~= 0 then
+  if C.mf_op_set_output_shape(t.op.ptr, t.value_index, M.c_shape(dims, "Tensor:set_shape"), core.status) ~= 0 then
     core.check()
   end
 end
@@ -341,7 +357,7 @@ for _, kind in ipairs({"int", "float", "ints", "shape", "value", "graph"}) do
   attr[kind] = function(v) return {kind = kind, v = v} end
 end
 
-local function set_attr(desc, name, a)
+local function set_attr(desc, op_type, name, a)
   if type(a) == "boolean" then C.mf_op_desc_set_attr_bool(desc, name, a)
   elseif type(a) == "string" then C.mf_op_desc_set_attr_string(desc, name, a)
   elseif getmetatable(a) == core.DType then C.mf_op_desc_set_attr_type(desc, name, a.enum)
@@ -353,11 +369,11 @@ local function set_attr(desc, name, a)
     for i = 1, n do buf[i - 1] = a.v[i] end
     C.mf_op_desc_set_attr_ints(desc, name, buf, n)
   elseif type(a) == "table" and a.kind == "shape" then
-    local s = M.c_shape(a.v)
+    local s = M.c_shape(a.v, op_type .. ": attr '" .. name .. "'")
     C.mf_op_desc_set_attr_shape(desc, name, s.dims, s.rank)
   elseif type(a) == "table" and a.kind == "value" then C.mf_op_desc_set_attr_tensor(desc, name, a.v.ptr)
   elseif type(a) == "table" and a.kind == "graph" then C.mf_op_desc_set_attr_graph(desc, name, a.v.ptr)
-  else error("attribute '" .. name .. "' has an unsupported value " .. tostring(a), 0) end
+  else fail(op_type .. ": attr '" .. name .. "' has an unsupported value " .. tostring(a)) end
 end
 
 -- Function graphs ---------------------------------------------------------------------
@@ -407,9 +423,8 @@ function Graph:capture_control(op)
 end
 
 local function mixed_graphs(a, b)
-  error(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
-                      "build all ops of a computation inside one graph (at %s)",
-                      a.name, b.name, core.user_location()), 0)
+  fail(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
+                     "build all ops of a computation inside one graph", a.name, b.name))
 end
 
 -- The graph an op of these inputs goes to: the deepest of their graphs, or
@@ -419,9 +434,8 @@ local function target_graph(g, first)
   local d = default_graphs[#default_graphs]
   if d ~= g and is_ancestor(g, d) then return d end
   if g._parent and not is_ancestor(g, d) then
-    error(string.format('Tensor("%s") was made inside a tf.cond branch or tf.while_loop body and ' ..
-                        "cannot be used outside it: return it from the function instead (at %s)",
-                        first and first.name or "?", core.user_location()), 0)
+    fail(string.format('Tensor("%s") was made inside a tf.cond branch or tf.while_loop body and ' ..
+                       "cannot be used outside it: return it from the function instead", first and first.name or "?"))
   end
   return g
 end
@@ -463,18 +477,17 @@ function M.build(spec)
   local origin = core.user_location()
   for _, t in ipairs(inputs) do
     if not is_tensor(t) then
-      error(spec[1] .. ": expected a Tensor input, got " .. tostring(t) .. " (at " .. origin .. ")", 0)
+      fail(spec[1] .. ": expected a Tensor input, got " .. tostring(t))
     end
     if t.graph ~= g and not is_ancestor(t.graph, g) then
-      error(string.format('%s: Tensor("%s") must be from the same graph as the op it feeds; ' ..
-                          "build all ops of a computation inside one graph (at %s)",
-                          spec[1], t.name, origin), 0)
+      fail(string.format('%s: Tensor("%s") must be from the same graph as the op it feeds; ' ..
+                         "build all ops of a computation inside one graph", spec[1], t.name))
     end
   end
   local control = spec.control_inputs or {}
   for _, op in ipairs(control) do
     if op.graph ~= g and not is_ancestor(op.graph, g) then
-      error(string.format("%s: control input '%s' is not an op of this graph (at %s)", spec[1], op.name, origin), 0)
+      fail(string.format("%s: control input '%s' is not an op of this graph", spec[1], op.name))
     end
   end
   -- Tensors and control inputs of ancestors: the function being traced captures them.
@@ -495,7 +508,7 @@ function M.build(spec)
     for _, op in ipairs(deps) do C.mf_op_desc_add_control_input(desc, op.ptr) end
   end
   if spec.attrs then
-    for name, a in pairs(spec.attrs) do set_attr(desc, name, a) end
+    for name, a in pairs(spec.attrs) do set_attr(desc, spec[1], name, a) end
   end
   local device = spec.device or M.current_device(g)
   if device and device ~= "" then C.mf_op_desc_set_device(desc, device) end
@@ -524,13 +537,13 @@ function M.placeholder(dtype, dims, name)
 end
 
 -- Constants and conversion -------------------------------------------------------------------
--- tf.constant(value, dtype | {dtype=, shape=, name=}).
-function M.constant(value, dtype_or_opts, shape, name)
-  local opts = type(dtype_or_opts) == "table" and getmetatable(dtype_or_opts) == nil and dtype_or_opts or
-               {dtype = dtype_or_opts, shape = shape, name = name}
+-- tf.constant(value, dtype, shape, name) or (value, {dtype=, shape=, name=});
+-- the option graph (internal) is the graph it joins, else the default one.
+local CONSTANT_OPTIONS = {"dtype", "shape", "name", "graph", positional = 3, empty = true}
+function M.constant(value, ...)
+  local opts = args.options("tf.constant", CONSTANT_OPTIONS, ...)
   local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
-  local ok, a = pcall(Array.from, value, dtype, true, "tf.constant")
-  if not ok then core.error_at_user(tostring(a)) end
+  local a = Array.from(value, dtype, true, "tf.constant")
   if opts.shape then
     local want = opts.shape
     local n = 1
@@ -544,7 +557,7 @@ function M.constant(value, dtype_or_opts, shape, name)
       ffi.copy(reshaped._data, a._data, n * a.dtype.size)
       a = reshaped
     else
-      error(string.format("tf.constant: %d values cannot fill shape {%s}", a:size(), table.concat(want, ", ")), 2)
+      fail(string.format("tf.constant: %d values cannot fill shape {%s}", a:size(), table.concat(want, ", ")))
     end
   end
   local t = M.op{"Const", attrs = {value = attr.value(a)}, name = opts.name, graph = opts.graph}
@@ -559,8 +572,7 @@ end
 local function tensor_in(x)
   if is_tensor(x) then return x end
   if type(x) ~= "table" or getmetatable(x) ~= nil then return nil end
-  local ok, err = pcall(Array.list_length, x, "tf.constant")
-  if not ok then core.error_at_user(err) end
+  Array.list_length(x, "tf.constant")
   for _, v in ipairs(x) do
     local t = tensor_in(v)
     if t then return t end
@@ -579,6 +591,28 @@ function M.convert(x, dtype, graph)
     return M.ops.stack(parts)
   end
   return M.constant(x, {dtype = dtype, graph = graph})
+end
+
+-- x as a tensor for argument `what` of fname (a Lua value becomes a constant).
+function M.tensor_arg(fname, what, x)
+  local ok, t = pcall(M.convert, x)
+  if not ok or not is_tensor(t) then
+    fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x))
+  end
+  return t
+end
+
+-- The graph of the tensors among the arguments, looking one level into lists.
+function M.graph_of_args(...)
+  local found = {}
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if is_tensor(v) then found[#found + 1] = v
+    elseif args.is_plain(v) then
+      for _, x in ipairs(v) do if is_tensor(x) then found[#found + 1] = x end end
+    end
+  end
+  return M.graph_of(found)
 end
 
 return M

@@ -37,7 +37,7 @@ local C = core.C
 
 local FORMAT, VERSION = "moonflow.graph", 1
 
-local function fail(msg) error(msg, 0) end
+local fail = core.fail
 
 -- base64 ---------------------------------------------------------------------------
 local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -386,23 +386,23 @@ end
 -- A tensor or op of g by name, or an error naming the graph file.
 local function lookup(g, name, path, is_tensor)
   local ok, x = pcall(is_tensor and g.get_tensor_by_name or g.get_operation_by_name, g, name)
-  if not ok then fail("graph file " .. path .. ": " .. tostring(x)) end
+  if not ok then fail("tf.train.import_graph: graph file " .. path .. ": " .. tostring(x)) end
   return x
 end
 
 local function graph_in(doc, path, tf)
   if type(doc) ~= "table" or doc.format ~= FORMAT then
-    fail("graph file " .. path .. " is not a moonflow graph (format '" .. FORMAT .. "')")
+    fail("tf.train.import_graph: graph file " .. path .. " is not a moonflow graph (format '" .. FORMAT .. "')")
   end
   if type(doc.version) ~= "number" or doc.version > VERSION then
-    fail("graph file " .. path .. " has version " .. tostring(doc.version) .. "; this moonflow reads version " ..
-         VERSION .. " and older")
+    fail("tf.train.import_graph: graph file " .. path .. " has version " .. tostring(doc.version) ..
+         "; this moonflow reads version " .. VERSION .. " and older")
   end
-  local where = "graph file " .. path
+  local where = "tf.train.import_graph: graph file " .. path
   local fgraphs = {}
   for i, f in ipairs(doc.functions or {}) do
     local fg = C.mf_graph_new()
-    if fg == nil then fail("out of memory creating a graph") end
+    if fg == nil then fail("tf.train.import_graph: out of memory creating a graph") end
     fgraphs[i] = ffi.gc(fg, C.mf_graph_release)
     C.mf_graph_set_seed(fg, int_in(f.seed or -1, where))
     ops_in(fg, f.ops, fgraphs, where .. ", function " .. (i - 1))
@@ -517,7 +517,7 @@ return function(tf, ops)
     local text = f:read("*a")
     f:close()
     local ok, doc = pcall(json.decode, text)
-    if not ok then fail("graph file " .. path .. " is not valid JSON: " .. tostring(doc)) end
+    if not ok then fail("tf.train.import_graph: graph file " .. path .. " is not valid JSON: " .. tostring(doc)) end
     return graph_in(doc, path, tf)
   end
 

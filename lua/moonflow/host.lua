@@ -18,6 +18,7 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local C = core.C
+local fail = core.fail
 
 local M = {}
 
@@ -29,7 +30,7 @@ M.sink = default_sink
 -- returns the previous one.
 function M.set_print_sink(fn)
   if fn ~= nil and type(fn) ~= "function" then
-    error("tf.set_print_sink: expected a function(text) or nil, got " .. tostring(fn), 2)
+    fail("tf.set_print_sink: expected a function(text) or nil, got " .. tostring(fn))
   end
   local old = M.sink
   M.sink = fn or default_sink
@@ -80,7 +81,7 @@ end
 local function op_name(op_ptr) return ffi.string(C.mf_op_name(op_ptr)) end
 
 -- Reports a failure to the engine; never raises.
-local function fail(s, message)
+local function report(s, message)
   local ok = pcall(C.mf_status_set_error, s, C.MF_UNKNOWN, tostring(message))
   if not ok then C.mf_status_set_error(s, C.MF_UNKNOWN, "lua_func: error") end
   return C.MF_UNKNOWN
@@ -134,8 +135,8 @@ local function to_array(v, dtype, what)
     return Array.from(v, dtype)
   end
   if type(v) == "number" or type(v) == "boolean" or type(v) == "table" then return Array.from(v, dtype) end
-  error(what .. " is " .. (v == nil and "missing" or "a " .. type(v)) ..
-        ": return a tf.Array, a number or a nested table of numbers", 0)
+  fail(what .. " is " .. (v == nil and "missing" or "a " .. type(v)) ..
+       ": return a tf.Array, a number or a nested table of numbers")
 end
 
 -- Its arguments as a table with their count, trailing nils included.
@@ -178,8 +179,8 @@ end
 
 local call_cb = ffi.cast("mf_host_call_fn", function(_, op_ptr, fn_id, inputs, ninputs, outputs, noutputs, s)
   local ok, done, message = pcall(call, op_ptr, fn_id, inputs, ninputs, outputs, noutputs)
-  if not ok then return fail(s, done) end
-  if not done then return fail(s, message) end
+  if not ok then return report(s, done) end
+  if not done then return report(s, message) end
   return C.MF_OK
 end)
 
@@ -187,7 +188,7 @@ end)
 local print_cb = ffi.cast("mf_host_print_fn", function(_, op_ptr, text, s)
   local ok, err = pcall(function() M.sink(ffi.string(text)) end)
   if not ok then
-    return fail(s, string.format("%s: the print sink failed: %s", op_name(op_ptr), tostring(err)))
+    return report(s, string.format("%s: the print sink failed: %s", op_name(op_ptr), tostring(err)))
   end
   return C.MF_OK
 end)
@@ -237,8 +238,8 @@ end
 
 local grad_cb = ffi.cast("mf_host_grad_fn", function(_, g_ptr, op_ptr, fn_id, grads, ngrads, input_grads, ninputs, s)
   local ok, done, message = pcall(grad, g_ptr, op_ptr, fn_id, grads, ngrads, input_grads, ninputs)
-  if not ok then return fail(s, done) end
-  if not done then return fail(s, message) end
+  if not ok then return report(s, done) end
+  if not done then return report(s, message) end
   return C.MF_OK
 end)
 

@@ -4,7 +4,7 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local S = require("moonflow.session")
-local C = core.C
+local args = require("moonflow.args")
 
 local tf = {}
 
@@ -14,12 +14,7 @@ tf.DType = core.DType
 tf.as_dtype = core.as_dtype
 
 tf.Array = Array
--- Array.from's messages name no place: the caller's line goes in front.
-function tf.array(value, dtype)
-  local ok, a = pcall(Array.from, value, dtype)
-  if not ok then core.error_at_user(tostring(a)) end
-  return a
-end
+function tf.array(value, dtype) return Array.from(value, dtype) end
 
 tf.Graph = G.Graph.new
 tf.Tensor = G.Tensor
@@ -33,8 +28,8 @@ tf.constant = G.constant
 tf.convert_to_tensor = function(x, dtype)
   dtype = dtype and core.as_dtype(dtype, "tf.convert_to_tensor")
   if dtype and G.is_tensor(x) and x.dtype ~= dtype then
-    core.error_at_user("Tensor conversion requested dtype " .. dtype.name .. " for Tensor with dtype " ..
-                       x.dtype.name .. ": " .. tostring(x))
+    core.fail("tf.convert_to_tensor: Tensor conversion requested dtype " .. dtype.name .. " for Tensor with dtype " ..
+              x.dtype.name .. ": " .. tostring(x))
   end
   return G.convert(x, dtype)
 end
@@ -44,25 +39,19 @@ tf.Session = S.new
 tf.hygiene = require("moonflow.hygiene")
 
 -- tf.placeholder(dtype, shape, name) or tf.placeholder(dtype, {shape=, name=}).
-function tf.placeholder(dtype, shape, name)
+local PLACEHOLDER_OPTIONS = {"shape", "name"}
+function tf.placeholder(dtype, ...)
   dtype = core.as_dtype(dtype, "tf.placeholder")
-  if type(shape) == "table" and getmetatable(shape) == nil and #shape == 0 and next(shape) ~= nil then
-    shape, name = shape.shape, shape.name
-  end
+  local o = args.options("tf.placeholder", PLACEHOLDER_OPTIONS, ...)
+  local shape = o.shape
   if getmetatable(shape) == G.TensorShape then shape = shape.dims end
-  return G.placeholder(dtype, shape, name)
+  return G.placeholder(dtype, shape, o.name)
 end
 
 -- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
 function tf.name_scope(name, fn, ...)
-  if type(fn) ~= "function" then error("tf.name_scope(name, fn): fn must be a function", 2) end
-  local g = G.get_default_graph()
-  local scope = C.mf_graph_push_name_scope(g.ptr, name or "", core.status)
-  if scope == nil then core.check() end
-  local results = {pcall(fn, ...)}
-  C.mf_graph_pop_name_scope(g.ptr)
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
+  if type(fn) ~= "function" then core.fail("tf.name_scope(name, fn): fn must be a function, got " .. type(fn)) end
+  return G.in_name_scope(G.get_default_graph(), name or "", fn, ...)
 end
 
 -- Every op wrapper is also a Tensor method (x:reduce_sum(0)).
@@ -81,8 +70,9 @@ end
 require("moonflow.registry")(tf)
 
 -- tf.identity and tf.no_op live with the core; `name` is a string or {name=}.
-local name_of = require("moonflow.args").name_of
-function ops.identity(x, name) return G.op{"Identity", inputs = {G.convert(x)}, name = name_of(name)} end
-function ops.no_op(name) return G.build{"NoOp", name = name_of(name)} end
+function ops.identity(x, name)
+  return G.op{"Identity", inputs = {G.convert(x)}, name = args.name_of(name, "tf.identity")}
+end
+function ops.no_op(name) return G.build{"NoOp", name = args.name_of(name, "tf.no_op")} end
 
 return tf

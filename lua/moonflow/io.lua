@@ -11,6 +11,7 @@
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
+local fail = core.fail
 
 return function(tf, ops)
   tf.io = tf.io or {}
@@ -20,7 +21,7 @@ return function(tf, ops)
   local dtype_of = {f4 = "float32", f8 = "float64", i4 = "int32", i8 = "int64", u1 = "uint8", b1 = "bool"}
 
   if not ffi.abi("le") then
-    local function unsupported() error("tf.io: .npy files are supported on little-endian hosts only", 2) end
+    local function unsupported() fail("tf.io: .npy files are supported on little-endian hosts only") end
     tf.io.read_npy, tf.io.write_npy = unsupported, unsupported
     return
   end
@@ -40,39 +41,37 @@ return function(tf, ops)
     local pad = 64 - (10 + hlen) % 64  -- 64, not 0, when already aligned (as NumPy)
     dict = dict .. string.rep(" ", pad) .. "\n"
     local n = #dict
-    if n > 65535 then error("tf.io.write_npy: the header is too long for NPY 1.0", 3) end
+    if n > 65535 then fail("tf.io.write_npy: the header is too long for NPY 1.0") end
     return "\147NUMPY\1\0" .. string.char(n % 256, math.floor(n / 256)) .. dict
   end
 
   -- tf.io.write_npy(path, array): array is a tf.Array or a value tf.array
   -- accepts (nested tables: float32, or bool for booleans).
   function tf.io.write_npy(path, array)
-    if type(path) ~= "string" then error("tf.io.write_npy(path, array): path must be a string", 2) end
-    if array == nil then error("tf.io.write_npy(path, array): array is missing", 2) end
+    if type(path) ~= "string" then fail("tf.io.write_npy(path, array): path must be a string") end
+    if array == nil then fail("tf.io.write_npy(path, array): array is missing") end
     if not Array.is(array) then
-      local ok, a = pcall(Array.from, array)
-      if not ok then error("tf.io.write_npy: " .. tostring(a), 2) end
-      array = a
+      array = Array.from(array, nil, false, "tf.io.write_npy")
     end
     local head = header(array.dtype, array._dims)
     local f, err = io.open(path, "wb")
-    if not f then error("tf.io.write_npy: cannot write '" .. path .. "': " .. tostring(err), 2) end
+    if not f then fail("tf.io.write_npy: cannot write '" .. path .. "': " .. tostring(err)) end
     f:write(head)
     local nbytes = array._size * array.dtype.size
     if nbytes > 0 then f:write(ffi.string(array._data, nbytes)) end
     local ok, werr = f:close()
-    if not ok then error("tf.io.write_npy: writing '" .. path .. "' failed: " .. tostring(werr), 2) end
+    if not ok then fail("tf.io.write_npy: writing '" .. path .. "' failed: " .. tostring(werr)) end
     return path
   end
 
   -- tf.io.read_npy(path): a tf.Array with the file's dtype and shape.
   function tf.io.read_npy(path)
-    if type(path) ~= "string" then error("tf.io.read_npy(path): path must be a string", 2) end
+    if type(path) ~= "string" then fail("tf.io.read_npy(path): path must be a string") end
     local f, err = io.open(path, "rb")
-    if not f then error("tf.io.read_npy: cannot open '" .. path .. "': " .. tostring(err), 2) end
+    if not f then fail("tf.io.read_npy: cannot open '" .. path .. "': " .. tostring(err)) end
     local bytes, rerr = f:read("*a")
     f:close()
-    local function bad(why, up) error("tf.io.read_npy: '" .. path .. "' " .. why, 3 + (up or 0)) end
+    local function bad(why) fail("tf.io.read_npy: '" .. path .. "' " .. why) end
     if bytes == nil then bad("cannot be read: " .. tostring(rerr)) end
     if bytes:sub(1, 6) ~= "\147NUMPY" then bad("is not a .npy file (no \\x93NUMPY magic)") end
     local major = bytes:byte(7)
@@ -80,7 +79,7 @@ return function(tf, ops)
     local function preamble(n)  -- magic, version and header length: n bytes
       if #bytes < n then
         bad(string.format("is truncated: %d bytes, fewer than the %d of the NPY %s preamble (magic, version, " ..
-                          "header length)", #bytes, n, major and major .. ".0" or "format"), 1)
+                          "header length)", #bytes, n, major and major .. ".0" or "format"))
       end
     end
     if major == nil then preamble(10) end

@@ -8,6 +8,8 @@
 -- integers, others with 17 significant digits; inf and nan cannot be encoded.
 -- Decoding: objects become plain Lua tables, arrays 1-based Lua lists marked
 -- as json.array (so an empty one stays an array), null becomes json.null. Errors raise "JSON: <what> at byte <n>".
+local fail = require("moonflow.core").fail
+
 local M = {}
 
 M.null = setmetatable({}, {__tostring = function() return "null" end})
@@ -25,7 +27,7 @@ end
 
 local function number(v)
   if v ~= v or v == math.huge or v == -math.huge then
-    error("JSON: cannot encode " .. tostring(v), 0)
+    fail("JSON: cannot encode " .. tostring(v))
   end
   if v == math.floor(v) and math.abs(v) <= 2 ^ 53 then return string.format("%.0f", v) end
   return string.format("%.17g", v)
@@ -50,7 +52,7 @@ local function encode_table(t, out, indent, depth)
   end
   local keys = {}
   for k in pairs(t) do
-    if type(k) ~= "string" then error("JSON: object keys must be strings, got " .. type(k), 0) end
+    if type(k) ~= "string" then fail("JSON: object keys must be strings, got " .. type(k)) end
     keys[#keys + 1] = k
   end
   if #keys == 0 then out[#out + 1] = "{}"; return end
@@ -71,7 +73,7 @@ function encode_into(v, out, indent, depth)
   elseif tv == "number" then out[#out + 1] = number(v)
   elseif tv == "string" then out[#out + 1] = quote(v)
   elseif tv == "table" then encode_table(v, out, indent, depth)
-  else error("JSON: cannot encode a " .. tv, 0) end
+  else fail("JSON: cannot encode a " .. tv) end
 end
 
 -- json.encode(value, indent, depth): indent (e.g. " ") pretty-prints, one
@@ -86,7 +88,7 @@ function M.encode(v, indent, depth)
 end
 
 -- Decoding -------------------------------------------------------------------------
-local function fail(what, pos) error(string.format("JSON: %s at byte %d", what, pos), 0) end
+local function bad(what, pos) fail(string.format("JSON: %s at byte %d", what, pos)) end
 
 local function skip(s, pos) return s:find("[^ \t\r\n]", pos) or #s + 1 end
 
@@ -107,15 +109,15 @@ local function decode_string(s, pos)
   local parts, i = {}, pos + 1
   while true do
     local j = s:find('["\\%c]', i)
-    if not j then fail("unterminated string", pos) end
+    if not j then bad("unterminated string", pos) end
     parts[#parts + 1] = s:sub(i, j - 1)
     local c = s:sub(j, j)
     if c == '"' then return table.concat(parts), j + 1 end
-    if c ~= "\\" then fail("control character in string", j) end
+    if c ~= "\\" then bad("control character in string", j) end
     local e = s:sub(j + 1, j + 1)
     if e == "u" then
       local hex = s:sub(j + 2, j + 5)
-      if not hex:match("^%x%x%x%x$") then fail("bad \\u escape", j) end
+      if not hex:match("^%x%x%x%x$") then bad("bad \\u escape", j) end
       local cp = tonumber(hex, 16)
       i = j + 6
       if cp >= 0xD800 and cp <= 0xDBFF and s:sub(i, i + 1) == "\\u" then
@@ -130,13 +132,13 @@ local function decode_string(s, pos)
       parts[#parts + 1] = unescapes[e]
       i = j + 2
     else
-      fail("bad escape", j)
+      bad("bad escape", j)
     end
   end
 end
 
 function decode_value(s, pos, depth)
-  if depth > 200 then fail("nesting too deep", pos) end
+  if depth > 200 then bad("nesting too deep", pos) end
   pos = skip(s, pos)
   local c = s:sub(pos, pos)
   if c == "{" then
@@ -144,16 +146,16 @@ function decode_value(s, pos, depth)
     pos = skip(s, pos + 1)
     if s:sub(pos, pos) == "}" then return obj, pos + 1 end
     while true do
-      if s:sub(pos, pos) ~= '"' then fail("expected a string key", pos) end
+      if s:sub(pos, pos) ~= '"' then bad("expected a string key", pos) end
       local k
       k, pos = decode_string(s, pos)
       pos = skip(s, pos)
-      if s:sub(pos, pos) ~= ":" then fail("expected ':'", pos) end
+      if s:sub(pos, pos) ~= ":" then bad("expected ':'", pos) end
       obj[k], pos = decode_value(s, pos + 1, depth + 1)
       pos = skip(s, pos)
       local d = s:sub(pos, pos)
       if d == "}" then return obj, pos + 1 end
-      if d ~= "," then fail("expected ',' or '}'", pos) end
+      if d ~= "," then bad("expected ',' or '}'", pos) end
       pos = skip(s, pos + 1)
     end
   elseif c == "[" then
@@ -165,7 +167,7 @@ function decode_value(s, pos, depth)
       pos = skip(s, pos)
       local d = s:sub(pos, pos)
       if d == "]" then return arr, pos + 1 end
-      if d ~= "," then fail("expected ',' or ']'", pos) end
+      if d ~= "," then bad("expected ',' or ']'", pos) end
       pos = pos + 1
     end
   elseif c == '"' then
@@ -176,16 +178,16 @@ function decode_value(s, pos, depth)
   end
   local num = s:match("^-?%d+%.?%d*[eE]?[-+]?%d*", pos)
   local v = num and tonumber(num)
-  if not v then fail(pos > #s and "unexpected end" or "unexpected character", pos) end
+  if not v then bad(pos > #s and "unexpected end" or "unexpected character", pos) end
   return v, pos + #num
 end
 
 -- json.decode(s): the value of a whole JSON text (trailing garbage is an error).
 function M.decode(s)
-  if type(s) ~= "string" then error("JSON: expected a string, got " .. type(s), 0) end
+  if type(s) ~= "string" then fail("JSON: expected a string, got " .. type(s)) end
   local v, pos = decode_value(s, 1, 0)
   pos = skip(s, pos)
-  if pos <= #s then fail("trailing characters", pos) end
+  if pos <= #s then bad("trailing characters", pos) end
   return v
 end
 

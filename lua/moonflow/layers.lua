@@ -18,8 +18,7 @@ local args = require("moonflow.args")
 
 local dtypes = core.dtypes
 
-local fail, is_integer, show = args.fail, args.is_integer, args.show
-local options = args.parser{at_user = true, too_many = "%s: too many arguments; pass options in a table"}
+local fail, options, is_integer, show = core.fail, args.options, args.is_integer, args.show
 
 -- A positive integer or a pair of them, as {h, w}.
 local function pair(fname, what, v)

@@ -18,7 +18,7 @@ local info = ffi.new("mf_op_info")
 
 function M.op_info(op_type)
   if type(op_type) ~= "string" then
-    core.error_at_user("tf.op_info(op_type): op_type must be a string, got " .. type(op_type))
+    core.fail("tf.op_info(op_type): op_type must be a string, got " .. type(op_type))
   end
   if not C.mf_registry_op_info(op_type, info) then return nil end
   local inputs = {}

@@ -28,6 +28,7 @@ local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local json = require("moonflow.json")
 local fileio = require("moonflow.fileio")
+local args = require("moonflow.args")
 local C = core.C
 
 local M = {}
@@ -38,7 +39,11 @@ local dtype_of = {}
 for name, code in pairs(code_of) do dtype_of[code] = core.dtypes[name] end
 M.code_of, M.dtype_of = code_of, dtype_of
 
-local function fail(msg) error(msg, 0) end
+local fail, options = core.fail, args.options
+
+-- tf.train.Saver(var_list, {max_to_keep=, name=}); saver:save(sess, path, global_step).
+local SAVER_OPTIONS = {"max_to_keep", "name", positional = 0, empty = true}
+local SAVE_OPTIONS = {"global_step", empty = true}
 
 local dirname, basename, exists = fileio.dirname, fileio.basename, fileio.exists
 M.write_atomic = fileio.write_atomic
@@ -199,21 +204,17 @@ return function(tf, ops)
   -- tf.train.Saver(var_list, {max_to_keep=, name=}): var_list is nil (every
   -- global variable), a list of variables (saved under their op names) or a
   -- map {name = variable}.
-  function tf.train.Saver(var_list, opts)
-    if type(var_list) == "table" and getmetatable(var_list) == nil and var_list[1] == nil and opts == nil then
+  function tf.train.Saver(var_list, ...)
+    local rest = select("#", ...)
+    if type(var_list) == "table" and getmetatable(var_list) == nil and var_list[1] == nil and rest == 0 then
       -- Saver({max_to_keep = 2}): an options table alone.
       local only_options = next(var_list) ~= nil
       for k, v in pairs(var_list) do
         if is_variable(v) or (k ~= "max_to_keep" and k ~= "name") then only_options = false end
       end
-      if only_options then var_list, opts = nil, var_list end
+      if only_options then return tf.train.Saver(nil, var_list) end
     end
-    opts = opts or {}
-    for k in pairs(opts) do
-      if k ~= "max_to_keep" and k ~= "name" then
-        fail("tf.train.Saver: unknown option '" .. tostring(k) .. "' (expected max_to_keep, name)")
-      end
-    end
+    local opts = options("tf.train.Saver", SAVER_OPTIONS, ...)
     local entries = {}
     local function add(name, v, where)
       if not is_variable(v) then
@@ -277,14 +278,14 @@ return function(tf, ops)
     end
   end
 
-  -- saver:save(sess, path, {global_step=}): writes the variables' values;
-  -- returns the path written (path .. "-" .. step with a global step).
-  function Saver:save(sess, path, opts)
+  -- saver:save(sess, path, global_step) or (sess, path, {global_step=}):
+  -- writes the variables' values; returns the path written (path .. "-" ..
+  -- step with a global step).
+  function Saver:save(sess, path, ...)
     check_little_endian()
     check_session(self, sess, "save")
     if type(path) ~= "string" or path == "" then fail("Saver:save: a path is required") end
-    opts = opts or {}
-    local step = opts.global_step
+    local step = options("Saver:save", SAVE_OPTIONS, ...).global_step
     if step ~= nil then
       if G.is_tensor(step) then step = sess:run(step) end
       if type(step) ~= "number" then fail("Saver:save: global_step must be a number or a scalar tensor") end

@@ -5,7 +5,9 @@ local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local hygiene = require("moonflow.hygiene")
 local host = require("moonflow.host")
+local args = require("moonflow.args")
 local C = core.C
+local fail = core.fail
 
 local Session = {}
 Session.__index = Session
@@ -20,7 +22,7 @@ local function session_flags(options)
                           log_device_placement = C.MF_LOG_DEVICE_PLACEMENT}) do
     local v = options[key]
     if v ~= nil and type(v) ~= "boolean" then
-      core.error_at_user("tf.Session: " .. key .. " must be a boolean, got " .. tostring(v))
+      fail("tf.Session: " .. key .. " must be a boolean, got " .. tostring(v))
     end
     if v then flags = flags + flag end
   end
@@ -28,18 +30,16 @@ local function session_flags(options)
 end
 
 -- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=}).
+local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", positional = 0, empty = true}
 function M.new(arg)
-  local g
-  if getmetatable(arg) == G.Graph then g = arg
-  elseif type(arg) == "table" and getmetatable(arg) == nil then
-    g = arg.graph or G.get_default_graph()
-    if getmetatable(g) ~= G.Graph then
-      core.error_at_user("tf.Session: graph must be a tf.Graph, got " .. tostring(g))
-    end
-  elseif arg == nil then g = G.get_default_graph()
-  else core.error_at_user("tf.Session(graph_or_options): expected a tf.Graph or an options table, got " ..
-                          tostring(arg)) end
-  local options = type(arg) == "table" and getmetatable(arg) == nil and arg or {}
+  local g, options
+  if getmetatable(arg) == G.Graph then g, options = arg, {}
+  elseif args.is_plain(arg) then
+    options = args.options("tf.Session", SESSION_OPTIONS, arg)
+    g = options.graph or G.get_default_graph()
+    if getmetatable(g) ~= G.Graph then fail("tf.Session: graph must be a tf.Graph, got " .. tostring(g)) end
+  elseif arg == nil then g, options = G.get_default_graph(), {}
+  else fail("tf.Session(graph_or_options): expected a tf.Graph or an options table, got " .. tostring(arg)) end
   local ptr = C.mf_session_new_with_options(g.ptr, session_flags(options), core.status)
   if ptr == nil then core.check() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
@@ -94,15 +94,15 @@ local function flatten(graph, fetch, tensors, targets)
     for k, v in pairs(fetch) do template[k] = flatten(graph, v, tensors, targets) end
     return template
   end
-  error("Fetch argument " .. tostring(fetch) .. " has invalid type " .. type(fetch) ..
-        ": expected a Tensor, an Operation, a name, or a table of them", 0)
+  fail("Fetch argument " .. tostring(fetch) .. " has invalid type " .. type(fetch) ..
+       ": expected a Tensor, an Operation, a name, or a table of them")
 end
 
 -- A fetch from another graph: the error names the line that created it.
 local function foreign_fetch(t)
   local origin = t.op.origin
-  core.error_at_user("Fetch argument " .. tostring(t) .. " is not an element of this session's graph" ..
-                     (origin ~= "" and " (created at " .. origin .. ")" or ""))
+  fail("Fetch argument " .. tostring(t) .. " is not an element of this session's graph" ..
+       (origin ~= "" and " (created at " .. origin .. ")" or ""))
 end
 
 local function rebuild(template, values)
@@ -157,18 +157,17 @@ local function to_value(v, dtype, t)
   if type(v) == "cdata" then
     local shape = t:get_shape()
     if not shape:is_fully_defined() then
-      error("cannot feed a cdata pointer to a tensor of shape " .. tostring(shape) .. ", which is not fully " ..
-            "defined; use tf.Array.from_pointer(ptr, shape, dtype)", 0)
+      fail("cannot feed a cdata pointer to a tensor of shape " .. tostring(shape) .. ", which is not fully " ..
+           "defined; use tf.Array.from_pointer(ptr, shape, dtype)")
     end
     -- The elements must be of dtype's C type (a void* is trusted).
     local ctype = tostring(ffi.typeof(v)):match("^ctype<(.*)>$"):gsub("^const ", "")
     local elem = tostring(ffi.typeof(dtype.ctype)):match("^ctype<(.*)>$")
     if ctype ~= "void *" and ctype:sub(1, #elem + 2) ~= elem .. " [" and ctype ~= elem .. " *" then
-      error("cannot feed a cdata of type " .. ctype .. " to a " .. dtype.name .. " tensor: it must hold " ..
-            dtype.ctype .. " values (or be a void*)", 0)
+      fail("cannot feed a cdata of type " .. ctype .. " to a " .. dtype.name .. " tensor: it must hold " ..
+           dtype.ctype .. " values (or be a void*)")
     end
-    local ok, a = pcall(Array.from_pointer, v, shape:as_list(), dtype)
-    if not ok then error((tostring(a):gsub("^[^:]*:%d+: ", "")), 0) end
+    local a = Array.from_pointer(v, shape:as_list(), dtype)
     return C.mf_tensor_retain(a.ptr), true, a
   end
   if type(v) == "number" or type(v) == "boolean" then
@@ -176,7 +175,7 @@ local function to_value(v, dtype, t)
     if ptr == nil then core.check() end
     local data = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))
     if dtype.name == "bool" then
-      if type(v) ~= "boolean" then C.mf_tensor_release(ptr); error("cannot feed a number to a bool tensor", 0) end
+      if type(v) ~= "boolean" then C.mf_tensor_release(ptr); fail("cannot feed a number to a bool tensor") end
       data[0] = v
     else
       data[0] = type(v) == "boolean" and (v and 1 or 0) or v
@@ -187,7 +186,7 @@ local function to_value(v, dtype, t)
     local a = Array.from(v, dtype)
     return C.mf_tensor_retain(a.ptr), true
   end
-  error("cannot feed a " .. type(v) .. ": use a number, boolean, nested table, tf.Array or FFI cdata", 0)
+  fail("cannot feed a " .. type(v) .. ": use a number, boolean, nested table, tf.Array or FFI cdata")
 end
 M.to_value = to_value
 
@@ -237,14 +236,14 @@ local function set_feeds(self, b, feeds)
     local t = resolve(self.graph, k)
     if not G.is_tensor(t) then
       release_owned_feeds(b, n)
-      core.error_at_user("Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
+      fail("Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
     end
     b.feed_ports[n].op = t.op.ptr
     b.feed_ports[n].index = t.value_index
     local ok, ptr, owned, kept = pcall(to_value, v, t.dtype, t)
     if not ok then
       release_owned_feeds(b, n)
-      core.error_at_user("feed for " .. t.name .. ": " .. tostring(ptr))
+      fail("feed for " .. t.name .. ": " .. tostring(ptr))
     end
     b.feed_values[n] = ptr
     b.feed_owned[n] = owned
@@ -316,7 +315,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local feed_tensors = {}
   for i, k in ipairs(feed_list) do
     local t = resolve(graph, k)
-    if not G.is_tensor(t) then error("make_callable: feed " .. tostring(k) .. " is not a Tensor", 2) end
+    if not G.is_tensor(t) then fail("Session:make_callable: feed " .. tostring(k) .. " is not a Tensor") end
     feed_tensors[i] = t
     feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index
   end
@@ -339,13 +338,13 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local single = type(template) == "number"
   return function(...)
     if session.closed then
-      error("Attempted to use a closed Session: create a new tf.Session to run again", 2)
+      fail("Attempted to use a closed Session: create a new tf.Session to run again")
     end
     for i = 1, nfeeds do
       local ok, ptr, own, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
       if not ok then
         for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feed_values[j - 1]) end end
-        error("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr), 2)
+        fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
       end
       feed_values[i - 1], owned[i], cdata_feeds[i] = ptr, own, kept
     end

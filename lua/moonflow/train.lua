@@ -15,16 +15,23 @@ local G = require("moonflow.graph")
 local args = require("moonflow.args")
 local dtypes = core.dtypes
 
-local fail, is_options = args.fail, args.is_options
--- A trailing empty table is an empty options table; trailing nils are not arguments.
-local options = args.parser{at_user = true, empty = true, trim = true}
+local fail, options, name_of = core.fail, args.options, args.name_of
+
+-- The option sets; a trailing empty table is an empty options table.
+local COMPUTE_GRADIENTS_OPTIONS = {"var_list", "gate_gradients", "aggregation_method", "colocate_gradients_with_ops",
+                                   "grad_loss", empty = true}
+local APPLY_GRADIENTS_OPTIONS = {"global_step", "name", empty = true}
+local MINIMIZE_OPTIONS = {"global_step", "var_list", "gate_gradients", "aggregation_method",
+                          "colocate_gradients_with_ops", "name", "grad_loss", empty = true}
+local CLIP_BY_NORM_OPTIONS = {"axes", "name", empty = true}
+local CLIP_BY_GLOBAL_NORM_OPTIONS = {"use_norm", "name", empty = true}
 
 local is_variable = G.is_variable
 
 -- The dtypes the update ops take (TensorFlow's list, less the half types).
-local function check_float(t, what)
+local function check_float(t, what, fname)
   if not t.dtype.is_floating then
-    fail(string.format("Invalid type %s for %s, expected: [float32, float64].", t.dtype.name, what))
+    fail(string.format("%s: Invalid type %s for %s, expected: [float32, float64].", fname, t.dtype.name, what))
   end
 end
 
@@ -146,18 +153,18 @@ end
 -- when the loss does not depend on the variable). var_list defaults to the
 -- trainable variables of the loss's graph.
 function Optimizer:compute_gradients(loss, ...)
-  local o = options("compute_gradients", {"var_list", "gate_gradients", "aggregation_method",
-                                       "colocate_gradients_with_ops", "grad_loss"}, ...)
-  if not G.is_tensor(loss) then fail("compute_gradients: loss must be a Tensor, got " .. tostring(loss)) end
-  check_float(loss, loss.name)
+  local fname = "Optimizer:compute_gradients"
+  local o = options(fname, COMPUTE_GRADIENTS_OPTIONS, ...)
+  if not G.is_tensor(loss) then fail(fname .. ": loss must be a Tensor, got " .. tostring(loss)) end
+  check_float(loss, loss.name, fname)
   local var_list = o.var_list or loss.graph:get_collection("trainable_variables")
-  if #var_list == 0 then fail("No variables to optimize.") end
+  if #var_list == 0 then fail(fname .. ": No variables to optimize.") end
   for i, v in ipairs(var_list) do
     if not is_variable(v) then
-      fail("compute_gradients: var_list[" .. i .. "] is not a variable (tf.Variable or tf.get_variable): " ..
+      fail(fname .. ": var_list[" .. i .. "] is not a variable (tf.Variable or tf.get_variable): " ..
            tostring(v))
     end
-    check_float(v, v.name)
+    check_float(v, v.name, fname)
   end
   local grads = self._tf.gradients(loss, var_list, o.grad_loss and {o.grad_loss} or nil)
   local pairs_out = {}
@@ -230,29 +237,30 @@ end
 -- skipped), then increments global_step when given; with global_step the
 -- result is the incremented step's tensor, as in TensorFlow, else an op.
 function Optimizer:apply_gradients(grads_and_vars, ...)
+  local fname = "Optimizer:apply_gradients"
   local tf = self._tf
-  local o = options("apply_gradients", {"global_step", "name"}, ...)
+  local o = options(fname, APPLY_GRADIENTS_OPTIONS, ...)
   if type(grads_and_vars) ~= "table" or getmetatable(grads_and_vars) ~= nil or #grads_and_vars == 0 then
-    fail("No variables provided: apply_gradients takes a non-empty list of {grad, var} pairs")
+    fail(fname .. ": No variables provided: apply_gradients takes a non-empty list of {grad, var} pairs")
   end
   local updates, names = {}, {}
   for i, gv in ipairs(grads_and_vars) do
     if type(gv) ~= "table" or getmetatable(gv) ~= nil then
-      fail("apply_gradients: grads_and_vars[" .. i .. "] must be a {grad, var} pair, got " .. tostring(gv))
+      fail(fname .. ": grads_and_vars[" .. i .. "] must be a {grad, var} pair, got " .. tostring(gv))
     end
     local grad, var = gv[1], gv[2]
     if not is_variable(var) then
-      fail("apply_gradients: grads_and_vars[" .. i .. "][2] is not a variable: " .. tostring(var))
+      fail(fname .. ": grads_and_vars[" .. i .. "][2] is not a variable: " .. tostring(var))
     end
     names[#names + 1] = var.op.name
     if grad ~= nil then updates[#updates + 1] = {G.convert(grad, var.dtype, var.graph), var} end
   end
   if #updates == 0 then
-    fail("No gradients provided for any variable: (" .. table.concat(names, ", ") .. ").")
+    fail(fname .. ": No gradients provided for any variable: (" .. table.concat(names, ", ") .. ").")
   end
   local step = o.global_step
   if step ~= nil and not (is_variable(step) and step.dtype.is_integer) then
-    fail("apply_gradients: global_step must be an integer variable (tf.train.get_or_create_global_step()), got " ..
+    fail(fname .. ": global_step must be an integer variable (tf.train.get_or_create_global_step()), got " ..
          tostring(step))
   end
   local var_list = {}
@@ -309,8 +317,8 @@ end
 -- positionally, in TensorFlow's order): compute_gradients, then
 -- apply_gradients of the variables that have a gradient.
 function Optimizer:minimize(loss, ...)
-  local o = options("minimize", {"global_step", "var_list", "gate_gradients", "aggregation_method",
-                              "colocate_gradients_with_ops", "name", "grad_loss"}, ...)
+  local fname = "Optimizer:minimize"
+  local o = options(fname, MINIMIZE_OPTIONS, ...)
   local grads_and_vars = self:compute_gradients(loss, {var_list = o.var_list, grad_loss = o.grad_loss})
   local names, any = {}, false
   for i, gv in ipairs(grads_and_vars) do
@@ -318,8 +326,8 @@ function Optimizer:minimize(loss, ...)
     any = any or gv[1] ~= nil
   end
   if not any then
-    fail("No gradients provided for any variable, check your graph for ops that do not support gradients, " ..
-         "between variables [" .. table.concat(names, ", ") .. "] and loss " .. tostring(loss) .. ".")
+    fail(fname .. ": No gradients provided for any variable, check your graph for ops that do not support " ..
+         "gradients, between variables [" .. table.concat(names, ", ") .. "] and loss " .. tostring(loss) .. ".")
   end
   return self:apply_gradients(grads_and_vars, {global_step = o.global_step, name = o.name})
 end
@@ -330,6 +338,7 @@ return function(tf, ops)
 
   for class, kind in pairs(kinds) do
     local fname = "tf.train." .. class
+    kind.args.empty = true
     tf.train[class] = function(...)
       local o = options(fname, kind.args, ...)
       for i = 1, kind.required do
@@ -355,7 +364,7 @@ return function(tf, ops)
   -- tf.train.get_global_step(graph): the variable of the GLOBAL_STEP collection, or nil.
   function tf.train.get_global_step(graph)
     local list = (graph or G.get_default_graph()):get_collection(GLOBAL_STEP)
-    if #list > 1 then fail("Multiple tensors in global_step collection.") end
+    if #list > 1 then fail("tf.train.get_global_step: Multiple tensors in global_step collection.") end
     return list[1]
   end
 
@@ -364,7 +373,7 @@ return function(tf, ops)
   -- and GLOBAL_STEP.
   function tf.train.create_global_step(graph)
     graph = graph or G.get_default_graph()
-    if tf.train.get_global_step(graph) then fail("global_step already exists.") end
+    if tf.train.get_global_step(graph) then fail("tf.train.create_global_step: global_step already exists.") end
     return graph:as_default(function()
       return tf.name_scope("", function()
         return tf.Variable(0, {name = "global_step", dtype = dtypes.int64, trainable = false,
@@ -389,16 +398,16 @@ return function(tf, ops)
     t = G.convert(t)
     local lo = G.convert(clip_value_min, t.dtype, t.graph)
     local hi = G.convert(clip_value_max, t.dtype, t.graph)
-    return ops.maximum(ops.minimum(t, hi), lo, is_options(name) and name.name or name or "clip_by_value")
+    return ops.maximum(ops.minimum(t, hi), lo, name_of(name, "tf.clip_by_value") or "clip_by_value")
   end
 
   -- tf.clip_by_norm(t, clip_norm, axes, name): t * clip_norm / max(||t||, clip_norm),
   -- the L2 norm taken over axes (all by default). A zero norm leaves t as it
   -- is, with finite gradients: the square root never sees the zero.
   function ops.clip_by_norm(t, clip_norm, ...)
-    local o = options("tf.clip_by_norm", {"axes", "name"}, ...)
+    local o = options("tf.clip_by_norm", CLIP_BY_NORM_OPTIONS, ...)
     t = G.convert(t)
-    check_float(t, t.name)
+    check_float(t, t.name, "tf.clip_by_norm")
     local cn = G.convert(clip_norm, t.dtype, t.graph)
     local l2sum = ops.reduce_sum(t * t, {axis = o.axes, keepdims = true})
     local positive = ops.cast(ops.greater(l2sum, 0), t.dtype)
@@ -418,7 +427,7 @@ return function(tf, ops)
     end
     if #halves == 0 then fail("tf.global_norm: t_list holds no tensors") end
     local half = #halves == 1 and halves[1] or ops.add_n(halves)
-    return ops.sqrt(half * 2, is_options(name) and name.name or name or "global_norm")
+    return ops.sqrt(half * 2, name_of(name, "tf.global_norm") or "global_norm")
   end
 
   -- tf.clip_by_global_norm(t_list, clip_norm, use_norm, name): returns
@@ -426,7 +435,7 @@ return function(tf, ops)
   -- clip_norm / max(global_norm, clip_norm); nil entries stay nil. A global
   -- norm that is inf or NaN makes every value NaN, as in TensorFlow.
   function tf.clip_by_global_norm(t_list, clip_norm, ...)
-    local o = options("tf.clip_by_global_norm", {"use_norm", "name"}, ...)
+    local o = options("tf.clip_by_global_norm", CLIP_BY_GLOBAL_NORM_OPTIONS, ...)
     local norm = o.use_norm or tf.global_norm(t_list)
     local cn = G.convert(clip_norm, norm.dtype, norm.graph)
     -- 1 / norm is inf for a zero norm; the minimum then takes 1 / clip_norm.

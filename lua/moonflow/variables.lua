@@ -47,9 +47,17 @@ local GraphKeys = {
 -- The sentinel for reuse = tf.AUTO_REUSE: create when missing, else reuse.
 local AUTO_REUSE = setmetatable({}, {__tostring = function() return "tf.AUTO_REUSE" end})
 
-local fail, is_options = args.fail, args.is_options
--- A trailing empty table is an empty options table.
-local options = args.parser{at_user = true, empty = true}
+local fail, options, is_options, name_of = core.fail, args.options, args.is_options, args.name_of
+
+-- The option sets; a trailing empty table is an empty options table.
+local VARIABLE_OPTIONS = {"trainable", "collections", "validate_shape", "name", "dtype", empty = true}
+local GET_VARIABLE_OPTIONS = {"shape", "dtype", "initializer", "trainable", "collections", "validate_shape",
+                              empty = true}
+-- After a positional shape.
+local GET_VARIABLE_SHAPED_OPTIONS = {"dtype", "initializer", "trainable", "collections", "validate_shape",
+                                     empty = true}
+local VARIABLE_SCOPE_OPTIONS = {"reuse", "initializer", "dtype", "default_name", empty = true}
+local GROUP_OPTIONS = {"name", positional = 0}
 
 local is_variable = G.is_variable
 
@@ -89,15 +97,7 @@ local function fully_defined(dims)
   return true
 end
 
--- Runs fn with graph g's name scope set to `scope`: "" is the root, "a/b/"
--- exactly that scope (not made unique).
-local function in_name_scope(g, scope, fn, ...)
-  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
-  local results = {pcall(fn, ...)}
-  C.mf_graph_pop_name_scope(g.ptr)
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
-end
+local in_name_scope = G.in_name_scope
 
 -- Runs fn with no control dependencies in force (tf.control_dependencies(nil)):
 -- a variable and its initializer never wait for the ops around their creation.
@@ -197,7 +197,7 @@ constructors.constant_initializer = {{"value", "dtype"}, function(o)
     if type(value) == "number" or type(value) == "boolean" then
       return G.ops.fill(shape, G.constant(value, dtype))
     end
-    local a = Array.from(value, dtype)
+    local a = Array.from(value, dtype, false, "tf.constant_initializer")
     local n, have = num_elements(shape), a:size()
     if have > n then
       fail(string.format("tf.constant_initializer: Too many elements provided. Needed at most %d, " ..
@@ -275,6 +275,7 @@ return function(tf, ops)
   tf.initializers = tf.initializers or {}
   for fname, c in pairs(constructors) do
     local names, make = c[1], c[2]
+    names.empty = true
     tf[fname] = function(...) return make(options("tf." .. fname, names, ...)) end
     tf.initializers[(fname:gsub("_initializer$", ""))] = tf[fname]
   end
@@ -295,7 +296,8 @@ return function(tf, ops)
   -- Builds a variable in graph g. spec: name (made unique in the current name
   -- scope, or taken as the full name when `exact`), dtype, shape (a list, nil
   -- when the initial value decides), init (returns the initial value; called
-  -- inside the variable's name scope), trainable, collections, validate_shape.
+  -- inside the variable's name scope), trainable, collections, validate_shape,
+  -- fname (tf.Variable or tf.get_variable, for the errors).
   local function make_variable(g, spec)
     -- A variable made while a tf.cond branch or tf.while_loop body is traced
     -- belongs to the outermost graph (made once, initialized with the others);
@@ -314,16 +316,16 @@ return function(tf, ops)
       local initial, assign = in_name_scope(g, var.op.name .. "/", function()
         local initial = spec.init()
         if not G.is_tensor(initial) or initial.graph ~= g then
-          fail("the initial value of variable " .. var.op.name .. " must be a Tensor of its graph, got " ..
-               tostring(initial))
+          fail(spec.fname .. ": the initial value of variable " .. var.op.name .. " must be a Tensor of its graph, " ..
+               "got " .. tostring(initial))
         end
         if initial.dtype ~= spec.dtype then
-          fail(string.format("the initial value of variable %s has dtype %s, not %s; use tf.cast",
-                             var.op.name, initial.dtype.name, spec.dtype.name))
+          fail(string.format("%s: the initial value of variable %s has dtype %s, not %s; use tf.cast",
+                             spec.fname, var.op.name, initial.dtype.name, spec.dtype.name))
         end
         local dims = initial:get_shape().dims
         if spec.validate_shape and not fully_defined(dims) then
-          fail("initial_value must have a shape specified: " .. tostring(initial) ..
+          fail(spec.fname .. ": initial_value must have a shape specified: " .. tostring(initial) ..
                " (or create the variable with validate_shape = false)")
         end
         if spec.validate_shape and not spec.shape then var:set_shape(dims) end
@@ -346,7 +348,7 @@ return function(tf, ops)
   -- initial is a Tensor, a Lua value or tf.Array (a constant), or a function
   -- returning either (then dtype is required).
   function tf.Variable(initial, ...)
-    local o = options("tf.Variable", {"trainable", "collections", "validate_shape", "name", "dtype"}, ...)
+    local o = options("tf.Variable", VARIABLE_OPTIONS, ...)
     local dtype = o.dtype and core.as_dtype(o.dtype, "tf.Variable")
     local g, init, shape
     if G.is_tensor(initial) then
@@ -366,12 +368,12 @@ return function(tf, ops)
     elseif initial == nil then
       fail("tf.Variable: an initial value is required")
     else
-      local a = Array.from(initial, dtype)
+      local a = Array.from(initial, dtype, false, "tf.Variable")
       g, dtype, shape = G.get_default_graph():outermost(), a.dtype, a:shape()
       init = function() return G.constant(a, {name = "initial_value", graph = g}) end
     end
-    return make_variable(g, {name = o.name or "Variable", dtype = dtype, shape = shape, init = init,
-                             trainable = o.trainable ~= false, collections = o.collections,
+    return make_variable(g, {fname = "tf.Variable", name = o.name or "Variable", dtype = dtype, shape = shape,
+                             init = init, trainable = o.trainable ~= false, collections = o.collections,
                              validate_shape = o.validate_shape ~= false})
   end
 
@@ -383,10 +385,9 @@ return function(tf, ops)
     if type(name) ~= "string" or name == "" then fail("tf.get_variable: a name is required") end
     local o
     if is_options(shape) then
-      o = options("tf.get_variable", {"shape", "dtype", "initializer", "trainable", "collections",
-                                   "validate_shape"}, shape)
+      o = options("tf.get_variable", GET_VARIABLE_OPTIONS, shape)
     else
-      o = options("tf.get_variable", {"dtype", "initializer", "trainable", "collections", "validate_shape"}, ...)
+      o = options("tf.get_variable", GET_VARIABLE_SHAPED_OPTIONS, ...)
       o.shape = shape
     end
     local dims = shape_list(o.shape, "tf.get_variable")
@@ -429,7 +430,7 @@ return function(tf, ops)
         dtype = init.dtype
         make_initial = function() return init end
       else
-        local a = Array.from(init, dtype or scope.dtype)
+        local a = Array.from(init, dtype or scope.dtype, false, "tf.get_variable")
         dtype, dims = a.dtype, a:shape()
         make_initial = function() return G.constant(a, {name = "initial_value", graph = g}) end
       end
@@ -446,8 +447,8 @@ return function(tf, ops)
         return in_name_scope(g, "Initializer", function() return G.convert(init(dims, dtype), dtype, g) end)
       end
     end
-    local var = make_variable(g, {name = full, exact = true, dtype = dtype, shape = dims, init = make_initial,
-                                  trainable = o.trainable ~= false, collections = o.collections,
+    local var = make_variable(g, {fname = "tf.get_variable", name = full, exact = true, dtype = dtype, shape = dims,
+                                  init = make_initial, trainable = o.trainable ~= false, collections = o.collections,
                                   validate_shape = o.validate_shape ~= false})
     st.store[full] = var
     return var
@@ -470,28 +471,30 @@ return function(tf, ops)
                   name = o.name}
     end
   end
-  ops.assign = assigner("tf.assign", "Assign", {"validate_shape", "use_locking", "name"})
-  ops.assign_add = assigner("tf.assign_add", "AssignAdd", {"use_locking", "name"})
-  ops.assign_sub = assigner("tf.assign_sub", "AssignSub", {"use_locking", "name"})
+  ops.assign = assigner("tf.assign", "Assign", {"validate_shape", "use_locking", "name", empty = true})
+  ops.assign_add = assigner("tf.assign_add", "AssignAdd", {"use_locking", "name", empty = true})
+  ops.assign_sub = assigner("tf.assign_sub", "AssignSub", {"use_locking", "name", empty = true})
 
   -- v:read_value(): the value when this read runs (after its control dependencies).
   function G.tensor_methods.read_value(v, name)
-    if not is_variable(v) then fail("read_value: " .. tostring(v) .. " is not a variable") end
-    return G.op{"ReadVariable", inputs = {v}, name = name or "read"}
+    if not is_variable(v) then fail("Variable:read_value: " .. tostring(v) .. " is not a variable") end
+    return G.op{"ReadVariable", inputs = {v}, name = name_of(name, "Variable:read_value") or "read"}
   end
 
   -- v:load(value, sess): sets the value in that session without building ops
   -- (feeds the initial value to the initializer).
   function G.tensor_methods.load(v, value, sess)
     local init = rawget(v, "initializer")
-    if not init then fail("load: " .. tostring(v) .. " is not a variable made by tf.Variable or tf.get_variable") end
-    if not sess then fail("load(value, sess): a session is required") end
+    if not init then
+      fail("Variable:load: " .. tostring(v) .. " is not a variable made by tf.Variable or tf.get_variable")
+    end
+    if not sess then fail("Variable:load(value, sess): a session is required") end
     sess:run(init, {[v.initial_value] = value})
   end
 
   function tf.is_variable_initialized(v, name)
     if not is_variable(v) then fail("tf.is_variable_initialized: " .. tostring(v) .. " is not a variable") end
-    return G.op{"IsVariableInitialized", inputs = {v}, name = name}
+    return G.op{"IsVariableInitialized", inputs = {v}, name = name_of(name, "tf.is_variable_initialized")}
   end
 
   -- Initializing -----------------------------------------------------------------
@@ -505,7 +508,7 @@ return function(tf, ops)
       end
       deps[#deps + 1] = init
     end
-    return G.build{"NoOp", control_inputs = deps, name = name or "init",
+    return G.build{"NoOp", control_inputs = deps, name = name_of(name, "tf.variables_initializer") or "init",
                    graph = deps[1] and deps[1].graph or G.get_default_graph()}
   end
   function tf.global_variables_initializer() return tf.variables_initializer(tf.global_variables(), "init") end
@@ -530,7 +533,8 @@ return function(tf, ops)
       names[i] = v.op.name
       flags[i] = ops.logical_not(tf.is_variable_initialized(v))
     end
-    local mask = #flags > 0 and ops.stack(flags, {name = name or "report_uninitialized_variables"}) or {}
+    name = name_of(name, "tf.report_uninitialized_variables") or "report_uninitialized_variables"
+    local mask = #flags > 0 and ops.stack(flags, {name = name}) or {}
     return setmetatable({names = names, mask = mask}, Report)
   end
 
@@ -546,7 +550,7 @@ return function(tf, ops)
   function tf.variable_scope(name_or_scope, opts, fn)
     if type(opts) == "function" and fn == nil then opts, fn = {}, opts end
     if type(fn) ~= "function" then fail("tf.variable_scope(name_or_scope, [options,] fn): fn must be a function") end
-    local o = options("tf.variable_scope", {"reuse", "initializer", "dtype", "default_name"}, opts)
+    local o = options("tf.variable_scope", VARIABLE_SCOPE_OPTIONS, opts)
     local reuse = o.reuse
     if reuse == false then reuse = nil end
     if reuse ~= nil and reuse ~= true and reuse ~= AUTO_REUSE then
@@ -653,7 +657,7 @@ return function(tf, ops)
     local n = select("#", ...)
     local last = n > 0 and select(n, ...) or nil
     local name
-    if is_options(last) then name = last.name; n = n - 1 end
+    if is_options(last) then name = options("tf.group", GROUP_OPTIONS, last).name; n = n - 1 end
     local deps, seen = {}, {}
     local function add(x)
       if type(x) == "table" and getmetatable(x) == nil then

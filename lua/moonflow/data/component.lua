@@ -2,8 +2,11 @@
 -- a Lua number or boolean (scalars), or a Row (a row of a sliced array, not
 -- copied yet); shapes, checks and conversion to a value a run can be fed.
 local ffi = require("ffi")
+local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local new_array = require("moonflow.data.recycler").new_array
+
+local fail = core.fail
 
 local M = {}
 
@@ -50,13 +53,13 @@ end
 function M.component(v, dtype, what)
   if Array.is(v) then
     if v.dtype ~= dtype then
-      error(what .. ": got a " .. v.dtype.name .. " value where the dataset declares " .. dtype.name ..
-            "; convert it (tf.array(x, tf." .. dtype.name .. "))", 0)
+      fail(what .. ": got a " .. v.dtype.name .. " value where the dataset declares " .. dtype.name ..
+           "; convert it (tf.array(x, tf." .. dtype.name .. "))")
     end
     return v
   end
   if type(v) == "number" then
-    if dtype.name == "bool" then error(what .. ": got a number for a bool component", 0) end
+    if dtype.name == "bool" then fail(what .. ": got a number for a bool component") end
     return v
   end
   if type(v) == "boolean" then
@@ -64,8 +67,8 @@ function M.component(v, dtype, what)
     return v
   end
   if type(v) == "table" then return Array.from(v, dtype) end
-  error(what .. ": cannot use a " .. type(v) .. " as a tensor value (use numbers, booleans, " ..
-        "nested tables or tf.Array)", 0)
+  fail(what .. ": cannot use a " .. type(v) .. " as a tensor value (use numbers, booleans, " ..
+       "nested tables or tf.Array)")
 end
 
 return M

@@ -13,7 +13,11 @@
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
+local args = require("moonflow.args")
 local new_dataset = require("moonflow.data.dataset").new
+local fail = core.fail
+
+local CSV_OPTIONS = {"header", "field_delim", "select_cols", positional = 0, empty = true}
 
 local M = {}
 
@@ -40,18 +44,18 @@ local function parse_int64(digits, negative)
   return a
 end
 
-function M.CsvDataset(paths, dtypes, opts)
+function M.CsvDataset(paths, dtypes, ...)
   local what = "CsvDataset"
   if type(paths) == "string" then paths = {paths} end
-  if type(paths) ~= "table" or #paths == 0 then error(what .. ": expected a file name or a list of them", 2) end
+  if type(paths) ~= "table" or #paths == 0 then fail(what .. ": expected a file name or a list of them") end
   if type(dtypes) ~= "table" or #dtypes == 0 then
-    error(what .. ": dtypes must be a list with one dtype per column, e.g. {tf.float32, tf.int32}", 2)
+    fail(what .. ": dtypes must be a list with one dtype per column, e.g. {tf.float32, tf.int32}")
   end
-  opts = opts or {}
+  local opts = args.options("CsvDataset", CSV_OPTIONS, ...)
   local delim = opts.field_delim or ","
-  if type(delim) ~= "string" or #delim ~= 1 then error(what .. ": field_delim must be one character", 2) end
+  if type(delim) ~= "string" or #delim ~= 1 then fail(what .. ": field_delim must be one character") end
   if delim == '"' or delim == "\n" or delim == "\r" then
-    error(what .. ": field_delim cannot be a double quote or a line break", 2)
+    fail(what .. ": field_delim cannot be a double quote or a line break")
   end
   local cols = opts.select_cols
   local spec, template = {}, {}
@@ -61,11 +65,11 @@ function M.CsvDataset(paths, dtypes, opts)
     template[i] = i
   end
   if cols and #cols ~= #dtypes then
-    error(what .. ": select_cols names " .. #cols .. " columns but dtypes has " .. #dtypes, 2)
+    fail(what .. ": select_cols names " .. #cols .. " columns but dtypes has " .. #dtypes)
   end
   for _, p in ipairs(paths) do
     local f = io.open(p, "rb")
-    if not f then error(what .. ": cannot open '" .. tostring(p) .. "': no such file or not readable", 2) end
+    if not f then fail(what .. ": cannot open '" .. tostring(p) .. "': no such file or not readable") end
     f:close()
   end
   -- Leading blanks before an opening quote are skipped unless they are the delimiter.
@@ -76,7 +80,7 @@ function M.CsvDataset(paths, dtypes, opts)
   local function parse(field, d, path, line, col, rec)
     local s = field.quoted and field.text or field.text:match("^%s*(.-)%s*$")
     local function bad(why)
-      error(string.format("%s: %s line %d, column %d: %s", what, path, line, col, why), 0)
+      fail(string.format("%s: %s line %d, column %d: %s", what, path, line, col, why))
     end
     local function invalid(extra)
       bad(string.format("Field %d in record %d is not a valid %s: %s%s", col, rec, d.name, s, extra or ""))
@@ -133,7 +137,9 @@ function M.CsvDataset(paths, dtypes, opts)
           if close == nil then
             parts[#parts + 1] = line:sub(i)
             local nxt = more()
-            if nxt == nil then error(what .. ": " .. where() .. ": a quoted field is not closed before the end of the file", 0) end
+            if nxt == nil then
+              fail(what .. ": " .. where() .. ": a quoted field is not closed before the end of the file")
+            end
             parts[#parts + 1] = "\n"
             line, i, n = nxt, 1, #nxt
           elseif line:byte(close + 1) == 34 then  -- "" is one quote
@@ -150,8 +156,8 @@ function M.CsvDataset(paths, dtypes, opts)
         if delim ~= " " and delim ~= "\t" then pos = after end
         if pos > n then return fields end
         if line:sub(pos, pos) ~= delim then
-          error(what .. ": " .. where() .. ": a quoted field must be followed by the delimiter or the end of " ..
-                "the record, found '" .. line:sub(pos, pos) .. "'", 0)
+          fail(what .. ": " .. where() .. ": a quoted field must be followed by the delimiter or the end of " ..
+               "the record, found '" .. line:sub(pos, pos) .. "'")
         end
         pos = pos + 1
       else
@@ -188,7 +194,7 @@ function M.CsvDataset(paths, dtypes, opts)
           if path == nil then return nil end
           local err
           f, err = io.open(path, "rb")
-          if not f then error(what .. ": cannot open '" .. path .. "': " .. tostring(err), 0) end
+          if not f then fail(what .. ": cannot open '" .. path .. "': " .. tostring(err)) end
           lineno, record = 0, 0
           if opts.header then
             local h = next_line()
@@ -207,15 +213,15 @@ function M.CsvDataset(paths, dtypes, opts)
             for i, c in ipairs(cols) do
               local s = fields[c + 1]
               if s == nil then
-                error(string.format("%s: %s line %d has %d fields; select_cols asks for column %d",
-                                    what, path, first, #fields, c), 0)
+                fail(string.format("%s: %s line %d has %d fields; select_cols asks for column %d",
+                                   what, path, first, #fields, c))
               end
               elem[i] = parse(s, spec[i].dtype, path, first, c, record)
             end
           else
             if #fields ~= ncol then
-              error(string.format("%s: %s line %d has %d fields, expected %d (one per dtype)",
-                                  what, path, first, #fields, ncol), 0)
+              fail(string.format("%s: %s line %d has %d fields, expected %d (one per dtype)",
+                                 what, path, first, #fields, ncol))
             end
             for i = 1, ncol do elem[i] = parse(fields[i], spec[i].dtype, path, first, i - 1, record) end
           end

@@ -9,9 +9,12 @@
 -- many elements the consumer wants in flight (data/prefetch.lua).
 -- Sources (data/sources.lua, data/csv.lua), transformations
 -- (data/transforms.lua) and iterators (data/iterator.lua) add to the class.
+local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local pack = require("moonflow.data.structure").pack
 local shape_str = require("moonflow.data.component").shape_str
+
+local fail = core.fail
 
 local M = {}
 
@@ -44,17 +47,17 @@ function Dataset:__tostring()
   return "<moonflow.Dataset " .. self.kind .. ": " .. table.concat(parts, ", ") .. ">"
 end
 
--- The checks below raise at the caller of the method that calls them.
+-- Checks of a method's receiver and of a count argument; `what` names the method.
 function M.check(ds, what)
   if getmetatable(ds) ~= Dataset then
-    error(what .. ": call it as a method (ds:" .. what:match("[%w_]+$") .. "(...))", 3)
+    fail(what .. ": call it as a method (ds:" .. what:match("[%w_]+$") .. "(...))")
   end
 end
 
 function M.check_count(n, what, allow_negative)
   if type(n) ~= "number" or n % 1 ~= 0 or (n < 0 and not allow_negative) then
-    error(what .. ": expected a" .. (allow_negative and "n" or " non-negative") .. " integer count, got " ..
-          tostring(n), 3)
+    fail(what .. ": expected a" .. (allow_negative and "n" or " non-negative") .. " integer count, got " ..
+         tostring(n))
   end
 end
 

@@ -12,11 +12,13 @@
 -- session): two sessions iterate independently, like variables.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
+local args = require("moonflow.args")
 local dataset = require("moonflow.data.dataset")
 local pack = require("moonflow.data.structure").pack
 local materialize = require("moonflow.data.component").materialize
 local give_back = require("moonflow.data.recycler").give_back
 local C = core.C
+local fail = core.fail
 
 local Dataset, check_dataset = dataset.Dataset, dataset.check
 
@@ -42,7 +44,7 @@ end
 local function make_iterator(ds, one_shot, what)
   check_dataset(ds, what)
   local g = G.get_default_graph()
-  if g._parent then error(what .. ": build iterators outside tf.cond / tf.while_loop functions", 3) end
+  if g._parent then fail(what .. ": build iterators outside tf.cond / tf.while_loop functions") end
   local it = setmetatable({dataset = ds, one_shot = one_shot, graph = g, origin = core.user_location(),
                            states = setmetatable({}, {__mode = "k"})}, Iterator)
   local d = graph_data(g)
@@ -62,15 +64,16 @@ function Iterator:__tostring() return "<moonflow.Iterator over " .. tostring(sel
 -- it:get_next(): the element's tensors, with the dataset's structure. Each
 -- run that needs them advances the iterator once (per get_next call).
 function Iterator:get_next(name)
-  if getmetatable(self) ~= Iterator then error("Iterator:get_next: call it as a method (it:get_next())", 2) end
+  if getmetatable(self) ~= Iterator then fail("Iterator:get_next: call it as a method (it:get_next())") end
   local g = self.graph
   if G.get_default_graph():outermost() ~= g then
-    error("Iterator:get_next: the iterator belongs to another graph; call get_next with its graph as default", 2)
+    fail("Iterator:get_next: the iterator belongs to another graph; call get_next with its graph as default")
   end
+  name = args.name_of(name, "Iterator:get_next") or "IteratorGetNext"
   local phs = {}
   g:as_default(function()
     for i, c in ipairs(self.dataset.spec) do
-      phs[i] = G.placeholder(c.dtype, c.shape, name or "IteratorGetNext")
+      phs[i] = G.placeholder(c.dtype, c.shape, name)
     end
   end)
   local group = {kind = "next", iterator = self, tensors = phs}
@@ -115,8 +118,8 @@ local function end_of_sequence(it)
     "a one-shot iterator does not restart: use ds:make_initializable_iterator() and run it.initializer " ..
     "for another epoch, or ds:repeat_()" or
     "catch it with pcall to end the epoch, and run it.initializer to start another"
-  error("OutOfRangeError: End of sequence: iterator '" .. it.name .. "' (created at " .. it.origin ..
-        ") has no more elements; " .. how, 0)
+  fail("OutOfRangeError: End of sequence: iterator '" .. it.name .. "' (created at " .. it.origin ..
+       ") has no more elements; " .. how)
 end
 
 -- (Re)starts the iterator's epoch in this session.
@@ -142,9 +145,9 @@ local function pull(it, sess)
   if not st or not st.next then
     if not it.one_shot or (st and st.done) then
       if st and st.done then end_of_sequence(it) end
-      error("FailedPreconditionError: GetNext() failed because the iterator has not been initialized. " ..
-            "Ensure that you have run the initializer operation for this iterator before getting the " ..
-            "next element: sess:run(it.initializer) (iterator created at " .. it.origin .. ")", 0)
+      fail("FailedPreconditionError: GetNext() failed because the iterator has not been initialized. " ..
+           "Ensure that you have run the initializer operation for this iterator before getting the " ..
+           "next element: sess:run(it.initializer) (iterator created at " .. it.origin .. ")")
     end
     st = restart(it, sess, nil)
   end

@@ -29,6 +29,7 @@ local core = require("moonflow.core")
 local Session = require("moonflow.session")
 local materialize = require("moonflow.data.component").materialize
 local C = core.C
+local fail = core.fail
 
 local to_lua, to_value = Session.to_lua, Session.to_value
 
@@ -49,7 +50,7 @@ local function submit(async, e, n, feeds, what)
     local ok, ptr, own = pcall(to_value, args[i], async.args[i].dtype, async.args[i])
     if not ok then
       for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feeds[j - 1]) end end
-      error(what .. ": feed for " .. async.args[i].name .. ": " .. tostring(ptr), 0)
+      fail(what .. ": feed for " .. async.args[i].name .. ": " .. tostring(ptr))
     end
     feeds[i - 1], owned[i] = ptr, own
   end
@@ -70,7 +71,7 @@ function M.finish(job, fetches, nout, what)
   local rc = C.mf_async_wait(job, fetches, core.status)
   local msg = rc ~= 0 and ffi.string(C.mf_status_message(core.status)) or nil
   C.mf_async_free(job)
-  if msg then error(what .. ": " .. msg, 0) end
+  if msg then fail(what .. ": " .. msg) end
   local r = {}
   for i = 1, nout do r[i] = to_lua(fetches[i - 1]) end
   return r

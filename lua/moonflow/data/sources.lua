@@ -8,6 +8,7 @@ local G = require("moonflow.graph")
 local dataset = require("moonflow.data.dataset")
 local structure = require("moonflow.data.structure")
 local component_ = require("moonflow.data.component")
+local fail = core.fail
 
 local Dataset, new_dataset = dataset.Dataset, dataset.new
 local flatten, ordered_keys = structure.flatten, structure.ordered_keys
@@ -20,13 +21,13 @@ local shape_of, shape_fits, shape_str = component_.shape_of, component_.shape_fi
 -- that run: feed a placeholder when running it.initializer). Element i is row
 -- i of every component.
 function Dataset.from_tensor_slices(value)
-  if value == nil then error("Dataset.from_tensor_slices: expected an array or a table of arrays", 2) end
+  if value == nil then fail("Dataset.from_tensor_slices: expected an array or a table of arrays") end
   if value == Dataset then
-    error("Dataset.from_tensor_slices is a function: call it with a dot, not a colon", 2)
+    fail("Dataset.from_tensor_slices is a function: call it with a dot, not a colon")
   end
   local flat = {}
   local template = flatten(value, flat)
-  if #flat == 0 then error("Dataset.from_tensor_slices: the structure has no components", 2) end
+  if #flat == 0 then fail("Dataset.from_tensor_slices: the structure has no components") end
   local spec, rows = {}, nil
   for i, v in ipairs(flat) do
     local dtype, shape
@@ -35,21 +36,21 @@ function Dataset.from_tensor_slices(value)
     else
       if not Array.is(v) then
         if type(v) ~= "table" then
-          error("Dataset.from_tensor_slices: component " .. i .. " is a " .. type(v) ..
-                "; slicing needs an array of rank >= 1", 2)
+          fail("Dataset.from_tensor_slices: component " .. i .. " is a " .. type(v) ..
+               "; slicing needs an array of rank >= 1")
         end
-        v = Array.from(v)
+        v = Array.from(v, nil, false, "Dataset.from_tensor_slices")
         flat[i] = v
       end
       dtype, shape = v.dtype, v:shape()
     end
     if shape and #shape == 0 then
-      error("Dataset.from_tensor_slices: component " .. i .. " is a scalar; slicing needs rank >= 1", 2)
+      fail("Dataset.from_tensor_slices: component " .. i .. " is a scalar; slicing needs rank >= 1")
     end
     if shape and shape[1] >= 0 then
       if rows and rows ~= shape[1] then
-        error(string.format("Dataset.from_tensor_slices: components have different first dimensions " ..
-                            "(%d and %d); every component needs one row per element", rows, shape[1]), 2)
+        fail(string.format("Dataset.from_tensor_slices: components have different first dimensions " ..
+                           "(%d and %d); every component needs one row per element", rows, shape[1]))
       end
       rows = shape[1]
     end
@@ -72,7 +73,7 @@ function Dataset.from_tensor_slices(value)
           k = k + 1
           local x = got[k]
           if not Array.is(x) then
-            error("Dataset.from_tensor_slices: tensor " .. v.name .. " evaluated to a scalar; slicing needs rank >= 1", 0)
+            fail("Dataset.from_tensor_slices: tensor " .. v.name .. " evaluated to a scalar; slicing needs rank >= 1")
           end
           values[i] = x
         else
@@ -83,8 +84,8 @@ function Dataset.from_tensor_slices(value)
       for _, x in ipairs(values) do
         local r = x._dims[1]
         if n and r ~= n then
-          error(string.format("Dataset.from_tensor_slices: components have different first dimensions " ..
-                              "(%d and %d)", n, r), 0)
+          fail(string.format("Dataset.from_tensor_slices: components have different first dimensions " ..
+                             "(%d and %d)", n, r))
         end
         n = r
       end
@@ -129,10 +130,10 @@ function Dataset.range(a, b, step)
   step = step or 1
   for _, v in ipairs({start, stop, step}) do
     if type(v) ~= "number" or v % 1 ~= 0 then
-      error("Dataset.range: expected integers (stop) or (start, stop[, step]), got " .. tostring(v), 2)
+      fail("Dataset.range: expected integers (stop) or (start, stop[, step]), got " .. tostring(v))
     end
   end
-  if step == 0 then error("Dataset.range: step must not be 0", 2) end
+  if step == 0 then fail("Dataset.range: step must not be 0") end
   return new_dataset("RangeDataset", 1, {{dtype = core.dtypes.int64, shape = {}}}, function()
     local v = start
     return function()
@@ -151,10 +152,12 @@ end
 -- shapes (-1 unknown dims; nil unknown shape).
 function Dataset.from_generator(fn, dtypes, shapes)
   if type(fn) ~= "function" then
-    error("Dataset.from_generator(fn, dtypes, shapes): fn must be a function returning an iterator " ..
-          "(a function giving one element per call, nil at the end) or a list", 2)
+    fail("Dataset.from_generator(fn, dtypes, shapes): fn must be a function returning an iterator " ..
+         "(a function giving one element per call, nil at the end) or a list")
   end
-  if dtypes == nil then error("Dataset.from_generator: dtypes is required (e.g. tf.float32 or {tf.float32, tf.int32})", 2) end
+  if dtypes == nil then
+    fail("Dataset.from_generator: dtypes is required (e.g. tf.float32 or {tf.float32, tf.int32})")
+  end
   local flat_types, flat_shapes = {}, {}
   local template
   local function walk(t, s)
@@ -162,7 +165,7 @@ function Dataset.from_generator(fn, dtypes, shapes)
       flat_types[#flat_types + 1] = core.as_dtype(t, "Dataset.from_generator")
       if s ~= nil and (type(s) ~= "table" or (#s == 0 and next(s) ~= nil and getmetatable(s) == nil)) then
         if getmetatable(s) ~= G.TensorShape then
-          error("Dataset.from_generator: shapes must mirror dtypes with a shape list per dtype", 3)
+          fail("Dataset.from_generator: shapes must mirror dtypes with a shape list per dtype")
         end
       end
       if getmetatable(s) == G.TensorShape then s = s.dims end
@@ -170,7 +173,7 @@ function Dataset.from_generator(fn, dtypes, shapes)
       return #flat_types
     end
     if type(t) ~= "table" then
-      error("Dataset.from_generator: dtypes must be a dtype or a table of dtypes, got " .. tostring(t), 3)
+      fail("Dataset.from_generator: dtypes must be a dtype or a table of dtypes, got " .. tostring(t))
     end
     local out = {}
     for _, k in ipairs(ordered_keys(t)) do out[k] = walk(t[k], s ~= nil and s[k] or nil) end
@@ -186,12 +189,12 @@ function Dataset.from_generator(fn, dtypes, shapes)
       flat[1] = v
     else
       if type(v) ~= "table" or Array.is(v) then
-        error(what .. ": the generator gave a " .. type(v) .. " where the dtypes declare a structure", 0)
+        fail(what .. ": the generator gave a " .. type(v) .. " where the dtypes declare a structure")
       end
       local function take(t, x)
         if type(t) == "number" then flat[t] = x; return end
         for k, sub in pairs(t) do
-          if x[k] == nil then error(what .. ": the generator's element lacks component " .. tostring(k), 0) end
+          if x[k] == nil then fail(what .. ": the generator's element lacks component " .. tostring(k)) end
           take(sub, x[k])
         end
       end
@@ -200,8 +203,8 @@ function Dataset.from_generator(fn, dtypes, shapes)
     for i, c in ipairs(spec) do
       local x = component(flat[i], c.dtype, what)
       if not shape_fits(c.shape, shape_of(x)) then
-        error(string.format("%s: the generator gave component %d of shape %s where shapes says %s",
-                            what, i, shape_str(shape_of(x)), shape_str(c.shape)), 0)
+        fail(string.format("%s: the generator gave component %d of shape %s where shapes says %s",
+                           what, i, shape_str(shape_of(x)), shape_str(c.shape)))
       end
       flat[i] = x
     end
@@ -213,7 +216,7 @@ function Dataset.from_generator(fn, dtypes, shapes)
       local list, i = it, 0
       it = function() i = i + 1; return list[i] end
     elseif type(it) ~= "function" then
-      error(what .. ": fn() returned a " .. type(it) .. "; return an iterator function or a list", 0)
+      fail(what .. ": fn() returned a " .. type(it) .. "; return an iterator function or a list")
     end
     return function()
       local v = it()

@@ -10,6 +10,7 @@ local Session = require("moonflow.session")
 local structure = require("moonflow.data.structure")
 local component = require("moonflow.data.component")
 local C = core.C
+local fail = core.fail
 
 local flatten, ordered_keys, call_structured = structure.flatten, structure.ordered_keys, structure.call_structured
 local materialize, static_shape = component.materialize, component.static_shape
@@ -19,10 +20,9 @@ local M = {}
 -- Traces fn over the elements of ds. Returns the callable, the template and
 -- spec of its results, its session, and for read-ahead the C callable
 -- ({callable=, session=, args=, nout=}) unless fn calls back into Lua.
--- `what` ("Dataset:map") opens the messages; errors about fn itself are
--- raised at the caller of the method calling trace.
+-- `what` ("Dataset:map") opens the messages.
 function M.trace(ds, fn, what)
-  if type(fn) ~= "function" then error(what .. ": expected a function", 3) end
+  if type(fn) ~= "function" then fail(what .. ": expected a function") end
   local outer = G.get_default_graph()
   local g = G.Graph.new()
   C.mf_graph_set_seed(g.ptr, C.mf_graph_seed(outer.ptr))
@@ -32,7 +32,7 @@ function M.trace(ds, fn, what)
     local results = {call_structured(fn, ds.template, args)}
     local n = table.maxn(results)
     if n == 0 or (n == 1 and results[1] == nil) then
-      error(what .. ": the function returned nothing; return a tensor or a table of tensors", 0)
+      fail(what .. ": the function returned nothing; return a tensor or a table of tensors")
     end
     local value = n == 1 and results[1] or results
     local flat = {}
@@ -45,8 +45,8 @@ function M.trace(ds, fn, what)
     for i, v in ipairs(flat) do
       if not G.is_tensor(v) then v = G.convert(v) end
       if v.graph ~= g then
-        error(what .. ": the function returned tensor " .. v.name .. " of another graph; a dataset " ..
-              "function runs in its own graph: pass data through the dataset, or build constants inside", 0)
+        fail(what .. ": the function returned tensor " .. v.name .. " of another graph; a dataset " ..
+             "function runs in its own graph: pass data through the dataset, or build constants inside")
       end
       outs[i] = v
     end
@@ -54,11 +54,13 @@ function M.trace(ds, fn, what)
   if not ok then
     err = tostring(err)
     if err:find("same graph", 1, true) then
-      err = err .. "; a dataset function runs in its own graph: pass data through the dataset, " ..
-            "or build the constants it needs inside the function"
+      -- The advice goes before the line the message names, if it names one.
+      local head, at = err:match("^(.-)( %(at [^()]*%))$")
+      err = (head or err) .. "; a dataset function runs in its own graph: pass data through the dataset, " ..
+            "or build the constants it needs inside the function" .. (at or "")
     end
     if err:sub(1, #what) ~= what then err = what .. ": " .. err end
-    error(err, 0)
+    fail(err)
   end
   local sess = Session.new(g)
   local call = sess:make_callable(outs, args)
@@ -85,7 +87,7 @@ function M.run(call, elem, n, what)
   local args = {}
   for i = 1, n do args[i] = materialize(elem[i]) end
   local ok, res = pcall(call, unpack(args, 1, n))
-  if not ok then error(what .. ": " .. tostring(res), 0) end
+  if not ok then fail(what .. ": " .. tostring(res)) end
   return res
 end
 

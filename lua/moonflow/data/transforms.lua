@@ -12,13 +12,21 @@ local component = require("moonflow.data.component")
 local new_array = require("moonflow.data.recycler").new_array
 local traced = require("moonflow.data.trace")
 local prefetch = require("moonflow.data.prefetch")
+local args = require("moonflow.args")
 local C = core.C
+local fail = core.fail
 
 local Dataset, new_dataset = dataset.Dataset, dataset.new
 local check_dataset, check_count = dataset.check, dataset.check_count
 local shape_of, shape_str = component.shape_of, component.shape_str
 local trace, run_traced = traced.trace, traced.run
 local read_ahead, finish = prefetch.read_ahead, prefetch.finish
+local options = args.options
+
+-- ds:batch(n, drop_remainder) and ds:shuffle(buffer_size, seed,
+-- reshuffle_each_iteration), or those as an options table.
+local BATCH_OPTIONS = {"drop_remainder", empty = true}
+local SHUFFLE_OPTIONS = {"seed", "reshuffle_each_iteration", empty = true}
 
 -- The elements of parent with the results of a traced function (trace's call
 -- and async) on each: open(ctx, ahead) returns next() -> element, results (a
@@ -72,9 +80,9 @@ function Dataset:filter(pred)
   local call, template, spec, _, async = trace(self, pred, "Dataset:filter")
   if type(template) ~= "number" or spec[1].dtype.name ~= "bool" or
      (spec[1].shape and #spec[1].shape ~= 0) then
-    error("Dataset:filter: the predicate must return a scalar bool tensor, got " ..
-          (type(template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
-           or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)", 2)
+    fail("Dataset:filter: the predicate must return a scalar bool tensor, got " ..
+         (type(template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
+          or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)")
   end
   local open = traced_results(self, call, async, 1, "Dataset:filter")
   return new_dataset("FilterDataset", self.template, self.spec, function(ctx, ahead)
@@ -85,7 +93,7 @@ function Dataset:filter(pred)
         if e == nil then return nil end
         local keep = r[1]
         if type(keep) ~= "boolean" then
-          error("Dataset:filter: the predicate gave a non-scalar value; reduce it to a scalar bool", 0)
+          fail("Dataset:filter: the predicate gave a non-scalar value; reduce it to a scalar bool")
         end
         if keep then return e end
       end
@@ -95,14 +103,13 @@ end
 
 -- ds:batch(n, {drop_remainder=}): stacks n consecutive elements along a new
 -- first axis (the last batch may be smaller unless drop_remainder).
-function Dataset:batch(n, opts)
+function Dataset:batch(n, ...)
   check_dataset(self, "Dataset:batch")
   if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
-    error("Dataset:batch: batch_size must be a positive integer, got " .. tostring(n), 2)
+    fail("Dataset:batch: batch_size must be a positive integer, got " .. tostring(n))
   end
   local drop = false
-  if type(opts) == "table" then drop = opts.drop_remainder and true or false
-  elseif type(opts) == "boolean" then drop = opts end
+  if options("Dataset:batch", BATCH_OPTIONS, ...).drop_remainder then drop = true end
   local spec = {}
   for i, c in ipairs(self.spec) do
     spec[i] = {dtype = c.dtype, shape = c.shape and {drop and n or -1, unpack(c.shape)} or nil}
@@ -136,8 +143,8 @@ function Dataset:batch(n, opts)
             local v = elems[k][c]
             if Array.is(v) then
               if v:rank() ~= 0 then
-                error(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
-                                    "batching needs equal shapes", k, shape_str(v._dims)), 0)
+                fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
+                                   "batching needs equal shapes", k, shape_str(v._dims)))
               end
               v = v._data[0]
             end
@@ -154,9 +161,9 @@ function Dataset:batch(n, opts)
             local same = #vd == rest
             for d = 1, rest do if vd[d] ~= dims[d] then same = false end end
             if not same then
-              error(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
-                                  "batching needs equal shapes (reshape or pad them in a map)",
-                                  k, shape_str(vd), shape_str(dims)), 0)
+              fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
+                                 "batching needs equal shapes (reshape or pad them in a map)",
+                                 k, shape_str(vd), shape_str(dims)))
             end
             ffi.copy(dst + (k - 1) * bytes, v._data, bytes)
           end
@@ -193,13 +200,12 @@ local unseeded = 0
 -- With a seed the orders are reproducible; each new pass over the dataset
 -- (an initializer run, a repeat) draws a new order unless
 -- reshuffle_each_iteration = false.
-function Dataset:shuffle(buffer_size, opts)
+function Dataset:shuffle(buffer_size, ...)
   check_dataset(self, "Dataset:shuffle")
   if type(buffer_size) ~= "number" or buffer_size % 1 ~= 0 or buffer_size < 1 then
-    error("Dataset:shuffle: buffer_size must be a positive integer, got " .. tostring(buffer_size), 2)
+    fail("Dataset:shuffle: buffer_size must be a positive integer, got " .. tostring(buffer_size))
   end
-  opts = opts or {}
-  if type(opts) == "number" then opts = {seed = opts} end
+  local opts = options("Dataset:shuffle", SHUFFLE_OPTIONS, ...)
   local reshuffle = opts.reshuffle_each_iteration ~= false
   local seed = opts.seed
   if seed == nil then
@@ -316,7 +322,7 @@ end
 function Dataset:cache(filename)
   check_dataset(self, "Dataset:cache")
   if filename ~= nil and filename ~= "" then
-    error("Dataset:cache: only the in-memory cache is supported; call ds:cache() without a filename", 2)
+    fail("Dataset:cache: only the in-memory cache is supported; call ds:cache() without a filename")
   end
   local parent = self
   local ds
@@ -350,8 +356,8 @@ end
 function Dataset:prefetch(n)
   check_dataset(self, "Dataset:prefetch")
   if type(n) ~= "number" or n % 1 ~= 0 or (n < 1 and n ~= dataset.AUTOTUNE) then
-    error("Dataset:prefetch: buffer_size must be a positive integer or tf.data.experimental.AUTOTUNE, got " ..
-          tostring(n), 2)
+    fail("Dataset:prefetch: buffer_size must be a positive integer or tf.data.experimental.AUTOTUNE, got " ..
+         tostring(n))
   end
   local parent = self
   local depth = n == dataset.AUTOTUNE and 2 or n

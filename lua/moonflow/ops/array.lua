@@ -16,8 +16,8 @@ local attr = G.attr
 local is_tensor = G.is_tensor
 local dtypes = core.dtypes
 
-local is_integer, int_list, int_arg, graph_of = args.is_integer, args.int_list, args.int_arg, args.graph_of
-local options = args.parser{}
+local fail, options, graph_of = core.fail, args.options, G.graph_of_args
+local is_integer, int_list, int_arg = args.is_integer, args.int_list, args.int_arg
 
 -- The value of one element of `dtype` for a Lua number (bool takes v ~= 0).
 local function scalar(v, dtype)
@@ -33,18 +33,18 @@ return function(tf, ops)
     if is_tensor(shape) then return shape end
     if Array.is(shape) then return G.convert(shape, nil, graph) end
     if getmetatable(shape) == G.TensorShape then
-      if not shape.dims then error(fname .. ": the shape must have a known rank", 3) end
+      if not shape.dims then fail(fname .. ": the shape must have a known rank") end
       shape = shape.dims
     end
     if type(shape) == "number" then shape = {shape} end
     if type(shape) ~= "table" or getmetatable(shape) ~= nil then
-      error(fname .. ": expected a shape (a Lua list of integers or an int32 tensor), got " .. tostring(shape), 3)
+      fail(fname .. ": expected a shape (a Lua list of integers or an int32 tensor), got " .. tostring(shape))
     end
     local packed = false
     for i, d in ipairs(shape) do
       if is_tensor(d) then packed = true
       elseif not is_integer(d) then
-        error(string.format("%s: shape[%d] must be an integer or a scalar tensor, got %s", fname, i, tostring(d)), 3)
+        fail(string.format("%s: shape[%d] must be an integer or a scalar tensor, got %s", fname, i, tostring(d)))
       end
     end
     if not packed then return G.constant(shape, {dtype = dtypes.int32, graph = graph}) end
@@ -163,7 +163,7 @@ return function(tf, ops)
   -- Tensors from a Lua list; Lua values take the dtype of the first tensor.
   local function tensor_list(values, fname)
     if type(values) ~= "table" or getmetatable(values) ~= nil or #values == 0 then
-      error(fname .. ": expected a non-empty Lua list of tensors, got " .. tostring(values), 3)
+      fail(fname .. ": expected a non-empty Lua list of tensors, got " .. tostring(values))
     end
     local dtype
     for _, v in ipairs(values) do
@@ -205,13 +205,13 @@ return function(tf, ops)
     local sizes, count
     if type(num_or_size_splits) == "number" then
       count = int_arg(num_or_size_splits, "tf.split", "num_or_size_splits")
-      if count < 1 then error("tf.split: the number of splits must be positive, got " .. count, 2) end
+      if count < 1 then fail("tf.split: the number of splits must be positive, got " .. count) end
       local dims = value:get_shape().dims
       local dim = dims and dims[(axis < 0 and axis + #dims or axis) + 1]
       if dim and dim >= 0 then
         if dim % count ~= 0 then
-          error(string.format("tf.split: dimension %d has size %d, which %d pieces cannot share equally",
-                              axis, dim, count), 2)
+          fail(string.format("tf.split: dimension %d has size %d, which %d pieces cannot share equally",
+                             axis, dim, count))
         end
         local list = {}
         for i = 1, count do list[i] = dim / count end
@@ -222,7 +222,7 @@ return function(tf, ops)
     else
       sizes = shape_tensor(num_or_size_splits, "tf.split", g)
       count = o.num or sizes:get_shape():num_elements()
-      if not count then error("tf.split: pass {num = n} when the number of sizes is not known statically", 2) end
+      if not count then fail("tf.split: pass {num = n} when the number of sizes is not known statically") end
     end
     local op = G.build{"SplitV", inputs = {value, sizes},
                        attrs = {axis = attr.int(axis), num_split = attr.int(count)}, name = o.name or "split"}
@@ -232,7 +232,7 @@ return function(tf, ops)
   -- tf.concat(values, axis, name): joins along an existing axis.
   function ops.concat(values, ...)
     local o = options("tf.concat", {"axis", "name"}, ...)
-    if o.axis == nil then error("tf.concat: axis is required (tf.concat(values, axis))", 2) end
+    if o.axis == nil then fail("tf.concat: axis is required (tf.concat(values, axis))") end
     return G.op{"Concat", inputs = tensor_list(values, "tf.concat"),
                 attrs = {axis = attr.int(int_arg(o.axis, "tf.concat", "axis"))}, name = o.name or "concat"}
   end
@@ -248,7 +248,7 @@ return function(tf, ops)
   -- tf.expand_dims(x, axis, name): a size-1 dimension at axis; -1 appends.
   function ops.expand_dims(x, ...)
     local o = options("tf.expand_dims", {"axis", "name"}, ...)
-    if o.axis == nil then error("tf.expand_dims: axis is required (tf.expand_dims(x, axis))", 2) end
+    if o.axis == nil then fail("tf.expand_dims: axis is required (tf.expand_dims(x, axis))") end
     return G.op{"ExpandDims", inputs = {G.convert(x)},
                 attrs = {axis = attr.int(int_arg(o.axis, "tf.expand_dims", "axis"))}, name = o.name}
   end
@@ -285,7 +285,7 @@ return function(tf, ops)
       dtype = dtypes.int32
       for _, v in ipairs(args) do
         if type(v) ~= "number" then
-          error("tf.range: start, limit and delta must be numbers or scalar tensors, got " .. tostring(v), 2)
+          fail("tf.range: start, limit and delta must be numbers or scalar tensors, got " .. tostring(v))
         end
         if not is_integer(v) then dtype = dtypes.float32; break end
         if math.abs(v) >= 2 ^ 31 then dtype = dtypes.int64 end
@@ -298,11 +298,9 @@ return function(tf, ops)
     return G.op{"Range", inputs = args, name = o.name or "range"}
   end
 
-  -- Errors of eye/linspace name the function and carry the user's line.
-  local user_options = args.parser{at_user = true}
   local function count_arg(fname, what, v, least)
     if not is_integer(v) or v < least then
-      args.fail(string.format("%s: %s must be an integer >= %d, got %s", fname, what, least, args.show(v)))
+      fail(string.format("%s: %s must be an integer >= %d, got %s", fname, what, least, args.show(v)))
     end
     return v
   end
@@ -314,19 +312,19 @@ return function(tf, ops)
   -- tiled over the batch shape.
   function ops.eye(num_rows, ...)
     local fname = "tf.eye"
-    local o = user_options(fname, {"num_columns", "batch_shape", "dtype", "name"}, ...)
+    local o = options(fname, {"num_columns", "batch_shape", "dtype", "name"}, ...)
     local rows = count_arg(fname, "num_rows", num_rows, 0)
     local cols = o.num_columns == nil and rows or count_arg(fname, "num_columns", o.num_columns, 0)
     local dtype = dtypes.float32
     if o.dtype ~= nil then
       local ok, d = pcall(core.as_dtype, o.dtype, fname)
-      if not ok then args.fail(fname .. ": dtype must be a tf dtype, got " .. args.show(o.dtype)) end
+      if not ok then fail(fname .. ": dtype must be a tf dtype, got " .. args.show(o.dtype)) end
       dtype = d
     end
     local batch = {}
     if o.batch_shape ~= nil then
       if not args.is_plain(o.batch_shape) then
-        args.fail(fname .. ": batch_shape must be a Lua list of integers, got " .. args.show(o.batch_shape))
+        fail(fname .. ": batch_shape must be a Lua list of integers, got " .. args.show(o.batch_shape))
       end
       for i, d in ipairs(o.batch_shape) do batch[i] = count_arg(fname, "batch_shape[" .. i .. "]", d, 0) end
     end
@@ -350,24 +348,24 @@ return function(tf, ops)
   -- in start and stop.
   function ops.linspace(start, stop, num, ...)
     local fname = "tf.linspace"
-    local o = user_options(fname, {"name"}, ...)
+    local o = options(fname, {"name"}, ...)
     local dtype
     for _, v in ipairs({{"start", start}, {"stop", stop}}) do
       local what, x = v[1], v[2]
       if is_tensor(x) then
         if x.dtype ~= dtypes.float32 and x.dtype ~= dtypes.float64 then
-          args.fail(string.format("%s: %s must be float32 or float64, got %s; use tf.cast", fname, what, x.dtype.name))
+          fail(string.format("%s: %s must be float32 or float64, got %s; use tf.cast", fname, what, x.dtype.name))
         end
         local dims = x:get_shape().dims
         if dims and #dims ~= 0 then
-          args.fail(string.format("%s: %s must be a scalar, got shape %s", fname, what, tostring(x:get_shape())))
+          fail(string.format("%s: %s must be a scalar, got shape %s", fname, what, tostring(x:get_shape())))
         end
         if dtype and dtype ~= x.dtype then
-          args.fail(string.format("%s: start is %s but stop is %s; use tf.cast", fname, dtype.name, x.dtype.name))
+          fail(string.format("%s: start is %s but stop is %s; use tf.cast", fname, dtype.name, x.dtype.name))
         end
         dtype = x.dtype
       elseif type(x) ~= "number" then
-        args.fail(string.format("%s: %s must be a number or a scalar float tensor, got %s", fname, what, args.show(x)))
+        fail(string.format("%s: %s must be a number or a scalar float tensor, got %s", fname, what, args.show(x)))
       end
     end
     num = count_arg(fname, "num", num, 1)

@@ -20,19 +20,11 @@ local C = core.C
 local dtypes = core.dtypes
 
 local is_tensor = G.is_tensor
-local fail, is_options = args.fail, args.is_options
-local options = args.parser{at_user = true}
+local fail, options, name_of = core.fail, args.options, args.name_of
 
 local function shape_str(dims) return tostring(G.TensorShape.new(dims)) end
 
--- Runs fn with the graph's name scope set to `scope` ("" is the root).
-local function in_name_scope(g, scope, fn, ...)
-  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
-  local results = {pcall(fn, ...)}
-  C.mf_graph_pop_name_scope(g.ptr)
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
-end
+local in_name_scope = G.in_name_scope
 
 -- Function graphs -------------------------------------------------------------------
 return function(tf, ops)
@@ -350,8 +342,8 @@ return function(tf, ops)
   -- of y, all three broadcast together. tf.where(condition): the coordinates
   -- of the true (non-zero) elements, an int64 [n, rank] tensor.
   function ops.where(condition, x, y, name)
-    if type(x) == "string" or is_options(x) then name, x = x, nil end
-    if type(name) == "table" then name = name.name end
+    if type(x) == "string" or args.is_options(x) then name, x = x, nil end
+    name = name_of(name, "tf.where")
     condition = G.convert(condition)
     if x == nil and y == nil then return G.op{"Where", inputs = {condition}, name = name} end
     if x == nil or y == nil then fail("tf.where: give both x and y, or neither") end
@@ -604,7 +596,6 @@ return function(tf, ops)
     return proto:_with(buffer, meta)
   end
 
-  local function ta_name(opt) return type(opt) == "table" and opt.name or opt end
 
   -- The attributes of a write: whether the array may grow, and whether its
   -- elements may differ in their first dimension (it is ragged).
@@ -617,7 +608,7 @@ return function(tf, ops)
     index = index_tensor(index, self.meta, "TensorArray.write")
     value = G.convert(value, self.dtype, self.meta.graph)
     local b, m = G.op{"TensorArrayWrite", inputs = {self.buffer, self.meta, index, value},
-                      attrs = write_attrs(self), name = ta_name(name) or "TensorArrayWrite"}
+                      attrs = write_attrs(self), name = name_of(name, "TensorArray.write") or "TensorArrayWrite"}
     return self:_with(b, m)
   end
 
@@ -649,7 +640,7 @@ return function(tf, ops)
     local dims = index:get_shape().dims
     if dims and #dims ~= 0 then fail("TensorArray.read: the index must be a scalar (use gather for several)") end
     return shaped(self, G.op{"TensorArrayRead", inputs = {self.buffer, self.meta, index}, attrs = read_attrs(self),
-                              name = ta_name(name) or "TensorArrayRead"}, 0)
+                              name = name_of(name, "TensorArray.read") or "TensorArrayRead"}, 0)
   end
 
   -- ta:gather(indices, name): the elements at indices, stacked.
@@ -658,21 +649,22 @@ return function(tf, ops)
     local dims = indices:get_shape().dims
     if dims and #dims ~= 1 then fail("TensorArray.gather: indices must be a vector") end
     return shaped(self, G.op{"TensorArrayRead", inputs = {self.buffer, self.meta, indices}, attrs = read_attrs(self),
-                              name = ta_name(name) or "TensorArrayGather"}, 1)
+                              name = name_of(name, "TensorArray.gather") or "TensorArrayGather"}, 1)
   end
 
   -- ta:stack(name): all elements as one tensor [size, element...]; they must
   -- have one shape.
   function TensorArray:stack(name)
     return shaped(self, G.op{"TensorArrayStack", inputs = {self.buffer, self.meta},
-                              attrs = read_attrs(self), name = ta_name(name) or "TensorArrayStack"}, 1)
+                              attrs = read_attrs(self),
+                              name = name_of(name, "TensorArray.stack") or "TensorArrayStack"}, 1)
   end
 
   -- ta:unstack(value, name): the array with value's rows as elements 0, 1, ...
   function TensorArray:unstack(value, name)
     value = G.convert(value, self.dtype, self.meta.graph)
     local b, m = G.op{"TensorArrayUnstack", inputs = {self.buffer, self.meta, value},
-                      attrs = write_attrs(self), name = ta_name(name) or "TensorArrayUnstack"}
+                      attrs = write_attrs(self), name = name_of(name, "TensorArray.unstack") or "TensorArrayUnstack"}
     return self:_with(b, m)
   end
 
@@ -681,7 +673,7 @@ return function(tf, ops)
     indices = index_tensor(indices, self.meta, "TensorArray.scatter")
     value = G.convert(value, self.dtype, self.meta.graph)
     local b, m = G.op{"TensorArrayScatter", inputs = {self.buffer, self.meta, indices, value},
-                      attrs = write_attrs(self), name = ta_name(name) or "TensorArrayScatter"}
+                      attrs = write_attrs(self), name = name_of(name, "TensorArray.scatter") or "TensorArrayScatter"}
     return self:_with(b, m)
   end
 
@@ -693,7 +685,7 @@ return function(tf, ops)
       fail("TensorArray.concat: TensorArray concat needs elements of rank >= 1, got scalars (use stack)")
     end
     local t = G.op{"TensorArrayConcat", inputs = {self.buffer, self.meta}, attrs = read_attrs(self),
-                   name = ta_name(name) or "TensorArrayConcat"}
+                   name = name_of(name, "TensorArray.concat") or "TensorArrayConcat"}
     if ed then t:set_shape({-1, unpack(ed, 2)}) end
     return t
   end
@@ -730,7 +722,7 @@ return function(tf, ops)
     local ragged = self._ragged or not equal
     local b, m = G.op{"TensorArraySplit", inputs = {self.buffer, self.meta, value, lengths},
                       attrs = {dynamic_size = self.dynamic_size, ragged = ragged or nil},
-                      name = ta_name(name) or "TensorArraySplit"}
+                      name = name_of(name, "TensorArray.split") or "TensorArraySplit"}
     local proto = self
     if ragged and not self._ragged then
       proto = setmetatable({}, TensorArray)
@@ -748,12 +740,13 @@ return function(tf, ops)
 
   -- ta:size(name): the number of elements, an int32 scalar.
   function TensorArray:size(name)
-    return G.op{"TensorArraySize", inputs = {self.meta}, name = ta_name(name) or "TensorArraySize"}
+    return G.op{"TensorArraySize", inputs = {self.meta}, name = name_of(name, "TensorArray.size") or "TensorArraySize"}
   end
 
   -- ta:close(name): an op to run when done with the array (values need no freeing).
   function TensorArray:close(name)
-    return G.build{"NoOp", control_inputs = {self.meta.op}, name = ta_name(name) or "TensorArrayClose"}
+    return G.build{"NoOp", control_inputs = {self.meta.op},
+                   name = name_of(name, "TensorArray.close") or "TensorArrayClose"}
   end
 
   function TensorArray:identity()

@@ -11,8 +11,8 @@ local args = require("moonflow.args")
 
 local attr = G.attr
 
+local fail, options = core.fail, args.options
 local is_integer, show, name_of = args.is_integer, args.show, args.name_of
-local options = args.parser{}
 
 -- strides / ksize / dilations as TensorFlow's NHWC 4-list.
 local function window_list(fname, what, v)
@@ -26,15 +26,15 @@ local function window_list(fname, what, v)
   local ok = list ~= nil
   for i = 1, ok and 4 or 0 do ok = ok and is_integer(list[i]) end
   if not ok then
-    error(string.format("%s: %s must be an integer, a pair {height, width} or 4 integers {1, height, width, 1}, got %s",
-                        fname, what, show(v)), 4)
+    fail(string.format("%s: %s must be an integer, a pair {height, width} or 4 integers {1, height, width, 1}, got %s",
+                       fname, what, show(v)))
   end
   return attr.ints(list)
 end
 
 local function padding_of(fname, p)
   if type(p) ~= "string" then
-    error(fname .. ': padding must be "SAME" or "VALID", got ' .. tostring(p), 4)
+    fail(fname .. ': padding must be "SAME" or "VALID", got ' .. tostring(p))
   end
   return p:upper()
 end
@@ -43,7 +43,7 @@ end
 local function window_attrs(fname, strides, padding, o)
   local data_format = o.data_format or "NHWC"
   if type(data_format) ~= "string" then
-    error(fname .. ': data_format must be a string ("NHWC"), got ' .. tostring(data_format), 3)
+    fail(fname .. ': data_format must be a string ("NHWC"), got ' .. tostring(data_format))
   end
   local attrs = {strides = window_list(fname, "strides", strides), padding = padding_of(fname, padding),
                  data_format = data_format}
@@ -76,7 +76,7 @@ return function(tf, ops)
 
   for fname, op_type in pairs(activations) do
     tf.nn[fname] = function(features, name)
-      return G.op{op_type, inputs = {G.convert(features)}, name = name_of(name)}
+      return G.op{op_type, inputs = {G.convert(features)}, name = name_of(name, "tf.nn." .. fname)}
     end
   end
   tf.math.softplus, tf.math.softsign = tf.nn.softplus, tf.nn.softsign
@@ -85,7 +85,7 @@ return function(tf, ops)
   function tf.nn.leaky_relu(features, ...)
     local o = options("tf.nn.leaky_relu", {"alpha", "name"}, ...)
     local alpha = o.alpha == nil and 0.2 or o.alpha
-    if type(alpha) ~= "number" then error("tf.nn.leaky_relu: alpha must be a number, got " .. tostring(alpha), 2) end
+    if type(alpha) ~= "number" then fail("tf.nn.leaky_relu: alpha must be a number, got " .. tostring(alpha)) end
     return G.op{"LeakyRelu", inputs = {G.convert(features)}, attrs = {alpha = attr.float(alpha)}, name = o.name}
   end
 
@@ -143,7 +143,7 @@ return function(tf, ops)
     local function pool(value, ksize, strides, padding, ...)
       local o = options(full, {"data_format", "name"}, ...)
       o.ksize = ksize
-      if ksize == nil then error(full .. ": ksize is required", 2) end
+      if ksize == nil then fail(full .. ": ksize is required") end
       return G.op{op_type, inputs = {G.convert(value)}, attrs = window_attrs(full, strides, padding, o), name = o.name}
     end
     tf.nn[fname], tf.nn[fname .. "2d"] = pool, pool

@@ -13,9 +13,10 @@ local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local host = require("moonflow.host")
 local hygiene = require("moonflow.hygiene")
+local args = require("moonflow.args")
 local C = core.C
 
-local is_options = require("moonflow.args").is_options
+local fail, options = core.fail, args.options
 
 -- Debugging ops by the graph whose sessions run them, for the close-time check.
 local function note_debug_op(op, kind)
@@ -62,17 +63,13 @@ return function(tf, ops)
   -- unchanged, which prints message and then each tensor of data (a list, or
   -- one tensor) in brackets, at most `summarize` (3) entries of each, when a
   -- run computes it; first_n limits it to the first n runs of each session.
-  function tf.Print(input, data, message, first_n, summarize, name)
-    local opts = {}
-    if is_options(message) then opts, message = message, message.message
-    elseif is_options(first_n) then opts, first_n = first_n, nil end
-    first_n = first_n or opts.first_n
-    summarize = summarize or opts.summarize
-    name = name or opts.name
+  function tf.Print(input, data, ...)
+    local o = options("tf.Print", {"message", "first_n", "summarize", "name"}, ...)
+    local message, first_n, summarize, name = o.message, o.first_n, o.summarize, o.name
     input = G.convert(input)
     if data == nil then data = {} elseif G.is_tensor(data) or type(data) ~= "table" then data = {data} end
     if message ~= nil and type(message) ~= "string" then
-      error("tf.Print: message must be a string, got " .. tostring(message), 2)
+      fail("tf.Print: message must be a string, got " .. tostring(message))
     end
     local inputs = {input}
     for i, d in ipairs(data) do inputs[i + 1] = G.convert(d, nil, input.graph) end
@@ -106,21 +103,23 @@ return function(tf, ops)
   -- tf.Assert(condition, data, summarize, name): an op that fails the run,
   -- printing data (strings and tensors), unless condition (a bool tensor) is
   -- true everywhere.
-  function tf.Assert(condition, data, summarize, name)
-    if is_options(summarize) then summarize, name = summarize.summarize, summarize.name end
+  function tf.Assert(condition, data, ...)
+    local o = options("tf.Assert", {"summarize", "name"}, ...)
+    local summarize, name = o.summarize, o.name
     condition = G.convert(condition)
     if condition.dtype ~= tf.bool then
-      error("tf.Assert: the condition must be a bool tensor, got " .. condition.dtype.name, 2)
+      fail("tf.Assert: the condition must be a bool tensor, got " .. condition.dtype.name)
     end
     return assert_op(condition, data, summarize, name)
   end
 
   -- The optional arguments of the assertions, in TensorFlow's order after
   -- the tensors, or one options table; a string alone is the message.
-  local function assert_options(data, summarize, message, name)
-    if is_options(data) then return data.data, data.summarize, data.message, data.name end
-    if type(data) == "string" and message == nil then return nil, summarize, data, name end
-    return data, summarize, message, name
+  local ASSERT_OPTIONS = {"data", "summarize", "message", "name"}
+  local function assert_options(fname, ...)
+    local o = options(fname, ASSERT_OPTIONS, ...)
+    if type(o.data) == "string" and o.message == nil then o.data, o.message = nil, o.data end
+    return o.data, o.summarize, o.message, o.name
   end
 
   local function with_message(message, rest)
@@ -138,8 +137,8 @@ return function(tf, ops)
   }
   for fname, spec in pairs(against_zero) do
     local cmp, text, zero_first = spec[1], spec[2], spec[3]
-    tf[fname] = function(x, data, summarize, message, name)
-      data, summarize, message, name = assert_options(data, summarize, message, name)
+    tf[fname] = function(x, ...)
+      local data, summarize, message, name = assert_options("tf." .. fname, ...)
       x = G.convert(x)
       return tf.name_scope(name or fname, function()
         local zero = G.convert(0, x.dtype, x.graph)
@@ -161,8 +160,8 @@ return function(tf, ops)
   }
   for fname, spec in pairs(binary) do
     local cmp, sym = spec[1], spec[2]
-    tf[fname] = function(x, y, data, summarize, message, name)
-      data, summarize, message, name = assert_options(data, summarize, message, name)
+    tf[fname] = function(x, y, ...)
+      local data, summarize, message, name = assert_options("tf." .. fname, ...)
       local ref = G.is_tensor(x) and x or G.is_tensor(y) and y or nil
       x = G.convert(x, ref and ref.dtype, ref and ref.graph)
       y = G.convert(y, x.dtype, x.graph)
@@ -180,15 +179,15 @@ return function(tf, ops)
   -- tf.assert_rank(x, rank, data, summarize, message, name): checked when the
   -- op is built if x's rank is known there (an error, or a no_op when it
   -- holds), else when the graph runs.
-  function tf.assert_rank(x, rank, data, summarize, message, name)
-    data, summarize, message, name = assert_options(data, summarize, message, name)
+  function tf.assert_rank(x, rank, ...)
+    local data, summarize, message, name = assert_options("tf.assert_rank", ...)
     x = G.convert(x)
     local static = x:get_shape().ndims
     if type(rank) == "number" and static ~= nil then
       if static ~= rank then
-        error(string.format("%sTensor %s must have rank %d. Received rank %d, shape %s (at %s)",
-                            message and message ~= "" and message .. ". " or "", x.name, rank, static,
-                            tostring(x:get_shape()), core.user_location()), 0)
+        fail(string.format("tf.assert_rank: %sTensor %s must have rank %d. Received rank %d, shape %s",
+                           message and message ~= "" and message .. ". " or "", x.name, rank, static,
+                           tostring(x:get_shape())))
       end
       return tf.name_scope(name or "assert_rank", function() return ops.no_op() end)
     end
@@ -205,8 +204,9 @@ return function(tf, ops)
 
   -- tf.debugging.check_numerics(x, message, name): x, unchanged, failing the
   -- run when it holds a NaN or an infinity ("<message> : Tensor had NaN values").
-  function tf.debugging.check_numerics(x, message, name)
-    if is_options(message) then message, name = message.message, message.name end
+  function tf.debugging.check_numerics(x, ...)
+    local o = options("tf.debugging.check_numerics", {"message", "name"}, ...)
+    local message, name = o.message, o.name
     x = G.convert(x)
     local op = G.build{"CheckNumerics", inputs = {x}, name = name, attrs = {message = message or ""}}
     note_debug_op(op, "identity")
@@ -214,7 +214,7 @@ return function(tf, ops)
   end
   ops.check_numerics = tf.debugging.check_numerics
   -- TensorFlow 1.x's tf.verify_tensor_all_finite(t, msg).
-  function tf.verify_tensor_all_finite(t, msg, name) return tf.debugging.check_numerics(t, msg, name) end
+  function tf.verify_tensor_all_finite(t, ...) return tf.debugging.check_numerics(t, ...) end
   tf.debugging.verify_tensor_all_finite = tf.verify_tensor_all_finite
 
   -- tf.lua_func(fn, inputs, out_dtypes, {grad=, stateful=, name=, shapes=}):
@@ -228,18 +228,19 @@ return function(tf, ops)
   -- of its outputs with graph ops (lua_funcs too) and returns one per input
   -- (nil for none). stateful = false lets control flow recompute it. An
   -- error in fn fails the run with its Lua traceback.
-  function tf.lua_func(fn, inputs, out_dtypes, opts)
-    opts = opts or {}
+  local LUA_FUNC_OPTIONS = {"grad", "stateful", "name", "shapes", "shape", positional = 0, empty = true}
+  function tf.lua_func(fn, inputs, out_dtypes, ...)
+    local opts = options("tf.lua_func", LUA_FUNC_OPTIONS, ...)
     if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
-      error("tf.lua_func: fn must be a function, got " .. tostring(fn), 2)
+      fail("tf.lua_func: fn must be a function, got " .. tostring(fn))
     end
     if opts.grad ~= nil and type(opts.grad) ~= "function" then
-      error("tf.lua_func: grad must be a function(op, grad, ...), got " .. tostring(opts.grad), 2)
+      fail("tf.lua_func: grad must be a function(op, grad, ...), got " .. tostring(opts.grad))
     end
     if G.is_tensor(inputs) or type(inputs) ~= "table" then inputs = {inputs} end
     local single = getmetatable(out_dtypes) == core.DType or type(out_dtypes) == "string"
     local dtypes = single and {out_dtypes} or out_dtypes
-    if type(dtypes) ~= "table" then error("tf.lua_func: out_dtypes must be a dtype or a list of dtypes", 2) end
+    if type(dtypes) ~= "table" then fail("tf.lua_func: out_dtypes must be a dtype or a list of dtypes") end
     local enums = {}
     for i, d in ipairs(dtypes) do
       dtypes[i] = core.as_dtype(d, "tf.lua_func")

@@ -15,9 +15,8 @@ local attr = G.attr
 local is_tensor = G.is_tensor
 local dtypes = core.dtypes
 
-local is_integer, int_arg, int_list = args.is_integer, args.int_arg, args.int_list
-local check_bool, graph_of = args.check_bool, args.graph_of
-local options = args.parser{both = true}
+local fail, options, graph_of = core.fail, args.options, G.graph_of_args
+local is_integer, int_arg, int_list, check_bool = args.is_integer, args.int_arg, args.int_list, args.check_bool
 
 -- Indices, sizes and depths: tensors pass; Lua values become int32 constants.
 local function index_tensor(x, g) return G.convert(x, dtypes.int32, g) end
@@ -69,7 +68,7 @@ return function(tf, ops)
   -- added at the index vectors (duplicates add up).
   function ops.scatter_nd(indices, updates, shape, ...)
     local o = options("tf.scatter_nd", {"name"}, ...)
-    if shape == nil then error("tf.scatter_nd: a shape is required (tf.scatter_nd(indices, updates, shape))", 2) end
+    if shape == nil then fail("tf.scatter_nd: a shape is required (tf.scatter_nd(indices, updates, shape))") end
     local g = graph_of(indices, updates, shape)
     return G.op{"ScatterNd", inputs = {index_tensor(indices, g), G.convert(updates, nil, g), index_tensor(shape, g)},
                 name = o.name}
@@ -79,14 +78,14 @@ return function(tf, ops)
   local function flat_paddings(paddings)
     local value = static_value(paddings)
     if type(value) ~= "table" then
-      error("tf.pad: paddings must be known when the graph is built: a Lua list of {before, after} pairs, " ..
-            "a tf.Array or a tf.constant, got " .. tostring(paddings), 3)
+      fail("tf.pad: paddings must be known when the graph is built: a Lua list of {before, after} pairs, " ..
+           "a tf.Array or a tf.constant, got " .. tostring(paddings))
     end
     local flat = {}
     for i, pair in ipairs(value) do
       if type(pair) ~= "table" or #pair ~= 2 or not is_integer(pair[1]) or not is_integer(pair[2]) then
-        error(string.format("tf.pad: paddings[%d] must be a {before, after} pair of integers, got %s", i,
-                            tostring(pair)), 3)
+        fail(string.format("tf.pad: paddings[%d] must be a {before, after} pair of integers, got %s", i,
+                           tostring(pair)))
       end
       flat[#flat + 1], flat[#flat + 2] = pair[1], pair[2]
     end
@@ -101,17 +100,17 @@ return function(tf, ops)
     local o = options("tf.pad", {"mode", "name", "constant_values"}, ...)
     tensor = G.convert(tensor)
     local mode = o.mode or "CONSTANT"
-    if type(mode) ~= "string" then error("tf.pad: mode must be a string, got " .. tostring(mode), 2) end
+    if type(mode) ~= "string" then fail("tf.pad: mode must be a string, got " .. tostring(mode)) end
     local cv = o.constant_values
     if cv ~= nil then
       local v = static_value(cv)
       if type(v) ~= "number" and type(v) ~= "boolean" then
-        error("tf.pad: constant_values must be a number known when the graph is built, got " .. tostring(cv), 2)
+        fail("tf.pad: constant_values must be a number known when the graph is built, got " .. tostring(cv))
       end
       cv = scalar_of(v, dtypes.float64)
       if tensor.dtype.is_integer and cv % 1 ~= 0 then
-        error(string.format("tf.pad: constant_values %s is not a whole number, but the tensor is %s", tostring(cv),
-                            tensor.dtype.name), 2)
+        fail(string.format("tf.pad: constant_values %s is not a whole number, but the tensor is %s", tostring(cv),
+                           tensor.dtype.name))
       end
     end
     return G.op{"Pad", inputs = {tensor},
@@ -124,7 +123,7 @@ return function(tf, ops)
   -- or a list; each at most once). Also tf.reverse_v2.
   function ops.reverse(tensor, axis, ...)
     local o = options("tf.reverse", {"name"}, ...)
-    if axis == nil then error("tf.reverse: axis is required (tf.reverse(tensor, axis))", 2) end
+    if axis == nil then fail("tf.reverse: axis is required (tf.reverse(tensor, axis))") end
     return G.op{"ReverseV2", inputs = {G.convert(tensor)},
                 attrs = {axis = attr.ints(int_list(axis, "tf.reverse", "axis", true))}, name = o.name}
   end
@@ -157,7 +156,7 @@ return function(tf, ops)
       local t = is_tensor(v) and v.dtype or type(v) == "boolean" and dtypes.bool
       if t then
         if dtype and t ~= dtype then
-          error(string.format("tf.one_hot: %s is %s but dtype is %s; use tf.cast", what, t.name, dtype.name), 2)
+          fail(string.format("tf.one_hot: %s is %s but dtype is %s; use tf.cast", what, t.name, dtype.name))
         end
         dtype = t
       end
@@ -180,7 +179,7 @@ return function(tf, ops)
     return function(input, ...)
       local o = options(fname, {"axis", "name", "dimension", "output_type"}, ...)
       if o.axis ~= nil and o.dimension ~= nil then
-        error(fname .. ": Cannot specify both 'axis' and 'dimension'", 2)
+        fail(fname .. ": Cannot specify both 'axis' and 'dimension'")
       end
       local axis = o.axis
       if axis == nil then axis = o.dimension end
@@ -255,11 +254,11 @@ return function(tf, ops)
                       {"partition_strategy", "name", "validate_indices", "max_norm"}, ...)
     local strategy = o.partition_strategy or "mod"
     if strategy ~= "mod" and strategy ~= "div" then
-      error("tf.nn.embedding_lookup: partition_strategy must be 'mod' or 'div', got " .. tostring(strategy), 2)
+      fail("tf.nn.embedding_lookup: partition_strategy must be 'mod' or 'div', got " .. tostring(strategy))
     end
     local list = (is_tensor(params) or Array.is(params)) and {params} or params
     if type(list) ~= "table" or #list == 0 then
-      error("tf.nn.embedding_lookup: params must be a tensor or a non-empty Lua list of tensors", 2)
+      fail("tf.nn.embedding_lookup: params must be a tensor or a non-empty Lua list of tensors")
     end
     local g = graph_of(list, ids)
     local shards = {}
@@ -271,8 +270,8 @@ return function(tf, ops)
       for i, s in ipairs(shards) do
         local dims = s:get_shape().dims
         if not dims or #dims == 0 or dims[1] < 0 then
-          error(string.format("tf.nn.embedding_lookup: shard %d needs a known first dimension, got shape %s", i,
-                              tostring(s:get_shape())), 2)
+          fail(string.format("tf.nn.embedding_lookup: shard %d needs a known first dimension, got shape %s", i,
+                             tostring(s:get_shape())))
         end
         starts[i] = n
         n = n + dims[1]
@@ -283,8 +282,8 @@ return function(tf, ops)
       for i, s in ipairs(shards) do
         local want, got = math.floor(n / p) + ((i - 1) < n % p and 1 or 0), s:get_shape().dims[1]
         if got ~= want then
-          error(string.format("tf.nn.embedding_lookup: with %d ids in %d shards, shard %d should hold %d rows " ..
-                              "but has %d", n, p, i - 1, want, got), 2)
+          fail(string.format("tf.nn.embedding_lookup: with %d ids in %d shards, shard %d should hold %d rows " ..
+                             "but has %d", n, p, i - 1, want, got))
         end
       end
       table_ = ops.concat(shards, 0)
@@ -297,7 +296,7 @@ return function(tf, ops)
     if o.max_norm == nil then return out end
     local ids_rank, out_rank = ids:get_shape().ndims, out:get_shape().ndims
     if not ids_rank or not out_rank then
-      error("tf.nn.embedding_lookup: max_norm needs ids and params of known rank", 2)
+      fail("tf.nn.embedding_lookup: max_norm needs ids and params of known rank")
     end
     local axes = {}
     for a = ids_rank, out_rank - 1 do axes[#axes + 1] = a end

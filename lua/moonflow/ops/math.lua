@@ -37,11 +37,13 @@ return function(tf, ops)
   for fname, op_type in pairs(binary) do
     ops[fname] = function(x, y, name)
       local a, b = operands(x, y)
-      return G.op{op_type, inputs = {a, b}, name = name_of(name)}
+      return G.op{op_type, inputs = {a, b}, name = name_of(name, "tf." .. fname)}
     end
   end
   for fname, op_type in pairs(unary) do
-    ops[fname] = function(x, name) return G.op{op_type, inputs = {G.convert(x)}, name = name_of(name)} end
+    ops[fname] = function(x, name)
+      return G.op{op_type, inputs = {G.convert(x)}, name = name_of(name, "tf." .. fname)}
+    end
   end
   for alias, fname in pairs(aliases) do ops[alias] = ops[fname] end
 
@@ -50,7 +52,7 @@ return function(tf, ops)
     dtype = core.as_dtype(dtype, "tf.cast")
     x = G.convert(x)
     if x.dtype == dtype then return x end
-    return G.op{"Cast", inputs = {x}, attrs = {DstT = dtype}, name = name_of(name)}
+    return G.op{"Cast", inputs = {x}, attrs = {DstT = dtype}, name = name_of(name, "tf.cast")}
   end
   for fname, dtype in pairs({to_float = "float32", to_double = "float64", to_int32 = "int32",
                              to_int64 = "int64"}) do

@@ -3,12 +3,11 @@
 -- reduce_logsumexp, the cross-entropy losses and l2_loss; and the
 -- normalization and regularization composites: tf.nn.dropout, tf.nn.moments,
 -- tf.nn.batch_normalization, tf.nn.fused_batch_norm.
+local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
 
-local fail, is_options, show, tensor_arg = args.fail, args.is_options, args.show, args.tensor_arg
-local options = args.parser{at_user = true, both = true,
-                            too_many = "%s: too many arguments; pass the optional ones in an options table"}
+local fail, options, show, tensor_arg = core.fail, args.options, args.show, G.tensor_arg
 
 -- x as a float tensor (a Lua value becomes float32).
 local function float_tensor(fname, what, x)
@@ -71,30 +70,31 @@ local function axes_list(fname, axes, x)
   return out
 end
 
--- Reads (x, axis, name) or (x, {axis=, dim=, name=}) with a default axis.
-local function axis_args(fname, default_axis, axis, name)
-  if type(axis) == "table" and getmetatable(axis) == nil then
-    local o = axis
-    for k in pairs(o) do
-      if k ~= "axis" and k ~= "dim" and k ~= "name" then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
-    end
-    axis, name = o.axis or o.dim, o.name
-  end
+-- (x, axis, name) or (x, {axis=, dim=, name=}) with a default axis; dim is
+-- TensorFlow's older name for axis.
+local AXIS_OPTIONS = {"axis", "name", "dim", positional = 2, empty = true}
+local function axis_options(fname, default_axis, ...)
+  local o = options(fname, AXIS_OPTIONS, ...)
+  local axis = o.axis
+  if axis == nil then axis = o.dim end
   if axis == nil then axis = default_axis end
   if type(axis) ~= "number" or axis % 1 ~= 0 then
-    error(fname .. ": axis must be an integer, got " .. tostring(axis), 3)
+    fail(fname .. ": axis must be an integer, got " .. tostring(axis))
   end
-  return axis, name
+  return axis, o.name
 end
 
--- Keyword arguments {labels=, logits=, name=, axis=}; TensorFlow 1.x refuses
--- positional ones here, so does moonflow.
+-- Keyword arguments {labels=, logits=, name=, axis= (or dim=)}; TensorFlow
+-- 1.x refuses positional ones here, so does moonflow.
+local LOSS_OPTIONS = {"labels", "logits", "name", "axis", "dim", positional = 0}
 local function loss_args(fname, opts)
-  if type(opts) ~= "table" or getmetatable(opts) ~= nil or opts.labels == nil or opts.logits == nil then
-    error(fname .. ": call it as " .. fname .. "({labels = ..., logits = ...})", 3)
+  if not args.is_plain(opts) or opts.labels == nil or opts.logits == nil then
+    fail(fname .. ": call it as " .. fname .. "({labels = ..., logits = ...})")
   end
-  local logits = G.convert(opts.logits)
-  return opts.labels, logits, opts.axis or opts.dim or -1, opts.name
+  local o = options(fname, LOSS_OPTIONS, opts)
+  local axis = o.axis
+  if axis == nil then axis = o.dim end
+  return o.labels, G.convert(o.logits), axis or -1, o.name
 end
 
 return function(tf, ops)
@@ -105,9 +105,9 @@ return function(tf, ops)
   -- overflows, and its gradient stopped (the result does not depend on it).
   -- As TensorFlow, a maximum that is not finite is replaced by 0: all -inf
   -- gives -inf (not -inf - -inf = NaN), a +inf gives +inf.
-  function ops.reduce_logsumexp(x, axis, keepdims, name)
+  function ops.reduce_logsumexp(x, ...)
     x = G.convert(x)
-    local o = is_options(axis) and axis or {axis = axis, keepdims = keepdims, name = name}
+    local o = options("tf.reduce_logsumexp", {"axis", "keepdims", "name"}, ...)
     local raw = ops.reduce_max(x, {axis = o.axis, keepdims = true})
     local m = ops.stop_gradient(ops.where(ops.less(ops.abs(raw), math.huge), raw, 0))
     local s = ops.log(ops.reduce_sum(ops.exp(x - m), {axis = o.axis, keepdims = true})) + m
@@ -118,15 +118,15 @@ return function(tf, ops)
   tf.math.reduce_logsumexp = ops.reduce_logsumexp
 
   -- log_softmax(logits, axis=-1) = logits - logsumexp(logits).
-  function tf.nn.log_softmax(logits, axis, name)
-    axis, name = axis_args("tf.nn.log_softmax", -1, axis, name)
+  function tf.nn.log_softmax(logits, ...)
+    local axis, name = axis_options("tf.nn.log_softmax", -1, ...)
     logits = G.convert(logits)
     return ops.subtract(logits, ops.reduce_logsumexp(logits, {axis = axis, keepdims = true}), name)
   end
 
   -- softmax(logits, axis=-1) = exp(log_softmax): softmax of [1000, 0] is [1, 0].
-  function tf.nn.softmax(logits, axis, name)
-    axis, name = axis_args("tf.nn.softmax", -1, axis, name)
+  function tf.nn.softmax(logits, ...)
+    local axis, name = axis_options("tf.nn.softmax", -1, ...)
     return ops.exp(tf.nn.log_softmax(logits, axis), name)
   end
 
@@ -149,13 +149,13 @@ return function(tf, ops)
     local labels, logits, _, name = loss_args(fname, opts)
     labels = G.convert(labels, tf.int32, logits.graph)
     if labels.dtype ~= tf.int32 and labels.dtype ~= tf.int64 then
-      error(fname .. ": labels must be int32 or int64 class indices, got " .. labels.dtype.name, 2)
+      fail(fname .. ": labels must be int32 or int64 class indices, got " .. labels.dtype.name)
     end
     local lr, xr = labels:get_shape().ndims, logits:get_shape().ndims
-    if xr == 0 then error(fname .. ": logits must have at least one dimension (the classes), got a scalar", 2) end
+    if xr == 0 then fail(fname .. ": logits must have at least one dimension (the classes), got a scalar") end
     if lr and xr and lr ~= xr - 1 then
-      error(string.format("%s: rank mismatch: rank of labels (received %d) should equal rank of logits minus 1 " ..
-                          "(received %d)", fname, lr, xr), 2)
+      fail(string.format("%s: rank mismatch: rank of labels (received %d) should equal rank of logits minus 1 " ..
+                         "(received %d)", fname, lr, xr))
     end
     if xr == 2 then
       return (G.op{"SparseSoftmaxCrossEntropyWithLogits", inputs = {logits, labels}, name = name})
@@ -176,7 +176,7 @@ return function(tf, ops)
   -- sum(t^2) / 2.
   function tf.nn.l2_loss(t, name)
     t = G.convert(t)
-    return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, type(name) == "table" and name.name or name)
+    return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, args.name_of(name, "tf.nn.l2_loss"))
   end
 
   -- tf.nn.dropout(x, keep_prob, noise_shape, seed, name) or (x, {rate=, keep_prob=,
@@ -288,13 +288,11 @@ return function(tf, ops)
   -- computed as x * inv + (offset - mean * inv); offset and scale may be nil.
   -- The parameters broadcast against x. Also (x, {mean=, variance=, offset=,
   -- scale=, variance_epsilon=, name=}).
-  function tf.nn.batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name)
+  function tf.nn.batch_normalization(x, ...)
     local fname = "tf.nn.batch_normalization"
-    if is_options(mean) then
-      local o = options(fname, {"mean", "variance", "offset", "scale", "variance_epsilon", "name"}, mean)
-      mean, variance, offset, scale, variance_epsilon, name =
-        o.mean, o.variance, o.offset, o.scale, o.variance_epsilon, o.name
-    end
+    local o = options(fname, {"mean", "variance", "offset", "scale", "variance_epsilon", "name"}, ...)
+    local mean, variance, offset, scale, variance_epsilon, name =
+      o.mean, o.variance, o.offset, o.scale, o.variance_epsilon, o.name
     x = float_tensor(fname, "x", x)
     if mean == nil or variance == nil then fail(fname .. ": mean and variance are required") end
     if variance_epsilon == nil then
@@ -303,7 +301,6 @@ return function(tf, ops)
     if type(variance_epsilon) == "number" and not (variance_epsilon >= 0) then
       fail(fname .. ": variance_epsilon must be a non-negative number, got " .. tostring(variance_epsilon))
     end
-    if type(name) == "table" then name = name.name end
     mean, variance = param(fname, "mean", mean, x), param(fname, "variance", variance, x)
     offset, scale = param(fname, "offset", offset, x), param(fname, "scale", scale, x)
     return tf.name_scope(name or "batchnorm", function()

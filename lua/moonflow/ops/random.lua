@@ -3,18 +3,19 @@
 -- tf.get_seed (also as tf.random.uniform, …).
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
--- An options table here may be empty.
-local is_options = require("moonflow.args").is_options
+local args = require("moonflow.args")
 local C = core.C
+
+local fail, options = core.fail, args.options
 
 -- TensorFlow's constants (random_seed.py): seeds are truncated to 31 bits, and
 -- an op seed without a graph seed pairs with this default graph seed.
 local MAXINT32 = 2 ^ 31 - 1
 local DEFAULT_GRAPH_SEED = 87654321
 
-local function truncate_seed(seed)
+local function truncate_seed(seed, fname)
   if type(seed) ~= "number" or seed % 1 ~= 0 then
-    error("random seed must be an integer, got " .. tostring(seed), 3)
+    fail(fname .. ": the seed must be an integer, got " .. tostring(seed))
   end
   return seed % MAXINT32
 end
@@ -29,28 +30,28 @@ local function fresh_seed()
   return (os.time() * 7919 + math.floor(os.clock() * 1e6) + drawn * 104729 + addr) % MAXINT32
 end
 
+-- The option sets: (shape, a, b, dtype, seed, name) with the names of a
+-- distribution's two parameters, or (shape, {...}); an empty table is no options.
+local UNIFORM_OPTIONS = {"minval", "maxval", "dtype", "seed", "name", empty = true}
+local NORMAL_OPTIONS = {"mean", "stddev", "dtype", "seed", "name", empty = true}
+local SEED_OPTIONS = {"seed", "name", empty = true}
+local MULTINOMIAL_OPTIONS = {"seed", "name", "output_dtype", empty = true}
+local CATEGORICAL_OPTIONS = {"dtype", "seed", "name", empty = true}
 
--- Parses (shape, a, b, dtype, seed, name) or (shape, {opts}) with the names of
--- the two distribution parameters and their defaults.
-local function parse(what, args, pa, pb, da, db)
-  local shape, opts = args[1], args[2]
-  if not is_options(opts, true) then
-    opts = {[pa] = args[2], [pb] = args[3], dtype = args[4], seed = args[5], name = args[6]}
-  end
-  if shape == nil then error(what .. ": a shape is required", 3) end
-  local dtype = core.as_dtype(opts.dtype or core.dtypes.float32, what)
-  local a, b = opts[pa], opts[pb]
-  if a == nil then a = da end
-  if b == nil then b = db end
-  return shape, a, b, dtype, opts.seed, opts.name
+-- The options of a random source: the shape checked, the dtype (float32 by default).
+local function source_options(fname, names, shape, ...)
+  if shape == nil then fail(fname .. ": a shape is required") end
+  local o = options(fname, names, ...)
+  o.dtype = core.as_dtype(o.dtype or core.dtypes.float32, fname)
+  return o
 end
 
 -- The shape argument as an int tensor: a Tensor, a TensorShape or a Lua list.
-local function shape_tensor(shape)
+local function shape_tensor(shape, fname)
   if G.is_tensor(shape) then return shape end
   if getmetatable(shape) == G.TensorShape then
     if not shape:is_fully_defined() then
-      error("random ops need a fully defined shape, got " .. tostring(shape), 4)
+      fail(fname .. ": random ops need a fully defined shape, got " .. tostring(shape))
     end
     shape = shape.dims
   end
@@ -62,21 +63,17 @@ return function(tf, ops)
 
   -- tf.set_random_seed(seed): the default graph's seed; nil unsets it.
   function tf.set_random_seed(seed)
-    C.mf_graph_set_seed(G.get_default_graph().ptr, seed == nil and -1 or truncate_seed(seed))
+    C.mf_graph_set_seed(G.get_default_graph().ptr, seed == nil and -1 or truncate_seed(seed, "tf.set_random_seed"))
   end
 
-  -- tf.get_seed(op_seed) -> graph seed, op seed for an op built now in `graph`
-  -- (default graph), following TensorFlow: a graph seed alone derives the op
-  -- seed from the graph's op count; an op seed alone pairs with the default
-  -- graph seed; neither gives nil, nil (the op then draws fresh seeds).
-  function tf.get_seed(op_seed, graph)
-    graph = graph or G.get_default_graph()
+  -- The graph seed and op seed for an op of fname built now in graph (tf.get_seed).
+  local function get_seed(op_seed, graph, fname)
     local global = tonumber(C.mf_graph_seed(graph.ptr))
     local seed, seed2
     if global >= 0 then
-      seed, seed2 = global, truncate_seed(op_seed or graph:num_ops())
+      seed, seed2 = global, truncate_seed(op_seed or graph:num_ops(), fname)
     elseif op_seed ~= nil then
-      seed, seed2 = DEFAULT_GRAPH_SEED, truncate_seed(op_seed)
+      seed, seed2 = DEFAULT_GRAPH_SEED, truncate_seed(op_seed, fname)
     else
       return nil, nil
     end
@@ -85,19 +82,28 @@ return function(tf, ops)
     return seed, seed2
   end
 
-  -- The seed attrs of a random op built now in `graph`: TensorFlow's pair, or
-  -- fresh seeds when neither a graph nor an op seed is set.
-  local function seed_attrs(op_seed, graph, attrs)
-    local seed, seed2 = tf.get_seed(op_seed, graph)
+  -- tf.get_seed(op_seed) -> graph seed, op seed for an op built now in `graph`
+  -- (default graph), following TensorFlow: a graph seed alone derives the op
+  -- seed from the graph's op count; an op seed alone pairs with the default
+  -- graph seed; neither gives nil, nil (the op then draws fresh seeds).
+  function tf.get_seed(op_seed, graph)
+    return get_seed(op_seed, graph or G.get_default_graph(), "tf.get_seed")
+  end
+
+  -- The seed attrs of a random op of fname built now in `graph`: TensorFlow's
+  -- pair, or fresh seeds when neither a graph nor an op seed is set.
+  local function seed_attrs(op_seed, graph, attrs, fname)
+    local seed, seed2 = get_seed(op_seed, graph, fname)
     if seed == nil then seed, seed2 = fresh_seed(), fresh_seed() end
     attrs.seed, attrs.seed2 = G.attr.int(seed), G.attr.int(seed2)
     return attrs
   end
 
   -- Builds a random source op; returns its [0, 1) or standard normal output.
-  local function source(op_type, shape, dtype, op_seed, name)
-    shape = shape_tensor(shape)
-    return G.op{op_type, inputs = {shape}, name = name, attrs = seed_attrs(op_seed, shape.graph, {dtype = dtype})}
+  local function source(fname, op_type, shape, dtype, op_seed, name)
+    shape = shape_tensor(shape, fname)
+    return G.op{op_type, inputs = {shape}, name = name,
+                attrs = seed_attrs(op_seed, shape.graph, {dtype = dtype}, fname)}
   end
 
   -- tf.random_uniform(shape, minval=0, maxval=1, dtype=float32, seed, name):
@@ -106,34 +112,35 @@ return function(tf, ops)
   -- RandomUniformInt): maxval is required, minval defaults to 0, and maxval
   -- must exceed minval (checked when the op is built if both are known, else
   -- when it runs).
-  function ops.random_uniform(...)
-    local shape, minval, maxval, dtype, seed, name =
-      parse("random_uniform", {...}, "minval", "maxval", nil, nil)
-    name = name or "random_uniform"
+  function ops.random_uniform(shape, ...)
+    local fname = "tf.random_uniform"
+    local o = source_options(fname, UNIFORM_OPTIONS, shape, ...)
+    local minval, maxval, dtype, seed = o.minval, o.maxval, o.dtype, o.seed
+    local name = o.name or "random_uniform"
     if dtype == core.dtypes.int32 or dtype == core.dtypes.int64 then
       if maxval == nil then
-        error("random_uniform: maxval must be given for integer dtype " .. dtype.name, 2)
+        fail(fname .. ": maxval must be given for integer dtype " .. dtype.name)
       end
       minval = minval == nil and 0 or minval
       for _, b in ipairs({{"minval", minval}, {"maxval", maxval}}) do
         if not G.is_tensor(b[2]) and (type(b[2]) ~= "number" or b[2] % 1 ~= 0) then
-          error("random_uniform: " .. b[1] .. " must be an integer or an integer scalar tensor for dtype " ..
-                dtype.name .. ", got " .. tostring(b[2]), 2)
+          fail(fname .. ": " .. b[1] .. " must be an integer or an integer scalar tensor for dtype " ..
+               dtype.name .. ", got " .. tostring(b[2]))
         end
       end
       if type(minval) == "number" and type(maxval) == "number" and maxval <= minval then
-        error(string.format("random_uniform: need minval < maxval, got minval %d, maxval %d", minval, maxval), 2)
+        fail(string.format("%s: need minval < maxval, got minval %d, maxval %d", fname, minval, maxval))
       end
-      shape = shape_tensor(shape)
+      shape = shape_tensor(shape, fname)
       local g = shape.graph
       return G.op{"RandomUniformInt", name = name,
                   inputs = {shape, G.convert(minval, dtype, g), G.convert(maxval, dtype, g)},
-                  attrs = seed_attrs(seed, g, {})}
+                  attrs = seed_attrs(seed, g, {}, fname)}
     end
     if minval == nil then minval = 0 end
     if maxval == nil then maxval = 1 end
-    if minval == 0 and maxval == 1 then return source("RandomUniform", shape, dtype, seed, name) end
-    local rnd = source("RandomUniform", shape, dtype, seed)
+    if minval == 0 and maxval == 1 then return source(fname, "RandomUniform", shape, dtype, seed, name) end
+    local rnd = source(fname, "RandomUniform", shape, dtype, seed)
     local range
     if type(minval) == "number" and type(maxval) == "number" then range = maxval - minval
     else range = ops.subtract(G.convert(maxval, dtype, rnd.graph), G.convert(minval, dtype, rnd.graph)) end
@@ -142,12 +149,16 @@ return function(tf, ops)
 
   -- A normal source scaled by stddev and shifted by mean:
   -- (shape, mean=0, stddev=1, dtype=float32, seed, name).
-  local function normal(fname, op_type)
-    return function(...)
-      local shape, mean, stddev, dtype, seed, name = parse(fname, {...}, "mean", "stddev", 0, 1)
-      name = name or fname
-      if mean == 0 and stddev == 1 then return source(op_type, shape, dtype, seed, name) end
-      local rnd = source(op_type, shape, dtype, seed)
+  local function normal(op_name, op_type)
+    local fname = "tf." .. op_name
+    return function(shape, ...)
+      local o = source_options(fname, NORMAL_OPTIONS, shape, ...)
+      local mean, stddev = o.mean, o.stddev
+      if mean == nil then mean = 0 end
+      if stddev == nil then stddev = 1 end
+      local name = o.name or op_name
+      if mean == 0 and stddev == 1 then return source(fname, op_type, shape, o.dtype, o.seed, name) end
+      local rnd = source(fname, op_type, shape, o.dtype, o.seed)
       return ops.add(ops.multiply(rnd, stddev), mean, name)
     end
   end
@@ -157,23 +168,13 @@ return function(tf, ops)
   -- than two standard deviations from the mean are drawn again.
   ops.truncated_normal = normal("truncated_normal", "TruncatedNormal")
 
-  -- Reads (first, seed, name) or (first, {seed=, name=}).
-  local function seed_name(fname, seed, name)
-    if is_options(seed, true) then
-      for k in pairs(seed) do
-        if k ~= "seed" and k ~= "name" then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
-      end
-      seed, name = seed.seed, seed.name
-    end
-    return seed, name
-  end
-
-  -- tf.random_shuffle(value, seed, name): value's rows (along the first
-  -- dimension) in a random order, a new one each run.
-  function ops.random_shuffle(value, seed, name)
-    seed, name = seed_name("tf.random_shuffle", seed, name)
+  -- tf.random_shuffle(value, seed, name) or (value, {seed=, name=}): value's
+  -- rows (along the first dimension) in a random order, a new one each run.
+  function ops.random_shuffle(value, ...)
+    local o = options("tf.random_shuffle", SEED_OPTIONS, ...)
     value = G.convert(value)
-    return G.op{"RandomShuffle", inputs = {value}, name = name, attrs = seed_attrs(seed, value.graph, {})}
+    return G.op{"RandomShuffle", inputs = {value}, name = o.name,
+                attrs = seed_attrs(o.seed, value.graph, {}, "tf.random_shuffle")}
   end
 
   -- tf.multinomial(logits, num_samples, seed, name, output_dtype) or
@@ -181,29 +182,21 @@ return function(tf, ops)
   -- num_samples class indices drawn with probabilities softmax(row); int64
   -- unless output_dtype is int32.
   function ops.multinomial(logits, num_samples, ...)
-    local o = ...
-    if not (select("#", ...) == 1 and is_options(o, true)) then
-      local seed, name, output_dtype = ...
-      o = {seed = seed, name = name, output_dtype = output_dtype}
-    end
-    for k in pairs(o) do
-      if k ~= "seed" and k ~= "name" and k ~= "output_dtype" then
-        error("tf.multinomial: unknown option '" .. tostring(k) .. "'", 2)
-      end
-    end
-    if num_samples == nil then error("tf.multinomial: num_samples is required", 2) end
+    local fname = "tf.multinomial"
+    local o = options(fname, MULTINOMIAL_OPTIONS, ...)
+    if num_samples == nil then fail(fname .. ": num_samples is required") end
     logits = G.convert(logits)
     local samples = G.convert(num_samples, core.dtypes.int32, logits.graph)
-    local attrs = {output_dtype = core.as_dtype(o.output_dtype or core.dtypes.int64, "tf.multinomial")}
+    local attrs = {output_dtype = core.as_dtype(o.output_dtype or core.dtypes.int64, fname)}
     return G.op{"Multinomial", inputs = {logits, samples}, name = o.name,
-                attrs = seed_attrs(o.seed, logits.graph, attrs)}
+                attrs = seed_attrs(o.seed, logits.graph, attrs, fname)}
   end
 
-  -- tf.random.categorical(logits, num_samples, dtype, seed, name): the same draw.
-  function tf.random.categorical(logits, num_samples, dtype, seed, name)
-    if is_options(dtype, true) then return ops.multinomial(logits, num_samples, {seed = dtype.seed, name = dtype.name,
-                                                                           output_dtype = dtype.dtype}) end
-    return ops.multinomial(logits, num_samples, {seed = seed, name = name, output_dtype = dtype})
+  -- tf.random.categorical(logits, num_samples, dtype, seed, name) or {dtype=,
+  -- seed=, name=}: the same draw.
+  function tf.random.categorical(logits, num_samples, ...)
+    local o = options("tf.random.categorical", CATEGORICAL_OPTIONS, ...)
+    return ops.multinomial(logits, num_samples, {seed = o.seed, name = o.name, output_dtype = o.dtype})
   end
 
   tf.random.shuffle = ops.random_shuffle

@@ -1,16 +1,14 @@
 -- ops/reduce.lua — reductions (reduce_sum, reduce_mean, …) and matmul.
+local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
 
-local check_bool = args.check_bool
--- Errors name the option only; too many positional arguments says how many.
-local options = args.parser{both = true, unknown = "%s: unknown option '%s'",
-  too_many = "%s: too many arguments (%d optional ones given, at most %d); pass the rest in an options table"}
+local fail, options, check_bool = core.fail, args.options, args.check_bool
 
 -- TF 1.x spellings: reduction_indices for axis, keep_dims for keepdims.
 local function alias(fname, opts, name, old)
   if opts[old] == nil then return opts[name] end
-  if opts[name] ~= nil then error(fname .. ": Can not specify both '" .. name .. "' and '" .. old .. "'.", 3) end
+  if opts[name] ~= nil then fail(fname .. ": Can not specify both '" .. name .. "' and '" .. old .. "'.") end
   return opts[old]
 end
 
@@ -22,7 +20,7 @@ local function axis_list(fname, axis)
   for i, a in ipairs(list) do
     a = tonumber(a)
     if not a or a % 1 ~= 0 then
-      error(fname .. ": axis must be an integer or a list of integers, got " .. tostring(list[i]), 3)
+      fail(fname .. ": axis must be an integer or a list of integers, got " .. tostring(list[i]))
     end
     out[i] = a
   end
@@ -67,7 +65,7 @@ local function matmul(a, b, ...)
     local t = check_bool(opts["transpose_" .. side], "tf.matmul", "transpose_" .. side)
     local adj = check_bool(opts["adjoint_" .. side], "tf.matmul", "adjoint_" .. side)
     if t and adj then
-      error("tf.matmul: Only one of transpose_" .. side .. " and adjoint_" .. side .. " can be True.", 2)
+      fail("tf.matmul: Only one of transpose_" .. side .. " and adjoint_" .. side .. " can be True.")
     end
     trans[side] = (t or adj) and true or false
   end
