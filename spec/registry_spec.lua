@@ -21,11 +21,27 @@ describe("the op registry", function()
     local mm = tf.op_info("MatMul")
     assert.same({name = "MatMul", num_inputs = 2, num_outputs = 1, variadic_inputs = false, stateful = false,
                  has_shape_fn = true, kernels = {CPU = true, GPU = false}, has_gradient = true,
-                 not_differentiable = false, ref_inputs = {}}, mm)
+                 not_differentiable = false, constant = false, variable = false, internal = false,
+                 ref_inputs = {}, value_inputs = {}, host_memory_inputs = {}}, mm)
     local assign = tf.op_info("Assign")
     assert.same({1}, assign.ref_inputs)
     assert.is_true(assign.stateful)
     assert.is_true(tf.op_info("AddN").variadic_inputs)
+    assert.is_true(tf.op_info("Const").constant)
+    assert.is_true(tf.op_info("VariableV2").variable)
+  end)
+
+  it("says which inputs inference reads the values of, and which stay in host memory", function()
+    -- Reshape(tensor, shape): the shape vector is read; the tensor is data.
+    assert.same({2}, tf.op_info("Reshape").value_inputs)
+    assert.same({2}, tf.op_info("Reshape").host_memory_inputs)
+    assert.same({1, 2, 3}, tf.op_info("Range").value_inputs)
+    assert.same({1}, tf.op_info("RandomUniform").value_inputs)
+    -- If's predicate and a TensorArray write's metadata and index are read by the kernel only.
+    assert.same({}, tf.op_info("If").value_inputs)
+    assert.same({1}, tf.op_info("If").host_memory_inputs)
+    assert.same({2, 3}, tf.op_info("TensorArrayWrite").host_memory_inputs)
+    assert.same({}, tf.op_info("Add").host_memory_inputs)
     assert.is_nil(tf.op_info("NoSuchOp"))
     local err = H.error_of(tf.op_info, 5)
     assert.truthy(err:find("tf.op_info(op_type): op_type must be a string, got number", 1, true), err)

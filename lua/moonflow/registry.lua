@@ -4,6 +4,7 @@
 local core = require("moonflow.core")
 local ffi = require("ffi")
 local C = core.C
+local bit = require("bit")
 
 local M = {}
 
@@ -16,13 +17,18 @@ end
 
 local info = ffi.new("mf_op_info")
 
+-- The 1-based positions of the set bits of an input mask.
+local function positions(mask)
+  local list = {}
+  for k = 0, 31 do if bit.band(bit.rshift(mask, k), 1) == 1 then list[#list + 1] = k + 1 end end
+  return list
+end
+
 function M.op_info(op_type)
   if type(op_type) ~= "string" then
     core.fail("tf.op_info(op_type): op_type must be a string, got " .. type(op_type))
   end
   if not C.mf_registry_op_info(op_type, info) then return nil end
-  local inputs = {}
-  for k = 0, 31 do if bit.band(bit.rshift(info.ref_inputs, k), 1) == 1 then inputs[#inputs + 1] = k + 1 end end
   return {
     name = op_type,
     num_inputs = info.num_inputs,
@@ -33,7 +39,14 @@ function M.op_info(op_type)
     kernels = {CPU = info.has_kernel[C.MF_CPU], GPU = info.has_kernel[C.MF_CUDA]},
     has_gradient = info.has_gradient,
     not_differentiable = info.not_differentiable,
-    ref_inputs = inputs,  -- 1-based positions of inputs that reference variables
+    constant = info.constant,
+    variable = info.variable,
+    internal = info.internal,
+    -- 1-based input positions: inputs that reference variables, inputs whose
+    -- values shape inference reads, inputs kept in host memory
+    ref_inputs = positions(info.ref_inputs),
+    value_inputs = positions(info.value_inputs),
+    host_memory_inputs = positions(info.host_memory_inputs),
   }
 end
 

@@ -75,6 +75,7 @@ typedef struct mf_plan {
   mf_tensor **last_fetched; /* our reference to the last results, reclaimed when the caller drops them */
   mf_dtype *rt_dtypes;   /* runtime shape inference scratch */
   mf_shape *rt_in_shapes, *rt_out_shapes;
+  mf_tensor **rt_values; /* the inputs whose values inference reads (value_inputs), else NULL */
   int rt_cap_in, rt_cap_out;
   mf_tensor **fed_keep;  /* per step: fed values of its outputs, set aside (rt_cap_out entries) */
 } mf_plan;

@@ -64,11 +64,12 @@ static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_sta
     const mf_tensor *v = inputs[k] ? inputs[k] : mf_op_is_ref_input(op, k) ? ref_state(p, op, k)->ptr : NULL;
     p->rt_dtypes[k] = v ? v->dtype : in.op->out_dtypes[in.index];
     p->rt_in_shapes[k] = v ? mf_shape_of(v) : in.op->out_shapes[in.index];
+    p->rt_values[k] = mf_def_reads_value(op->def, k) ? inputs[k] : NULL;
   }
   mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
   mf_infer_ctx ic = {
       .op_name = op->name, .def = op->def, .attrs = &op->attrs, .num_inputs = op->num_inputs,
-      .in_dtypes = p->rt_dtypes, .in_shapes = p->rt_in_shapes, .in_values = inputs,
+      .in_dtypes = p->rt_dtypes, .in_shapes = p->rt_in_shapes, .in_values = p->rt_values,
       .num_outputs = op->num_outputs, .out_dtypes = out_dtypes, .out_shapes = p->rt_out_shapes,
       .status = s, .runtime = true};
   if (op->num_outputs > MF_MAX_OUTPUTS_INLINE) {

@@ -31,6 +31,7 @@ void mf_plan_free(mf_plan *p) {
   mf_free(p->last_fetched);
   mf_free(p->rt_dtypes);
   mf_free(p->rt_in_shapes);
+  mf_free(p->rt_values);
   mf_free(p->rt_out_shapes);
   mf_free(p->fed_keep);
   mf_free(p);
@@ -205,6 +206,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   p->rt_cap_in = max_in;
   p->rt_cap_out = max_out > MF_MAX_OUTPUTS_INLINE ? max_out : MF_MAX_OUTPUTS_INLINE;
   if (!PLAN_ALLOC(p->rt_dtypes, p->rt_cap_in) || !PLAN_ALLOC(p->rt_in_shapes, p->rt_cap_in) ||
+      !PLAN_ALLOC(p->rt_values, p->rt_cap_in) ||
       !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out) || !PLAN_ALLOC(p->fed_keep, p->rt_cap_out))
     goto done;
   rc = grow_states(p->states, s);

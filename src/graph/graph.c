@@ -435,7 +435,7 @@ mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
     for (int k = 0; k < out.rank; k++) out.dims[k] = mf_load_int64(v->data, v->dtype, k);
     return out;
   }
-  if (ic->in_ports) return mf_port_shape_value(ic->in_ports[i], 0);
+  if (ic->in_ports && mf_def_reads_value(ic->def, i)) return mf_port_shape_value(ic->in_ports[i], 0);
   return mf_shape_unknown();
 }
 
@@ -482,7 +482,7 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
       mf_output in = d->inputs[i];
       in_dtypes[i] = in.op->out_dtypes[in.index];
       in_shapes[i] = in.op->out_shapes[in.index];
-      in_values[i] = static_value(in);
+      in_values[i] = mf_def_reads_value(def, i) ? static_value(in) : NULL;
     }
     for (int i = 0; i < MF_MAX_OUTPUTS_INLINE; i++) out_shapes_inline[i] = mf_shape_unknown();
     def->infer(&ic);

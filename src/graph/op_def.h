@@ -10,10 +10,11 @@
 typedef struct mf_op_def mf_op_def;
 
 /* Shape and dtype inference. Runs when the op is built (static shapes, some
- * dims unknown; in_values holds the values of constant inputs, else NULL) and
- * again at run time when any static output shape is not fully defined (then
- * every input shape is concrete and every in_values entry is set). It checks
- * inputs and attributes and fills out_dtypes/out_shapes. */
+ * dims unknown) and again at run time when any static output shape is not
+ * fully defined (then every input shape is concrete). in_values[k] is set
+ * only for the inputs the def's value_inputs names: at build time when the
+ * input is constant, at run time always; else NULL. It checks inputs and
+ * attributes and fills out_dtypes/out_shapes. */
 typedef struct mf_infer_ctx {
   const char *op_name;
   const mf_op_def *def;
@@ -97,6 +98,8 @@ enum mf_op_flags {
                                         plans hold it in a slot with no step (Const) */
   MF_OP_VARIABLE = 1 << 7,           /* a variable: its per-session state is its value, which
                                         ref inputs name and a feed may replace (VariableV2) */
+  MF_OP_INTERNAL = 1 << 8,           /* built only by the engine (gradient rules, control
+                                        flow), never by a user: no Lua wrapper (ReluGrad) */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output
@@ -122,11 +125,29 @@ struct mf_op_def {
    * kernel's inputs[k] is NULL; mf_kernel_ref_state reaches the state, which
    * holds the variable's value (an mf_tensor*, NULL until initialized). */
   unsigned ref_inputs;
+  /* Bit k: shape inference reads input k's value (Reshape's shape, Fill's
+   * dims, OneHot's depth): in_values[k] and mf_infer_shape_value(ic, k) give
+   * it, at build time when the graph knows it and at run time always; for
+   * other inputs they give nothing. The executor keeps these inputs in host
+   * memory, where inference and the kernel read them (TensorFlow's HostMemory). */
+  unsigned value_inputs;
+  /* Bit k: the kernel reads input k on the host as a parameter (If's
+   * predicate, a TensorArray's index and metadata) though inference does not:
+   * kept in host memory like value_inputs. */
+  unsigned host_inputs;
   mf_infer_fn infer;
   mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
   mf_grad_fn grad;
   mf_build_value build_value; /* optional: ops that shape vectors are computed with */
 };
+
+static inline bool mf_def_reads_value(const mf_op_def *def, int k) {
+  return k < 32 && (def->value_inputs >> k & 1u);
+}
+/* Inputs kept in host memory: those whose values inference or the kernel read. */
+static inline bool mf_def_host_input(const mf_op_def *def, int k) {
+  return k < 32 && ((def->value_inputs | def->host_inputs) >> k & 1u);
+}
 
 const mf_op_def *mf_registry_lookup(const char *name);
 

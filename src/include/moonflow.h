@@ -181,6 +181,12 @@ typedef struct mf_op_info {
   bool has_gradient;
   bool not_differentiable; /* declared without a gradient on purpose */
   unsigned ref_inputs;     /* bit k: input k is a reference to a variable */
+  unsigned value_inputs;   /* bit k: shape inference reads input k's value (Reshape's shape) */
+  unsigned host_memory_inputs; /* bit k: input k stays in host memory: its value is read
+                                  there, by inference or by the kernel (If's predicate) */
+  bool constant;           /* the op's value is known when it is built (Const) */
+  bool variable;           /* the op is a variable, its value per-session state */
+  bool internal;           /* built only by the engine (gradients, control flow), no Lua wrapper */
 } mf_op_info;
 /* False when type is not registered. */
 bool mf_registry_op_info(const char *type, mf_op_info *out);

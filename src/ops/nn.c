@@ -1173,29 +1173,31 @@ static mf_code sparse_xent_rule(mf_grad_ctx *gc) {
 
 /* ---------- registrations ---------- */
 
-#define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) \
-  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
+/* values: the def's value_inputs (the backprops read their sizes input). */
+#define SIZED_OP_DEF(op, arity, fl, values, infer_fn, kernel_fn, rule) \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
    .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
+#define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) SIZED_OP_DEF(op, arity, fl, 0, infer_fn, kernel_fn, rule)
 #define ACT_DEF(op, types, grad_op, reads, expr) \
   OP_DEF(op, 1, MF_OP_FORWARDS_INPUT, op##_infer, op##_kernel, op##_rule)
 #define ACT_GRAD_DEF(op, types, curvature, expr) \
-  OP_DEF(op, 2, MF_OP_FORWARDS_INPUT, op##_infer, op##_kernel, op##_rule)
+  OP_DEF(op, 2, MF_OP_FORWARDS_INPUT | MF_OP_INTERNAL, op##_infer, op##_kernel, op##_rule)
 
 static const mf_op_def defs[] = {
     ACTIVATIONS(ACT_DEF)
     ACTIVATION_GRADS(ACT_GRAD_DEF)
     OP_DEF(BiasAdd, 2, MF_OP_FORWARDS_INPUT, bias_add_infer, bias_add_kernel, bias_add_rule)
-    OP_DEF(BiasAddGrad, 1, 0, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
+    OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
     OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
-    OP_DEF(Conv2DBackpropInput, 3, 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
+    SIZED_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
            conv2d_backprop_input_rule)
-    OP_DEF(Conv2DBackpropFilter, 3, 0, conv2d_backprop_filter_infer, conv2d_backprop_filter_kernel,
+    SIZED_OP_DEF(Conv2DBackpropFilter, 3, 0, 1u << 1, conv2d_backprop_filter_infer, conv2d_backprop_filter_kernel,
            conv2d_backprop_filter_rule)
     OP_DEF(MaxPool, 1, 0, pool_infer, max_pool_kernel, max_pool_rule)
-    OP_DEF(MaxPoolGrad, 3, 0, max_pool_grad_infer, max_pool_grad_kernel, max_pool_grad_rule)
-    OP_DEF(MaxPoolGradGrad, 3, 0, max_pool_grad_grad_infer, max_pool_grad_grad_kernel, max_pool_grad_grad_rule)
+    OP_DEF(MaxPoolGrad, 3, MF_OP_INTERNAL, max_pool_grad_infer, max_pool_grad_kernel, max_pool_grad_rule)
+    OP_DEF(MaxPoolGradGrad, 3, MF_OP_INTERNAL, max_pool_grad_grad_infer, max_pool_grad_grad_kernel, max_pool_grad_grad_rule)
     OP_DEF(AvgPool, 1, 0, pool_infer, avg_pool_kernel, avg_pool_rule)
-    OP_DEF(AvgPoolGrad, 2, 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
+    SIZED_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
     {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
      .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
 };

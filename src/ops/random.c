@@ -442,22 +442,22 @@ static mf_code multinomial_kernel(mf_kernel_ctx *ctx) {
 }
 
 static const mf_op_def defs[] = {
-    {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1,
+    {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1, .value_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = uniform_kernel}},
-    {.name = "RandomUniformInt", .num_inputs = 3, .num_outputs = 1,
+    {.name = "RandomUniformInt", .num_inputs = 3, .num_outputs = 1, .value_inputs = 0x7u,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = uniform_int_infer, .kernel = {[MF_CPU] = uniform_int_kernel}},
-    {.name = "RandomNormal", .num_inputs = 1, .num_outputs = 1,
+    {.name = "RandomNormal", .num_inputs = 1, .num_outputs = 1, .value_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = normal_kernel}},
-    {.name = "TruncatedNormal", .num_inputs = 1, .num_outputs = 1,
+    {.name = "TruncatedNormal", .num_inputs = 1, .num_outputs = 1, .value_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = random_infer, .kernel = {[MF_CPU] = truncated_kernel}},
     {.name = "RandomShuffle", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = shuffle_infer, .kernel = {[MF_CPU] = shuffle_kernel}},
-    {.name = "Multinomial", .num_inputs = 2, .num_outputs = 1,
+    {.name = "Multinomial", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = multinomial_infer, .kernel = {[MF_CPU] = multinomial_kernel}},
 };

@@ -630,12 +630,13 @@ static mf_code tile_grad_grad(mf_grad_ctx *gc) {
    .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
 static const mf_op_def defs[] = {
     REDUCE_OPS(REDUCE_DEF)
-    {.name = "SumToShape", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+    {.name = "SumToShape", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
+     .flags = MF_OP_INTERNAL | MF_OP_SETS_OUTPUTS,
      .infer = sum_to_shape_infer, .kernel = {[MF_CPU] = sum_to_shape_kernel},
      .grad = sum_to_shape_grad},
-    {.name = "TileGrad", .num_inputs = 2, .num_outputs = 1,
+    {.name = "TileGrad", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_INTERNAL, .value_inputs = 1u << 1,
      .infer = tile_grad_infer, .kernel = {[MF_CPU] = tile_grad_kernel}, .grad = tile_grad_grad},
-    {.name = "ReducedShape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "ReducedShape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_INTERNAL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = reduced_shape_infer, .kernel = {[MF_CPU] = reduced_shape_kernel}},
 };
 MF_OP_TABLE(mf_ops_reduce, defs);

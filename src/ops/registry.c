@@ -49,6 +49,11 @@ bool mf_registry_op_info(const char *type, mf_op_info *out) {
       .has_gradient = def->grad != NULL,
       .not_differentiable = def->flags & MF_OP_NOT_DIFFERENTIABLE,
       .ref_inputs = def->ref_inputs,
+      .value_inputs = def->value_inputs,
+      .host_memory_inputs = def->value_inputs | def->host_inputs,
+      .constant = def->flags & MF_OP_CONSTANT,
+      .variable = def->flags & MF_OP_VARIABLE,
+      .internal = def->flags & MF_OP_INTERNAL,
   };
   for (int d = 0; d < MF_NUM_DEVICE_TYPES; d++) out->has_kernel[d] = def->kernel[d] != NULL;
   return true;

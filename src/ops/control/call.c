@@ -368,7 +368,7 @@ static mf_code arg_kernel(mf_kernel_ctx *ctx) {
 }
 
 static const mf_op_def defs[] = {
-    {.name = "_Arg", .num_inputs = 0, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+    {.name = "_Arg", .num_inputs = 0, .num_outputs = 1, .flags = MF_OP_INTERNAL | MF_OP_SETS_OUTPUTS,
      .infer = arg_infer, .kernel = {[MF_CPU] = arg_kernel}},
 };
 MF_OP_TABLE(mf_ops_call, defs);

@@ -182,10 +182,11 @@ static mf_code case_index_kernel(mf_kernel_ctx *ctx) {
 }
 
 static const mf_op_def defs[] = {
-    {.name = "If", .num_inputs = 1, .num_outputs = -1,
+    {.name = "If", .num_inputs = 1, .num_outputs = -1, .host_inputs = 1u << 0,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_VARIADIC_INPUTS,
      .infer = if_infer, .kernel = {[MF_CPU] = if_kernel}, .grad = mf_if_grad},
-    {.name = "_CaseIndex", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "_CaseIndex", .num_inputs = 1, .num_outputs = 1, .host_inputs = 1u << 0,
+     .flags = MF_OP_INTERNAL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = case_index_infer, .kernel = {[MF_CPU] = case_index_kernel}},
 };
 MF_OP_TABLE(mf_ops_cond, defs);

@@ -388,7 +388,7 @@ static const mf_op_def defs[] = {
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_VARIADIC_INPUTS,
      .infer = while_infer, .kernel = {[MF_CPU] = while_kernel}, .grad = mf_while_grad},
     {.name = "WhileGrad", .num_inputs = 1, .num_outputs = -1,
-     .flags = MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_VARIADIC_INPUTS,
+     .flags = MF_OP_INTERNAL | MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_VARIADIC_INPUTS,
      .infer = while_grad_infer, .kernel = {[MF_CPU] = while_grad_kernel}, .grad = while_grad_grad},
 };
 MF_OP_TABLE(mf_ops_while, defs);
