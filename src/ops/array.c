@@ -90,10 +90,10 @@ static mf_code view_kernel(mf_kernel_ctx *ctx) {
   int64_t n = mf_shape_num_elements(out->rank, out->dims);
   if (n != ctx->inputs[0]->size) {  /* only a static shape set by hand can promise this */
     char buf[160];
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Cannot reshape a tensor with %lld elements to shape %s (%lld elements)",
-                         ctx->op->name, (long long)ctx->inputs[0]->size, mf_shape_str(out, buf, sizeof buf),
-                         (long long)n);
+    return MF_INVALID(ctx->status,
+                      "%s: Cannot reshape a tensor with %lld elements to shape %s (%lld elements)",
+                      ctx->op->name, (long long)ctx->inputs[0]->size, mf_shape_str(out, buf, sizeof buf),
+                      (long long)n);
   }
   ctx->outputs[0] = mf_tensor_view(ctx->inputs[0], out->rank, out->dims, ctx->status);
   return ctx->outputs[0] ? MF_OK : ctx->status->code;
@@ -244,9 +244,9 @@ static mf_code shape_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *out = ctx->outputs[0];
   for (int i = 0; i < in->rank; i++) {
     if (out->dtype == MF_INT32 && in->dims[i] > INT32_MAX)
-      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                           "%s: dimension %d is %lld, too large for out_type int32; use int64",
-                           ctx->op->name, i, (long long)in->dims[i]);
+      return MF_INVALID(ctx->status,
+                        "%s: dimension %d is %lld, too large for out_type int32; use int64",
+                        ctx->op->name, i, (long long)in->dims[i]);
     store_index(out->data, out->dtype, i, in->dims[i]);
   }
   return MF_OK;
@@ -261,9 +261,9 @@ static mf_code size_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *out = ctx->outputs[0];
   int64_t n = ctx->inputs[0]->size;
   if (out->dtype == MF_INT32 && n > INT32_MAX)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: %lld elements is too many for out_type int32; use int64",
-                         ctx->op->name, (long long)n);
+    return MF_INVALID(ctx->status,
+                      "%s: %lld elements is too many for out_type int32; use int64",
+                      ctx->op->name, (long long)n);
   store_index(out->data, out->dtype, 0, n);
   return MF_OK;
 }
@@ -484,30 +484,30 @@ static mf_code slice_spec(const char *op, const mf_attrs *attrs, const mf_shape 
                           int64_t *start, mf_status *s) {
   const int64_t *begin, *size;
   int nb = mf_attr_ints(attrs, "begin", &begin), ns = mf_attr_ints(attrs, "size", &size);
-  if (nb < 0 || ns < 0) return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: Slice needs 'begin' and 'size' attributes", op);
+  if (nb < 0 || ns < 0) return MF_INVALID(s, "%s: Slice needs 'begin' and 'size' attributes", op);
   if (nb != ns || (in->rank >= 0 && nb != in->rank))
-    return mf_status_set(s, MF_INVALID_ARGUMENT,
-                         "%s: Expected begin and size to have one entry per dimension of the input "
-                         "(rank %d), but they have %d and %d",
-                         op, in->rank, nb, ns);
+    return MF_INVALID(s,
+                      "%s: Expected begin and size to have one entry per dimension of the input "
+                      "(rank %d), but they have %d and %d",
+                      op, in->rank, nb, ns);
   if (nb > MF_MAX_RANK)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: begin has %d entries, but tensors have at most %d dimensions",
-                         op, nb, MF_MAX_RANK);
+    return MF_INVALID(s, "%s: begin has %d entries, but tensors have at most %d dimensions",
+                      op, nb, MF_MAX_RANK);
   out->rank = nb;
   for (int i = 0; i < nb; i++) {
     int64_t dim = in->rank < 0 ? -1 : in->dims[i];
     int64_t b = begin[i], n = size[i];
     if (b < 0 || n < -1)
-      return mf_status_set(s, MF_INVALID_ARGUMENT,
-                           "%s: begin[%d] = %lld must be non-negative and size[%d] = %lld at least -1 "
-                           "(-1 means to the end)",
-                           op, i, (long long)b, i, (long long)n);
+      return MF_INVALID(s,
+                        "%s: begin[%d] = %lld must be non-negative and size[%d] = %lld at least -1 "
+                        "(-1 means to the end)",
+                        op, i, (long long)b, i, (long long)n);
     if (dim >= 0 && b > dim)
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: Expected begin[%d] in [0, %lld], but got %lld",
-                           op, i, (long long)dim, (long long)b);
+      return MF_INVALID(s, "%s: Expected begin[%d] in [0, %lld], but got %lld",
+                        op, i, (long long)dim, (long long)b);
     if (dim >= 0 && n > dim - b)
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: Expected size[%d] in [0, %lld], but got %lld",
-                           op, i, (long long)(dim - b), (long long)n);
+      return MF_INVALID(s, "%s: Expected size[%d] in [0, %lld], but got %lld",
+                        op, i, (long long)(dim - b), (long long)n);
     out->dims[i] = n >= 0 ? n : dim >= 0 ? dim - b : -1;
     start[i] = b;
   }
@@ -562,23 +562,23 @@ static mf_code ss_compute(const char *op, const mf_attrs *attrs, const mf_shape 
   int nb = mf_attr_ints(attrs, "begin", &begin), ne = mf_attr_ints(attrs, "end", &end);
   int ns = mf_attr_ints(attrs, "strides", &strides);
   if (nb < 0 || ne < 0)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: StridedSlice needs 'begin' and 'end' attributes", op);
+    return MF_INVALID(s, "%s: StridedSlice needs 'begin' and 'end' attributes", op);
   if (ns < 0) ns = nb;  /* no strides: all 1 */
   if (nb != ne || nb != ns)
-    return mf_status_set(s, MF_INVALID_ARGUMENT,
-                         "%s: begin, end and strides must have the same length, got %d, %d and %d",
-                         op, nb, ne, ns);
+    return MF_INVALID(s,
+                      "%s: begin, end and strides must have the same length, got %d, %d and %d",
+                      op, nb, ne, ns);
   if (nb >= SS_MAX_SPARSE)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: too many slice entries (%d)", op, nb);
+    return MF_INVALID(s, "%s: too many slice entries (%d)", op, nb);
   int64_t begin_mask = mf_attr_int(attrs, "begin_mask", 0), end_mask = mf_attr_int(attrs, "end_mask", 0);
   int64_t ellipsis_mask = mf_attr_int(attrs, "ellipsis_mask", 0);
   int64_t new_axis_mask = mf_attr_int(attrs, "new_axis_mask", 0);
   int64_t shrink_mask = mf_attr_int(attrs, "shrink_axis_mask", 0);
   if (ellipsis_mask & (ellipsis_mask - 1))
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: Multiple ellipses in slice spec not allowed", op);
+    return MF_INVALID(s, "%s: Multiple ellipses in slice spec not allowed", op);
   for (int i = 0; i < nb; i++)
     if (strides && strides[i] == 0)
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: strides[%d] must be non-zero", op, i);
+      return MF_INVALID(s, "%s: strides[%d] must be non-zero", op, i);
 
   /* Step 1: count new axes after the ellipsis; without one, an ellipsis is implied at the end. */
   int sparse_dims = nb, add_after_ellipsis = 0;
@@ -614,9 +614,9 @@ static mf_code ss_compute(const char *op, const mf_attrs *attrs, const mf_shape 
       gather[ngather++] = SS_NEW_AXIS;
     } else {
       if (full == dims)
-        return mf_status_set(s, MF_INVALID_ARGUMENT,
-                             "%s: Index out of range using input dim %d; input has only %d dims",
-                             op, full, dims);
+        return MF_INVALID(s,
+                          "%s: Index out of range using input dim %d; input has only %d dims",
+                          op, full, dims);
       dbegin[full] = begin[i];
       dend[full] = end[i];
       dstride[full] = strides ? strides[i] : 1;
@@ -640,9 +640,9 @@ static mf_code ss_compute(const char *op, const mf_attrs *attrs, const mf_shape 
     sp->stride[i] = stride;
     sp->begin[i] = 0;
     if (shrink && stride <= 0)
-      return mf_status_set(s, MF_INVALID_ARGUMENT,
-                           "%s: only stride 1 allowed on non-range indexing (dimension %d has stride %lld)",
-                           op, i, (long long)stride);
+      return MF_INVALID(s,
+                        "%s: only stride 1 allowed on non-range indexing (dimension %d has stride %lld)",
+                        op, i, (long long)stride);
     if (dim < 0) {
       sp->size[i] = shrink ? 1 : -1;
       continue;
@@ -653,9 +653,9 @@ static mf_code ss_compute(const char *op, const mf_attrs *attrs, const mf_shape 
       b = dbegin[i] < 0 ? dim + dbegin[i] : dbegin[i];
       e = b + 1;
       if (b < 0 || b >= dim)
-        return mf_status_set(s, MF_INVALID_ARGUMENT,
-                             "%s: slice index %lld of dimension %d out of bounds (size %lld)",
-                             op, (long long)dbegin[i], i, (long long)dim);
+        return MF_INVALID(s,
+                          "%s: slice index %lld of dimension %d out of bounds (size %lld)",
+                          op, (long long)dbegin[i], i, (long long)dim);
     } else {  /* a masked bound is the far end in the stride's direction */
       b = dbegin_mask & (1LL << i) ? (stride > 0 ? lo : hi) : ss_bound(dbegin[i], dim, lo, hi);
       e = dend_mask & (1LL << i) ? (stride > 0 ? hi : lo) : ss_bound(dend[i], dim, lo, hi);
@@ -672,8 +672,8 @@ static mf_code ss_compute(const char *op, const mf_attrs *attrs, const mf_shape 
   for (int g = 0; g < ngather; g++) {
     if (gather[g] == SS_SHRINK) continue;
     if (fin.rank == MF_MAX_RANK)
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: the result would have more than %d dimensions",
-                           op, MF_MAX_RANK);
+      return MF_INVALID(s, "%s: the result would have more than %d dimensions",
+                        op, MF_MAX_RANK);
     fin.dims[fin.rank++] = gather[g] == SS_NEW_AXIS ? 1 : sp->size[gather[g]];
   }
   sp->final = fin;
@@ -737,9 +737,9 @@ static mf_code strided_slice_grad_kernel(mf_kernel_ctx *ctx) {
   if (sp.final.rank != dys.rank ||
       memcmp(sp.final.dims, dys.dims, (size_t)dys.rank * sizeof dys.dims[0]) != 0) {
     char a[160], b[160];
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: the gradient has shape %s, but the slice has shape %s", ctx->op->name,
-                         mf_shape_str(&dys, a, sizeof a), mf_shape_str(&sp.final, b, sizeof b));
+    return MF_INVALID(ctx->status,
+                      "%s: the gradient has shape %s, but the slice has shape %s", ctx->op->name,
+                      mf_shape_str(&dys, a, sizeof a), mf_shape_str(&sp.final, b, sizeof b));
   }
   memset(out->data, 0, mf_tensor_nbytes(out));  /* all-zero bits are 0.0 */
   if (dy->size == 0) return MF_OK;
@@ -1005,9 +1005,9 @@ static mf_code split_kernel(mf_kernel_ctx *ctx) {
   int64_t total = 0;
   for (int i = 0; i < ctx->num_outputs; i++) total += ctx->outputs[i]->dims[axis];
   if (total != in->dims[axis])
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: the pieces' sizes add up to %lld, but the dimension being split has size %lld",
-                         ctx->op->name, (long long)total, (long long)in->dims[axis]);
+    return MF_INVALID(ctx->status,
+                      "%s: the pieces' sizes add up to %lld, but the dimension being split has size %lld",
+                      ctx->op->name, (long long)total, (long long)in->dims[axis]);
   split_chunks(ctx, axis, false);
   return MF_OK;
 }
@@ -1085,19 +1085,19 @@ static mf_code transpose_perm(const char *op, const mf_attrs *attrs, int rank, i
     return MF_OK;
   }
   if (rank >= 0 && np != rank)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: perm has %d entries but the input has rank %d",
-                         op, np, rank);
+    return MF_INVALID(s, "%s: perm has %d entries but the input has rank %d",
+                      op, np, rank);
   if (np > MF_MAX_RANK)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: perm has %d entries, but tensors have at most %d dimensions",
-                         op, np, MF_MAX_RANK);
+    return MF_INVALID(s, "%s: perm has %d entries, but tensors have at most %d dimensions",
+                      op, np, MF_MAX_RANK);
   bool seen[MF_MAX_RANK] = {false};
   for (int i = 0; i < np; i++) {
     if (p[i] < 0 || p[i] >= np)
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: perm[%d] = %lld is out of range [0, %d)", op, i,
+      return MF_INVALID(s, "%s: perm[%d] = %lld is out of range [0, %d)", op, i,
                            (long long)p[i], np);
     if (seen[p[i]])
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: %lld appears twice in perm; perm must be a permutation",
-                           op, (long long)p[i]);
+      return MF_INVALID(s, "%s: %lld appears twice in perm; perm must be a permutation",
+                        op, (long long)p[i]);
     seen[p[i]] = true;
     perm[i] = (int)p[i];
   }

@@ -5,13 +5,14 @@
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 #include "graph/graph.h"
+#include "kernels/helpers.h"
 
 #include <stdio.h>
 
 /* Const: attr "value" (tensor). */
 static mf_code const_infer(mf_infer_ctx *ic) {
   const mf_attr *v = mf_attrs_find(ic->attrs, "value", MF_ATTR_TENSOR);
-  if (!v) return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: Const needs a 'value' attribute", ic->op_name);
+  if (!v) return MF_INVALID(ic->status, "%s: Const needs a 'value' attribute", ic->op_name);
   ic->out_dtypes[0] = v->v.tensor->dtype;
   ic->out_shapes[0] = mf_shape_of(v->v.tensor);
   return MF_OK;
@@ -25,7 +26,7 @@ static mf_code const_kernel(mf_kernel_ctx *ctx) {
 static mf_code placeholder_infer(mf_infer_ctx *ic) {
   const mf_attr *t = mf_attrs_find(ic->attrs, "dtype", MF_ATTR_TYPE);
   if (!t || !mf_dtype_size(t->v.type))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: Placeholder needs a valid 'dtype'", ic->op_name);
+    return MF_INVALID(ic->status, "%s: Placeholder needs a valid 'dtype'", ic->op_name);
   const mf_attr *sh = mf_attrs_find(ic->attrs, "shape", MF_ATTR_SHAPE);
   ic->out_dtypes[0] = t->v.type;
   ic->out_shapes[0] = sh ? sh->v.shape : mf_shape_unknown();
@@ -35,13 +36,13 @@ static mf_code placeholder_kernel(mf_kernel_ctx *ctx) {
   const mf_shape *sh = &ctx->op->out_shapes[0];
   const char *dtype = mf_dtype_name(ctx->op->out_dtypes[0]);
   if (sh->rank < 0)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "You must feed a value for placeholder tensor '%s' with dtype %s",
-                         ctx->op->name, dtype);
+    return MF_INVALID(ctx->status,
+                      "You must feed a value for placeholder tensor '%s' with dtype %s",
+                      ctx->op->name, dtype);
   char buf[160];
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "You must feed a value for placeholder tensor '%s' with dtype %s and shape %s",
-                       ctx->op->name, dtype, mf_shape_str(sh, buf, sizeof buf));
+  return MF_INVALID(ctx->status,
+                    "You must feed a value for placeholder tensor '%s' with dtype %s and shape %s",
+                    ctx->op->name, dtype, mf_shape_str(sh, buf, sizeof buf));
 }
 
 /* Identity: forwards its input without copying. */

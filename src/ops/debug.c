@@ -25,6 +25,7 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -225,14 +226,14 @@ static mf_code print_grad(mf_grad_ctx *gc) {
 
 static mf_code assert_infer(mf_infer_ctx *ic) {
   if (ic->in_dtypes[0] != MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the condition of an Assert must be bool, got %s",
-                         ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
+    return MF_INVALID(ic->status, "%s: the condition of an Assert must be bool, got %s",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
   const int64_t *layout;
   int n = mf_attr_ints(ic->attrs, "layout", &layout);
   for (int i = 0; i < n; i++)
     if (layout[i] == 0 || layout[i] >= ic->num_inputs)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: Assert's layout names no data input (%" PRId64 ")",
-                           ic->op_name, layout[i]);
+      return MF_INVALID(ic->status, "%s: Assert's layout names no data input (%" PRId64 ")",
+                        ic->op_name, layout[i]);
   return MF_OK;
 }
 
@@ -289,8 +290,8 @@ static mf_code assert_kernel(mf_kernel_ctx *ctx) {
     format_index(&b, cond, first);
     sb_str(&b, ")");
   }
-  mf_code rc = b.oom ? mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "assertion failed (%s)", ctx->op->name)
-                     : mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s", b.s);
+  mf_code rc = b.oom ? MF_INVALID(ctx->status, "assertion failed (%s)", ctx->op->name)
+                     : MF_INVALID(ctx->status, "%s", b.s);
   mf_free(b.s);
   return rc;
 }
@@ -299,9 +300,9 @@ static mf_code assert_kernel(mf_kernel_ctx *ctx) {
 
 static mf_code check_numerics_infer(mf_infer_ctx *ic) {
   if (!mf_dtype_is_float(ic->in_dtypes[0]))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: check_numerics needs a float32 or float64 tensor, got %s", ic->op_name,
-                         mf_dtype_name(ic->in_dtypes[0]));
+    return MF_INVALID(ic->status,
+                      "%s: check_numerics needs a float32 or float64 tensor, got %s", ic->op_name,
+                      mf_dtype_name(ic->in_dtypes[0]));
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = ic->in_shapes[0];
   return MF_OK;
@@ -326,8 +327,8 @@ static mf_code check_numerics_kernel(mf_kernel_ctx *ctx) {
   }
   if (nan || inf) {
     const mf_attr *msg = mf_attrs_find(ctx->attrs, "message", MF_ATTR_STRING);
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s : Tensor had %s values", msg ? msg->v.s : "",
-                         nan && inf ? "Inf and NaN" : nan ? "NaN" : "Inf");
+    return MF_INVALID(ctx->status, "%s : Tensor had %s values", msg ? msg->v.s : "",
+                      nan && inf ? "Inf and NaN" : nan ? "NaN" : "Inf");
   }
   ctx->outputs[0] = mf_tensor_retain(ctx->inputs[0]);
   return MF_OK;
@@ -362,17 +363,17 @@ static mf_code check_numerics_grad(mf_grad_ctx *gc) {
 static mf_code luafunc_infer(mf_infer_ctx *ic) {
   const int64_t *tout, *shapes;
   int n = mf_attr_ints(ic->attrs, "Tout", &tout);
-  if (n < 0) return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: a LuaFunc needs the 'Tout' attribute", ic->op_name);
+  if (n < 0) return MF_INVALID(ic->status, "%s: a LuaFunc needs the 'Tout' attribute", ic->op_name);
   if (mf_infer_set_num_outputs(ic, n)) return ic->status->code;
   int ns = mf_attr_ints(ic->attrs, "shapes", &shapes), at = 0;
   for (int i = 0; i < n; i++) {
     if (!mf_dtype_size((mf_dtype)tout[i]))
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: output %d has an invalid dtype", ic->op_name, i);
+      return MF_INVALID(ic->status, "%s: output %d has an invalid dtype", ic->op_name, i);
     ic->out_dtypes[i] = (mf_dtype)tout[i];
     ic->out_shapes[i] = mf_shape_unknown();
     if (ns < 0) continue;
     if (at >= ns || shapes[at] > MF_MAX_RANK || at + 1 + (shapes[at] > 0 ? shapes[at] : 0) > ns)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the 'shapes' attribute is malformed", ic->op_name);
+      return MF_INVALID(ic->status, "%s: the 'shapes' attribute is malformed", ic->op_name);
     int rank = (int)shapes[at++];
     if (rank < 0) continue;
     ic->out_shapes[i] = mf_shape_make(rank, &shapes[at]);
@@ -403,15 +404,15 @@ static mf_code luafunc_kernel(mf_kernel_ctx *ctx) {
     if (!out[i])
       rc = mf_status_set(ctx->status, MF_INTERNAL, "%s: the host function gave no output %d", op->name, i);
     else if (out[i]->dtype != op->out_dtypes[i])
-      rc = mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: output %d of the function has dtype %s, not %s",
-                         op->name, i, mf_dtype_name(out[i]->dtype), mf_dtype_name(op->out_dtypes[i]));
+      rc = MF_INVALID(ctx->status, "%s: output %d of the function has dtype %s, not %s",
+                      op->name, i, mf_dtype_name(out[i]->dtype), mf_dtype_name(op->out_dtypes[i]));
     else if (!mf_shape_compatible(&sh, &op->out_shapes[i]))
-      rc = mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: output %d of the function has shape %s, not the declared %s", op->name, i,
-                         mf_shape_str_tf(&sh, have, sizeof have), mf_shape_str_tf(&op->out_shapes[i], want, sizeof want));
+      rc = MF_INVALID(ctx->status,
+                      "%s: output %d of the function has shape %s, not the declared %s", op->name, i,
+                      mf_shape_str_tf(&sh, have, sizeof have), mf_shape_str_tf(&op->out_shapes[i], want, sizeof want));
     else if (out[i]->device != MF_CPU)
-      rc = mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: output %d of the function is not a CPU value",
-                         op->name, i);
+      rc = MF_INVALID(ctx->status, "%s: output %d of the function is not a CPU value",
+                      op->name, i);
   }
   for (int i = 0; i < n; i++) {
     if (rc == MF_OK) {
@@ -453,13 +454,13 @@ static mf_code luafunc_grad(mf_grad_ctx *gc) {
     if (!g.op) continue;
     mf_dtype want = op->inputs[k].op->out_dtypes[op->inputs[k].index];
     if (g.op->graph != gc->graph || g.index < 0 || g.index >= g.op->num_outputs)
-      mf_status_set(gc->status, MF_INVALID_ARGUMENT,
-                    "%s: the gradient function gave input %d a gradient that is not a tensor of the graph",
-                    op->name, k);
+      MF_INVALID(gc->status,
+                 "%s: the gradient function gave input %d a gradient that is not a tensor of the graph",
+                 op->name, k);
     else if (g.op->out_dtypes[g.index] != want)
-      mf_status_set(gc->status, MF_INVALID_ARGUMENT,
-                    "%s: the gradient function gave input %d a %s gradient; the input is %s (use tf.cast)",
-                    op->name, k, mf_dtype_name(g.op->out_dtypes[g.index]), mf_dtype_name(want));
+      MF_INVALID(gc->status,
+                 "%s: the gradient function gave input %d a %s gradient; the input is %s (use tf.cast)",
+                 op->name, k, mf_dtype_name(g.op->out_dtypes[g.index]), mf_dtype_name(want));
   }
   if (!mf_ok(gc->status))
     for (int k = 0; k < op->num_inputs; k++) gc->input_grads[k] = (mf_output){NULL, 0};

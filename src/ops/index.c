@@ -277,19 +277,19 @@ static mf_code gather_axes(const char *op, const mf_attrs *attrs, int p, int q, 
   int64_t a = mf_attr_int(attrs, "axis", 0), b = mf_attr_int(attrs, "batch_dims", 0);
   *axis = *batch = -1;
   if (p == 0)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: params must be at least 1-dimensional, got a scalar", op);
+    return MF_INVALID(s, "%s: params must be at least 1-dimensional, got a scalar", op);
   if (b < 0 && q >= 0) b += q;
   if (b < 0 && q >= 0)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: batch_dims %lld is out of range for indices of rank %d",
-                         op, (long long)mf_attr_int(attrs, "batch_dims", 0), q);
+    return MF_INVALID(s, "%s: batch_dims %lld is out of range for indices of rank %d",
+                      op, (long long)mf_attr_int(attrs, "batch_dims", 0), q);
   if (q >= 0 && b > q)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: batch_dims (%lld) must be <= rank(indices) (%d)", op,
-                         (long long)b, q);
+    return MF_INVALID(s, "%s: batch_dims (%lld) must be <= rank(indices) (%d)", op,
+                      (long long)b, q);
   if (p > 0 && mf_normalize_axis(op, a, p, axis, s)) return s->code;
   if (p < 0 && a >= 0) *axis = (int)a;
   if (b >= 0) *batch = (int)b;
   if (*axis >= 0 && *batch > *axis)
-    return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: batch_dims (%d) must be <= axis (%d)", op, *batch, *axis);
+    return MF_INVALID(s, "%s: batch_dims (%d) must be <= axis (%d)", op, *batch, *axis);
   return MF_OK;
 }
 
@@ -497,25 +497,25 @@ static mf_code pad_attrs(const char *op, const mf_attrs *attrs, int rank, const 
                          pad_mode *mode, mf_status *s) {
   int n = mf_attr_ints(attrs, "paddings", pads);
   if (n < 0 || n % 2 || n / 2 > MF_MAX_RANK)
-    return mf_status_set(s, MF_INVALID_ARGUMENT,
-                         "%s: paddings must hold a (before, after) pair for each dimension, got %d numbers",
-                         op, n < 0 ? 0 : n);
+    return MF_INVALID(s,
+                      "%s: paddings must hold a (before, after) pair for each dimension, got %d numbers",
+                      op, n < 0 ? 0 : n);
   if (rank >= 0 && n / 2 != rank)
-    return mf_status_set(s, MF_INVALID_ARGUMENT,
-                         "%s: paddings has %d (before, after) pairs, but the input has rank %d; give one pair "
-                         "per dimension", op, n / 2, rank);
+    return MF_INVALID(s,
+                      "%s: paddings has %d (before, after) pairs, but the input has rank %d; give one pair "
+                      "per dimension", op, n / 2, rank);
   for (int i = 0; i < n; i++)
     if ((*pads)[i] < 0)
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: paddings must be non-negative, got %lld for dimension %d",
-                           op, (long long)(*pads)[i], i / 2);
+      return MF_INVALID(s, "%s: paddings must be non-negative, got %lld for dimension %d",
+                        op, (long long)(*pads)[i], i / 2);
   const mf_attr *m = mf_attrs_find(attrs, "mode", MF_ATTR_STRING);
   *mode = PAD_CONSTANT;
   if (m) {
     size_t i = 0;
     while (i < MF_ARRAY_LEN(pad_mode_names) && strcmp(m->v.s, pad_mode_names[i]) != 0) i++;
     if (i == MF_ARRAY_LEN(pad_mode_names))
-      return mf_status_set(s, MF_INVALID_ARGUMENT,
-                           "%s: mode must be CONSTANT, REFLECT or SYMMETRIC, got '%s'", op, m->v.s);
+      return MF_INVALID(s,
+                        "%s: mode must be CONSTANT, REFLECT or SYMMETRIC, got '%s'", op, m->v.s);
     *mode = (pad_mode)i;
   }
   *rank_out = n / 2;
@@ -528,10 +528,10 @@ static mf_code check_mirror(const char *op, pad_mode mode, const int64_t *pads, 
   for (int d = 0; d < in->rank; d++) {
     int64_t limit = in->dims[d] - (mode == PAD_REFLECT);
     if (in->dims[d] >= 0 && (pads[2 * d] > limit || pads[2 * d + 1] > limit))
-      return mf_status_set(s, MF_INVALID_ARGUMENT,
-                           "%s: %s padding of dimension %d (size %lld) takes at most %lld on each side, got "
-                           "(%lld, %lld)", op, pad_mode_names[mode], d, (long long)in->dims[d],
-                           (long long)(limit < 0 ? 0 : limit), (long long)pads[2 * d], (long long)pads[2 * d + 1]);
+      return MF_INVALID(s,
+                        "%s: %s padding of dimension %d (size %lld) takes at most %lld on each side, got "
+                        "(%lld, %lld)", op, pad_mode_names[mode], d, (long long)in->dims[d],
+                        (long long)(limit < 0 ? 0 : limit), (long long)pads[2 * d], (long long)pads[2 * d + 1]);
   }
   return MF_OK;
 }
@@ -739,7 +739,7 @@ static mf_code reverse_axes(const char *op, const mf_attrs *attrs, int rank, boo
     int a;
     if (mf_normalize_axis(op, axes[i], rank, &a, s)) return s->code;
     if (rev[a])
-      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: axis %d specified more than once", op, a);
+      return MF_INVALID(s, "%s: axis %d specified more than once", op, a);
     rev[a] = true;
   }
   return MF_OK;
@@ -859,9 +859,9 @@ static mf_code cumsum_kernel(mf_kernel_ctx *ctx) {
 static mf_code one_hot_axis(const char *op, const mf_attrs *attrs, int q, int *axis, mf_status *s) {
   int64_t a = mf_attr_int(attrs, "axis", -1);
   if (a < -q - 1 || a > q)
-    return mf_status_set(s, MF_INVALID_ARGUMENT,
-                         "%s: axis %lld is out of range for indices of rank %d (expected -1 or [0, %d])", op,
-                         (long long)a, q, q);
+    return MF_INVALID(s,
+                      "%s: axis %lld is out of range for indices of rank %d (expected -1 or [0, %d])", op,
+                      (long long)a, q, q);
   *axis = (int)(a < 0 ? a + q + 1 : a);
   return MF_OK;
 }

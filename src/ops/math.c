@@ -284,7 +284,7 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
     bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size, 0);
   else
     bad = bcast_run(loop, in, z);
-  if (bad) return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %s", ctx->op->name, impl->fail_msg);
+  if (bad) return MF_INVALID(ctx->status, "%s: %s", ctx->op->name, impl->fail_msg);
   return MF_OK;
 }
 
@@ -393,8 +393,8 @@ static const mf_map_fn cast_loops[MF_DTYPE_SLOTS][MF_DTYPE_SLOTS] = {MF_FOR_ALL_
 static mf_code cast_infer(mf_infer_ctx *ic) {
   const mf_attr *dst = mf_attrs_find(ic->attrs, "DstT", MF_ATTR_TYPE);
   if (!dst || !mf_dtype_size(dst->v.type))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: Cast needs a 'DstT' attribute naming the dtype to convert to", ic->op_name);
+    return MF_INVALID(ic->status,
+                      "%s: Cast needs a 'DstT' attribute naming the dtype to convert to", ic->op_name);
   ic->out_dtypes[0] = dst->v.type;
   ic->out_shapes[0] = ic->in_shapes[0];
   return MF_OK;
@@ -416,15 +416,15 @@ static mf_code addn_infer(mf_infer_ctx *ic) {
   mf_shape shape = ic->in_shapes[0];
   for (int i = 1; i < ic->num_inputs; i++) {
     if (ic->in_dtypes[i] != t)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: input %d has dtype %s but input 0 has %s; use tf.cast to convert", ic->op_name,
-                           i, mf_dtype_name(ic->in_dtypes[i]), mf_dtype_name(t));
+      return MF_INVALID(ic->status,
+                        "%s: input %d has dtype %s but input 0 has %s; use tf.cast to convert", ic->op_name,
+                        i, mf_dtype_name(ic->in_dtypes[i]), mf_dtype_name(t));
     const mf_shape *si = &ic->in_shapes[i];
     if (!mf_merge_shapes(&shape, si, &shape)) {
       char a[128], b[128];
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: AddN needs inputs of one shape, but input %d is %s and the others %s",
-                           ic->op_name, i, mf_shape_str(si, a, sizeof a), mf_shape_str(&shape, b, sizeof b));
+      return MF_INVALID(ic->status,
+                        "%s: AddN needs inputs of one shape, but input %d is %s and the others %s",
+                        ic->op_name, i, mf_shape_str(si, a, sizeof a), mf_shape_str(&shape, b, sizeof b));
     }
   }
   ic->out_dtypes[0] = t;

@@ -12,6 +12,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/helpers.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -28,24 +29,24 @@ static mf_code matmul_infer(mf_infer_ctx *ic) {
   mf_dtype ta = ic->in_dtypes[0], tb = ic->in_dtypes[1];
   const mf_shape *a = &ic->in_shapes[0], *b = &ic->in_shapes[1];
   if (ta != tb)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: MatMul inputs must have the same dtype, but a is %s and b is %s; "
-                         "tf.cast one of them",
-                         ic->op_name, mf_dtype_name(ta), mf_dtype_name(tb));
+    return MF_INVALID(ic->status,
+                      "%s: MatMul inputs must have the same dtype, but a is %s and b is %s; "
+                      "tf.cast one of them",
+                      ic->op_name, mf_dtype_name(ta), mf_dtype_name(tb));
   if (ta != MF_FLOAT32 && ta != MF_FLOAT64 && ta != MF_INT32 && ta != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: MatMul takes float32, float64, int32 or int64 tensors, got %s; "
-                         "tf.cast the inputs first",
-                         ic->op_name, mf_dtype_name(ta));
+    return MF_INVALID(ic->status,
+                      "%s: MatMul takes float32, float64, int32 or int64 tensors, got %s; "
+                      "tf.cast the inputs first",
+                      ic->op_name, mf_dtype_name(ta));
   ic->out_dtypes[0] = ta;
   for (int i = 0; i < 2; i++) {
     const mf_shape *s = &ic->in_shapes[i];
     if (s->rank >= 0 && s->rank < 2) {
       char buf[160];
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: MatMul needs inputs of rank >= 2, but %s has shape %s (rank %d); "
-                           "tf.reshape or tf.expand_dims it into a matrix",
-                           ic->op_name, i ? "b" : "a", mf_shape_str(s, buf, sizeof buf), s->rank);
+      return MF_INVALID(ic->status,
+                        "%s: MatMul needs inputs of rank >= 2, but %s has shape %s (rank %d); "
+                        "tf.reshape or tf.expand_dims it into a matrix",
+                        ic->op_name, i ? "b" : "a", mf_shape_str(s, buf, sizeof buf), s->rank);
     }
   }
   if (a->rank < 0 || b->rank < 0) {
@@ -59,23 +60,23 @@ static mf_code matmul_infer(mf_infer_ctx *ic) {
   mat_dims(b, trans_b, &kb, &n);
   if (ka >= 0 && kb >= 0 && ka != kb) {
     char sa[160], sb[160];
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "Dimensions must be equal, but are %lld and %lld for '%s' (op: 'MatMul') "
-                         "with input shapes: %s, %s. The inner dimensions of op(a) and op(b) must "
-                         "match (transpose_a=%s, transpose_b=%s); if you meant a transposed "
-                         "operand, pass transpose_a or transpose_b",
-                         (long long)ka, (long long)kb, ic->op_name, mf_shape_str(a, sa, sizeof sa),
-                         mf_shape_str(b, sb, sizeof sb), trans_a ? "true" : "false",
-                         trans_b ? "true" : "false");
+    return MF_INVALID(ic->status,
+                      "Dimensions must be equal, but are %lld and %lld for '%s' (op: 'MatMul') "
+                      "with input shapes: %s, %s. The inner dimensions of op(a) and op(b) must "
+                      "match (transpose_a=%s, transpose_b=%s); if you meant a transposed "
+                      "operand, pass transpose_a or transpose_b",
+                      (long long)ka, (long long)kb, ic->op_name, mf_shape_str(a, sa, sizeof sa),
+                      mf_shape_str(b, sb, sizeof sb), trans_a ? "true" : "false",
+                      trans_b ? "true" : "false");
   }
   mf_shape batch_a = mf_shape_make(a->rank - 2, a->dims), batch_b = mf_shape_make(b->rank - 2, b->dims);
   mf_shape out;
   if (mf_broadcast_shape(ic->op_name, &batch_a, &batch_b, &out, ic->status)) {
     char sa[160], sb[160];
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: the batch dimensions of MatMul inputs of shapes %s and %s do not "
-                         "broadcast: each batch dimension must be equal or 1",
-                         ic->op_name, mf_shape_str(a, sa, sizeof sa), mf_shape_str(b, sb, sizeof sb));
+    return MF_INVALID(ic->status,
+                      "%s: the batch dimensions of MatMul inputs of shapes %s and %s do not "
+                      "broadcast: each batch dimension must be equal or 1",
+                      ic->op_name, mf_shape_str(a, sa, sizeof sa), mf_shape_str(b, sb, sizeof sb));
   }
   out.dims[out.rank++] = m;
   out.dims[out.rank++] = n;

@@ -1124,8 +1124,8 @@ static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
     for (int64_t r = 0; r < rows && r < 100 && len < sizeof list - 32; r++)
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld", r ? " " : "", (long long)labels[r]);
     if (rows > 100) snprintf(list + len, sizeof list - len, " ...");
-    mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                  "Received a label value of %lld which is outside the valid range of [0, %lld).  Label values: %s",
+    MF_INVALID(ctx->status,
+               "Received a label value of %lld which is outside the valid range of [0, %lld).  Label values: %s",
                   (long long)labels[bad], (long long)c, list);
   } else {
     sparse_xent_fns[x->dtype](x->data, labels, loss->data, bp->data, rows, c);

@@ -41,6 +41,7 @@
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 #include "graph/graph.h"
+#include "kernels/helpers.h"
 
 #include <math.h>
 #include <string.h>
@@ -156,16 +157,16 @@ DEFINE_TRUNCATED_FILL(fill_truncated_f64, double, 2, normal_f64)
 static mf_code shape_from_input(mf_infer_ctx *ic, mf_dtype dtype) {
   mf_dtype st = ic->in_dtypes[0];
   if (st != MF_INT32 && st != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: shape must be an int32 or int64 tensor, got %s", ic->op_name,
-                         mf_dtype_name(st));
+    return MF_INVALID(ic->status,
+                      "%s: shape must be an int32 or int64 tensor, got %s", ic->op_name,
+                      mf_dtype_name(st));
   const mf_shape *ss = &ic->in_shapes[0];
   if (ss->rank >= 0 && ss->rank != 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: shape must be a vector (rank 1), got rank %d", ic->op_name, ss->rank);
+    return MF_INVALID(ic->status,
+                      "%s: shape must be a vector (rank 1), got rank %d", ic->op_name, ss->rank);
   if (ss->rank == 1 && ss->dims[0] > MF_MAX_RANK)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: shape has %lld dimensions, at most %d allowed",
-                         ic->op_name, (long long)ss->dims[0], MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: shape has %lld dimensions, at most %d allowed",
+                      ic->op_name, (long long)ss->dims[0], MF_MAX_RANK);
   ic->out_dtypes[0] = dtype;
   mf_tensor *v = ic->in_values[0];
   if (!v) {
@@ -176,9 +177,9 @@ static mf_code shape_from_input(mf_infer_ctx *ic, mf_dtype dtype) {
   for (int i = 0; i < out.rank; i++) {
     out.dims[i] = mf_load_int64(v->data, v->dtype, i);
     if (out.dims[i] < 0)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: shape must be non-negative, got %lld for dimension %d",
-                           ic->op_name, (long long)out.dims[i], i);
+      return MF_INVALID(ic->status,
+                        "%s: shape must be non-negative, got %lld for dimension %d",
+                        ic->op_name, (long long)out.dims[i], i);
   }
   ic->out_shapes[0] = out;
   return MF_OK;
@@ -188,9 +189,9 @@ static mf_code shape_from_input(mf_infer_ctx *ic, mf_dtype dtype) {
 static mf_code random_infer(mf_infer_ctx *ic) {
   mf_dtype dtype = mf_attr_type(ic->attrs, "dtype", MF_FLOAT32);
   if (!mf_dtype_is_float(dtype))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: dtype must be float32 or float64, got %s; tf.cast the result for "
-                         "other dtypes", ic->op_name, mf_dtype_name(dtype));
+    return MF_INVALID(ic->status,
+                      "%s: dtype must be float32 or float64, got %s; tf.cast the result for "
+                      "other dtypes", ic->op_name, mf_dtype_name(dtype));
   return shape_from_input(ic, dtype);
 }
 
@@ -243,20 +244,20 @@ static mf_code uniform_int_infer(mf_infer_ctx *ic) {
   char buf[160];
   mf_dtype dt = ic->in_dtypes[1];
   if (dt != MF_INT32 && dt != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: minval and maxval must be int32 or int64, got %s",
-                         ic->op_name, mf_dtype_name(dt));
+    return MF_INVALID(ic->status, "%s: minval and maxval must be int32 or int64, got %s",
+                      ic->op_name, mf_dtype_name(dt));
   if (ic->in_dtypes[2] != dt)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: minval is %s but maxval is %s", ic->op_name,
-                         mf_dtype_name(dt), mf_dtype_name(ic->in_dtypes[2]));
+    return MF_INVALID(ic->status, "%s: minval is %s but maxval is %s", ic->op_name,
+                      mf_dtype_name(dt), mf_dtype_name(ic->in_dtypes[2]));
   for (int i = 1; i <= 2; i++)
     if (ic->in_shapes[i].rank > 0)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: %s must be a scalar, got shape %s", ic->op_name,
-                           i == 1 ? "minval" : "maxval", mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
+      return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name,
+                        i == 1 ? "minval" : "maxval", mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
   if (ic->in_values[1] && ic->in_values[2]) {
     int64_t lo = mf_load_int64(ic->in_values[1]->data, dt, 0), hi = mf_load_int64(ic->in_values[2]->data, dt, 0);
     if (hi <= lo)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: need minval < maxval, got minval %lld, maxval %lld",
-                           ic->op_name, (long long)lo, (long long)hi);
+      return MF_INVALID(ic->status, "%s: need minval < maxval, got minval %lld, maxval %lld",
+                        ic->op_name, (long long)lo, (long long)hi);
   }
   return shape_from_input(ic, dt);
 }
@@ -274,8 +275,8 @@ static mf_code uniform_int_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *lo_t = ctx->inputs[1], *hi_t = ctx->inputs[2];
   int64_t lo = mf_load_int64(lo_t->data, lo_t->dtype, 0), hi = mf_load_int64(hi_t->data, hi_t->dtype, 0);
   if (hi <= lo)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: need minval < maxval, got minval %lld, maxval %lld",
-                         ctx->op->name, (long long)lo, (long long)hi);
+    return MF_INVALID(ctx->status, "%s: need minval < maxval, got minval %lld, maxval %lld",
+                      ctx->op->name, (long long)lo, (long long)hi);
   uint64_t range = (uint64_t)hi - (uint64_t)lo, reject_below = (0 - range) % range;
   uint32_t c[4];
   for (int64_t e = 0; e < out->size; e++) {
@@ -352,30 +353,30 @@ static mf_code shuffle_kernel(mf_kernel_ctx *ctx) {
 static mf_code multinomial_infer(mf_infer_ctx *ic) {
   char buf[160];
   if (!mf_dtype_is_float(ic->in_dtypes[0]))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: logits must be float32 or float64, got %s; use tf.cast",
-                         ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
+    return MF_INVALID(ic->status, "%s: logits must be float32 or float64, got %s; use tf.cast",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
   const mf_shape *l = &ic->in_shapes[0];
   if (l->rank >= 0 && l->rank != 2)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: logits must be a matrix [batch, classes], got shape %s",
-                         ic->op_name, mf_shape_str(l, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: logits must be a matrix [batch, classes], got shape %s",
+                      ic->op_name, mf_shape_str(l, buf, sizeof buf));
   mf_dtype nt = ic->in_dtypes[1];
   if ((nt != MF_INT32 && nt != MF_INT64) || ic->in_shapes[1].rank > 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: num_samples must be an int32 or int64 scalar, got %s "
-                         "of shape %s", ic->op_name, mf_dtype_name(nt), mf_shape_str(&ic->in_shapes[1], buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: num_samples must be an int32 or int64 scalar, got %s "
+                      "of shape %s", ic->op_name, mf_dtype_name(nt), mf_shape_str(&ic->in_shapes[1], buf, sizeof buf));
   mf_dtype ot = mf_attr_type(ic->attrs, "output_dtype", MF_INT64);
   if (ot != MF_INT32 && ot != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: output_dtype must be int32 or int64, got %s",
-                         ic->op_name, mf_dtype_name(ot));
+    return MF_INVALID(ic->status, "%s: output_dtype must be int32 or int64, got %s",
+                      ic->op_name, mf_dtype_name(ot));
   int64_t samples = -1;
   if (ic->in_values[1]) {
     samples = mf_load_int64(ic->in_values[1]->data, nt, 0);
     if (samples < 0)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: num_samples must be non-negative, got %lld",
-                           ic->op_name, (long long)samples);
+      return MF_INVALID(ic->status, "%s: num_samples must be non-negative, got %lld",
+                        ic->op_name, (long long)samples);
   }
   if (l->rank == 2 && l->dims[1] == 0 && samples != 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: logits has no classes to draw from (shape %s)",
-                         ic->op_name, mf_shape_str(l, buf, sizeof buf));
+    return MF_INVALID(ic->status, "%s: logits has no classes to draw from (shape %s)",
+                      ic->op_name, mf_shape_str(l, buf, sizeof buf));
   ic->out_dtypes[0] = ot;
   ic->out_shapes[0] = (mf_shape){.rank = 2, .dims = {l->rank == 2 ? l->dims[0] : -1, samples}};
   return MF_OK;
@@ -428,9 +429,9 @@ static mf_code multinomial_kernel(mf_kernel_ctx *ctx) {
     }
     if (nan || !isfinite(max)) {
       mf_free(cdf);
-      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                           "%s: row %lld of logits has %s; every row needs a finite largest logit", ctx->op->name,
-                           (long long)b, nan ? "a nan" : max > 0 ? "an inf" : "only -inf");
+      return MF_INVALID(ctx->status,
+                        "%s: row %lld of logits has %s; every row needs a finite largest logit", ctx->op->name,
+                        (long long)b, nan ? "a nan" : max > 0 ? "an inf" : "only -inf");
     }
     double acc = 0;
     for (int64_t k = 0; k < classes; k++) cdf[k] = acc += exp(cdf[k] - max);

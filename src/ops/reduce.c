@@ -19,6 +19,7 @@
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,10 +43,10 @@ static mf_code reduce_mask(const char *op, const mf_attrs *attrs, int rank, bool
     int d;
     if (mf_normalize_axis(op, axes[i], rank, &d, s)) return s->code;
     if (mask[d])
-      return mf_status_set(s, MF_INVALID_ARGUMENT,
-                           "%s: axis %lld names dimension %d a second time for a tensor of rank %d; "
-                           "list each axis once",
-                           op, (long long)axes[i], d, rank);
+      return MF_INVALID(s,
+                        "%s: axis %lld names dimension %d a second time for a tensor of rank %d; "
+                        "list each axis once",
+                        op, (long long)axes[i], d, rank);
     mask[d] = true;
   }
   return MF_OK;
@@ -55,15 +56,15 @@ static mf_code reduce_infer(mf_infer_ctx *ic, bool logical) {
   mf_dtype t = ic->in_dtypes[0];
   const char *type = ic->def->name;
   if (logical && t != MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: %s takes a bool tensor, got %s; compare first (e.g. tf.not_equal(x, 0)) "
-                         "or tf.cast it to tf.bool",
-                         ic->op_name, type, mf_dtype_name(t));
+    return MF_INVALID(ic->status,
+                      "%s: %s takes a bool tensor, got %s; compare first (e.g. tf.not_equal(x, 0)) "
+                      "or tf.cast it to tf.bool",
+                      ic->op_name, type, mf_dtype_name(t));
   if (!logical && t == MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: %s takes a numeric tensor, got bool; use reduce_any/reduce_all, or "
-                         "tf.cast it to a number type first",
-                         ic->op_name, type);
+    return MF_INVALID(ic->status,
+                      "%s: %s takes a numeric tensor, got bool; use reduce_any/reduce_all, or "
+                      "tf.cast it to a number type first",
+                      ic->op_name, type);
   ic->out_dtypes[0] = t;
   bool keep = mf_attr_bool(ic->attrs, "keepdims", false);
   const mf_shape *in = &ic->in_shapes[0];
@@ -318,11 +319,11 @@ REDUCE_OPS(REDUCE_OP_FUNCS)
 static mf_code sum_to_shape_infer(mf_infer_ctx *ic) {
   mf_dtype t = ic->in_dtypes[0];
   if (t == MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: SumToShape takes a numeric tensor, got bool",
-                         ic->op_name);
+    return MF_INVALID(ic->status, "%s: SumToShape takes a numeric tensor, got bool",
+                      ic->op_name);
   if (ic->in_dtypes[1] != MF_INT32 && ic->in_dtypes[1] != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the shape must be int32 or int64, got %s",
-                         ic->op_name, mf_dtype_name(ic->in_dtypes[1]));
+    return MF_INVALID(ic->status, "%s: the shape must be int32 or int64, got %s",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[1]));
   ic->out_dtypes[0] = t;
   ic->out_shapes[0] = mf_infer_shape_value(ic, 1);
   return MF_OK;
@@ -338,10 +339,10 @@ static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
     if (lead < 0 || (w != grad->dims[d] && w != 1)) {
       char a[128], b[128];
       mf_shape gs = mf_shape_of(grad);
-      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                           "%s: a gradient of shape %s cannot be summed to shape %s, which does not "
-                           "broadcast to it", ctx->op->name, mf_shape_str(&gs, a, sizeof a),
-                           mf_shape_str(want, b, sizeof b));
+      return MF_INVALID(ctx->status,
+                        "%s: a gradient of shape %s cannot be summed to shape %s, which does not "
+                        "broadcast to it", ctx->op->name, mf_shape_str(&gs, a, sizeof a),
+                        mf_shape_str(want, b, sizeof b));
     }
     mask[d] = d < lead || w != grad->dims[d];
     same &= !mask[d];
@@ -374,39 +375,39 @@ static mf_code tile_grad_infer(mf_infer_ctx *ic) {
   const mf_shape *dy = &ic->in_shapes[0], *sv = &ic->in_shapes[1];
   char a[160], b[160];
   if (ic->in_dtypes[0] == MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: TileGrad takes a numeric tensor, got bool",
-                         ic->op_name);
+    return MF_INVALID(ic->status, "%s: TileGrad takes a numeric tensor, got bool",
+                      ic->op_name);
   if ((ic->in_dtypes[1] != MF_INT32 && ic->in_dtypes[1] != MF_INT64) || (sv->rank >= 0 && sv->rank != 1))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: the shape must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
-                         mf_dtype_name(ic->in_dtypes[1]), mf_shape_str(sv, a, sizeof a));
+    return MF_INVALID(ic->status,
+                      "%s: the shape must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
+                      mf_dtype_name(ic->in_dtypes[1]), mf_shape_str(sv, a, sizeof a));
   const int64_t *m;
   int n = mf_attr_ints(ic->attrs, "multiples", &m);
   if (n < 0 || n > MF_MAX_RANK)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: TileGrad needs a 'multiples' attribute of at most %d entries", ic->op_name,
-                         MF_MAX_RANK);
+    return MF_INVALID(ic->status,
+                      "%s: TileGrad needs a 'multiples' attribute of at most %d entries", ic->op_name,
+                      MF_MAX_RANK);
   mf_shape out = mf_infer_shape_value(ic, 1);
   if (out.rank < 0) {
     out.rank = n;
     for (int i = 0; i < n; i++) out.dims[i] = -1;
   }
   if (out.rank != n || (dy->rank >= 0 && dy->rank != n))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: multiples has %d entries, but the gradient has shape %s and the shape is %s",
-                         ic->op_name, n, mf_shape_str(dy, a, sizeof a), mf_shape_str(&out, b, sizeof b));
+    return MF_INVALID(ic->status,
+                      "%s: multiples has %d entries, but the gradient has shape %s and the shape is %s",
+                      ic->op_name, n, mf_shape_str(dy, a, sizeof a), mf_shape_str(&out, b, sizeof b));
   for (int i = 0; i < n; i++) {
     int64_t g = dy->rank >= 0 ? dy->dims[i] : -1;
     if (m[i] < 0)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: multiples[%d] = %lld must be non-negative",
-                           ic->op_name, i, (long long)m[i]);
+      return MF_INVALID(ic->status, "%s: multiples[%d] = %lld must be non-negative",
+                        ic->op_name, i, (long long)m[i]);
     if (out.dims[i] < 0 && g >= 0 && m[i] > 0 && g % m[i] == 0) out.dims[i] = g / m[i];
     if (out.dims[i] >= 0 && g >= 0 && g != out.dims[i] * m[i])
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: a gradient of shape %s is not shape %s tiled by the multiples "
-                           "(dimension %d: %lld is not %lld * %lld)",
-                           ic->op_name, mf_shape_str(dy, a, sizeof a), mf_shape_str(&out, b, sizeof b), i,
-                           (long long)g, (long long)out.dims[i], (long long)m[i]);
+      return MF_INVALID(ic->status,
+                        "%s: a gradient of shape %s is not shape %s tiled by the multiples "
+                        "(dimension %d: %lld is not %lld * %lld)",
+                        ic->op_name, mf_shape_str(dy, a, sizeof a), mf_shape_str(&out, b, sizeof b), i,
+                        (long long)g, (long long)out.dims[i], (long long)m[i]);
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = out;
@@ -425,9 +426,9 @@ static mf_code tile_grad_kernel(mf_kernel_ctx *ctx) {
     if (dy->rank != n || out->rank != n || dy->dims[i] != out->dims[i] * m[i]) {
       char a[160], b[160];
       mf_shape ds = mf_shape_of(dy), os = mf_shape_of(out);
-      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                           "%s: a gradient of shape %s is not shape %s tiled by the multiples",
-                           ctx->op->name, mf_shape_str(&ds, a, sizeof a), mf_shape_str(&os, b, sizeof b));
+      return MF_INVALID(ctx->status,
+                        "%s: a gradient of shape %s is not shape %s tiled by the multiples",
+                        ctx->op->name, mf_shape_str(&ds, a, sizeof a), mf_shape_str(&os, b, sizeof b));
     }
     dims[2 * i] = m[i];
     dims[2 * i + 1] = out->dims[i];
@@ -450,13 +451,13 @@ static mf_code reduced_shape_infer(mf_infer_ctx *ic) {
   const mf_shape *s = &ic->in_shapes[0];
   char buf[160];
   if ((ic->in_dtypes[0] != MF_INT32 && ic->in_dtypes[0] != MF_INT64) || (s->rank >= 0 && s->rank != 1))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: the shape must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
-                         mf_dtype_name(ic->in_dtypes[0]), mf_shape_str(s, buf, sizeof buf));
+    return MF_INVALID(ic->status,
+                      "%s: the shape must be an int32 or int64 vector, got %s of shape %s", ic->op_name,
+                      mf_dtype_name(ic->in_dtypes[0]), mf_shape_str(s, buf, sizeof buf));
   int64_t n = s->rank == 1 ? s->dims[0] : -1;
   if (n > MF_MAX_RANK)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: a shape of %lld dimensions; at most %d",
-                         ic->op_name, (long long)n, MF_MAX_RANK);
+    return MF_INVALID(ic->status, "%s: a shape of %lld dimensions; at most %d",
+                      ic->op_name, (long long)n, MF_MAX_RANK);
   bool mask[MF_MAX_RANK];
   if (n >= 0 && reduce_mask(ic->op_name, ic->attrs, (int)n, mask, ic->status)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
@@ -469,8 +470,8 @@ static mf_code reduced_shape_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *out = ctx->outputs[0];
   bool mask[MF_MAX_RANK];
   if (in->size > MF_MAX_RANK)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: a shape of %lld dimensions; at most %d",
-                         ctx->op->name, (long long)in->size, MF_MAX_RANK);
+    return MF_INVALID(ctx->status, "%s: a shape of %lld dimensions; at most %d",
+                      ctx->op->name, (long long)in->size, MF_MAX_RANK);
   if (reduce_mask(ctx->op->name, ctx->attrs, (int)in->size, mask, ctx->status)) return ctx->status->code;
   for (int64_t i = 0; i < in->size; i++) {
     int64_t d = mask[i] ? 1 : mf_load_int64(in->data, in->dtype, i);

@@ -8,19 +8,20 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 
 /* ---------- Select(cond, x, y): tf.where with three arguments ----------
  * cond bool; x and y one dtype; all three broadcast together (NumPy). */
 
 static mf_code select_infer(mf_infer_ctx *ic) {
   if (ic->in_dtypes[0] != MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: the condition must be a bool tensor, got %s (use a comparison such as tf.less)",
-                         ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
+    return MF_INVALID(ic->status,
+                      "%s: the condition must be a bool tensor, got %s (use a comparison such as tf.less)",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
   if (ic->in_dtypes[1] != ic->in_dtypes[2])
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: x and y must have one dtype, got %s and %s; use tf.cast", ic->op_name,
-                         mf_dtype_name(ic->in_dtypes[1]), mf_dtype_name(ic->in_dtypes[2]));
+    return MF_INVALID(ic->status,
+                      "%s: x and y must have one dtype, got %s and %s; use tf.cast", ic->op_name,
+                      mf_dtype_name(ic->in_dtypes[1]), mf_dtype_name(ic->in_dtypes[2]));
   mf_shape xy;
   if (mf_broadcast_shape(ic->op_name, &ic->in_shapes[1], &ic->in_shapes[2], &xy, ic->status) ||
       mf_broadcast_shape(ic->op_name, &ic->in_shapes[0], &xy, &ic->out_shapes[0], ic->status))

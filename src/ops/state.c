@@ -23,6 +23,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 #include "ops/variables.h"
 
 #include <stdio.h>
@@ -94,7 +95,7 @@ mf_tensor *mf_kernel_ref_writable(mf_kernel_ctx *ctx, int k) {
 static mf_code variable_infer(mf_infer_ctx *ic) {
   const mf_attr *t = mf_attrs_find(ic->attrs, "dtype", MF_ATTR_TYPE);
   if (!t || !mf_dtype_size(t->v.type))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: a variable needs a valid 'dtype'", ic->op_name);
+    return MF_INVALID(ic->status, "%s: a variable needs a valid 'dtype'", ic->op_name);
   const mf_attr *sh = mf_attrs_find(ic->attrs, "shape", MF_ATTR_SHAPE);
   ic->out_dtypes[0] = t->v.type;
   ic->out_shapes[0] = sh ? sh->v.shape : mf_shape_unknown();
@@ -120,29 +121,29 @@ static mf_code ref_value_infer(mf_infer_ctx *ic, bool shape_free) {
   if (ic->in_ports) {
     const mf_op *producer = ic->in_ports[0].op;
     if (!is_variable_op(producer))
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: Input 'ref' of '%s' Op requires l-value input: '%s:%d' is a %s, not a "
-                           "variable (create one with tf.Variable or tf.get_variable)",
-                           ic->op_name, ic->def->name, producer->name, ic->in_ports[0].index,
-                           producer->def->name);
+      return MF_INVALID(ic->status,
+                        "%s: Input 'ref' of '%s' Op requires l-value input: '%s:%d' is a %s, not a "
+                        "variable (create one with tf.Variable or tf.get_variable)",
+                        ic->op_name, ic->def->name, producer->name, ic->in_ports[0].index,
+                        producer->def->name);
     snprintf(var, sizeof var, "variable '%s'", producer->name);
   }
   mf_dtype vt = ic->in_dtypes[0];
   if (ic->num_inputs > 1) {
     if (ic->in_dtypes[1] != vt)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: the value has dtype %s but %s has dtype %s; use tf.cast "
-                           "to convert the value",
-                           ic->op_name, mf_dtype_name(ic->in_dtypes[1]), var, mf_dtype_name(vt));
+      return MF_INVALID(ic->status,
+                        "%s: the value has dtype %s but %s has dtype %s; use tf.cast "
+                        "to convert the value",
+                        ic->op_name, mf_dtype_name(ic->in_dtypes[1]), var, mf_dtype_name(vt));
     const mf_shape *a = &ic->in_shapes[0], *b = &ic->in_shapes[1];
     if (!shape_free && !mf_shape_compatible(a, b)) {
       char sa[128], sb[128];
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: Shapes must be equal: %s has shape %s but the value has "
-                           "shape %s; build a value of the variable's shape (tf.fill, tf.reshape)%s",
-                           ic->op_name, var, mf_shape_str_tf(a, sa, sizeof sa),
-                           mf_shape_str_tf(b, sb, sizeof sb),
-                           strcmp(ic->def->name, "Assign") == 0 ? " or pass validate_shape = false" : "");
+      return MF_INVALID(ic->status,
+                        "%s: Shapes must be equal: %s has shape %s but the value has "
+                        "shape %s; build a value of the variable's shape (tf.fill, tf.reshape)%s",
+                        ic->op_name, var, mf_shape_str_tf(a, sa, sizeof sa),
+                        mf_shape_str_tf(b, sb, sizeof sb),
+                        strcmp(ic->def->name, "Assign") == 0 ? " or pass validate_shape = false" : "");
     }
     mf_shape out = *b;
     if (!shape_free && out.rank < 0) out = *a;
@@ -165,11 +166,11 @@ static mf_code assign_infer(mf_infer_ctx *ic) {
 static mf_code shape_mismatch(mf_kernel_ctx *ctx, const mf_tensor *var, const mf_tensor *value) {
   char a[128], b[128];
   mf_shape sa = mf_shape_of(var), sb = mf_shape_of(value);
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "%s: %s requires shapes of both tensors to match. lhs shape= %s rhs shape= %s "
-                       "(variable '%s')",
-                       ctx->op->name, ctx->op->def->name, mf_shape_str(&sa, a, sizeof a),
-                       mf_shape_str(&sb, b, sizeof b), ref_op(ctx, 0)->name);
+  return MF_INVALID(ctx->status,
+                    "%s: %s requires shapes of both tensors to match. lhs shape= %s rhs shape= %s "
+                    "(variable '%s')",
+                    ctx->op->name, ctx->op->def->name, mf_shape_str(&sa, a, sizeof a),
+                    mf_shape_str(&sb, b, sizeof b), ref_op(ctx, 0)->name);
 }
 
 static mf_code assign_kernel(mf_kernel_ctx *ctx) {
@@ -205,8 +206,8 @@ static mf_code assign_kernel(mf_kernel_ctx *ctx) {
 /* AssignAdd / AssignSub(ref, value): value of the variable's shape. */
 static mf_code assign_update_infer(mf_infer_ctx *ic) {
   if (!mf_dtype_size(ic->in_dtypes[0]) || ic->in_dtypes[0] == MF_BOOL)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: %s needs a numeric variable, got %s",
-                         ic->op_name, ic->def->name, mf_dtype_name(ic->in_dtypes[0]));
+    return MF_INVALID(ic->status, "%s: %s needs a numeric variable, got %s",
+                      ic->op_name, ic->def->name, mf_dtype_name(ic->in_dtypes[0]));
   return ref_value_infer(ic, false);
 }
 

@@ -19,6 +19,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "ops/variables.h"
+#include "kernels/helpers.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -176,10 +177,10 @@ static int num_refs(const mf_op_def *def) {
 static mf_code shape_mismatch(mf_status *status, const char *op_name, const train_sig *sig, int k,
                               const char *variable, const mf_shape *var, const mf_shape *got) {
   char a[128], b[128];
-  return mf_status_set(status, MF_INVALID_ARGUMENT,
-                       "%s: '%s' must have the shape of '%s' (variable '%s'): %s vs %s", op_name,
-                       sig->inputs[k], sig->inputs[0], variable, mf_shape_str(got, a, sizeof a),
-                       mf_shape_str(var, b, sizeof b));
+  return MF_INVALID(status,
+                    "%s: '%s' must have the shape of '%s' (variable '%s'): %s vs %s", op_name,
+                    sig->inputs[k], sig->inputs[0], variable, mf_shape_str(got, a, sizeof a),
+                    mf_shape_str(var, b, sizeof b));
 }
 
 static mf_code apply_infer(mf_infer_ctx *ic, const train_sig *sig) {
@@ -188,29 +189,29 @@ static mf_code apply_infer(mf_infer_ctx *ic, const train_sig *sig) {
   for (int k = 0; ic->in_ports && k < refs; k++) {
     const mf_op *p = ic->in_ports[k].op;
     if (!(p->def->flags & MF_OP_VARIABLE))
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: Input '%s' of '%s' Op requires l-value input: '%s:%d' is a %s, not a "
-                           "variable (create one with tf.Variable or tf.get_variable)",
-                           ic->op_name, in[k], ic->def->name, p->name, ic->in_ports[k].index, p->def->name);
+      return MF_INVALID(ic->status,
+                        "%s: Input '%s' of '%s' Op requires l-value input: '%s:%d' is a %s, not a "
+                        "variable (create one with tf.Variable or tf.get_variable)",
+                        ic->op_name, in[k], ic->def->name, p->name, ic->in_ports[k].index, p->def->name);
     for (int j = 0; j < k; j++)
       if (ic->in_ports[j].op == p)
-        return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                             "%s: inputs '%s' and '%s' are both the variable '%s'; each slot of %s "
-                             "needs a variable of its own",
-                             ic->op_name, in[j], in[k], p->name, ic->def->name);
+        return MF_INVALID(ic->status,
+                          "%s: inputs '%s' and '%s' are both the variable '%s'; each slot of %s "
+                          "needs a variable of its own",
+                          ic->op_name, in[j], in[k], p->name, ic->def->name);
   }
   mf_dtype t = ic->in_dtypes[0];
   if (!mf_dtype_is_float(t))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: %s updates float32 or float64 variables, but '%s' has dtype %s",
-                         ic->op_name, ic->def->name, in[0], mf_dtype_name(t));
+    return MF_INVALID(ic->status,
+                      "%s: %s updates float32 or float64 variables, but '%s' has dtype %s",
+                      ic->op_name, ic->def->name, in[0], mf_dtype_name(t));
   const mf_shape *var = &ic->in_shapes[0];
   mf_shape out = *var;
   for (int k = 1; k < ic->num_inputs; k++) {
     if (ic->in_dtypes[k] != t)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: '%s' has dtype %s but '%s' has dtype %s; use tf.cast to convert it",
-                           ic->op_name, in[k], mf_dtype_name(ic->in_dtypes[k]), in[0], mf_dtype_name(t));
+      return MF_INVALID(ic->status,
+                        "%s: '%s' has dtype %s but '%s' has dtype %s; use tf.cast to convert it",
+                        ic->op_name, in[k], mf_dtype_name(ic->in_dtypes[k]), in[0], mf_dtype_name(t));
     const mf_shape *s = &ic->in_shapes[k];
     char a[128];
     if (k < refs || k == sig->grad) {
@@ -221,9 +222,9 @@ static mf_code apply_infer(mf_infer_ctx *ic, const train_sig *sig) {
       for (int d = 0; d < out.rank && s->rank == out.rank; d++)
         if (out.dims[d] < 0) out.dims[d] = s->dims[d];
     } else if (s->rank > 0) {
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: '%s' must be a scalar, got shape %s", ic->op_name, in[k],
-                           mf_shape_str_tf(s, a, sizeof a));
+      return MF_INVALID(ic->status,
+                        "%s: '%s' must be a scalar, got shape %s", ic->op_name, in[k],
+                        mf_shape_str_tf(s, a, sizeof a));
     }
   }
   ic->out_dtypes[0] = t;

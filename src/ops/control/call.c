@@ -31,6 +31,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 #include "ops/control/control.h"
 
 #include <stdio.h>
@@ -69,16 +70,16 @@ bool mf_is_arg(const mf_op *op) { return mf_is_type(op, "_Arg"); }
 /* Checks a function attribute at build time: `nin` inputs, the ids and ports in range. */
 mf_code mf_fn_check(mf_infer_ctx *ic, const char *f, fn_attr *fa, int nin) {
   if (!mf_fn_get(ic->attrs, f, fa))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: missing function attribute '%s'", ic->op_name, f);
+    return MF_INVALID(ic->status, "%s: missing function attribute '%s'", ic->op_name, f);
   if (fa->nin != nin)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: '%s_in' has %d entries for %d inputs",
-                         ic->op_name, f, fa->nin, nin);
+    return MF_INVALID(ic->status, "%s: '%s_in' has %d entries for %d inputs",
+                      ic->op_name, f, fa->nin, nin);
   int n = fa->g->num_ops;
   for (int k = 0; k < fa->nin; k++) {
     int64_t id = fa->in[k];
     if (id >= n || id < -1 || (id >= 0 && !mf_is_arg(fa->g->ops[id]) && !mf_is_type(fa->g->ops[id], "VariableV2")))
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: '%s_in'[%d] is not an argument of the function",
-                           ic->op_name, f, k);
+      return MF_INVALID(ic->status, "%s: '%s_in'[%d] is not an argument of the function",
+                        ic->op_name, f, k);
   }
   const int64_t *lists[2] = {fa->out, fa->stash};
   int counts[2] = {fa->nout, fa->nstash};
@@ -86,8 +87,8 @@ mf_code mf_fn_check(mf_infer_ctx *ic, const char *f, fn_attr *fa, int nin) {
     for (int i = 0; i < counts[l]; i++) {
       const int64_t *p = &lists[l][2 * i];
       if (p[0] < 0 || p[0] >= n || p[1] < 0 || p[1] >= fa->g->ops[p[0]]->num_outputs)
-        return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: a port of function '%s' is out of range",
-                             ic->op_name, f);
+        return MF_INVALID(ic->status, "%s: a port of function '%s' is out of range",
+                          ic->op_name, f);
     }
   return MF_OK;
 }
@@ -339,9 +340,9 @@ mf_code mf_stash_of(mf_kernel_ctx *ctx, const mf_tensor *h, stash **out) {
     return MF_OK;
   }
   if (h->dtype == MF_INT64 && h->rank == 0 && *(const int64_t *)h->data == 0) return MF_OK;
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "%s: input %d is not the stash output of a forward If/While op", ctx->op->name,
-                       ctx->num_inputs - 1);
+  return MF_INVALID(ctx->status,
+                    "%s: input %d is not the stash output of a forward If/While op", ctx->op->name,
+                    ctx->num_inputs - 1);
 }
 
 /* Column of port (id, index) in the stash, or -1. */
@@ -356,7 +357,7 @@ int mf_stash_column(const stash *st, const int64_t *pair) {
 static mf_code arg_infer(mf_infer_ctx *ic) {
   const mf_attr *t = mf_attrs_find(ic->attrs, "dtype", MF_ATTR_TYPE);
   if (!t || !mf_dtype_size(t->v.type))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: _Arg needs a valid 'dtype'", ic->op_name);
+    return MF_INVALID(ic->status, "%s: _Arg needs a valid 'dtype'", ic->op_name);
   const mf_attr *sh = mf_attrs_find(ic->attrs, "shape", MF_ATTR_SHAPE);
   ic->out_dtypes[0] = t->v.type;
   ic->out_shapes[0] = sh ? sh->v.shape : mf_shape_unknown();

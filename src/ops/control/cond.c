@@ -10,6 +10,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 #include "ops/control/control.h"
 
 #include <stdio.h>
@@ -21,8 +22,9 @@
  * feed the ports listed in then_unstash / else_unstash, and effects do not
  * run. Outputs: the branch results, then the stash. */
 
-/* The most specific shape compatible with both. */
-static mf_shape merge_shapes(const mf_shape *a, const mf_shape *b) {
+/* The most specific shape both a and b have, what either branch may give:
+ * dims that differ become unknown (unlike mf_merge_shapes, which narrows). */
+static mf_shape either_shape(const mf_shape *a, const mf_shape *b) {
   if (a->rank < 0 || b->rank < 0 || a->rank != b->rank) return mf_shape_unknown();
   mf_shape out = *a;
   for (int d = 0; d < a->rank; d++)
@@ -33,36 +35,36 @@ static mf_shape merge_shapes(const mf_shape *a, const mf_shape *b) {
 static mf_code if_infer(mf_infer_ctx *ic) {
   if (ic->in_dtypes[0] != MF_BOOL || ic->in_shapes[0].rank > 0) {
     char buf[128];
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: the predicate must be a scalar bool, got a %s tensor of shape %s",
-                         ic->op_name, mf_dtype_name(ic->in_dtypes[0]),
-                         mf_shape_str_tf(&ic->in_shapes[0], buf, sizeof buf));
+    return MF_INVALID(ic->status,
+                      "%s: the predicate must be a scalar bool, got a %s tensor of shape %s",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[0]),
+                      mf_shape_str_tf(&ic->in_shapes[0], buf, sizeof buf));
   }
   bool stash_in = mf_attr_bool(ic->attrs, "gradient", false);
   int nin = ic->num_inputs - 1 - (stash_in ? 1 : 0);
   fn_attr t, e;
   if (mf_fn_check(ic, "then", &t, nin) || mf_fn_check(ic, "else", &e, nin)) return ic->status->code;
   if (t.nout != e.nout)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the branches return %d and %d values",
-                         ic->op_name, t.nout, e.nout);
+    return MF_INVALID(ic->status, "%s: the branches return %d and %d values",
+                      ic->op_name, t.nout, e.nout);
   for (int k = 0; k < nin; k++) {
     const int64_t ids[2] = {t.in[k], e.in[k]};
     const fn_attr *fs[2] = {&t, &e};
     for (int b = 0; b < 2; b++)
       if (ids[b] >= 0 && mf_fn_op(fs[b], ids[b])->out_dtypes[0] != ic->in_dtypes[1 + k])
-        return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: input %d has dtype %s, its argument %s",
-                             ic->op_name, k + 1, mf_dtype_name(ic->in_dtypes[1 + k]),
-                             mf_dtype_name(mf_fn_op(fs[b], ids[b])->out_dtypes[0]));
+        return MF_INVALID(ic->status, "%s: input %d has dtype %s, its argument %s",
+                          ic->op_name, k + 1, mf_dtype_name(ic->in_dtypes[1 + k]),
+                          mf_dtype_name(mf_fn_op(fs[b], ids[b])->out_dtypes[0]));
   }
   if (mf_infer_set_num_outputs(ic, t.nout + 1)) return ic->status->code;
   for (int i = 0; i < t.nout; i++) {
     mf_output a = mf_fn_result(&t, i), b = mf_fn_result(&e, i);
     if (mf_port_dtype(a) != mf_port_dtype(b))
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: output %d has dtype %s in the true branch but %s in the false branch",
-                           ic->op_name, i, mf_dtype_name(mf_port_dtype(a)), mf_dtype_name(mf_port_dtype(b)));
+      return MF_INVALID(ic->status,
+                        "%s: output %d has dtype %s in the true branch but %s in the false branch",
+                        ic->op_name, i, mf_dtype_name(mf_port_dtype(a)), mf_dtype_name(mf_port_dtype(b)));
     ic->out_dtypes[i] = mf_port_dtype(a);
-    ic->out_shapes[i] = merge_shapes(mf_port_shape(a), mf_port_shape(b));
+    ic->out_shapes[i] = either_shape(mf_port_shape(a), mf_port_shape(b));
   }
   ic->out_dtypes[t.nout] = MF_INT64;
   ic->out_shapes[t.nout] = mf_shape_scalar();
@@ -74,9 +76,9 @@ static mf_code if_kernel(mf_kernel_ctx *ctx) {
   if (!mf_scalar_bool(ctx->inputs[0], &pred)) {
     char buf[128];
     mf_shape sh = mf_shape_of(ctx->inputs[0]);
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: the predicate must be a scalar bool, got shape %s", ctx->op->name,
-                         mf_shape_str_tf(&sh, buf, sizeof buf));
+    return MF_INVALID(ctx->status,
+                      "%s: the predicate must be a scalar bool, got shape %s", ctx->op->name,
+                      mf_shape_str_tf(&sh, buf, sizeof buf));
   }
   int branch = pred ? 0 : 1;
   fn_attr f;
@@ -147,7 +149,7 @@ done:
 
 static mf_code case_index_infer(mf_infer_ctx *ic) {
   if (ic->in_dtypes[0] != MF_BOOL || ic->in_shapes[0].rank != 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: expects a bool vector of predicates", ic->op_name);
+    return MF_INVALID(ic->status, "%s: expects a bool vector of predicates", ic->op_name);
   ic->out_dtypes[0] = MF_INT32;
   ic->out_shapes[0] = mf_shape_scalar();
   return MF_OK;
@@ -172,10 +174,10 @@ static mf_code case_index_kernel(mf_kernel_ctx *ctx) {
     }
     vals[at++] = ']';
     vals[at] = '\0';
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "More than one condition evaluated as True but exclusive=True. Conditions: (%s), "
-                         "Values: %s (%lld of them are True)",
-                         names ? names->v.s : "", vals, (long long)count);
+    return MF_INVALID(ctx->status,
+                      "More than one condition evaluated as True but exclusive=True. Conditions: (%s), "
+                      "Values: %s (%lld of them are True)",
+                      names ? names->v.s : "", vals, (long long)count);
   }
   *(int32_t *)ctx->outputs[0]->data = (int32_t)first;
   return MF_OK;

@@ -254,7 +254,7 @@ mf_code mf_if_grad(mf_grad_ctx *gc) {
     nfwd[b] = forward_ops(gc, b == 0 ? "then_fwd" : "else_fwd", f->g);
     fn_gradient(gc, f->g, ys, ny, bx, used, gargs[b], bdx);
     for (int j = 0, u = 0; j < nx; j++) {
-      dx[b][j] = f->in[xi[j]] >= 0 ? bdx[u++] : (mf_output){NULL, 0};
+      dx[b][j] = f->in[xi[j]] >= 0 ? bdx[u++] : MF_NO_PORT;
       if (dx[b][j].op) conn[j] = true;
     }
     mf_free(bx);
@@ -413,7 +413,7 @@ mf_code mf_while_grad(mf_grad_ctx *gc) {
    * d(capture) for the connected captures. */
   int nout = 0, ndc = 0, x = 0;
   for (int i = 0; i < nvf; i++) {
-    mf_output d = b.in[kv[i]] >= 0 ? dxs[x++] : (mf_output){NULL, 0};
+    mf_output d = b.in[kv[i]] >= 0 ? dxs[x++] : MF_NO_PORT;
     outs[nout++] = d.op ? d : fn_op1(gc, g, "ZerosLike", mf_op_out(g->ops[gargs[i]], 0));
   }
   for (int j = 0; j < ncf; j++, x++)

@@ -10,6 +10,7 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 #include "ops/control/control.h"
 
 #include <string.h>
@@ -48,12 +49,12 @@
 
 static mf_code ta_check(mf_infer_ctx *ic, int index_input) {
   if (ic->in_dtypes[1] != MF_INT64 || ic->in_shapes[1].rank > 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: input 1 is not a TensorArray's metadata", ic->op_name);
+    return MF_INVALID(ic->status, "%s: input 1 is not a TensorArray's metadata", ic->op_name);
   if (index_input >= 0) {
     mf_dtype t = ic->in_dtypes[index_input];
     if (t != MF_INT32 && t != MF_INT64)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: TensorArray indices must be int32 or int64, got %s",
-                           ic->op_name, mf_dtype_name(t));
+      return MF_INVALID(ic->status, "%s: TensorArray indices must be int32 or int64, got %s",
+                        ic->op_name, mf_dtype_name(t));
   }
   return MF_OK;
 }
@@ -84,11 +85,7 @@ static void ta_set_size(mf_tensor *meta, int64_t size) {
 static size_t ta_row_bytes(const mf_tensor *buf) {
   return buf->rank == 0 ? 0 : (size_t)(buf->size / (buf->dims[0] ? buf->dims[0] : 1)) * mf_dtype_size(buf->dtype);
 }
-static int64_t ta_row_elems(const mf_tensor *buf) {
-  int64_t n = 1;
-  for (int d = 1; d < buf->rank; d++) n *= buf->dims[d];
-  return n;
-}
+static int64_t ta_row_elems(const mf_tensor *buf) { return mf_dims_product(buf->dims, 1, buf->rank); }
 static bool ta_shape_eq(const mf_shape *a, const mf_shape *b) {
   if (a->rank != b->rank) return false;
   for (int d = 0; d < a->rank; d++)
@@ -119,27 +116,27 @@ static mf_code ta_check_pair(mf_kernel_ctx *ctx, const mf_tensor *buf, const mf_
     for (int64_t i = 0; ok && buf->rank == 0 && i < cap; i++) ok = m[1 + i] == 0;
   }
   if (ok) return MF_OK;
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "%s: the TensorArray's buffer and metadata do not belong together (a fed or rewired "
-                       "value?); feed neither, or both from one TensorArray",
-                       ctx->op->name);
+  return MF_INVALID(ctx->status,
+                    "%s: the TensorArray's buffer and metadata do not belong together (a fed or rewired "
+                    "value?); feed neither, or both from one TensorArray",
+                    ctx->op->name);
 }
 
 /* TensorArray(size): attrs dtype, element_shape (optional), dynamic_size. */
 static mf_code ta_new_infer(mf_infer_ctx *ic) {
   mf_dtype st = ic->in_dtypes[0];
   if ((st != MF_INT32 && st != MF_INT64) || ic->in_shapes[0].rank > 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the size must be an int32 scalar, got %s",
-                         ic->op_name, mf_dtype_name(st));
+    return MF_INVALID(ic->status, "%s: the size must be an int32 scalar, got %s",
+                      ic->op_name, mf_dtype_name(st));
   const mf_attr *t = mf_attrs_find(ic->attrs, "dtype", MF_ATTR_TYPE);
   if (!t || !mf_dtype_size(t->v.type))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: needs a valid 'dtype'", ic->op_name);
+    return MF_INVALID(ic->status, "%s: needs a valid 'dtype'", ic->op_name);
   const mf_attr *es = mf_attrs_find(ic->attrs, "element_shape", MF_ATTR_SHAPE);
   int64_t size = -1;
   if (ic->in_values[0]) size = load_index(ic->in_values[0], 0);
   if (size < -1 || (ic->runtime && size < 0))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the size must be non-negative, got %lld", ic->op_name,
-                         (long long)size);
+    return MF_INVALID(ic->status, "%s: the size must be non-negative, got %lld", ic->op_name,
+                      (long long)size);
   ic->out_dtypes[0] = t->v.type;
   ic->out_dtypes[1] = MF_INT64;
   if (es && mf_shape_fully_defined(&es->v.shape) && es->v.shape.rank < MF_MAX_RANK) {
@@ -208,16 +205,16 @@ static mf_code ta_check_write(mf_kernel_ctx *ctx, int64_t i, const mf_tensor *me
   int64_t size = ta_size(meta);
   bool dynamic = mf_attr_bool(ctx->attrs, "dynamic_size", false);
   if (i < 0)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: Tried to write to index %lld of a TensorArray",
-                         ctx->op->name, (long long)i);
+    return MF_INVALID(ctx->status, "%s: Tried to write to index %lld of a TensorArray",
+                      ctx->op->name, (long long)i);
   if (i >= size && !dynamic)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Tried to write to index %lld but array is not resizeable and size is: %lld",
-                         ctx->op->name, (long long)i, (long long)size);
+    return MF_INVALID(ctx->status,
+                      "%s: Tried to write to index %lld but array is not resizeable and size is: %lld",
+                      ctx->op->name, (long long)i, (long long)size);
   if (i < ta_capacity(meta) && ta_written(meta, i))
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Could not write to TensorArray index %lld because it has already been written to.",
-                         ctx->op->name, (long long)i);
+    return MF_INVALID(ctx->status,
+                      "%s: Could not write to TensorArray index %lld because it has already been written to.",
+                      ctx->op->name, (long long)i);
   return MF_OK;
 }
 
@@ -252,12 +249,12 @@ static mf_code ta_commit_ragged(mf_kernel_ctx *ctx, const ta_elems *e, int64_t n
   char a[128], b[128];
   if (!was && !mf_attr_bool(ctx->attrs, "ragged", false)) {
     mf_shape s = ta_elem_j(e, bad), have = buf->rank > 0 ? mf_shape_make(buf->rank - 1, buf->dims + 1) : ta_elem_j(e, 0);
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Could not write to TensorArray index %lld because the value shape is %s which is "
-                         "incompatible with the TensorArray's inferred element shape: %s (consider setting "
-                         "infer_shape=False).",
-                         ctx->op->name, (long long)e->idx[bad], mf_shape_str(&s, a, sizeof a),
-                         mf_shape_str(&have, b, sizeof b));
+    return MF_INVALID(ctx->status,
+                      "%s: Could not write to TensorArray index %lld because the value shape is %s which is "
+                      "incompatible with the TensorArray's inferred element shape: %s (consider setting "
+                      "infer_shape=False).",
+                      ctx->op->name, (long long)e->idx[bad], mf_shape_str(&s, a, sizeof a),
+                      mf_shape_str(&have, b, sizeof b));
   }
   /* The dims after the first, which all elements share. */
   mf_shape rest;
@@ -274,15 +271,14 @@ static mf_code ta_commit_ragged(mf_kernel_ctx *ctx, const ta_elems *e, int64_t n
     want.dims[0] = -1;
     memcpy(want.dims + 1, rest.dims, (size_t)rest.rank * sizeof want.dims[0]);
     if (scalars) want = buf->rank > 0 ? mf_shape_make(buf->rank - 1, buf->dims + 1) : ta_elem_j(e, 0);
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Could not write to TensorArray index %lld because the value shape is %s which is "
-                         "incompatible with the TensorArray's element shape: %s (elements may differ in their first "
-                         "dimension only)",
-                         ctx->op->name, (long long)e->idx[j], mf_shape_str(&s, a, sizeof a),
-                         mf_shape_str_tf(&want, b, sizeof b));
+    return MF_INVALID(ctx->status,
+                      "%s: Could not write to TensorArray index %lld because the value shape is %s which is "
+                      "incompatible with the TensorArray's element shape: %s (elements may differ in their first "
+                      "dimension only)",
+                      ctx->op->name, (long long)e->idx[j], mf_shape_str(&s, a, sizeof a),
+                      mf_shape_str_tf(&want, b, sizeof b));
   }
-  int64_t rest_elems = 1;
-  for (int d = 0; d < rest.rank; d++) rest_elems *= rest.dims[d];
+  int64_t rest_elems = mf_dims_product(rest.dims, 0, rest.rank);
   size_t rest_bytes = (size_t)rest_elems * mf_dtype_size(buf->dtype);
   int64_t cap = ta_capacity(meta);
   int64_t need_cap = new_size > cap ? (new_size > 2 * cap ? new_size : 2 * cap) : cap;
@@ -387,24 +383,24 @@ static mf_shape ta_rows_shape(const mf_infer_ctx *ic, int ii, int64_t n) {
 
 static mf_code ta_dtype_check(mf_infer_ctx *ic, int vi) {
   if (ic->in_dtypes[vi] == ic->in_dtypes[0]) return MF_OK;
-  return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                       "%s: TensorArray dtype is %s but Op is trying to write dtype %s; use tf.cast", ic->op_name,
-                       mf_dtype_name(ic->in_dtypes[0]), mf_dtype_name(ic->in_dtypes[vi]));
+  return MF_INVALID(ic->status,
+                    "%s: TensorArray dtype is %s but Op is trying to write dtype %s; use tf.cast", ic->op_name,
+                    mf_dtype_name(ic->in_dtypes[0]), mf_dtype_name(ic->in_dtypes[vi]));
 }
 
 /* TensorArrayWrite(buffer, meta, index, value), attrs dynamic_size, ragged. */
 static mf_code ta_write_infer(mf_infer_ctx *ic) {
   if (ta_check(ic, 2)) return ic->status->code;
   if (ic->in_shapes[2].rank > 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the index must be a scalar", ic->op_name);
+    return MF_INVALID(ic->status, "%s: the index must be a scalar", ic->op_name);
   if (ta_dtype_check(ic, 3)) return ic->status->code;
   const mf_shape *b = &ic->in_shapes[0], *v = &ic->in_shapes[3];
   mf_shape elem = ta_elem_shape(b);
   if (!ta_attr_ragged(ic) && b->rank > 0 && !mf_shape_compatible(&elem, v)) {
     char x[128], y[128];
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: the value has shape %s but the TensorArray's elements have shape %s", ic->op_name,
-                         mf_shape_str_tf(v, x, sizeof x), mf_shape_str_tf(&elem, y, sizeof y));
+    return MF_INVALID(ic->status,
+                      "%s: the value has shape %s but the TensorArray's elements have shape %s", ic->op_name,
+                      mf_shape_str_tf(v, x, sizeof x), mf_shape_str_tf(&elem, y, sizeof y));
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_dtypes[1] = MF_INT64;
@@ -440,10 +436,10 @@ static mf_code ta_scatter_infer_common(mf_infer_ctx *ic, int vi) {
   if (ta_dtype_check(ic, vi)) return ic->status->code;
   const mf_shape *v = &ic->in_shapes[vi];
   if (v->rank == 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the value must have rank >= 1 (one row per element)",
-                         ic->op_name);
+    return MF_INVALID(ic->status, "%s: the value must have rank >= 1 (one row per element)",
+                      ic->op_name);
   if (vi == 3 && ic->in_shapes[2].rank > 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the indices must be a vector", ic->op_name);
+    return MF_INVALID(ic->status, "%s: the indices must be a vector", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_dtypes[1] = MF_INT64;
   if (vi == 2) ic->out_dtypes[2] = MF_INT64;
@@ -472,9 +468,9 @@ static mf_code ta_check_writes(mf_kernel_ctx *ctx, const int64_t *idx, int64_t n
     if (ta_check_write(ctx, i, ctx->inputs[1])) return ctx->status->code;
     for (int64_t k = 0; k < j; k++)
       if (idx[k] == i)
-        return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                             "%s: Could not write to TensorArray index %lld because it has already been written to.",
-                             ctx->op->name, (long long)i);
+        return MF_INVALID(ctx->status,
+                          "%s: Could not write to TensorArray index %lld because it has already been written to.",
+                          ctx->op->name, (long long)i);
     if (i + 1 > *new_size) *new_size = i + 1;
   }
   return MF_OK;
@@ -484,8 +480,8 @@ static mf_code ta_scatter_common(mf_kernel_ctx *ctx, const mf_tensor *indices, c
   if (ta_check_pair(ctx, ctx->inputs[0], ctx->inputs[1])) return ctx->status->code;
   int64_t n = value->dims[0];
   if (indices && indices->size != n)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: %lld indices for a value of %lld rows",
-                         ctx->op->name, (long long)indices->size, (long long)n);
+    return MF_INVALID(ctx->status, "%s: %lld indices for a value of %lld rows",
+                      ctx->op->name, (long long)indices->size, (long long)n);
   int64_t *idx = mf_malloc((size_t)(n ? n : 1) * sizeof *idx), new_size;
   if (!idx) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
   for (int64_t j = 0; j < n; j++) idx[j] = indices ? load_index(indices, j) : j;
@@ -506,13 +502,13 @@ static mf_code ta_split_infer(mf_infer_ctx *ic) {
   if (ta_dtype_check(ic, 2)) return ic->status->code;
   const mf_shape *v = &ic->in_shapes[2], *l = &ic->in_shapes[3];
   if (v->rank == 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: Expected value to be at least a vector, but received "
-                         "shape: []", ic->op_name);
+    return MF_INVALID(ic->status, "%s: Expected value to be at least a vector, but received "
+                      "shape: []", ic->op_name);
   if (l->rank >= 0 && l->rank != 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: Expected lengths to be a vector", ic->op_name);
+    return MF_INVALID(ic->status, "%s: Expected lengths to be a vector", ic->op_name);
   if (ic->in_dtypes[3] != MF_INT32 && ic->in_dtypes[3] != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: lengths must be int32 or int64, got %s",
-                         ic->op_name, mf_dtype_name(ic->in_dtypes[3]));
+    return MF_INVALID(ic->status, "%s: lengths must be int32 or int64, got %s",
+                      ic->op_name, mf_dtype_name(ic->in_dtypes[3]));
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_dtypes[1] = MF_INT64;
   ic->out_dtypes[2] = MF_INT64;
@@ -537,9 +533,9 @@ static mf_code ta_split_kernel(mf_kernel_ctx *ctx) {
   char a[128];
   if (value->rank < 1) {
     mf_shape s = mf_shape_of(value);
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Expected value to be at least a vector, but received shape: %s", ctx->op->name,
-                         mf_shape_str(&s, a, sizeof a));
+    return MF_INVALID(ctx->status,
+                      "%s: Expected value to be at least a vector, but received shape: %s", ctx->op->name,
+                      mf_shape_str(&s, a, sizeof a));
   }
   int64_t n = lengths->size, total = 0, new_size;
   int64_t *buf = mf_malloc((size_t)(2 * n + 1) * sizeof *buf), *lead = buf, *idx = buf + n;
@@ -548,18 +544,18 @@ static mf_code ta_split_kernel(mf_kernel_ctx *ctx) {
     lead[j] = load_index(lengths, j);
     idx[j] = j;
     if (lead[j] < 0) {
-      mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: lengths must be non-negative, got %lld at %lld",
-                    ctx->op->name, (long long)lead[j], (long long)j);
+      MF_INVALID(ctx->status, "%s: lengths must be non-negative, got %lld at %lld",
+                 ctx->op->name, (long long)lead[j], (long long)j);
       goto done;
     }
     total += lead[j];
   }
   if (total != value->dims[0]) {
     mf_shape s = mf_shape_of(value);
-    mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                  "%s: Expected sum of lengths to be equal to values.shape[0], but sum of lengths is %lld and "
-                  "value's shape is: %s",
-                  ctx->op->name, (long long)total, mf_shape_str(&s, a, sizeof a));
+    MF_INVALID(ctx->status,
+               "%s: Expected sum of lengths to be equal to values.shape[0], but sum of lengths is %lld and "
+               "value's shape is: %s",
+               ctx->op->name, (long long)total, mf_shape_str(&s, a, sizeof a));
     goto done;
   }
   if (ta_check_writes(ctx, idx, n, &new_size)) goto done;
@@ -575,19 +571,19 @@ done:
 static mf_code ta_check_read(mf_kernel_ctx *ctx, mf_tensor *meta, int64_t i) {
   int64_t size = ta_size(meta);
   if (i < 0 || i >= size)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: Tried to read from index %lld but array size is: %lld",
-                         ctx->op->name, (long long)i, (long long)size);
+    return MF_INVALID(ctx->status, "%s: Tried to read from index %lld but array size is: %lld",
+                      ctx->op->name, (long long)i, (long long)size);
   if (!ta_written(meta, i))
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Could not read from TensorArray index %lld because it has not yet been written to.",
-                         ctx->op->name, (long long)i);
+    return MF_INVALID(ctx->status,
+                      "%s: Could not read from TensorArray index %lld because it has not yet been written to.",
+                      ctx->op->name, (long long)i);
   if (mf_gradient_depth > 0 || !mf_attr_bool(ctx->attrs, "clear_after_read", false)) return MF_OK;
   int64_t *m = meta->data;
   if (m[1 + i] == 2)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: Could not read index %lld twice because it was cleared after a previous read "
-                         "(perhaps try setting clear_after_read = false?).",
-                         ctx->op->name, (long long)i);
+    return MF_INVALID(ctx->status,
+                      "%s: Could not read index %lld twice because it was cleared after a previous read "
+                      "(perhaps try setting clear_after_read = false?).",
+                      ctx->op->name, (long long)i);
   m[1 + i] = 2;
   return MF_OK;
 }
@@ -605,10 +601,10 @@ static bool ta_attr_elem(const mf_attrs *attrs, mf_shape *elem) {
 /* The error of reading the elements of an array without a buffer (nothing
  * written) whose element shape is not known. */
 static mf_code ta_unknown_elem(mf_kernel_ctx *ctx) {
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "%s: TensorArray has size zero, but element shape <unknown> is not fully defined. Give "
-                       "element_shape when creating a TensorArray that may stay empty",
-                       ctx->op->name);
+  return MF_INVALID(ctx->status,
+                    "%s: TensorArray has size zero, but element shape <unknown> is not fully defined. Give "
+                    "element_shape when creating a TensorArray that may stay empty",
+                    ctx->op->name);
 }
 
 /* Reads of a ragged array: elements idx (NULL: 0..n-1), one (`single`: the
@@ -631,11 +627,11 @@ static mf_code ta_read_ragged(mf_kernel_ctx *ctx, const mf_tensor *idx, int64_t 
       memmove(s1.dims + 1, rest.dims, (size_t)rest.rank * sizeof rest.dims[0]);
       s0.dims[0] = l0;
       s1.dims[0] = len[i];
-      return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                           "%s: TensorArray has inconsistent shapes.  Index %lld has shape: %s but index %lld has "
-                           "shape: %s",
-                           ctx->op->name, (long long)i0, mf_shape_str(&s0, a, sizeof a), (long long)i,
-                           mf_shape_str(&s1, b, sizeof b));
+      return MF_INVALID(ctx->status,
+                        "%s: TensorArray has inconsistent shapes.  Index %lld has shape: %s but index %lld has "
+                        "shape: %s",
+                        ctx->op->name, (long long)i0, mf_shape_str(&s0, a, sizeof a), (long long)i,
+                        mf_shape_str(&s1, b, sizeof b));
     }
     if (l0 < 0) l0 = len[i], i0 = i;
     total += len[i];
@@ -650,7 +646,7 @@ static mf_code ta_read_ragged(mf_kernel_ctx *ctx, const mf_tensor *idx, int64_t 
     dims[r++] = l0;
   }
   if (r + rest.rank > MF_MAX_RANK)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: the result has too many dimensions", ctx->op->name);
+    return MF_INVALID(ctx->status, "%s: the result has too many dimensions", ctx->op->name);
   memcpy(dims + r, rest.dims, (size_t)rest.rank * sizeof dims[0]);
   mf_tensor *o = mf_kernel_alloc_output(ctx, 0, buf->dtype, r + rest.rank, dims);
   int64_t one = total;
@@ -679,7 +675,7 @@ static mf_code ta_index_rows(mf_kernel_ctx *ctx, int64_t n) {
 static mf_code ta_read_infer(mf_infer_ctx *ic) {
   if (ta_check(ic, 2)) return ic->status->code;
   if (ic->in_shapes[2].rank > 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the index must be a scalar or a vector", ic->op_name);
+    return MF_INVALID(ic->status, "%s: the index must be a scalar or a vector", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[0];
   mf_shape elem = ta_attr_ragged(ic) ? mf_shape_unknown() : ta_elem_shape(&ic->in_shapes[0]);
   if (elem.rank < 0 && !ta_attr_ragged(ic)) ta_attr_elem(ic->attrs, &elem);
@@ -782,16 +778,16 @@ static mf_code ta_concat_infer(mf_infer_ctx *ic) {
   else if (b->rank > 0) elem = ta_elem_shape(b);
   else if (!ta_attr_elem(ic->attrs, &elem)) elem = mf_shape_unknown();
   if (elem.rank == 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: TensorArray concat needs elements of rank >= 1, got scalars (use stack)", ic->op_name);
+    return MF_INVALID(ic->status,
+                      "%s: TensorArray concat needs elements of rank >= 1, got scalars (use stack)", ic->op_name);
   ic->out_shapes[0] = elem;
   if (elem.rank > 0) ic->out_shapes[0].dims[0] = -1;
   return MF_OK;
 }
 
 static mf_code ta_scalar_concat(mf_kernel_ctx *ctx) {
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                       "%s: TensorArray concat needs elements of rank >= 1, got scalars (use stack)", ctx->op->name);
+  return MF_INVALID(ctx->status,
+                    "%s: TensorArray concat needs elements of rank >= 1, got scalars (use stack)", ctx->op->name);
 }
 
 static mf_code ta_concat_kernel(mf_kernel_ctx *ctx) {
@@ -817,7 +813,7 @@ static mf_code ta_concat_kernel(mf_kernel_ctx *ctx) {
 /* TensorArraySize(meta): int32 scalar. */
 static mf_code ta_size_infer(mf_infer_ctx *ic) {
   if (ic->in_dtypes[0] != MF_INT64 || ic->in_shapes[0].rank > 1)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the input is not a TensorArray's metadata", ic->op_name);
+    return MF_INVALID(ic->status, "%s: the input is not a TensorArray's metadata", ic->op_name);
   ic->out_dtypes[0] = MF_INT32;
   ic->out_shapes[0] = mf_shape_scalar();
   return MF_OK;
@@ -834,7 +830,7 @@ static mf_code ta_size_kernel(mf_kernel_ctx *ctx) {
 static mf_code rows_gather_infer(mf_infer_ctx *ic) {
   mf_dtype t = ic->in_dtypes[1];
   if (t != MF_INT32 && t != MF_INT64)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: indices must be int32 or int64", ic->op_name);
+    return MF_INVALID(ic->status, "%s: indices must be int32 or int64", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[0];
   mf_shape elem = ta_elem_shape(&ic->in_shapes[0]);
   const mf_shape *ix = &ic->in_shapes[1];
@@ -851,14 +847,14 @@ static mf_code rows_gather_infer(mf_infer_ctx *ic) {
 }
 
 static mf_code rows_range_error(mf_kernel_ctx *ctx, int64_t i, int64_t n) {
-  return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: row %lld is out of range [0, %lld)", ctx->op->name,
+  return MF_INVALID(ctx->status, "%s: row %lld is out of range [0, %lld)", ctx->op->name,
                        (long long)i, (long long)n);
 }
 
 static mf_code rows_gather_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0], *idx = ctx->inputs[1];
   mf_tensor *o = ctx->outputs[0];
-  if (x->rank == 0) return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: expects rows", ctx->op->name);
+  if (x->rank == 0) return MF_INVALID(ctx->status, "%s: expects rows", ctx->op->name);
   size_t row = (size_t)ta_row_elems(x) * mf_dtype_size(x->dtype);
   for (int64_t j = 0; j < idx->size; j++) {
     int64_t i = load_index(idx, j);
@@ -872,7 +868,7 @@ static mf_code rows_gather_kernel(mf_kernel_ctx *ctx) {
  * added at rows `indices` (a scalar index: one row). */
 static mf_code rows_scatter_infer(mf_infer_ctx *ic) {
   if (!mf_dtype_is_float(ic->in_dtypes[2]))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: updates must be float", ic->op_name);
+    return MF_INVALID(ic->status, "%s: updates must be float", ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[2];
   ic->out_shapes[0] = mf_infer_shape_value(ic, 0);
   return MF_OK;
@@ -883,7 +879,7 @@ mf_code mf_add_rows(mf_kernel_ctx *ctx, mf_tensor *o, const mf_tensor *idx, cons
   if (o->rank == 0) return MF_OK;  /* an array without a buffer yet takes no gradient */
   int64_t row = ta_row_elems(o);
   if (u->size != idx->size * row || u->dtype != o->dtype)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: updates do not match the rows", ctx->op->name);
+    return MF_INVALID(ctx->status, "%s: updates do not match the rows", ctx->op->name);
   for (int64_t j = 0; j < idx->size; j++) {
     int64_t i = load_index(idx, j);
     if (i < 0 || i >= o->dims[0]) return rows_range_error(ctx, i, o->dims[0]);
@@ -920,7 +916,7 @@ static mf_code grad_buffer_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *o = ctx->outputs[0];
   size_t n = mf_tensor_nbytes(o), have = o->rank == 0 || g->rank == 0 ? 0 : mf_tensor_nbytes(g);
   if (g->dtype != o->dtype)
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: the gradient's dtype does not match", ctx->op->name);
+    return MF_INVALID(ctx->status, "%s: the gradient's dtype does not match", ctx->op->name);
   if (have > n) have = n;
   if (have) memcpy(o->data, g->data, have);
   if (n > have) memset((char *)o->data + have, 0, n - have);
@@ -933,8 +929,8 @@ static mf_code grad_buffer_kernel(mf_kernel_ctx *ctx) {
 static mf_code ta_rows_infer(mf_infer_ctx *ic) {
   mf_dtype t = ic->in_dtypes[1];
   if (ic->in_dtypes[0] != MF_INT64 || ic->in_shapes[0].rank > 1 || (t != MF_INT32 && t != MF_INT64))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: expects a TensorArray's metadata and indices",
-                         ic->op_name);
+    return MF_INVALID(ic->status, "%s: expects a TensorArray's metadata and indices",
+                      ic->op_name);
   ic->out_dtypes[0] = ic->in_dtypes[1];
   ic->out_shapes[0] = ta_rows_shape(ic, 1, -1);
   return MF_OK;

@@ -10,6 +10,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
+#include "kernels/helpers.h"
 #include "ops/control/control.h"
 
 #include <string.h>
@@ -28,20 +29,20 @@ static mf_code while_infer(mf_infer_ctx *ic) {
   bool has_max = mf_attr_bool(ic->attrs, "has_max", false);
   int nin = ic->num_inputs - (has_max ? 1 : 0);
   if (nv < 0 || nv > nin)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: num_loop_vars %d does not fit %d inputs",
-                         ic->op_name, nv, nin);
+    return MF_INVALID(ic->status, "%s: num_loop_vars %d does not fit %d inputs",
+                      ic->op_name, nv, nin);
   fn_attr c, b;
   if (mf_fn_check(ic, "cond", &c, nin) || mf_fn_check(ic, "body", &b, nin)) return ic->status->code;
   bool fused = mf_attr_bool(ic->attrs, "fused_cond", false);
   if (c.nout != 1 || b.nout != nv + fused)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: cond must return 1 value and body %d, got %d and %d",
-                         ic->op_name, nv + fused, c.nout, b.nout);
+    return MF_INVALID(ic->status, "%s: cond must return 1 value and body %d, got %d and %d",
+                      ic->op_name, nv + fused, c.nout, b.nout);
   if (has_max) {
     mf_dtype t = ic->in_dtypes[nin];
     if ((t != MF_INT32 && t != MF_INT64) || ic->in_shapes[nin].rank > 0)
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: maximum_iterations must be an int32 or int64 scalar, got %s", ic->op_name,
-                           mf_dtype_name(t));
+      return MF_INVALID(ic->status,
+                        "%s: maximum_iterations must be an int32 or int64 scalar, got %s", ic->op_name,
+                        mf_dtype_name(t));
   }
   if (mf_infer_set_num_outputs(ic, nv + 1)) return ic->status->code;
   for (int k = 0; k < nv; k++) {
@@ -49,10 +50,10 @@ static mf_code while_infer(mf_infer_ctx *ic) {
     const char *name = ic->in_ports ? ic->in_ports[k].op->name : "?";
     int index = ic->in_ports ? ic->in_ports[k].index : 0;
     if (mf_port_dtype(r) != ic->in_dtypes[k])
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "%s: loop variable %d ('%s:%d') enters the loop as %s, but the body returns %s "
-                           "for it; use tf.cast in the body",
-                           ic->op_name, k, name, index, mf_dtype_name(ic->in_dtypes[k]), mf_dtype_name(mf_port_dtype(r)));
+      return MF_INVALID(ic->status,
+                        "%s: loop variable %d ('%s:%d') enters the loop as %s, but the body returns %s "
+                        "for it; use tf.cast in the body",
+                        ic->op_name, k, name, index, mf_dtype_name(ic->in_dtypes[k]), mf_dtype_name(mf_port_dtype(r)));
     /* The shape invariant is the body argument's shape. */
     mf_shape inv = b.in[k] >= 0 ? mf_fn_op(&b, b.in[k])->out_shapes[0] : ic->in_shapes[k];
     const mf_shape *have = mf_port_shape(r);
@@ -64,16 +65,16 @@ static mf_code while_infer(mf_infer_ctx *ic) {
       mf_shape_str_tf(have, h, sizeof h);
       if (mf_shape_compatible(&inv, &ic->in_shapes[k]) && inv.rank == ic->in_shapes[k].rank &&
           memcmp(inv.dims, ic->in_shapes[k].dims, (size_t)(inv.rank > 0 ? inv.rank : 0) * sizeof inv.dims[0]) == 0)
-        return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                             "Input tensor '%s:%d' (loop variable %d) has shape %s before the loop, but shape "
-                             "%s after one iteration. Provide shape invariants using the `shape_invariants` "
-                             "option of tf.while_loop (or set_shape() on the loop variables) to allow the "
-                             "shape to vary across iterations",
-                             name, index, k, a, h);
-      return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                           "Input tensor '%s:%d' (loop variable %d) has the shape invariant %s, but shape %s "
-                           "after one iteration; provide a less specific shape invariant",
-                           name, index, k, a, h);
+        return MF_INVALID(ic->status,
+                          "Input tensor '%s:%d' (loop variable %d) has shape %s before the loop, but shape "
+                          "%s after one iteration. Provide shape invariants using the `shape_invariants` "
+                          "option of tf.while_loop (or set_shape() on the loop variables) to allow the "
+                          "shape to vary across iterations",
+                          name, index, k, a, h);
+      return MF_INVALID(ic->status,
+                        "Input tensor '%s:%d' (loop variable %d) has the shape invariant %s, but shape %s "
+                        "after one iteration; provide a less specific shape invariant",
+                        name, index, k, a, h);
     }
     ic->out_dtypes[k] = ic->in_dtypes[k];
     ic->out_shapes[k] = inv;
@@ -84,12 +85,12 @@ static mf_code while_infer(mf_infer_ctx *ic) {
   mf_output p = mf_fn_result(&c, 0);
   if (mf_port_dtype(p) != MF_BOOL || mf_port_shape(p)->rank > 0) {
     char buf[128];
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
-                         "%s: cond must return a scalar bool, got a %s tensor of shape %s", ic->op_name,
-                         mf_dtype_name(mf_port_dtype(p)), mf_shape_str_tf(mf_port_shape(p), buf, sizeof buf));
+    return MF_INVALID(ic->status,
+                      "%s: cond must return a scalar bool, got a %s tensor of shape %s", ic->op_name,
+                      mf_dtype_name(mf_port_dtype(p)), mf_shape_str_tf(mf_port_shape(p), buf, sizeof buf));
   }
   if (fused && (p = mf_fn_result(&b, nv), mf_port_dtype(p) != MF_BOOL || mf_port_shape(p)->rank > 0))
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: the body's condition must be a scalar bool", ic->op_name);
+    return MF_INVALID(ic->status, "%s: the body's condition must be a scalar bool", ic->op_name);
   ic->out_dtypes[nv] = MF_INT64;
   ic->out_shapes[nv] = mf_shape_scalar();
   return MF_OK;
@@ -107,7 +108,7 @@ static bool read_count(const mf_tensor *t, int64_t *v) {
 static mf_code read_pred(mf_kernel_ctx *ctx, mf_callable *plan, mf_tensor *pred, bool *go) {
   bool ok = mf_scalar_bool(pred, go);
   mf_function_recycle(plan, pred);
-  if (!ok) return mf_status_set(ctx->status, MF_INVALID_ARGUMENT, "%s: cond must return a scalar bool", ctx->op->name);
+  if (!ok) return MF_INVALID(ctx->status, "%s: cond must return a scalar bool", ctx->op->name);
   return MF_OK;
 }
 
@@ -117,8 +118,8 @@ static mf_code while_kernel(mf_kernel_ctx *ctx) {
   int nin = ctx->num_inputs - (has_max ? 1 : 0);
   int64_t max = -1;
   if (has_max && (!read_count(ctx->inputs[nin], &max) || max < 0))
-    return mf_status_set(ctx->status, MF_INVALID_ARGUMENT,
-                         "%s: maximum_iterations must be a non-negative integer scalar", ctx->op->name);
+    return MF_INVALID(ctx->status,
+                      "%s: maximum_iterations must be a non-negative integer scalar", ctx->op->name);
   fn_attr c, b;
   mf_fn_get(ctx->attrs, "cond", &c);
   mf_fn_get(ctx->attrs, "body", &b);
@@ -207,11 +208,11 @@ static mf_code while_grad_infer(mf_infer_ctx *ic) {
   int nc = ic->num_inputs - 1 - ndx;
   fn_attr f;
   if (ndx < 0 || ndc < 0 || nsparse != ndc || nc < 0)
-    return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: bad attributes", ic->op_name);
+    return MF_INVALID(ic->status, "%s: bad attributes", ic->op_name);
   if (mf_fn_check(ic, "body", &f, ic->num_inputs)) return ic->status->code;
   int nports = ndx + ndc;
   for (int j = 0; j < ndc; j++) nports += sparse[j] != 0;
-  if (f.nout != nports) return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: bad outputs", ic->op_name);
+  if (f.nout != nports) return MF_INVALID(ic->status, "%s: bad outputs", ic->op_name);
   if (mf_infer_set_num_outputs(ic, ndx + ndc)) return ic->status->code;
   for (int i = 0, port = 0; i < ndx + ndc; i++, port++) {
     bool rows = i >= ndx && sparse[i - ndx];
@@ -220,7 +221,7 @@ static mf_code while_grad_infer(mf_infer_ctx *ic) {
     ic->out_dtypes[i] = mf_port_dtype(o);
     ic->out_shapes[i] = *mf_port_shape(o);
     if (i >= ndx) {
-      if (dc[i - ndx] < 0 || dc[i - ndx] >= nc) return mf_status_set(ic->status, MF_INVALID_ARGUMENT, "%s: bad dc_inputs", ic->op_name);
+      if (dc[i - ndx] < 0 || dc[i - ndx] >= nc) return MF_INVALID(ic->status, "%s: bad dc_inputs", ic->op_name);
       ic->out_shapes[i] = ic->in_shapes[dc[i - ndx]];
     }
   }
