@@ -1,12 +1,13 @@
 /* exec.h — the executor's own structures, shared by the files of exec/ only:
  * sessions (session.c) cache plans (plan.c) over a graph; the executor
- * (executor.c) runs a plan's steps with buffers from its pool (pool.c);
- * functions (function.c) are plans over the subgraphs of control flow.
+ * (executor.c) runs a plan's steps in a run state (run.c) with buffers from
+ * the run state's pool (pool.c); functions (function.c) are plans over the
+ * subgraphs of control flow.
  *
  * A plan is built once per (feeds, fetches, targets) signature: the ops the
  * fetches need in topological order (op ids are already topological, since an
  * op's inputs exist before it), one value slot per port, and for each slot the
- * step after which it is dead. Dead buffers go to the plan's pool and are
+ * step after which it is dead. Dead buffers go to the run state's pool and are
  * handed to later outputs, in this run and the next ones, so a steady-state
  * run allocates nothing.
  *
@@ -23,6 +24,9 @@
 #include "exec/kernel_api.h"
 #include "exec/worker.h"
 #include "graph/graph.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 typedef struct mf_step {
   mf_op *op;
@@ -48,6 +52,8 @@ typedef struct mf_graph_states {
   int num;
 } mf_graph_states;
 
+/* A plan is read-only once built and may be run by several threads at once;
+ * everything a run changes lives in its run state (mf_run). */
 typedef struct mf_plan {
   mf_session *sess;
   mf_graph *graph;       /* the session's graph, or a function graph */
@@ -55,13 +61,14 @@ typedef struct mf_plan {
   uint64_t hash;
   mf_output *feeds;
   int nfeeds;
-  bool feeds_variables;  /* some feed replaces a variable's value (set_var_feeds) */
+  bool feeds_variables;  /* some feed replaces a variable's value (run_var_feeds) */
+  int num_var_ids;       /* then: the session graph's op count when the plan was built */
   mf_output *fetches;
   int nfetches;
   mf_op **targets;
   int ntargets;
   int num_slots;
-  mf_tensor **slots;
+  mf_tensor **const_values; /* per slot: a Const's value, held for the plan's life; else NULL */
   bool *slot_fetched;
   bool *slot_read;       /* read by some step or fetched (mf_kernel_ctx.outputs_read) */
   bool *slot_const;      /* holds a Const's value from run to run: no step computes it */
@@ -70,15 +77,35 @@ typedef struct mf_plan {
   int *fetch_slots;
   mf_step *steps;
   int num_steps;
-  mf_tensor **pool;      /* idle buffers owned by the plan */
+  int rt_cap_in, rt_cap_out; /* sizes of the run states' scratch arrays */
+  /* Idle run states: `spare` is taken and given back without a lock (the
+   * common case, one run at a time); more wait in `idle` under `idle_lock`. */
+  _Atomic(struct mf_run *) spare;
+  struct mf_run *idle;
+  pthread_mutex_t idle_lock;
+} mf_plan;
+
+/* What one run of a plan changes: its value slots, its buffer pool (dead
+ * values handed to later outputs, in this run and the next ones that take
+ * this state) and scratch. One thread uses a run state at a time. */
+typedef struct mf_run {
+  mf_plan *plan;
+  struct mf_run *next_idle;
+  mf_tensor **slots;
+  mf_tensor **pool;      /* idle buffers owned by the run state */
   int pool_len, pool_cap;
   mf_tensor **last_fetched; /* our reference to the last results, reclaimed when the caller drops them */
   mf_dtype *rt_dtypes;   /* runtime shape inference scratch */
   mf_shape *rt_in_shapes, *rt_out_shapes;
   mf_tensor **rt_values; /* the inputs whose values inference reads (value_inputs), else NULL */
-  int rt_cap_in, rt_cap_out;
   mf_tensor **fed_keep;  /* per step: fed values of its outputs, set aside (rt_cap_out entries) */
-} mf_plan;
+  /* The values fed for variables in the run this one belongs to (by op id of
+   * the session's graph; NULL when none), which their stand-ins in functions
+   * read: var_feeds_by_id when this plan feeds variables, a function's caller's otherwise. */
+  mf_tensor *const *var_feeds;
+  int num_var_feeds;
+  mf_tensor **var_feeds_by_id; /* num_var_ids entries when the plan feeds variables */
+} mf_run;
 
 struct mf_callable { mf_plan plan; };
 
@@ -92,11 +119,7 @@ struct mf_session {
   int num_fn_states, cap_fn_states;
   mf_callable **fn_plans;     /* plans over function graphs */
   int num_fn_plans, cap_fn_plans;
-  uint64_t num_allocations;
-  /* During a run, the values fed for variables (by op id; NULL when not fed),
-   * which their stand-ins in functions read too. */
-  mf_tensor **var_feeds;
-  int num_var_feeds;
+  _Atomic uint64_t num_allocations;
   /* The thread of mf_callable_run_async (async.c), NULL until its first job.
    * Every other use of the session first waits for its jobs (mf_worker_drain). */
   mf_worker *worker;
@@ -116,11 +139,21 @@ struct mf_session {
 /* A variable's stand-in in a function names the variable by "_var_id". */
 static inline bool mf_var_id_of(const mf_op *op, int64_t *id) { return mf_op_attr_int(op, "_var_id", id); }
 
+/* --- run.c --- */
+/* A run state of p: an idle one, else a new one (NULL with s set when out of memory). */
+mf_run *mf_run_acquire(mf_plan *p, mf_status *s);
+/* Gives r back to its plan for a later run; its slots must be released. */
+void mf_run_return(mf_run *r);
+/* Frees r with its buffers. */
+void mf_run_free(mf_run *r);
+/* Frees the plan's idle run states: all of its buffers (session close, plan free). */
+void mf_plan_drop_runs(mf_plan *p);
+
 /* --- pool.c --- */
-/* Gives t back to p's pool (or releases it when not reusable); NULL is fine. */
-void mf_pool_put(mf_plan *p, mf_tensor *t);
-/* A buffer from p's pool that fits, else a new one (counted in the session's allocations). */
-mf_tensor *mf_pool_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
+/* Gives t back to r's pool (or releases it when not reusable); NULL is fine. */
+void mf_pool_put(mf_run *r, mf_tensor *t);
+/* A buffer from r's pool that fits, else a new one (counted in the session's allocations). */
+mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 
 /* --- plan.c --- */
 /* Fills p's steps and slots from its graph, feeds, fetches and targets. */
@@ -128,10 +161,10 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s);
 void mf_plan_free(mf_plan *p);
 
 /* --- executor.c --- */
-/* Runs the steps over the fed slots; stops at the first error. */
-void mf_plan_run_steps(mf_plan *p, mf_status *s);
+/* Runs the steps over the fed slots of r; stops at the first error. */
+void mf_run_steps(mf_run *r, mf_status *s);
 /* After a run: every value but the constants goes back to the pool. */
-void mf_plan_release_slots(mf_plan *p);
+void mf_run_release_slots(mf_run *r);
 /* mf_callable_run without waiting for the session's worker: the worker's own entry. */
 mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
                             mf_status *s);

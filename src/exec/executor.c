@@ -1,6 +1,6 @@
-/* executor.c — running a plan: feeds checked, each step's inputs gathered,
- * outputs inferred and allocated (or forwarded in place), its kernel called,
- * dead values pooled, fetches handed out. */
+/* executor.c — running a plan in a run state: feeds checked, each step's
+ * inputs gathered, outputs inferred and allocated (or forwarded in place),
+ * its kernel called, dead values pooled, fetches handed out. */
 #include "exec/exec.h"
 #include "core/memory.h"
 #include "core/shape.h"
@@ -11,14 +11,14 @@
 
 /* The state of the op producing ref input k of op: a variable, or in a
  * function the stand-in of a variable of the session's graph. */
-static mf_state_slot *ref_state(mf_plan *p, const mf_op *op, int k) {
+static mf_state_slot *ref_state(const mf_plan *p, const mf_op *op, int k) {
   const mf_op *src = op->inputs[k].op;
   int64_t id;
   if (src->graph != p->sess->graph && mf_var_id_of(src, &id)) return &p->sess->states.slots[id];
   return &p->states->slots[src->id];
 }
 
-mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ref_state(ctx->plan, ctx->op, k); }
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ref_state(ctx->run->plan, ctx->op, k); }
 
 /* Appends the op's name and the line that created it to an error about it. */
 static mf_code node_context(mf_status *s, const mf_op *op) {
@@ -56,34 +56,34 @@ static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status
   return MF_OK;
 }
 
-static mf_code infer_runtime(mf_plan *p, mf_step *st, mf_tensor **inputs, mf_status *s) {
+static mf_code infer_runtime(mf_run *r, mf_step *st, mf_tensor **inputs, mf_status *s) {
   mf_op *op = st->op;
   for (int k = 0; k < op->num_inputs; k++) {
     mf_output in = op->inputs[k];
     /* A ref input is described by the variable's current value, if any. */
-    const mf_tensor *v = inputs[k] ? inputs[k] : mf_op_is_ref_input(op, k) ? ref_state(p, op, k)->ptr : NULL;
-    p->rt_dtypes[k] = v ? v->dtype : in.op->out_dtypes[in.index];
-    p->rt_in_shapes[k] = v ? mf_shape_of(v) : in.op->out_shapes[in.index];
-    p->rt_values[k] = mf_def_reads_value(op->def, k) ? inputs[k] : NULL;
+    const mf_tensor *v = inputs[k] ? inputs[k] : mf_op_is_ref_input(op, k) ? ref_state(r->plan, op, k)->ptr : NULL;
+    r->rt_dtypes[k] = v ? v->dtype : in.op->out_dtypes[in.index];
+    r->rt_in_shapes[k] = v ? mf_shape_of(v) : in.op->out_shapes[in.index];
+    r->rt_values[k] = mf_def_reads_value(op->def, k) ? inputs[k] : NULL;
   }
   mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
   mf_infer_ctx ic = {
       .op_name = op->name, .def = op->def, .attrs = &op->attrs, .num_inputs = op->num_inputs,
-      .in_dtypes = p->rt_dtypes, .in_shapes = p->rt_in_shapes, .in_values = p->rt_values,
-      .num_outputs = op->num_outputs, .out_dtypes = out_dtypes, .out_shapes = p->rt_out_shapes,
+      .in_dtypes = r->rt_dtypes, .in_shapes = r->rt_in_shapes, .in_values = r->rt_values,
+      .num_outputs = op->num_outputs, .out_dtypes = out_dtypes, .out_shapes = r->rt_out_shapes,
       .status = s, .runtime = true};
   if (op->num_outputs > MF_MAX_OUTPUTS_INLINE) {
     /* Wide ops infer into heap buffers that mf_infer_set_num_outputs makes. */
     ic.num_outputs = 0;
-    ic.out_shapes = p->rt_out_shapes;
+    ic.out_shapes = r->rt_out_shapes;
   }
   op->def->infer(&ic);
   mf_shape *shapes = ic.out_shapes;
   if (mf_ok(s)) {
     for (int k = 0; k < op->num_outputs && k < ic.num_outputs; k++)
-      p->rt_out_shapes[k] = shapes[k];
+      r->rt_out_shapes[k] = shapes[k];
     for (int k = 0; k < op->num_outputs; k++)
-      if (!mf_shape_fully_defined(&p->rt_out_shapes[k]))
+      if (!mf_shape_fully_defined(&r->rt_out_shapes[k]))
         mf_status_set(s, MF_INTERNAL, "%s: shape inference left output %d undefined at run time",
                       op->name, k);
   }
@@ -126,15 +126,17 @@ static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
   return true;
 }
 
-void mf_plan_release_slots(mf_plan *p) {
+void mf_run_release_slots(mf_run *r) {
+  const mf_plan *p = r->plan;
   for (int i = 0; i < p->num_slots; i++)
-    if (p->slots[i] && !p->slot_const[i]) {
-      mf_pool_put(p, p->slots[i]);
-      p->slots[i] = NULL;
+    if (r->slots[i] && !p->slot_const[i]) {
+      mf_pool_put(r, r->slots[i]);
+      r->slots[i] = NULL;
     }
 }
 
-void mf_plan_run_steps(mf_plan *p, mf_status *s) {
+void mf_run_steps(mf_run *r, mf_status *s) {
+  const mf_plan *p = r->plan;
   mf_session *sess = p->sess;
   mf_tensor *in_inline[16];
   for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
@@ -142,9 +144,9 @@ void mf_plan_run_steps(mf_plan *p, mf_status *s) {
     mf_op *op = st->op;
     mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
     if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
-    for (int k = 0; k < op->num_inputs; k++) inputs[k] = st->in_slots[k] >= 0 ? p->slots[st->in_slots[k]] : NULL;
-    mf_tensor **outputs = &p->slots[st->out_slot];
-    mf_tensor **fed_keep = p->fed_keep;
+    for (int k = 0; k < op->num_inputs; k++) inputs[k] = st->in_slots[k] >= 0 ? r->slots[st->in_slots[k]] : NULL;
+    mf_tensor **outputs = &r->slots[st->out_slot];
+    mf_tensor **fed_keep = r->fed_keep;
     if (st->has_fed_output) {  /* keep fed values aside; the op still computes its other outputs */
       for (int k = 0; k < op->num_outputs; k++) {
         fed_keep[k] = outputs[k];
@@ -156,28 +158,28 @@ void mf_plan_run_steps(mf_plan *p, mf_status *s) {
      * (set_shape may promise more than a fed value keeps); else infer again. */
     bool infer = !(op->def->flags & MF_OP_DYNAMIC_OUTPUTS) &&
                  (st->infer_at_runtime || !inputs_match_static(op, inputs));
-    if (infer) infer_runtime(p, st, inputs, s);
-    const mf_shape *out_shapes = infer ? p->rt_out_shapes : op->out_shapes;
+    if (infer) infer_runtime(r, st, inputs, s);
+    const mf_shape *out_shapes = infer ? r->rt_out_shapes : op->out_shapes;
     if (st->forwardable && mf_ok(s)) {
       int k = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
       if (k >= 0) {  /* the input's slot (dead after this step) hands its reference over */
         outputs[0] = inputs[k];
-        p->slots[st->in_slots[k]] = NULL;
+        r->slots[st->in_slots[k]] = NULL;
       }
     }
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
-      if (!outputs[k]) outputs[k] = mf_pool_alloc(p, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
+      if (!outputs[k]) outputs[k] = mf_pool_alloc(r, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     if (mf_ok(s)) {
       mf_state_slot *state = &st->state_holder->slots[st->state_index], fed_var;
-      if (st->stand_in && st->state_index < sess->num_var_feeds && sess->var_feeds[st->state_index]) {
-        fed_var = (mf_state_slot){sess->var_feeds[st->state_index], NULL};
+      if (st->stand_in && st->state_index < r->num_var_feeds && r->var_feeds[st->state_index]) {
+        fed_var = (mf_state_slot){r->var_feeds[st->state_index], NULL};
         state = &fed_var;
       }
       mf_kernel_ctx ctx = {
           .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
           .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
           .status = s, .session = sess,
-          .state = state, .plan = p, .dying_inputs = st->dying,
+          .state = state, .run = r, .dying_inputs = st->dying,
           .outputs_read = &p->slot_read[st->out_slot]};
       if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
       for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
@@ -187,7 +189,7 @@ void mf_plan_run_steps(mf_plan *p, mf_status *s) {
     if (st->has_fed_output)
       for (int k = 0; k < op->num_outputs; k++)
         if (fed_keep[k]) {
-          mf_pool_put(p, outputs[k]);
+          mf_pool_put(r, outputs[k]);
           outputs[k] = fed_keep[k];
         }
     if (!mf_ok(s)) {
@@ -195,32 +197,21 @@ void mf_plan_run_steps(mf_plan *p, mf_status *s) {
       break;
     }
     for (int k = 0; k < st->num_dead; k++) {
-      mf_pool_put(p, p->slots[st->dead[k]]);
-      p->slots[st->dead[k]] = NULL;
+      mf_pool_put(r, r->slots[st->dead[k]]);
+      r->slots[st->dead[k]] = NULL;
     }
   }
 }
 
-/* Notes the values fed for variables, which functions' stand-ins read (NULL
- * values: the run is over, forget them). */
-static mf_code set_var_feeds(mf_plan *p, mf_tensor *const *values, mf_status *s) {
-  if (!p->feeds_variables) return MF_OK;
-  mf_session *sess = p->sess;
-  for (int i = 0; i < p->nfeeds; i++) {
-    const mf_op *op = p->feeds[i].op;
-    if (!(op->def->flags & MF_OP_VARIABLE)) continue;
-    if (op->id >= sess->num_var_feeds) {
-      if (!values) continue;
-      int n = sess->graph->num_ops;
-      mf_tensor **grown = mf_realloc(sess->var_feeds, (size_t)n * sizeof *grown);
-      if (!grown) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
-      memset(grown + sess->num_var_feeds, 0, (size_t)(n - sess->num_var_feeds) * sizeof *grown);
-      sess->var_feeds = grown;
-      sess->num_var_feeds = n;
-    }
-    sess->var_feeds[op->id] = values ? values[i] : NULL;
-  }
-  return MF_OK;
+/* Notes the values fed for variables by op id, which stand-ins in functions read. */
+static void run_var_feeds(mf_run *r, mf_tensor *const *values) {
+  const mf_plan *p = r->plan;
+  if (!p->feeds_variables) return;
+  for (int i = 0; i < p->num_var_ids; i++) r->var_feeds_by_id[i] = NULL;
+  for (int i = 0; i < p->nfeeds; i++)
+    if (p->feeds[i].op->def->flags & MF_OP_VARIABLE) r->var_feeds_by_id[p->feeds[i].op->id] = values[i];
+  r->var_feeds = r->var_feeds_by_id;
+  r->num_var_feeds = p->num_var_ids;
 }
 
 static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
@@ -230,23 +221,25 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
   for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
   for (int i = 0; i < p->nfeeds; i++)
     if (check_feed(p, i, feed_values[i], s)) return s->code;
-  /* Reclaim last run's results the caller has dropped. */
+  mf_run *r = mf_run_acquire(p, s);
+  if (!r) return s->code;
+  /* Reclaim the results of this run state's last run that the caller has dropped. */
   for (int i = 0; i < p->nfetches; i++) {
-    mf_pool_put(p, p->last_fetched[i]);
-    p->last_fetched[i] = NULL;
+    mf_pool_put(r, r->last_fetched[i]);
+    r->last_fetched[i] = NULL;
   }
-  if (set_var_feeds(p, feed_values, s)) return s->code;
-  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
-  mf_plan_run_steps(p, s);
-  set_var_feeds(p, NULL, s);
+  run_var_feeds(r, feed_values);
+  for (int i = 0; i < p->nfeeds; i++) r->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
+  mf_run_steps(r, s);
   for (int i = 0; i < p->nfetches; i++) {
-    mf_tensor *v = p->slots[p->fetch_slots[i]];
+    mf_tensor *v = r->slots[p->fetch_slots[i]];
     if (mf_ok(s) && v) {
       fetch_values[i] = mf_tensor_retain(v);
-      p->last_fetched[i] = mf_tensor_retain(v);
+      r->last_fetched[i] = mf_tensor_retain(v);
     }
   }
-  mf_plan_release_slots(p);
+  mf_run_release_slots(r);
+  mf_run_return(r);
   return s->code;
 }
 

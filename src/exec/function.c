@@ -4,6 +4,7 @@
 #include "exec/exec.h"
 #include "core/memory.h"
 #include "core/status.h"
+#include "core/tensor.h"
 
 static mf_graph_states *function_states(mf_session *sess, mf_graph *g, mf_status *s) {
   if (g == sess->graph) return &sess->states;
@@ -35,24 +36,44 @@ mf_callable *mf_function_plan(mf_kernel_ctx *ctx, mf_graph *fn, const mf_output 
   return mf_session_plan(sess, states, feeds, nfeeds, fetches, nfetches, targets, ntargets, ctx->status);
 }
 
-void mf_function_recycle(mf_callable *c, mf_tensor *t) { mf_pool_put(&c->plan, t); }
-
-mf_code mf_function_run(mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values, mf_status *s) {
+void mf_function_recycle(mf_callable *c, mf_tensor *t) {
+  /* Into the pool of the plan's spare run state, which the next call takes;
+   * while another thread holds it, the value is simply released. */
   mf_plan *p = &c->plan;
-  for (int i = 0; i < p->nfeeds; i++) p->slots[p->feed_slots[i]] = feed_values[i];
-  mf_plan_run_steps(p, s);
+  mf_run *r = atomic_exchange_explicit(&p->spare, NULL, memory_order_acquire);
+  if (!r) {
+    mf_tensor_release(t);
+    return;
+  }
+  mf_pool_put(r, t);
+  mf_run_return(r);
+}
+
+mf_code mf_function_run(mf_kernel_ctx *ctx, mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values) {
+  mf_plan *p = &c->plan;
+  mf_status *s = ctx->status;
+  for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
+  mf_run *r = mf_run_acquire(p, s);
+  if (!r) {
+    for (int i = 0; i < p->nfeeds; i++) mf_tensor_release(feed_values[i]);
+    return s->code;
+  }
+  r->var_feeds = ctx->run->var_feeds;
+  r->num_var_feeds = ctx->run->num_var_feeds;
+  for (int i = 0; i < p->nfeeds; i++) r->slots[p->feed_slots[i]] = feed_values[i];
+  mf_run_steps(r, s);
   for (int i = 0; i < p->nfetches; i++) {
     int slot = p->fetch_slots[i];
-    mf_tensor *v = p->slots[slot];
-    fetch_values[i] = NULL;
+    mf_tensor *v = r->slots[slot];
     if (!mf_ok(s) || !v) continue;
     if (p->fetch_moves[i] && !p->slot_const[slot]) {
       fetch_values[i] = v;  /* the slot's reference moves out */
-      p->slots[slot] = NULL;
+      r->slots[slot] = NULL;
     } else {
       fetch_values[i] = mf_tensor_retain(v);
     }
   }
-  mf_plan_release_slots(p);
+  mf_run_release_slots(r);
+  mf_run_return(r);
   return s->code;
 }

@@ -19,11 +19,12 @@ mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int
 mf_callable *mf_function_plan(mf_kernel_ctx *ctx, mf_graph *fn, const mf_output *feeds, int nfeeds,
                               const mf_output *fetches, int nfetches, mf_op *const *targets,
                               int ntargets);
-/* Runs it. Takes over the references in feed_values (one per feed; the
- * caller gives them up, so a value nobody else holds may be updated in
- * place) and stores new references in fetch_values. An error names the
- * failing op of the function. */
-mf_code mf_function_run(mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values, mf_status *s);
+/* Runs it as part of the run of the calling kernel ctx (whose status it
+ * sets). Takes over the references in feed_values (one per feed; the caller
+ * gives them up, so a value nobody else holds may be updated in place) and
+ * stores new references in fetch_values. An error names the failing op of
+ * the function. Several threads may run one function plan at once. */
+mf_code mf_function_run(mf_kernel_ctx *ctx, mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values);
 /* Gives a value back to the plan's buffer pool (a result the caller is done with). */
 void mf_function_recycle(mf_callable *c, mf_tensor *t);
 

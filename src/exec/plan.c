@@ -9,15 +9,15 @@
 #include <string.h>
 
 void mf_plan_free(mf_plan *p) {
+  mf_plan_drop_runs(p);
+  pthread_mutex_destroy(&p->idle_lock);
   for (int i = 0; i < p->num_steps; i++) {
     mf_free(p->steps[i].in_slots);
     mf_free(p->steps[i].dead);
   }
-  for (int i = 0; i < p->num_slots; i++) mf_tensor_release(p->slots[i]);
-  for (int i = 0; i < p->pool_len; i++) mf_tensor_release(p->pool[i]);
-  for (int i = 0; i < p->nfetches; i++) mf_tensor_release(p->last_fetched[i]);
+  for (int i = 0; i < p->num_slots && p->const_values; i++) mf_tensor_release(p->const_values[i]);
   mf_free(p->steps);
-  mf_free(p->slots);
+  mf_free(p->const_values);
   mf_free(p->slot_fetched);
   mf_free(p->slot_read);
   mf_free(p->slot_const);
@@ -27,13 +27,6 @@ void mf_plan_free(mf_plan *p) {
   mf_free(p->targets);
   mf_free(p->feed_slots);
   mf_free(p->fetch_slots);
-  mf_free(p->pool);
-  mf_free(p->last_fetched);
-  mf_free(p->rt_dtypes);
-  mf_free(p->rt_in_shapes);
-  mf_free(p->rt_values);
-  mf_free(p->rt_out_shapes);
-  mf_free(p->fed_keep);
   mf_free(p);
 }
 
@@ -72,6 +65,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     fed_values |= mf_port_value_read_at_build(p->feeds[i]);
     p->feeds_variables |= (p->feeds[i].op->def->flags & MF_OP_VARIABLE) != 0;
   }
+  if (p->feeds_variables) p->num_var_ids = sess->graph->num_ops;
   /* A port is fed when some feed names it. */
 #define PORT_FED(o) (fed_op[(o).op->id] && port_is_fed(p, (o)))
   for (int i = 0; i < p->nfetches; i++)
@@ -96,14 +90,12 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     num_steps += needed[id];
   }
   p->num_slots = num_slots;
-  if (!PLAN_ALLOC(p->slots, num_slots) || !PLAN_ALLOC(p->slot_fetched, num_slots) ||
+  if (!PLAN_ALLOC(p->const_values, num_slots) || !PLAN_ALLOC(p->slot_fetched, num_slots) ||
       !PLAN_ALLOC(p->slot_read, num_slots) || !PLAN_ALLOC(p->slot_const, num_slots) ||
       !PLAN_ALLOC(p->fetch_moves, p->nfetches) ||
       !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) ||
-      !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches) ||
-      !PLAN_ALLOC(p->last_fetched, p->nfetches) || !PLAN_ALLOC(p->pool, num_slots + p->nfetches))
+      !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches))
     goto done;
-  p->pool_cap = num_slots + p->nfetches;
   for (int i = 0; i < num_slots; i++) last_use[i] = -1;
   for (int i = 0; i < p->nfeeds; i++) p->feed_slots[i] = slot_base[p->feeds[i].op->id] + p->feeds[i].index;
   for (int i = 0; i < p->nfetches; i++) {
@@ -136,7 +128,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     if (op->def->flags & MF_OP_CONSTANT) {
       /* A constant's value sits in its slot for the plan's life: no step. */
       const mf_attr *v = mf_attrs_find(&op->attrs, "value", MF_ATTR_TENSOR);
-      p->slots[slot_base[id]] = mf_tensor_retain(v->v.tensor);
+      p->const_values[slot_base[id]] = mf_tensor_retain(v->v.tensor);
       p->slot_const[slot_base[id]] = true;
       continue;
     }
@@ -205,10 +197,6 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     }
   p->rt_cap_in = max_in;
   p->rt_cap_out = max_out > MF_MAX_OUTPUTS_INLINE ? max_out : MF_MAX_OUTPUTS_INLINE;
-  if (!PLAN_ALLOC(p->rt_dtypes, p->rt_cap_in) || !PLAN_ALLOC(p->rt_in_shapes, p->rt_cap_in) ||
-      !PLAN_ALLOC(p->rt_values, p->rt_cap_in) ||
-      !PLAN_ALLOC(p->rt_out_shapes, p->rt_cap_out) || !PLAN_ALLOC(p->fed_keep, p->rt_cap_out))
-    goto done;
   rc = grow_states(p->states, s);
   if (rc == MF_OK) rc = grow_states(&p->sess->states, s);
 done:

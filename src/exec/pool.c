@@ -1,10 +1,10 @@
-/* pool.c — a plan's buffer pool: dead values are kept and handed to later
- * outputs of a fitting size, in this run and the next ones. */
+/* pool.c — a run state's buffer pool: dead values are kept and handed to
+ * later outputs of a fitting size, in this run and the next ones. */
 #include "exec/exec.h"
 #include "core/memory.h"
 #include "core/tensor.h"
 
-void mf_pool_put(mf_plan *p, mf_tensor *t) {
+void mf_pool_put(mf_run *r, mf_tensor *t) {
   if (!t) return;
   /* A dying view (Reshape, Squeeze) hands its base on: the base is reusable
    * when the view held the last other reference to it. */
@@ -14,35 +14,33 @@ void mf_pool_put(mf_plan *p, mf_tensor *t) {
     t = base;
   }
   bool reusable = mf_tensor_refcount(t) == 1 && t->owned && t->device == MF_CPU;
-  if (reusable && p->pool_len < p->pool_cap) p->pool[p->pool_len++] = t;
+  if (reusable && r->pool_len < r->pool_cap) r->pool[r->pool_len++] = t;
   else mf_tensor_release(t);
 }
 
-mf_tensor *mf_pool_alloc(mf_plan *p, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
   int64_t n = mf_shape_num_elements(rank, dims);
   size_t bytes = (size_t)(n > 0 ? n : 0) * mf_dtype_size(dtype);
   int best = -1;
-  for (int i = 0; i < p->pool_len; i++) {
-    size_t cap = p->pool[i]->capacity;
+  for (int i = 0; i < r->pool_len; i++) {
+    size_t cap = r->pool[i]->capacity;
     if (cap >= bytes && cap <= 2 * bytes + MF_ALIGNMENT &&
-        (best < 0 || cap < p->pool[best]->capacity))
+        (best < 0 || cap < r->pool[best]->capacity))
       best = i;
   }
   if (best >= 0) {
-    mf_tensor *t = p->pool[best];
-    p->pool[best] = p->pool[--p->pool_len];
+    mf_tensor *t = r->pool[best];
+    r->pool[best] = r->pool[--r->pool_len];
     mf_tensor_reshape_owned(t, dtype, rank, dims);
     return t;
   }
-  p->sess->num_allocations++;
+  atomic_fetch_add_explicit(&r->plan->sess->num_allocations, 1, memory_order_relaxed);
   return mf_tensor_new_uninit(dtype, rank, dims, s);
 }
 
-/* A variable's stand-in in a function names the variable by "_var_id". */
-
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims) {
-  mf_tensor *t = mf_pool_alloc(ctx->plan, dtype, rank, dims, ctx->status);
+  mf_tensor *t = mf_pool_alloc(ctx->run, dtype, rank, dims, ctx->status);
   if (t) {
     mf_tensor_release(ctx->outputs[i]);
     ctx->outputs[i] = t;

@@ -66,15 +66,7 @@ const char *mf_session_take_placement_log(mf_session *sess) {
 /* Closing drops every buffer but keeps the plans themselves, so a callable
  * used after close reports the closed session instead of touching freed memory. */
 static void plans_drop_buffers(mf_callable **plans, int n) {
-  for (int i = 0; i < n; i++) {
-    mf_plan *p = &plans[i]->plan;
-    for (int k = 0; k < p->pool_len; k++) mf_tensor_release(p->pool[k]);
-    p->pool_len = 0;
-    for (int k = 0; k < p->nfetches; k++) {
-      mf_tensor_release(p->last_fetched[k]);
-      p->last_fetched[k] = NULL;
-    }
-  }
+  for (int i = 0; i < n; i++) mf_plan_drop_runs(&plans[i]->plan);
 }
 
 static void states_clear(mf_graph_states *st) {
@@ -106,7 +98,6 @@ void mf_session_free(mf_session *sess) {
   mf_free(sess->plans);
   mf_free(sess->fn_plans);
   mf_free(sess->fn_states);
-  mf_free(sess->var_feeds);
   mf_free(sess->log);
   mf_free(sess->log_taken);
   mf_graph_release(sess->graph);
@@ -125,7 +116,7 @@ mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
 }
 uint64_t mf_session_num_allocations(const mf_session *sess) {
   mf_worker_drain(sess->worker);
-  return sess->num_allocations;
+  return atomic_load_explicit(&sess->num_allocations, memory_order_relaxed);
 }
 
 /* ---------- the plan cache ---------- */
@@ -211,6 +202,7 @@ static mf_callable *plan_new(mf_session *sess, mf_graph_states *states, uint64_t
     }
   mf_callable *c = mf_calloc(1, sizeof *c);
   mf_plan *p = c ? &c->plan : NULL;
+  if (p) pthread_mutex_init(&p->idle_lock, NULL);
   if (!c || !PLAN_ALLOC(p->feeds, nfeeds) || !PLAN_ALLOC(p->fetches, nfetches) ||
       !PLAN_ALLOC(p->targets, ntargets)) {
     if (c) mf_plan_free(p);

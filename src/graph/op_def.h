@@ -61,7 +61,7 @@ typedef struct mf_kernel_ctx {
   mf_status *status;
   mf_session *session;
   mf_state_slot *state;      /* this op's per-session state */
-  struct mf_plan *plan;      /* for mf_kernel_alloc_output */
+  struct mf_run *run;        /* the run this kernel is part of (exec/): for the kernel API */
   /* Bit k: input k is read by no later op of the run and not fetched. When
    * its refcount is 1 as well (and no other input is the same value), the
    * kernel may take its buffer over: write it in place and forward it. */

@@ -250,7 +250,7 @@ mf_code mf_run_call(mf_kernel_ctx *ctx, fn_call *c, mf_tensor **in, const bool *
     feeds[c->nargs + j] = move_extra ? extra[j] : mf_tensor_retain(extra[j]);
     if (move_extra) extra[j] = NULL;
   }
-  mf_function_run(c->plan, feeds, out, ctx->status);
+  mf_function_run(ctx, c->plan, feeds, out);
   if (feeds != inline_feeds) mf_free(feeds);
   return ctx->status->code;
 }
