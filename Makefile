@@ -3,7 +3,7 @@
 #   make test       the busted suite against build/
 #   make asan       the library with AddressSanitizer + UBSan, in build-asan/
 #   make test-asan  the suite against build-asan/
-#   make test-threads  the asynchronous-run API under ThreadSanitizer
+#   make test-threads  the asynchronous-run API and concurrent runs of one session under ThreadSanitizer
 #   make bench      benchmarks with peer comparisons
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header and
@@ -98,10 +98,13 @@ test-asan: deps asan
 # depending on how many cores the machine has). moonflow's own threads are all
 # instrumented, so races in moonflow's code stay visible; no suppressions.
 TSAN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1
+THREAD_CHECKS := async_check threads_check
 test-threads: deps
 	mkdir -p build-tsan
-	$(CC) -std=c11 $(MATH) -O1 -g -fsanitize=thread $(INCLUDES) spec/async_check.c $(SRC) $(LIBS) -o build-tsan/async_check
-	$(TSAN_ENV) build-tsan/async_check
+	for c in $(THREAD_CHECKS); do \
+	  $(CC) -std=c11 $(MATH) -O1 -g -fsanitize=thread $(INCLUDES) spec/$$c.c $(SRC) $(LIBS) -o build-tsan/$$c || exit 1; \
+	  $(TSAN_ENV) build-tsan/$$c || exit 1; \
+	done
 
 # The C peers are compiled by bench/run.lua with the library's CC and CFLAGS.
 bench: all

@@ -1,12 +1,13 @@
 /* async.c — asynchronous runs of callables on a per-session worker thread.
  *
- * A session's worker (worker.c, started by its first mf_callable_run_async)
- * runs the session's jobs one at a time, first in first out, so a plan — and
- * the session state its ops share (variables, RNG counters, function plans) —
- * is never used by two threads at once: the session's other entry points wait
- * for the queue to empty first (mf_worker_drain, called by session.c and
- * executor.c). Nothing here is global: the worker, its queue and its lock
- * belong to the session.
+ * A session's worker (worker.c, started under the session's lock by its first
+ * mf_callable_run_async) runs the session's jobs one at a time, first in
+ * first out. Runs are safe from several threads at once (each takes its own
+ * run state, see run.c), so the queue is about order, not safety: the
+ * session's other entry points wait for it to empty first (mf_worker_drain,
+ * called by session.c and executor.c), so a caller's runs see its
+ * asynchronous runs' effects in the order it made them. Nothing here is
+ * global: the worker, its queue and its lock belong to the session.
  *
  * A job is owned by its caller (see worker.h for when the worker touches it).
  * Feed values are retained by the job and released by whoever waits for or
@@ -58,7 +59,13 @@ mf_async *mf_callable_run_async(mf_callable *c, mf_tensor *const *feed_values, m
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory starting an asynchronous run");
     return NULL;
   }
-  if (!sess->worker && !(sess->worker = mf_worker_start(s))) {
+  mf_worker *worker = sess->worker;
+  if (!worker) {
+    pthread_mutex_lock(&sess->lock);
+    if (!(worker = sess->worker) && (worker = mf_worker_start(s))) sess->worker = worker;
+    pthread_mutex_unlock(&sess->lock);
+  }
+  if (!worker) {
     mf_free(a->feeds);
     mf_free(a->fetches);
     mf_free(a);
@@ -70,7 +77,7 @@ mf_async *mf_callable_run_async(mf_callable *c, mf_tensor *const *feed_values, m
   /* A missing feed is the run's error (reported by the run, as mf_callable_run does). */
   for (int i = 0; i < nfeeds; i++) a->feeds[i] = feed_values && feed_values[i] ? mf_tensor_retain(feed_values[i]) : NULL;
   a->job.run = run_job;
-  mf_worker_submit(sess->worker, &a->job);
+  mf_worker_submit(worker, &a->job);
   return a;
 }
 

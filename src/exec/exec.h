@@ -39,18 +39,30 @@ typedef struct mf_step {
   unsigned forwardable;  /* bit k: input k dies here, so output 0 may take its buffer */
   unsigned dying;        /* bit k: input k's slot is read by no later step and not fetched */
   bool has_fed_output;
-  struct mf_graph_states *state_holder; /* the op's state: state_holder->slots[state_index] */
-  int state_index;
-  bool stand_in;         /* a variable's stand-in in a function: reads a fed value of the variable */
+  mf_state_slot *state;  /* the op's per-session state */
+  int var_id;            /* a variable's stand-in in a function: the variable's op id, whose
+                            fed value it reads; else -1 */
+  mf_state_slot **ref_states; /* per input: the state a ref input names; NULL without ref inputs */
+  /* The locks of the variables this step reads or writes (its own state when
+   * it is a variable, its ref inputs'), ascending and distinct, so that steps
+   * taking several never deadlock; held around the kernel. */
+  pthread_mutex_t **locks;
+  int num_locks;
 } mf_step;
 
 /* Per-op state of one graph in one session: the session's graph and each
- * function graph run by its kernels have one. */
+ * function graph run by its kernels have one. Slot i is
+ * chunks[i / MF_STATE_CHUNK][i % MF_STATE_CHUNK]: slots never move, so steps
+ * keep pointers to them while later plans add slots. */
+enum { MF_STATE_CHUNK = 64, MF_STATE_LOCKS = 64 };
 typedef struct mf_graph_states {
   mf_graph *graph;
-  mf_state_slot *slots;  /* per op id: variable values, RNG counters */
-  int num;
+  mf_state_slot **chunks;
+  int num;               /* slots made: a multiple of MF_STATE_CHUNK */
 } mf_graph_states;
+static inline mf_state_slot *mf_state_at(const mf_graph_states *st, int i) {
+  return &st->chunks[i / MF_STATE_CHUNK][i % MF_STATE_CHUNK];
+}
 
 /* A plan is read-only once built and may be run by several threads at once;
  * everything a run changes lives in its run state (mf_run). */
@@ -105,13 +117,19 @@ typedef struct mf_run {
   mf_tensor *const *var_feeds;
   int num_var_feeds;
   mf_tensor **var_feeds_by_id; /* num_var_ids entries when the plan feeds variables */
+  void *scratch;         /* mf_kernel_scratch's memory */
+  size_t scratch_bytes;
 } mf_run;
 
 struct mf_callable { mf_plan plan; };
 
 struct mf_session {
   mf_graph *graph;
-  bool closed;
+  _Atomic bool closed;
+  /* Guards the plan caches, the function states list, the placement log and
+   * making op state (mf_kernel_state). Plans are built under it. */
+  pthread_mutex_t lock;
+  pthread_mutex_t state_locks[MF_STATE_LOCKS]; /* variables' values, striped (mf_state_lock) */
   mf_callable **plans;
   int num_plans, cap_plans;
   mf_graph_states states;     /* of the session's graph */
@@ -120,9 +138,10 @@ struct mf_session {
   mf_callable **fn_plans;     /* plans over function graphs */
   int num_fn_plans, cap_fn_plans;
   _Atomic uint64_t num_allocations;
-  /* The thread of mf_callable_run_async (async.c), NULL until its first job.
-   * Every other use of the session first waits for its jobs (mf_worker_drain). */
-  mf_worker *worker;
+  /* The thread of mf_callable_run_async (async.c), NULL until its first job
+   * (started under `lock`). Every other use of the session first waits for
+   * its jobs (mf_worker_drain), so they stay in order with the caller's runs. */
+  _Atomic(mf_worker *) worker;
   unsigned options;           /* MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT */
   /* Placement lines of plans built since the last mf_session_take_placement_log,
    * and the text that call last handed out. */
@@ -138,6 +157,14 @@ struct mf_session {
 
 /* A variable's stand-in in a function names the variable by "_var_id". */
 static inline bool mf_var_id_of(const mf_op *op, int64_t *id) { return mf_op_attr_int(op, "_var_id", id); }
+
+/* --- state.c --- */
+/* Makes the slots of every op states->graph has now. */
+mf_code mf_states_grow(mf_graph_states *states, mf_status *s);
+/* Frees every op's state and the slots. */
+void mf_states_clear(mf_graph_states *states);
+/* The lock guarding the value in slot (a variable's). */
+pthread_mutex_t *mf_state_lock(mf_session *sess, const mf_state_slot *slot);
 
 /* --- run.c --- */
 /* A run state of p: an idle one, else a new one (NULL with s set when out of memory). */
@@ -170,8 +197,9 @@ mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_te
                             mf_status *s);
 
 /* --- session.c --- */
-/* The session's cached plan over states->graph for this signature, built on first use. */
-mf_callable *mf_session_plan(mf_session *sess, mf_graph_states *states, const mf_output *feeds, int nfeeds,
+/* The session's cached plan over g (its graph or a function graph) for this
+ * signature, built on first use; safe from several threads. */
+mf_callable *mf_session_plan(mf_session *sess, mf_graph *g, const mf_output *feeds, int nfeeds,
                              const mf_output *fetches, int nfetches, mf_op *const *targets, int ntargets,
                              mf_status *s);
 /* Appends a formatted line to the session's placement log; false when out of memory. */

@@ -9,16 +9,7 @@
 
 #include <string.h>
 
-/* The state of the op producing ref input k of op: a variable, or in a
- * function the stand-in of a variable of the session's graph. */
-static mf_state_slot *ref_state(const mf_plan *p, const mf_op *op, int k) {
-  const mf_op *src = op->inputs[k].op;
-  int64_t id;
-  if (src->graph != p->sess->graph && mf_var_id_of(src, &id)) return &p->sess->states.slots[id];
-  return &p->states->slots[src->id];
-}
-
-mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ref_state(ctx->run->plan, ctx->op, k); }
+mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ctx->ref_states[k]; }
 
 /* Appends the op's name and the line that created it to an error about it. */
 static mf_code node_context(mf_status *s, const mf_op *op) {
@@ -60,10 +51,23 @@ static mf_code infer_runtime(mf_run *r, mf_step *st, mf_tensor **inputs, mf_stat
   mf_op *op = st->op;
   for (int k = 0; k < op->num_inputs; k++) {
     mf_output in = op->inputs[k];
-    /* A ref input is described by the variable's current value, if any. */
-    const mf_tensor *v = inputs[k] ? inputs[k] : mf_op_is_ref_input(op, k) ? ref_state(r->plan, op, k)->ptr : NULL;
-    r->rt_dtypes[k] = v ? v->dtype : in.op->out_dtypes[in.index];
-    r->rt_in_shapes[k] = v ? mf_shape_of(v) : in.op->out_shapes[in.index];
+    r->rt_dtypes[k] = in.op->out_dtypes[in.index];
+    r->rt_in_shapes[k] = in.op->out_shapes[in.index];
+    if (inputs[k]) {
+      r->rt_dtypes[k] = inputs[k]->dtype;
+      r->rt_in_shapes[k] = mf_shape_of(inputs[k]);
+    } else if (st->ref_states && st->ref_states[k]) {
+      /* A ref input is described by the variable's current value, if any,
+       * read under its lock unless the step holds it already. */
+      pthread_mutex_t *lock = st->num_locks ? NULL : mf_state_lock(r->plan->sess, st->ref_states[k]);
+      if (lock) pthread_mutex_lock(lock);
+      const mf_tensor *v = atomic_load(&st->ref_states[k]->ptr);
+      if (v) {
+        r->rt_dtypes[k] = v->dtype;
+        r->rt_in_shapes[k] = mf_shape_of(v);
+      }
+      if (lock) pthread_mutex_unlock(lock);
+    }
     r->rt_values[k] = mf_def_reads_value(op->def, k) ? inputs[k] : NULL;
   }
   mf_dtype out_dtypes[MF_MAX_OUTPUTS_INLINE];
@@ -153,6 +157,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
         outputs[k] = NULL;
       }
     }
+    for (int k = 0; k < st->num_locks; k++) pthread_mutex_lock(st->locks[k]);
     bool alloc = !(op->def->flags & MF_OP_SETS_OUTPUTS);
     /* Static shapes are exact when fully defined and the inputs match theirs
      * (set_shape may promise more than a fed value keeps); else infer again. */
@@ -170,21 +175,22 @@ void mf_run_steps(mf_run *r, mf_status *s) {
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
       if (!outputs[k]) outputs[k] = mf_pool_alloc(r, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     if (mf_ok(s)) {
-      mf_state_slot *state = &st->state_holder->slots[st->state_index], fed_var;
-      if (st->stand_in && st->state_index < r->num_var_feeds && r->var_feeds[st->state_index]) {
-        fed_var = (mf_state_slot){r->var_feeds[st->state_index], NULL};
+      mf_state_slot *state = st->state, fed_var;
+      if (st->var_id >= 0 && st->var_id < r->num_var_feeds && r->var_feeds[st->var_id]) {
+        fed_var = (mf_state_slot){r->var_feeds[st->var_id], NULL};
         state = &fed_var;
       }
       mf_kernel_ctx ctx = {
           .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
           .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
           .status = s, .session = sess,
-          .state = state, .run = r, .dying_inputs = st->dying,
+          .state = state, .ref_states = st->ref_states, .run = r, .dying_inputs = st->dying,
           .outputs_read = &p->slot_read[st->out_slot]};
       if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
       for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
         if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
     }
+    for (int k = st->num_locks - 1; k >= 0; k--) pthread_mutex_unlock(st->locks[k]);
     if (inputs != in_inline) mf_free(inputs);
     if (st->has_fed_output)
       for (int k = 0; k < op->num_outputs; k++)

@@ -1,39 +1,14 @@
 /* function.c — plans over function graphs (the branches and loop bodies of
- * control flow), run by kernels with their own session, and the per-session
- * state of those graphs' ops. */
+ * control flow), run by kernels with their own session. */
 #include "exec/exec.h"
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
-static mf_graph_states *function_states(mf_session *sess, mf_graph *g, mf_status *s) {
-  if (g == sess->graph) return &sess->states;
-  for (int i = 0; i < sess->num_fn_states; i++)
-    if (sess->fn_states[i]->graph == g) return sess->fn_states[i];
-  if (sess->num_fn_states == sess->cap_fn_states) {
-    int cap = sess->cap_fn_states ? sess->cap_fn_states * 2 : 8;
-    mf_graph_states **grown = mf_realloc(sess->fn_states, (size_t)cap * sizeof *grown);
-    if (!grown) goto oom;
-    sess->fn_states = grown;
-    sess->cap_fn_states = cap;
-  }
-  mf_graph_states *st = mf_calloc(1, sizeof *st);
-  if (!st) goto oom;
-  st->graph = g;
-  sess->fn_states[sess->num_fn_states++] = st;
-  return st;
-oom:
-  mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory preparing a function");
-  return NULL;
-}
-
 mf_callable *mf_function_plan(mf_kernel_ctx *ctx, mf_graph *fn, const mf_output *feeds, int nfeeds,
                               const mf_output *fetches, int nfetches, mf_op *const *targets,
                               int ntargets) {
-  mf_session *sess = ctx->session;
-  mf_graph_states *states = function_states(sess, fn, ctx->status);
-  if (!states) return NULL;
-  return mf_session_plan(sess, states, feeds, nfeeds, fetches, nfetches, targets, ntargets, ctx->status);
+  return mf_session_plan(ctx->session, fn, feeds, nfeeds, fetches, nfetches, targets, ntargets, ctx->status);
 }
 
 void mf_function_recycle(mf_callable *c, mf_tensor *t) {

@@ -8,6 +8,14 @@
 /* For a ref input k (see mf_op_def.ref_inputs): the state of the op producing
  * it, e.g. the variable an Assign writes. */
 mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k);
+/* The op's per-session state, made by make(ctx) on its first use (once, also
+ * when runs on several threads reach it together) and freed with free_fn
+ * when the session closes. NULL with ctx->status set when make fails. */
+void *mf_kernel_state(mf_kernel_ctx *ctx, void *(*make)(mf_kernel_ctx *ctx), void (*free_fn)(void *));
+/* Scratch memory of at least `bytes` for this kernel call, owned by the run
+ * (kept for later runs, so steady-state runs allocate nothing); NULL with
+ * ctx->status set when out of memory. */
+void *mf_kernel_scratch(mf_kernel_ctx *ctx, size_t bytes);
 /* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);

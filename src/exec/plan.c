@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 #include "device/device.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void mf_plan_free(mf_plan *p) {
@@ -14,6 +15,8 @@ void mf_plan_free(mf_plan *p) {
   for (int i = 0; i < p->num_steps; i++) {
     mf_free(p->steps[i].in_slots);
     mf_free(p->steps[i].dead);
+    mf_free(p->steps[i].ref_states);
+    mf_free(p->steps[i].locks);
   }
   for (int i = 0; i < p->num_slots && p->const_values; i++) mf_tensor_release(p->const_values[i]);
   mf_free(p->steps);
@@ -30,15 +33,47 @@ void mf_plan_free(mf_plan *p) {
   mf_free(p);
 }
 
-static mf_code grow_states(mf_graph_states *states, mf_status *s) {
-  int n = states->graph->num_ops;
-  if (n <= states->num) return MF_OK;
-  mf_state_slot *st = mf_realloc(states->slots, (size_t)n * sizeof *st);
-  if (!st) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
-  memset(st + states->num, 0, (size_t)(n - states->num) * sizeof *st);
-  states->slots = st;
-  states->num = n;
-  return MF_OK;
+/* The state of the op producing ref input k of op: a variable, or in a
+ * function the stand-in of a variable of the session's graph. */
+static mf_state_slot *ref_state(const mf_plan *p, const mf_op *op, int k) {
+  const mf_op *src = op->inputs[k].op;
+  int64_t id;
+  if (src->graph != p->sess->graph && mf_var_id_of(src, &id)) return mf_state_at(&p->sess->states, (int)id);
+  return mf_state_at(p->states, src->id);
+}
+
+static int compare_locks(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)*(pthread_mutex_t *const *)a, y = (uintptr_t)*(pthread_mutex_t *const *)b;
+  return (x > y) - (x < y);
+}
+
+/* The step's ref states and the variable locks it holds around its kernel:
+ * a variable's own, and those of the ops taking refs by definition (Assign,
+ * the optimizers). Control flow passes refs on to functions, whose own steps
+ * lock; holding them across a whole loop could deadlock two loops. */
+static bool step_states(mf_plan *p, mf_step *st) {
+  const mf_op *op = st->op;
+  bool refs = false;
+  for (int k = 0; k < op->num_inputs; k++) refs |= mf_op_is_ref_input(op, k);
+  if (refs) {
+    if (!PLAN_ALLOC(st->ref_states, op->num_inputs)) return false;
+    for (int k = 0; k < op->num_inputs; k++)
+      if (mf_op_is_ref_input(op, k)) st->ref_states[k] = ref_state(p, op, k);
+  }
+  bool own = op->def->flags & MF_OP_VARIABLE;
+  int n = own;
+  for (int k = 0; k < op->num_inputs && k < 32; k++) n += (op->def->ref_inputs >> k & 1u) != 0;
+  if (!n) return true;
+  if (!PLAN_ALLOC(st->locks, n)) return false;
+  if (own) st->locks[st->num_locks++] = mf_state_lock(p->sess, st->state);
+  for (int k = 0; k < op->num_inputs && k < 32; k++)
+    if (op->def->ref_inputs >> k & 1u) st->locks[st->num_locks++] = mf_state_lock(p->sess, st->ref_states[k]);
+  qsort(st->locks, (size_t)st->num_locks, sizeof *st->locks, compare_locks);
+  int distinct = 0;
+  for (int i = 0; i < st->num_locks; i++)
+    if (!distinct || st->locks[distinct - 1] != st->locks[i]) st->locks[distinct++] = st->locks[i];
+  st->num_locks = distinct;
+  return true;
 }
 
 static bool port_is_fed(const mf_plan *p, mf_output o) {
@@ -56,6 +91,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   bool *needed = NULL, *fed_op = NULL;
   int *slot_base = NULL, *last_use = NULL;
   if (!PLAN_ALLOC(needed, n) || !PLAN_ALLOC(fed_op, n) || !PLAN_ALLOC(slot_base, n)) goto done;
+  if (mf_states_grow(p->states, s) || mf_states_grow(&sess->states, s)) goto done;
 
   /* Build-time inference read the values of constants and shapes; a feed that
    * replaces any such value voids what it inferred. */
@@ -143,17 +179,17 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     }
     st->out_slot = slot_base[id];
     int64_t var_id;
-    st->state_holder = p->states;
-    st->state_index = id;
+    st->state = mf_state_at(p->states, id);
+    st->var_id = -1;
     if (mf_var_id_of(op, &var_id)) {
       if (p->states == &p->sess->states || var_id < 0 || var_id >= p->sess->graph->num_ops) {
         rc = mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' names no variable of the session's graph", op->name);
         goto done;
       }
-      st->state_holder = &p->sess->states;
-      st->state_index = (int)var_id;
-      st->stand_in = true;
+      st->state = mf_state_at(&sess->states, (int)var_id);
+      st->var_id = (int)var_id;
     }
+    if (!step_states(p, st)) goto done;
     /* A source op learns nothing new at run time (an unfed Placeholder must reach
      * its kernel, which reports the missing feed). */
     st->infer_at_runtime = (fed_values || !op->outputs_fully_defined) && op->num_inputs > 0;
@@ -197,8 +233,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     }
   p->rt_cap_in = max_in;
   p->rt_cap_out = max_out > MF_MAX_OUTPUTS_INLINE ? max_out : MF_MAX_OUTPUTS_INLINE;
-  rc = grow_states(p->states, s);
-  if (rc == MF_OK) rc = grow_states(&p->sess->states, s);
+  rc = MF_OK;
 done:
   if (rc == MF_RESOURCE_EXHAUSTED && mf_ok(s)) mf_status_set(s, rc, "out of memory building a plan");
   if (!mf_ok(s) && sess->log) {  /* a plan that failed placed nothing */

@@ -23,6 +23,7 @@ void mf_run_free(mf_run *r) {
   mf_free(r->rt_values);
   mf_free(r->fed_keep);
   mf_free(r->var_feeds_by_id);
+  mf_aligned_free(r->scratch);
   mf_free(r);
 }
 

@@ -22,6 +22,8 @@ mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status
   }
   sess->graph = mf_graph_retain(g);
   sess->states.graph = g;
+  pthread_mutex_init(&sess->lock, NULL);
+  for (int i = 0; i < MF_STATE_LOCKS; i++) pthread_mutex_init(&sess->state_locks[i], NULL);
   sess->options = options;
   return sess;
 }
@@ -54,12 +56,14 @@ bool mf_session_log_line(mf_session *sess, const char *fmt, ...) {
 
 const char *mf_session_take_placement_log(mf_session *sess) {
   mf_worker_drain(sess->worker);
+  pthread_mutex_lock(&sess->lock);
   mf_free(sess->log_taken);
   sess->log_taken = sess->log_len ? sess->log : NULL;
   if (sess->log_len) {
     sess->log = NULL;
     sess->log_len = sess->log_cap = 0;
   }
+  pthread_mutex_unlock(&sess->lock);
   return sess->log_taken ? sess->log_taken : "";
 }
 
@@ -69,24 +73,15 @@ static void plans_drop_buffers(mf_callable **plans, int n) {
   for (int i = 0; i < n; i++) mf_plan_drop_runs(&plans[i]->plan);
 }
 
-static void states_clear(mf_graph_states *st) {
-  for (int i = 0; i < st->num; i++)
-    if (st->slots[i].ptr && st->slots[i].free) st->slots[i].free(st->slots[i].ptr);
-  mf_free(st->slots);
-  st->slots = NULL;
-  st->num = 0;
-}
-
 void mf_session_close(mf_session *sess) {
   if (!sess) return;
-  mf_worker_free(sess->worker);  /* cancels jobs not started, waits for the running one */
-  sess->worker = NULL;
+  mf_worker_free(atomic_exchange(&sess->worker, NULL));  /* cancels jobs not started, waits for the running one */
   if (sess->closed) return;
   sess->closed = true;
   plans_drop_buffers(sess->plans, sess->num_plans);
   plans_drop_buffers(sess->fn_plans, sess->num_fn_plans);
-  for (int i = 0; i < sess->num_fn_states; i++) states_clear(sess->fn_states[i]);
-  states_clear(&sess->states);
+  for (int i = 0; i < sess->num_fn_states; i++) mf_states_clear(sess->fn_states[i]);
+  mf_states_clear(&sess->states);
 }
 
 void mf_session_free(mf_session *sess) {
@@ -100,6 +95,8 @@ void mf_session_free(mf_session *sess) {
   mf_free(sess->fn_states);
   mf_free(sess->log);
   mf_free(sess->log_taken);
+  pthread_mutex_destroy(&sess->lock);
+  for (int i = 0; i < MF_STATE_LOCKS; i++) pthread_mutex_destroy(&sess->state_locks[i]);
   mf_graph_release(sess->graph);
   mf_free(sess);
 }
@@ -109,10 +106,13 @@ mf_graph *mf_session_graph(const mf_session *sess) { return sess->graph; }
 
 mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
   mf_worker_drain(sess->worker);  /* its async runs count too */
+  pthread_mutex_lock(&sess->lock);
   mf_graph_states *st = op->graph == sess->graph ? &sess->states : NULL;
   for (int i = 0; !st && i < sess->num_fn_states; i++)
     if (sess->fn_states[i]->graph == op->graph) st = sess->fn_states[i];
-  return st && op->id < st->num ? &st->slots[op->id] : NULL;
+  mf_state_slot *slot = st && op->id < st->num ? mf_state_at(st, op->id) : NULL;
+  pthread_mutex_unlock(&sess->lock);
+  return slot;
 }
 uint64_t mf_session_num_allocations(const mf_session *sess) {
   mf_worker_drain(sess->worker);
@@ -239,14 +239,40 @@ mf_code mf_session_closed_error(mf_status *s) {
                        "Attempted to use a closed Session: create a new tf.Session to run again");
 }
 
-mf_callable *mf_session_plan(mf_session *sess, mf_graph_states *states, const mf_output *feeds, int nfeeds,
+/* The op states of function graph g in this session, made on first use. */
+static mf_graph_states *function_states(mf_session *sess, mf_graph *g, mf_status *s) {
+  for (int i = 0; i < sess->num_fn_states; i++)
+    if (sess->fn_states[i]->graph == g) return sess->fn_states[i];
+  if (sess->num_fn_states == sess->cap_fn_states) {
+    int cap = sess->cap_fn_states ? sess->cap_fn_states * 2 : 8;
+    mf_graph_states **grown = mf_realloc(sess->fn_states, (size_t)cap * sizeof *grown);
+    if (!grown) goto oom;
+    sess->fn_states = grown;
+    sess->cap_fn_states = cap;
+  }
+  mf_graph_states *st = mf_calloc(1, sizeof *st);
+  if (!st) goto oom;
+  st->graph = g;
+  sess->fn_states[sess->num_fn_states++] = st;
+  return st;
+oom:
+  mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory preparing a function");
+  return NULL;
+}
+
+mf_callable *mf_session_plan(mf_session *sess, mf_graph *g, const mf_output *feeds, int nfeeds,
                              const mf_output *fetches, int nfetches, mf_op *const *targets, int ntargets,
                              mf_status *s) {
-  bool fn = states != &sess->states;
+  bool fn = g != sess->graph;
   uint64_t h = signature_hash(feeds, nfeeds, fetches, nfetches, targets, ntargets);
-  mf_callable *c = plans_find(fn ? sess->fn_plans : sess->plans, fn ? sess->num_fn_plans : sess->num_plans,
-                              states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets);
-  return c ? c : plan_new(sess, states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+  pthread_mutex_lock(&sess->lock);
+  mf_graph_states *states = fn ? function_states(sess, g, s) : &sess->states;
+  mf_callable *c = states ? plans_find(fn ? sess->fn_plans : sess->plans, fn ? sess->num_fn_plans : sess->num_plans,
+                                       states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets)
+                          : NULL;
+  if (!c && states) c = plan_new(sess, states, h, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+  pthread_mutex_unlock(&sess->lock);
+  return c;
 }
 
 mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, int nfeeds,
@@ -258,5 +284,5 @@ mf_callable *mf_session_make_callable(mf_session *sess, const mf_output *feeds, 
     mf_session_closed_error(s);
     return NULL;
   }
-  return mf_session_plan(sess, &sess->states, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
+  return mf_session_plan(sess, sess->graph, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
 }

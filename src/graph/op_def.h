@@ -7,6 +7,8 @@
 #include "core/base.h"
 #include "graph/attrs.h"
 
+#include <stdatomic.h>
+
 typedef struct mf_op_def mf_op_def;
 
 /* Shape and dtype inference. Runs when the op is built (static shapes, some
@@ -46,8 +48,11 @@ enum { MF_MAX_OUTPUTS_INLINE = 8 };
 mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);
 
 /* Per-session state of one op (a variable's value, an RNG counter): owned by
- * the session, freed with `free` when it closes. */
-typedef struct mf_state_slot { void *ptr; void (*free)(void *); } mf_state_slot;
+ * the session, freed with `free` when it closes. Runs on several threads
+ * share it: ptr is atomic, made once (mf_kernel_state), and a variable's
+ * value changes only under its lock, which the executor holds around the
+ * kernels of the variable and of the ops with ref inputs to it. */
+typedef struct mf_state_slot { _Atomic(void *) ptr; void (*free)(void *); } mf_state_slot;
 
 typedef struct mf_kernel_ctx {
   const mf_op *op;
@@ -61,6 +66,7 @@ typedef struct mf_kernel_ctx {
   mf_status *status;
   mf_session *session;
   mf_state_slot *state;      /* this op's per-session state */
+  mf_state_slot *const *ref_states; /* per input: the state a ref input names, else NULL */
   struct mf_run *run;        /* the run this kernel is part of (exec/): for the kernel API */
   /* Bit k: input k is read by no later op of the run and not fetched. When
    * its refcount is 1 as well (and no other input is the same value), the

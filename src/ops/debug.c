@@ -31,6 +31,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* ---------- host callbacks ---------- */
@@ -54,15 +55,15 @@ static const mf_host *host_of(const mf_op *op, const mf_session *sess) {
 
 /* ---------- run counts ---------- */
 
+static void *run_count_new(mf_kernel_ctx *ctx) {
+  (void)ctx;
+  return mf_calloc(1, sizeof(_Atomic int64_t));
+}
+
 /* The op's run count in its per-session state, incremented; made on first use. */
 static int64_t count_run(mf_kernel_ctx *ctx) {
-  mf_state_slot *st = ctx->state;
-  if (!st->ptr) {
-    st->ptr = mf_calloc(1, sizeof(int64_t));
-    if (!st->ptr) return -1;
-    st->free = mf_free;
-  }
-  return ++*(int64_t *)st->ptr;
+  _Atomic int64_t *count = mf_kernel_state(ctx, run_count_new, mf_free);
+  return count ? atomic_fetch_add(count, 1) + 1 : -1;
 }
 
 static bool counts_runs(const mf_op *op) {
@@ -73,7 +74,8 @@ static bool counts_runs(const mf_op *op) {
 int64_t mf_session_op_run_count(const mf_session *sess, const mf_op *op) {
   if (!sess || !op || !counts_runs(op)) return 0;
   mf_state_slot *st = mf_session_op_state((mf_session *)sess, op);
-  return st && st->ptr ? *(const int64_t *)st->ptr : 0;
+  _Atomic int64_t *count = st ? atomic_load(&st->ptr) : NULL;
+  return count ? atomic_load(count) : 0;
 }
 
 /* ---------- text ---------- */

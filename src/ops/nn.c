@@ -29,6 +29,7 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
+#include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 
 #include <cblas.h>
@@ -475,27 +476,11 @@ static mf_code check_dims(mf_infer_ctx *ic, const char *what, const int64_t got[
   return MF_OK;
 }
 
-/* ---------- per-op scratch ----------
- * im2col blocks live in the op's per-session state: one aligned block, its
- * capacity in the header, grown when a larger one is needed and freed when the
- * session closes. Blocks cover whole output rows and are bounded so the
- * scratch stays small and cache-warm between im2col and gemm. */
-enum { SCRATCH_HEADER = MF_ALIGNMENT, SCRATCH_BUDGET = 4 << 20 };
-
-static void *op_scratch(mf_kernel_ctx *ctx, size_t bytes) {
-  mf_state_slot *st = ctx->state;
-  if (st->ptr && *(size_t *)st->ptr >= bytes) return (char *)st->ptr + SCRATCH_HEADER;
-  if (st->ptr) st->free(st->ptr);
-  st->ptr = mf_aligned_alloc(bytes + SCRATCH_HEADER);
-  st->free = mf_aligned_free;
-  if (!st->ptr) {
-    mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory for %zu bytes of im2col scratch",
-                  ctx->op->name, bytes);
-    return NULL;
-  }
-  *(size_t *)st->ptr = bytes;
-  return (char *)st->ptr + SCRATCH_HEADER;
-}
+/* ---------- im2col scratch ----------
+ * im2col blocks live in the run's scratch (mf_kernel_scratch), kept between
+ * runs. Blocks cover whole output rows and are bounded so the scratch stays
+ * small and cache-warm between im2col and gemm. */
+enum { SCRATCH_BUDGET = 4 << 20 };
 
 /* Output rows per im2col block: as many as fit the budget, at least one. */
 static int64_t block_rows(int64_t k, size_t esize, int64_t m) {
@@ -694,7 +679,7 @@ static bool conv_trivial(mf_tensor *out, bool empty_sum, size_t es) {
 /* The im2col scratch of *rows output rows (a block). */
 static char *conv_scratch(mf_kernel_ctx *ctx, const conv_plan *p, int64_t *rows) {
   *rows = block_rows(p->k, p->es, p->m);
-  return op_scratch(ctx, (size_t)(*rows * p->k) * p->es);
+  return mf_kernel_scratch(ctx, (size_t)(*rows * p->k) * p->es);
 }
 
 /* A 1x1 filter with stride 1 reads the input as it is: [n*h*w, c] is im2col. */

@@ -41,9 +41,11 @@
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 #include "graph/graph.h"
+#include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 enum {
@@ -197,22 +199,22 @@ static mf_code random_infer(mf_infer_ctx *ic) {
 
 /* Per-session state: how many times the op ran, so each run draws new numbers
  * and a new session starts the sequence again. */
-typedef struct rng_state { uint64_t runs; } rng_state;
+typedef struct rng_state { _Atomic uint64_t runs; } rng_state;
+
+static void *rng_state_new(mf_kernel_ctx *ctx) {
+  (void)ctx;
+  return mf_calloc(1, sizeof(rng_state));
+}
 
 /* The key of the op's seeds and the number of this run (counted up). */
 static mf_code next_run(mf_kernel_ctx *ctx, uint32_t key[2], uint64_t *run) {
-  rng_state *st = ctx->state->ptr;
-  if (!st) {
-    st = mf_calloc(1, sizeof *st);
-    if (!st) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
-    ctx->state->ptr = st;
-    ctx->state->free = mf_free;
-  }
+  rng_state *st = mf_kernel_state(ctx, rng_state_new, mf_free);
+  if (!st) return ctx->status->code;
   uint64_t seed = (uint64_t)mf_attr_int(ctx->attrs, "seed", 0);
   uint64_t seed2 = (uint64_t)mf_attr_int(ctx->attrs, "seed2", 0);
   key[0] = (uint32_t)seed ^ (uint32_t)(seed2 >> 32);
   key[1] = (uint32_t)seed2 ^ (uint32_t)(seed >> 32);
-  *run = st->runs++;
+  *run = atomic_fetch_add_explicit(&st->runs, 1, memory_order_relaxed);
   return MF_OK;
 }
 

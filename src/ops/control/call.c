@@ -35,6 +35,7 @@
 #include "ops/control/control.h"
 
 #include <stdio.h>
+#include <pthread.h>
 #include <string.h>
 
 /* ---------- function attributes ---------- */
@@ -144,27 +145,34 @@ static bool graph_is_stateful(const mf_graph *g, int depth) {
 _Thread_local int mf_gradient_depth;
 
 enum { MAX_CALLS = 4 };
-/* An op's per-session state: its prepared calls. */
-typedef struct call_state { fn_call calls[MAX_CALLS]; } call_state;
+/* An op's per-session state: its prepared calls, made under `lock` and
+ * published atomically, so concurrent runs of the op read them without it. */
+typedef struct call_state {
+  pthread_mutex_t lock;
+  _Atomic(fn_call *) calls[MAX_CALLS];
+} call_state;
+
+static void fn_call_free(fn_call *c) {
+  while (c) {
+    fn_call *older = c->replaced;
+    mf_free(c->arg_src);
+    mf_free(c);
+    c = older;
+  }
+}
 
 static void call_state_free(void *p) {
   call_state *cs = p;
-  for (int i = 0; i < MAX_CALLS; i++) mf_free(cs->calls[i].arg_src);
+  for (int i = 0; i < MAX_CALLS; i++) fn_call_free(atomic_load(&cs->calls[i]));
+  pthread_mutex_destroy(&cs->lock);
   mf_free(cs);
 }
 
-static call_state *calls_of(mf_kernel_ctx *ctx) {
-  if (!ctx->state->ptr) {
-    call_state *cs = mf_calloc(1, sizeof *cs);
-    if (!cs) {
-      mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "out of memory");
-      return NULL;
-    }
-    for (int i = 0; i < MAX_CALLS; i++) cs->calls[i].nstash = -1;
-    ctx->state->ptr = cs;
-    ctx->state->free = call_state_free;
-  }
-  return ctx->state->ptr;
+static void *call_state_new(mf_kernel_ctx *ctx) {
+  (void)ctx;
+  call_state *cs = mf_calloc(1, sizeof *cs);
+  if (cs) pthread_mutex_init(&cs->lock, NULL);
+  return cs;
 }
 
 /* Whether function f reads argument op `arg` (else it is not fed at all). */
@@ -185,18 +193,22 @@ static bool arg_used(const fn_attr *f, const mf_op *arg) {
  * ports, targets its ops with effects (none when `pure`: a gradient). */
 fn_call *mf_prepare_call(mf_kernel_ctx *ctx, int which, const fn_attr *f, int nstash,
                          const int64_t *extra, int nextra, bool pure) {
-  call_state *cs = calls_of(ctx);
+  call_state *cs = mf_kernel_state(ctx, call_state_new, call_state_free);
   if (!cs) return NULL;
-  fn_call *call = &cs->calls[which];
-  if (call->plan && call->nstash == nstash) return call;
+  fn_call *call = atomic_load_explicit(&cs->calls[which], memory_order_acquire);
+  if (call && call->nstash == nstash) return call;
+  pthread_mutex_lock(&cs->lock);
+  call = atomic_load_explicit(&cs->calls[which], memory_order_relaxed);
+  fn_call *ret = call && call->nstash == nstash ? call : NULL;
+  if (ret) goto unlock;
   mf_graph *g = f->g;
   int nfetch = f->nout + nstash;
   mf_output *feeds = mf_malloc((size_t)(f->nin + nextra + 1) * sizeof *feeds);
   mf_output *fetches = mf_malloc((size_t)(nfetch + 1) * sizeof *fetches);
   mf_op **targets = mf_malloc((size_t)(g->num_ops + 1) * sizeof *targets);
+  fn_call *made = mf_calloc(1, sizeof *made);
   int *src = mf_malloc((size_t)(f->nin + 1) * sizeof *src);
-  fn_call *ret = NULL;
-  if (!feeds || !fetches || !targets || !src) {
+  if (!feeds || !fetches || !targets || !made || !src) {
     mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "out of memory");
     goto done;
   }
@@ -214,19 +226,20 @@ fn_call *mf_prepare_call(mf_kernel_ctx *ctx, int which, const fn_attr *f, int ns
     if (has_effects(g->ops[i], 0)) targets[ntargets++] = g->ops[i];
   mf_callable *plan = mf_function_plan(ctx, g, feeds, nargs + nextra, fetches, nfetch, targets, ntargets);
   if (!plan) goto done;
-  mf_free(call->arg_src);
-  call->plan = plan;
-  call->nargs = nargs;
-  call->arg_src = src;
-  call->nextra = nextra;
-  call->nstash = nstash;
+  *made = (fn_call){.plan = plan, .nargs = nargs, .arg_src = src, .nextra = nextra, .nstash = nstash,
+                    .replaced = call};
+  atomic_store_explicit(&cs->calls[which], made, memory_order_release);
+  ret = made;
+  made = NULL;
   src = NULL;
-  ret = call;
 done:
   mf_free(feeds);
   mf_free(fetches);
   mf_free(targets);
+  mf_free(made);
   mf_free(src);
+unlock:
+  pthread_mutex_unlock(&cs->lock);
   return ret;
 }
 

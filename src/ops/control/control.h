@@ -45,16 +45,19 @@ bool mf_is_stateful(const mf_op *op, int depth);
 /* How deep this thread is in runs of gradient functions (WhileGrad, a gradient If). */
 extern _Thread_local int mf_gradient_depth;
 
-/* A prepared call of a function: its plan and where each feed comes from. */
+/* A prepared call of a function: its plan and where each feed comes from.
+ * Never changed once made: runs on other threads may be using it. */
 typedef struct fn_call {
   mf_callable *plan;
   int nargs;
   int *arg_src;    /* feed j < nargs takes calling input arg_src[j] */
   int nextra;      /* then `nextra` feeds of given ports (a gradient's kept values) */
-  int nstash;      /* stash ports fetched after the results; -1: not prepared */
+  int nstash;      /* stash ports fetched after the results */
+  struct fn_call *replaced; /* the call this one replaced, freed with the op's state */
 } fn_call;
 
-/* The call of function f in slot `which` of the op's session state, prepared once (see call.c). */
+/* The call of function f in slot `which` of the op's session state, prepared
+ * once (again when nstash changes; see call.c). Owned by the op's state. */
 fn_call *mf_prepare_call(mf_kernel_ctx *ctx, int which, const fn_attr *f, int nstash,
                          const int64_t *extra, int nextra, bool pure);
 /* Runs a prepared call: args from the calling inputs `in`, results into `out` (see call.c for moves). */
