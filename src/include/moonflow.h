@@ -222,6 +222,23 @@ mf_session *mf_session_new(mf_graph *g, mf_status *s); /* retains g */
  * MF_LOG_DEVICE_PLACEMENT records a line per op of each new plan,
  * "a: (Add): /device:CPU:0" (and a line for each op soft placement moved),
  * for the host to print: mf_session_take_placement_log. */
+/* Threads (TensorFlow's contract):
+ * - Safe from several threads at once on one session: mf_session_run,
+ *   mf_session_make_callable, mf_callable_run (also one callable from many
+ *   threads), mf_callable_run_async, mf_session_take_placement_log and the
+ *   counters. Each run has its own run state; plans are built once, under the
+ *   session's lock. Ops of one graph run on the thread that runs them.
+ * - Variables: a read sees a whole value, never a half-written one; updates
+ *   of one variable (Assign, AssignAdd, the optimizers' apply ops) are
+ *   serialized, as TensorFlow's use_locking=True makes them, whatever the
+ *   attribute says. Stateful ops (random, Print counts) count every run once.
+ * - Not safe: building a graph (mf_op_desc_*, gradients, import) while another
+ *   thread builds on or runs the same graph — build first, then run; and
+ *   mf_session_close / mf_session_free while another thread uses the session.
+ * - A tensor is safe to share read-only between threads; its refcount is atomic.
+ * - Host callbacks (mf_host: Lua functions in the graph) run on whichever
+ *   thread runs their op; a host that is not thread-safe (a Lua state) must
+ *   run such graphs from one thread. */
 enum { MF_ALLOW_SOFT_PLACEMENT = 1, MF_LOG_DEVICE_PLACEMENT = 2 };
 /* mf_session_new with options; unknown bits are INVALID_ARGUMENT. Retains g. */
 mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s);
@@ -253,9 +270,10 @@ mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values,
  * thread, started by its first asynchronous run; it runs the session's jobs
  * one at a time in the order they were started. Until a job has finished, any
  * other use of its session (a run, make_callable, the counters below, close)
- * first waits for the session's jobs, so a session is never used by two
- * threads at once; other sessions are independent and may run meanwhile. The
- * host callbacks of the graph (mf_host) run on the worker thread. */
+ * first waits for the session's jobs, so a caller's runs see its
+ * asynchronous runs' effects in order; other sessions are independent and may
+ * run meanwhile. The host callbacks of the graph (mf_host) run on the worker
+ * thread. */
 typedef struct mf_async mf_async;
 /* Starts running c with feed_values (one per feed, retained until the job is
  * waited for or freed, and released on the thread that does that). New; free
