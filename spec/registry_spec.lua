@@ -3,6 +3,208 @@ local tf = require("moonflow")
 local core = require("moonflow.core")
 local H = require("spec.helpers")
 
+-- The public Lua functions that build each op that is not internal, as the
+-- API docs name them: "tf.nn.relu" indexes from tf; "tf.TensorArray:write" is
+-- the method write of the objects tf.TensorArray makes.
+local CATALOG = {
+  Abs = {"tf.abs"},
+  Add = {"tf.add"},
+  AddN = {"tf.add_n"},
+  All = {"tf.reduce_all"},
+  Any = {"tf.reduce_any"},
+  ApplyAdagrad = {"tf.train.AdagradOptimizer"},
+  ApplyAdam = {"tf.train.AdamOptimizer"},
+  ApplyCenteredRMSProp = {"tf.train.RMSPropOptimizer"},
+  ApplyGradientDescent = {"tf.train.GradientDescentOptimizer"},
+  ApplyMomentum = {"tf.train.MomentumOptimizer"},
+  ApplyRMSProp = {"tf.train.RMSPropOptimizer"},
+  ArgMax = {"tf.argmax"},
+  ArgMin = {"tf.argmin"},
+  Assert = {"tf.Assert"},
+  Assign = {"tf.assign", "tf.Variable:assign"},
+  AssignAdd = {"tf.assign_add", "tf.Variable:assign_add"},
+  AssignSub = {"tf.assign_sub", "tf.Variable:assign_sub"},
+  AvgPool = {"tf.nn.avg_pool"},
+  BiasAdd = {"tf.nn.bias_add"},
+  BooleanMask = {"tf.boolean_mask"},
+  BroadcastTo = {"tf.broadcast_to"},
+  Cast = {"tf.cast"},
+  Ceil = {"tf.ceil"},
+  CheckNumerics = {"tf.debugging.check_numerics"},
+  Concat = {"tf.concat"},
+  Const = {"tf.constant"},
+  Conv2D = {"tf.nn.conv2d"},
+  Conv2DBackpropFilter = {"tf.nn.conv2d_backprop_filter"},
+  Conv2DBackpropInput = {"tf.nn.conv2d_backprop_input", "tf.nn.conv2d_transpose"},
+  Cos = {"tf.cos"},
+  Cumsum = {"tf.cumsum"},
+  Div = {"tf.divide"},
+  Elu = {"tf.nn.elu"},
+  Equal = {"tf.equal"},
+  Exp = {"tf.exp"},
+  ExpandDims = {"tf.expand_dims"},
+  Fill = {"tf.fill"},
+  Floor = {"tf.floor"},
+  FloorDiv = {"tf.floordiv"},
+  Gather = {"tf.gather"},
+  GatherNd = {"tf.gather_nd"},
+  Greater = {"tf.greater"},
+  GreaterEqual = {"tf.greater_equal"},
+  Identity = {"tf.identity"},
+  If = {"tf.cond", "tf.case"},
+  InTopK = {"tf.nn.in_top_k"},
+  IsVariableInitialized = {"tf.is_variable_initialized"},
+  LeakyRelu = {"tf.nn.leaky_relu"},
+  Less = {"tf.less"},
+  LessEqual = {"tf.less_equal"},
+  Log = {"tf.log"},
+  Log1p = {"tf.log1p"},
+  LogicalAnd = {"tf.logical_and"},
+  LogicalNot = {"tf.logical_not"},
+  LogicalOr = {"tf.logical_or"},
+  LogicalXor = {"tf.logical_xor"},
+  LuaFunc = {"tf.lua_func"},
+  LuaFuncStateless = {"tf.lua_func"},
+  MatMul = {"tf.matmul"},
+  Max = {"tf.reduce_max"},
+  MaxPool = {"tf.nn.max_pool"},
+  Maximum = {"tf.maximum"},
+  Mean = {"tf.reduce_mean"},
+  Min = {"tf.reduce_min"},
+  Minimum = {"tf.minimum"},
+  Mod = {"tf.mod"},
+  Mul = {"tf.multiply"},
+  Multinomial = {"tf.multinomial", "tf.random.categorical"},
+  Neg = {"tf.negative"},
+  NoOp = {"tf.no_op", "tf.group"},
+  NotEqual = {"tf.not_equal"},
+  OneHot = {"tf.one_hot"},
+  OnesLike = {"tf.ones_like"},
+  Pack = {"tf.stack"},
+  Pad = {"tf.pad"},
+  Placeholder = {"tf.placeholder"},
+  Pow = {"tf.pow"},
+  Print = {"tf.Print"},
+  Prod = {"tf.reduce_prod"},
+  RandomNormal = {"tf.random_normal"},
+  RandomShuffle = {"tf.random_shuffle"},
+  RandomUniform = {"tf.random_uniform"},
+  RandomUniformInt = {"tf.random_uniform"},
+  Range = {"tf.range"},
+  Rank = {"tf.rank"},
+  ReadVariable = {"tf.Variable:read_value"},
+  Relu = {"tf.nn.relu"},
+  Relu6 = {"tf.nn.relu6"},
+  Reshape = {"tf.reshape"},
+  ReverseV2 = {"tf.reverse"},
+  Round = {"tf.round"},
+  Rsqrt = {"tf.rsqrt"},
+  ScatterNd = {"tf.scatter_nd"},
+  Select = {"tf.where"},
+  Selu = {"tf.nn.selu"},
+  SequenceMask = {"tf.sequence_mask"},
+  Shape = {"tf.shape"},
+  Sigmoid = {"tf.sigmoid"},
+  Sign = {"tf.sign"},
+  Sin = {"tf.sin"},
+  Size = {"tf.size"},
+  Slice = {"tf.slice"},
+  Softplus = {"tf.nn.softplus"},
+  Softsign = {"tf.nn.softsign"},
+  SparseSoftmaxCrossEntropyWithLogits = {"tf.nn.sparse_softmax_cross_entropy_with_logits"},
+  SplitV = {"tf.split"},
+  Sqrt = {"tf.sqrt"},
+  Square = {"tf.square"},
+  Squeeze = {"tf.squeeze"},
+  StopGradient = {"tf.stop_gradient"},
+  StridedSlice = {"tf.strided_slice"},
+  Sub = {"tf.subtract"},
+  Sum = {"tf.reduce_sum"},
+  Tanh = {"tf.tanh"},
+  TensorArray = {"tf.TensorArray"},
+  TensorArrayConcat = {"tf.TensorArray:concat"},
+  TensorArrayRead = {"tf.TensorArray:read", "tf.TensorArray:gather"},
+  TensorArrayScatter = {"tf.TensorArray:scatter"},
+  TensorArraySize = {"tf.TensorArray:size"},
+  TensorArraySplit = {"tf.TensorArray:split"},
+  TensorArrayStack = {"tf.TensorArray:stack"},
+  TensorArrayUnstack = {"tf.TensorArray:unstack"},
+  TensorArrayWrite = {"tf.TensorArray:write"},
+  Tile = {"tf.tile"},
+  TopKV2 = {"tf.nn.top_k"},
+  Transpose = {"tf.transpose"},
+  TruncatedNormal = {"tf.truncated_normal"},
+  Unpack = {"tf.unstack"},
+  VariableV2 = {"tf.Variable", "tf.get_variable"},
+  Where = {"tf.where"},
+  While = {"tf.while_loop"},
+  ZerosLike = {"tf.zeros_like"},
+}
+
+-- A sample object per class whose methods the catalog names, and the variable
+-- name the API docs call such an object by (they write `ta:write(i, v)`).
+local INSTANCES = {
+  ["tf.TensorArray"] = {doc_name = "ta", make = function() return tf.TensorArray(tf.float32, 2) end},
+  ["tf.Variable"] = {doc_name = "v", make = function() return tf.Variable(1) end},
+}
+
+-- A method's class and name: "tf.TensorArray:write" -> "tf.TensorArray", "write".
+local function split_method(name)
+  return name:match("^(.-):([%w_]+)$")
+end
+
+local function callable(x)
+  local mt = getmetatable(x)
+  return type(x) == "function" or type(mt) == "table" and mt.__call ~= nil
+end
+
+-- Whether the catalog name resolves to a function: "tf.a.b" indexes from tf,
+-- "tf.X:m" looks m up on a sample object of X.
+local function resolves(name)
+  local class, method = split_method(name)
+  if class then
+    local object = tf.Graph():as_default(INSTANCES[class].make)
+    return type(object[method]) == "function"
+  end
+  local path = name:match("^tf%.(.+)$")
+  if not path then return false end
+  local value = tf
+  for key in path:gmatch("[^.]+") do
+    if type(value) ~= "table" then return false end
+    value = value[key]
+  end
+  return callable(value)
+end
+
+local function api_docs()
+  local texts = {}
+  local ls = assert(io.popen("ls docs/api/*.md"))
+  for path in ls:lines() do texts[#texts + 1] = H.read(path) end
+  ls:close()
+  assert(#texts > 0, "no docs/api/*.md")
+  return table.concat(texts, "\n")
+end
+
+-- Whether text mentions word whole: not inside a longer name (tf.add is not
+-- tf.add_n, nor tf.math.add).
+local function mentions(text, word)
+  local from = 1
+  while true do
+    local i, j = text:find(word, from, true)
+    if not i then return false end
+    if not text:sub(i - 1, i - 1):match("[%w_.]") and not text:sub(j + 1, j + 1):match("[%w_]") then return true end
+    from = i + 1
+  end
+end
+
+-- How the docs must write a catalog name: in full, and a method on the
+-- docs' name for the object ("ta:write").
+local function doc_mention(name)
+  local class, method = split_method(name)
+  if class then return INSTANCES[class].doc_name .. ":" .. method end
+  return name
+end
+
 describe("the op registry", function()
   local names = tf.registered_ops()
 
@@ -60,4 +262,37 @@ describe("the op registry", function()
              name .. ": no gradient rule and not declared MF_OP_NOT_DIFFERENTIABLE")
     end)
   end
+
+  -- The other half of a registration: a public op has a documented Lua
+  -- wrapper; an internal one is built only by the engine, so it has none.
+  local docs = api_docs()
+  for _, name in ipairs(names) do
+    it(name .. " is internal or built by a Lua function the API docs name", function()
+      local builders = CATALOG[name]
+      if tf.op_info(name).internal then
+        assert(builders == nil, name .. " is MF_OP_INTERNAL but has a catalog entry: remove it from CATALOG")
+        return
+      end
+      assert(name:sub(1, 1) ~= "_", name .. ": a type starting with _ is for engine-built ops; mark it MF_OP_INTERNAL")
+      assert(builders, name .. ": no Lua wrapper in CATALOG; add a Lua wrapper and a CATALOG entry, " ..
+                       "or mark the op MF_OP_INTERNAL if only the engine builds it")
+      for _, fname in ipairs(builders) do
+        local class = split_method(fname)
+        if class then
+          assert(INSTANCES[class], name .. ": " .. fname .. " is a method of " .. class ..
+                                   ", which has no sample object in INSTANCES")
+        end
+        assert(resolves(fname), name .. ": " .. fname .. " is not a function")
+        local mention = doc_mention(fname)
+        assert(mentions(docs, mention),
+               name .. ": " .. fname .. " is not documented: docs/api/*.md never write " .. mention)
+      end
+    end)
+  end
+
+  it("catalogs only registered op types", function()
+    for name in pairs(CATALOG) do
+      assert(tf.op_info(name), name .. " is in CATALOG but not a registered op type")
+    end
+  end)
 end)
