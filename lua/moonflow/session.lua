@@ -373,7 +373,16 @@ end
 
 -- Number of execution plans cached (one per feeds/fetches/targets signature).
 function Session:num_plans() return C.mf_session_num_plans(self.ptr) end
--- Buffers allocated by all runs so far.
+-- Buffers taken from the system by all runs so far.
 function Session:num_allocations() return tonumber(C.mf_session_num_allocations(self.ptr)) end
+
+local stats = ffi.new("mf_memory_stats")
+-- The session's memory for tensors (mf_memory_stats): bytes in use, the peak,
+-- bytes kept for reuse, buffers taken from the system.
+function Session:memory_stats()
+  C.mf_session_memory_stats(self.ptr, stats)
+  return {bytes_in_use = tonumber(stats.bytes_in_use), peak_bytes_in_use = tonumber(stats.peak_bytes_in_use),
+          bytes_kept = tonumber(stats.bytes_kept), num_allocations = tonumber(stats.num_allocations)}
+end
 
 return M

@@ -109,6 +109,10 @@ mf_tensor *mf_tensor_retain(mf_tensor *t) {
 
 void mf_tensor_release(mf_tensor *t) {
   if (!t || atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+  if (t->recycle) {
+    t->recycle(t);
+    return;
+  }
   if (t->base) mf_tensor_release(t->base);
   else if (t->owned) mf_aligned_free(t->data);
   else if (t->release) t->release(t->data, t->release_arg);

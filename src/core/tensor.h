@@ -19,6 +19,10 @@ struct mf_tensor {
   mf_tensor *base;       /* a view keeps its base alive */
   void (*release)(void *data, void *arg);
   void *release_arg;
+  /* When set, a dying tensor goes here whole (header and buffer) instead of
+   * being freed: its allocator keeps it for reuse (device/allocator.c). */
+  void (*recycle)(mf_tensor *t);
+  void *recycle_arg;
 };
 /* Like mf_tensor_new but leaves the data uninitialized: for kernel outputs,
  * which write every element anyway. */

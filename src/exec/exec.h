@@ -24,6 +24,7 @@
 #include "exec/kernel_api.h"
 #include "exec/worker.h"
 #include "graph/graph.h"
+#include "device/allocator.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -137,7 +138,7 @@ struct mf_session {
   int num_fn_states, cap_fn_states;
   mf_callable **fn_plans;     /* plans over function graphs */
   int num_fn_plans, cap_fn_plans;
-  _Atomic uint64_t num_allocations;
+  mf_allocator *allocator; /* host memory for the tensors its runs make */
   /* The thread of mf_callable_run_async (async.c), NULL until its first job
    * (started under `lock`). Every other use of the session first waits for
    * its jobs (mf_worker_drain), so they stay in order with the caller's runs. */
@@ -179,7 +180,7 @@ void mf_plan_drop_runs(mf_plan *p);
 /* --- pool.c --- */
 /* Gives t back to r's pool (or releases it when not reusable); NULL is fine. */
 void mf_pool_put(mf_run *r, mf_tensor *t);
-/* A buffer from r's pool that fits, else a new one (counted in the session's allocations). */
+/* A buffer from r's pool that fits, else one from the session's allocator. */
 mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 
 /* --- plan.c --- */

@@ -16,6 +16,10 @@ void *mf_kernel_state(mf_kernel_ctx *ctx, void *(*make)(mf_kernel_ctx *ctx), voi
  * (kept for later runs, so steady-state runs allocate nothing); NULL with
  * ctx->status set when out of memory. */
 void *mf_kernel_scratch(mf_kernel_ctx *ctx, size_t bytes);
+/* A new tensor (data uninitialized) from the session's memory, for values
+ * that outlive the run (a variable's copy-on-write value, a loop's
+ * accumulator): it goes back to that memory when it dies. */
+mf_tensor *mf_kernel_new_tensor(mf_kernel_ctx *ctx, mf_dtype dtype, int rank, const int64_t *dims);
 /* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);

@@ -34,8 +34,7 @@ mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dim
     mf_tensor_reshape_owned(t, dtype, rank, dims);
     return t;
   }
-  atomic_fetch_add_explicit(&r->plan->sess->num_allocations, 1, memory_order_relaxed);
-  return mf_tensor_new_uninit(dtype, rank, dims, s);
+  return mf_allocator_tensor(r->plan->sess->allocator, dtype, rank, dims, s);
 }
 
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
@@ -46,4 +45,8 @@ mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int
     ctx->outputs[i] = t;
   }
   return t;
+}
+
+mf_tensor *mf_kernel_new_tensor(mf_kernel_ctx *ctx, mf_dtype dtype, int rank, const int64_t *dims) {
+  return mf_allocator_tensor(ctx->session->allocator, dtype, rank, dims, ctx->status);
 }

@@ -20,6 +20,11 @@ mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
     return NULL;
   }
+  if (!(sess->allocator = mf_allocator_new())) {
+    mf_free(sess);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
+    return NULL;
+  }
   sess->graph = mf_graph_retain(g);
   sess->states.graph = g;
   pthread_mutex_init(&sess->lock, NULL);
@@ -82,6 +87,7 @@ void mf_session_close(mf_session *sess) {
   plans_drop_buffers(sess->fn_plans, sess->num_fn_plans);
   for (int i = 0; i < sess->num_fn_states; i++) mf_states_clear(sess->fn_states[i]);
   mf_states_clear(&sess->states);
+  mf_allocator_close(sess->allocator);
 }
 
 void mf_session_free(mf_session *sess) {
@@ -95,6 +101,7 @@ void mf_session_free(mf_session *sess) {
   mf_free(sess->fn_states);
   mf_free(sess->log);
   mf_free(sess->log_taken);
+  mf_allocator_release(sess->allocator);
   pthread_mutex_destroy(&sess->lock);
   for (int i = 0; i < MF_STATE_LOCKS; i++) pthread_mutex_destroy(&sess->state_locks[i]);
   mf_graph_release(sess->graph);
@@ -115,8 +122,14 @@ mf_state_slot *mf_session_op_state(mf_session *sess, const mf_op *op) {
   return slot;
 }
 uint64_t mf_session_num_allocations(const mf_session *sess) {
+  mf_memory_stats m;
+  mf_session_memory_stats((mf_session *)sess, &m);
+  return m.num_allocations;
+}
+
+void mf_session_memory_stats(mf_session *sess, mf_memory_stats *out) {
   mf_worker_drain(sess->worker);
-  return atomic_load_explicit(&sess->num_allocations, memory_order_relaxed);
+  mf_allocator_stats(sess->allocator, out);
 }
 
 /* ---------- the plan cache ---------- */

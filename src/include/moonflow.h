@@ -290,6 +290,18 @@ bool mf_async_done(mf_async *a);
 /* Frees a job: one not started yet is cancelled (it never runs), a running
  * one is waited for; results not taken are released. NULL is fine. */
 void mf_async_free(mf_async *a);
+/* A session's memory for tensors (its allocator): the buffers of live
+ * tensors it made (held by runs, callers or variables), the most ever in use,
+ * dead tensors' buffers kept for reuse (bounded by the peak), and how many
+ * buffers it took from the system. A steady-state run takes none. */
+typedef struct mf_memory_stats {
+  uint64_t bytes_in_use;
+  uint64_t peak_bytes_in_use;
+  uint64_t bytes_kept;
+  uint64_t num_allocations;
+} mf_memory_stats;
+/* Fills out, after the session's asynchronous jobs. */
+void mf_session_memory_stats(mf_session *sess, mf_memory_stats *out);
 /* Number of cached plans (for tests of plan caching). */
 int mf_session_num_plans(const mf_session *sess);
 /* Buffers allocated by the session's runs so far (for tests of buffer reuse). */

@@ -83,7 +83,7 @@ mf_tensor *mf_kernel_ref_writable(mf_kernel_ctx *ctx, int k) {
     return NULL;
   }
   if (writable(cur)) return cur;
-  mf_tensor *fresh = mf_tensor_new_uninit(cur->dtype, cur->rank, cur->dims, ctx->status);
+  mf_tensor *fresh = mf_kernel_new_tensor(ctx, cur->dtype, cur->rank, cur->dims);
   if (!fresh) return NULL;
   copy_value(fresh, cur);
   state_set(slot, fresh);

@@ -255,7 +255,7 @@ static mf_code accumulate(mf_kernel_ctx *ctx, mf_tensor **acc, mf_tensor *v) {
     return mf_status_set(ctx->status, MF_INTERNAL, "%s: gradients of one capture differ in shape", ctx->op->name);
   mf_tensor *dst = a;
   if (mf_tensor_refcount(a) != 1 || !a->owned) {
-    dst = mf_tensor_new_uninit(a->dtype, a->rank, a->dims, ctx->status);
+    dst = mf_kernel_new_tensor(ctx, a->dtype, a->rank, a->dims);
     if (!dst) return ctx->status->code;
   }
   int64_t n = a->size;
