@@ -10,10 +10,10 @@ describe("session memory", function()
     local sess = tf.Session()
     local f = sess:make_callable(y, {x})
     local feed = tf.Array.from_pointer(require("ffi").new("float[?]", n), {n}, tf.float32)
-    -- Lua learns of dropped results' buffers once they outgrow its heap (as
-    -- its own collections start when the heap doubles): warm up past that.
+    -- A run collects dropped results once those handed out since the last
+    -- collection outgrow twice the Lua heap: warm up past that.
     collectgarbage()
-    local warm_runs = math.ceil(collectgarbage("count") * 1024 / (4 * n)) + 4
+    local warm_runs = math.ceil(2 * collectgarbage("count") * 1024 / (4 * n)) + 4
     local out
     for _ = 1, warm_runs do out = f(feed) end
     local warm = sess:num_allocations()

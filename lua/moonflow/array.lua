@@ -9,25 +9,8 @@ Array.__index = Array
 
 local function release(ptr) C.mf_tensor_release(ptr) end
 
--- Lua's collector sees an Array as a small table and never learns of the C
--- buffer behind it, so results a loop drops would pile up (each run taking a
--- fresh buffer) until a collection came by chance. Wrapping tells it, the way
--- its own allocations would: once the buffers wrapped since the last report
--- outgrow the Lua heap (at least a megabyte), a full collection (amortized
--- like the collector's own cycles, which start when the heap doubles),
--- so dropped results die soon and their buffers serve the next runs.
-local unreported_bytes = 0
-local function report_bytes(n)
-  unreported_bytes = unreported_bytes + n
-  if unreported_bytes >= 2^20 and unreported_bytes >= collectgarbage("count") * 1024 then
-    collectgarbage()
-    unreported_bytes = 0
-  end
-end
-
 -- Wraps a new reference to an mf_tensor (takes ownership).
 function Array.wrap(ptr)
-  report_bytes(tonumber(C.mf_tensor_nbytes(ptr)))
   local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(ptr))]
   local rank = C.mf_tensor_rank(ptr)
   local cdims = C.mf_tensor_dims(ptr)

@@ -116,13 +116,13 @@ end
 
 -- Fetched values own C memory that LuaJIT's collector cannot see (a 40 MB
 -- result is a small cdata to it), so results a loop drops would pile up for
--- thousands of runs, and the plan could not recycle their buffers (it reuses
--- a result's buffer only once the caller's reference is gone). So count the
--- bytes handed out, and before a run finish a collection once they exceed
--- both 4 MB and twice the Lua heap. A full collection costs about 1 ns per
--- heap byte, so this spends at most ~0.5 ns per fetched byte (and far less
--- with a small heap), less than the page faults of fresh buffers, and keeps
--- dead results bounded. A loop fetching large results then allocates nothing.
+-- thousands of runs before their buffers went back to the session's
+-- allocator for reuse. So count the bytes handed out, and before a run finish
+-- a collection once they exceed both 4 MB and twice the Lua heap. A full
+-- collection costs about 1 ns per heap byte, so this spends at most ~0.5 ns
+-- per fetched byte (and far less with a small heap), less than the page
+-- faults of fresh buffers, and keeps dead results bounded. A loop fetching
+-- large results then allocates nothing after a few runs.
 local unseen_bytes = 0
 local UNSEEN_MIN = 4 * 2 ^ 20
 local function collect_if_due()
