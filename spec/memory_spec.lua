@@ -30,3 +30,86 @@ describe("session memory", function()
     assert.equal(0, sess:memory_stats().bytes_kept)
   end)
 end)
+
+describe("fetching into the caller's arrays", function()
+  local function mlp()
+    local x = tf.placeholder(tf.float32, {32, 8}, "x")
+    local labels = tf.placeholder(tf.int32, {32}, "labels")
+    local w1 = tf.Variable(tf.random_normal({8, 16}, 0, 0.3, tf.float32, 1))
+    local w2 = tf.Variable(tf.random_normal({16, 4}, 0, 0.3, tf.float32, 2))
+    local logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+    local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = labels, logits = logits}))
+    local train = tf.train.GradientDescentOptimizer(0.1):minimize(loss)
+    return x, labels, loss, train
+  end
+
+  it("writes the results there and returns them", function()
+    local x = tf.placeholder(tf.float32, {2, 3})
+    local y = x * 2 + 1
+    local sess = tf.Session()
+    local f = sess:make_callable(y, {x})
+    local out = tf.array({{0, 0, 0}, {0, 0, 0}}, tf.float32)
+    local xv = tf.array({{1, 2, 3}, {4, 5, 6}}, tf.float32)
+    assert.equal(out, f(xv, {out = out}))
+    assert.same({{3, 5, 7}, {9, 11, 13}}, out:totable())
+    local g = sess:make_callable({y, tf.reduce_sum(y)}, {x})
+    local total = tf.array(0, tf.float32)
+    local r = g(xv, {out = {out, total}})
+    assert.equal(out, r[1])
+    assert.equal(48, total:get())
+    -- Into the fed array itself: the result is computed, then copied there.
+    f(xv, {out = xv})
+    assert.same({{3, 5, 7}, {9, 11, 13}}, xv:totable())
+  end)
+
+  it("rejects arrays of another shape or dtype, and other extra arguments", function()
+    local x = tf.placeholder(tf.float32, {2, 3})
+    local sess = tf.Session()
+    local f = sess:make_callable(x + 1, {x})
+    local xv = tf.array({{1, 2, 3}, {4, 5, 6}}, tf.float32)
+    local line = debug.getinfo(1, "l").currentline
+    local err = select(2, pcall(f, xv, {out = tf.array({1, 2}, tf.float32)}))
+    assert.truthy(err:find("^Session callable: the buffer given for Add[_%d]*:0 is a float32 %(2,%) value, but " ..
+                           "the result is a float32 %(2, 3%) value"), err)
+    assert.truthy(err:find("memory_spec.lua:" .. line + 1 .. ")", 1, true), err)
+    err = select(2, pcall(f, xv, {out = tf.array({{1, 2, 3}, {4, 5, 6}}, tf.int32)}))
+    assert.truthy(err:find("is a int32 (2, 3) value, but the result is a float32 (2, 3) value", 1, true), err)
+    err = select(2, pcall(f, xv, {out = {5}}))
+    assert.truthy(err:find("Session callable: out[1] is not an Array", 1, true), err)
+    err = select(2, pcall(f, xv, 7))
+    assert.truthy(err:find("takes 1 feed values and optionally {out = arrays}", 1, true), err)
+    -- The session still works.
+    assert.same({{2, 3, 4}, {5, 6, 7}}, f(xv):totable())
+  end)
+
+  it("makes a steady-state run allocate nothing: a 1-op callable and a training step", function()
+    local x = tf.placeholder(tf.float32, {1000})
+    local sess = tf.Session()
+    local f = sess:make_callable(x * 3, {x})
+    local xv = tf.Array.from_pointer(require("ffi").new("float[1000]"), {1000}, tf.float32)
+    local out = tf.Array.from_pointer(require("ffi").new("float[1000]"), {1000}, tf.float32)
+    for _ = 1, 3 do f(xv, {out = out}) end
+    local warm = sess:num_allocations()
+    for _ = 1, 200 do f(xv, {out = out}) end
+    assert.equal(warm, sess:num_allocations())
+
+    local xs, labels, loss, train = mlp()
+    local tsess = tf.Session()
+    tsess:run(tf.global_variables_initializer())
+    local step = tsess:make_callable({loss, train}, {xs, labels})
+    local xb = tf.Array.from_pointer(require("ffi").new("float[256]"), {32, 8}, tf.float32)
+    for i = 0, 255 do xb:data()[i] = math.sin(i) end
+    local lb = tf.Array.from_pointer(require("ffi").new("int32_t[32]"), {32}, tf.int32)
+    for i = 0, 31 do lb:data()[i] = i % 4 end
+    local l = tf.array(0, tf.float32)
+    local first
+    for i = 1, 5 do
+      step(xb, lb, {out = {l}})
+      first = first or l:get()
+    end
+    warm = tsess:num_allocations()
+    for _ = 1, 50 do step(xb, lb, {out = {l}}) end
+    assert.equal(warm, tsess:num_allocations())
+    assert.is_true(l:get() < first, "loss " .. l:get() .. " after, " .. first .. " before")
+  end)
+end)

@@ -2,8 +2,8 @@
  * for ThreadSanitizer (make test-threads) and ASan, outside LuaJIT (which the
  * sanitizers cannot see into). Exits 0 when every check passes.
  *
- * Each thread runs RUNS times, alternating mf_session_run and the shared
- * callable, with feeds of its own, and compares every result bit for bit with
+ * Each thread runs RUNS times, taking turns with mf_session_run, the shared
+ * callable and the callable into buffers of its own, with feeds of its own, and compares every result bit for bit with
  * the serial run of the same feed. Every run also adds 1 to a shared variable
  * (AssignAdd) and draws from a random op: at the end the variable holds
  * exactly the number of runs made, as updates of one variable are serialized. */
@@ -65,12 +65,20 @@ static struct {
 static void *worker(void *arg) {
   int t = (int)(intptr_t)arg;
   mf_status *s = mf_status_new();
+  int64_t n = N;
+  mf_tensor *into[3] = {matrix(0, s), mf_tensor_new(MF_FLOAT32, 1, &n, s), mf_tensor_new(MF_FLOAT32, 0, NULL, s)};
   for (int i = 0; i < runs; i++) {
     int f = (t * 7 + i) % FEEDS;
     mf_tensor *out[3] = {NULL, NULL, NULL};
-    mf_code rc = i % 2 ? mf_callable_run(shared.call, &shared.in[f], out, s)
-                       : mf_session_run(shared.sess, &shared.x, &shared.in[f], 1, shared.fetches, out, 3,
-                                        &shared.bump, 1, s);
+    mf_code rc;
+    if (i % 3 == 2) {  /* into buffers of this thread's own */
+      for (int k = 0; k < 3; k++) out[k] = mf_tensor_retain(into[k]);
+      rc = mf_callable_run_into(shared.call, &shared.in[f], into, s);
+    } else {
+      rc = i % 3 ? mf_callable_run(shared.call, &shared.in[f], out, s)
+                 : mf_session_run(shared.sess, &shared.x, &shared.in[f], 1, shared.fetches, out, 3, &shared.bump,
+                                  1, s);
+    }
     if (rc != MF_OK) {
       fprintf(stderr, "thread %d run %d: %s\n", t, i, mf_status_message(s));
       failures++;
@@ -81,6 +89,7 @@ static void *worker(void *arg) {
     CHECK(mf_tensor_size(out[1]) == N && u[0] >= 0.0f && u[0] < 1.0f);
     for (int k = 0; k < 3; k++) mf_tensor_release(out[k]);
   }
+  for (int k = 0; k < 3; k++) mf_tensor_release(into[k]);
   mf_status_free(s);
   return NULL;
 }

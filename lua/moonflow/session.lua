@@ -336,10 +336,32 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local owned, cdata_feeds = {}, {}
   local session = self  -- keeps the session (and so the callable) alive
   local single = type(template) == "number"
+  local out_values = core.value_ptrs(math.max(nfetches, 1))
+  -- A trailing {out = arrays}: the results go into the caller's arrays (an
+  -- Array for one fetched tensor, else a list of them in fetch order), which
+  -- are returned; nothing is allocated for them.
+  local function outputs_of(options)
+    if type(options) ~= "table" or options.out == nil or next(options, next(options)) ~= nil then
+      fail("Session callable: takes " .. nfeeds .. " feed values and optionally {out = arrays}, got " ..
+           select("#", options) .. " extra argument of type " .. type(options))
+    end
+    local out = options.out
+    if Array.is(out) then out = {out} end
+    if type(out) ~= "table" or #out ~= nfetches then
+      fail("Session callable: out must be " .. (nfetches == 1 and "an Array" or "a list of " .. nfetches ..
+           " Arrays, one per fetched tensor"))
+    end
+    for i = 1, nfetches do
+      if not Array.is(out[i]) then fail("Session callable: out[" .. i .. "] is not an Array") end
+      out_values[i - 1] = out[i].ptr
+    end
+    return out
+  end
   return function(...)
     if session.closed then
       fail("Attempted to use a closed Session: create a new tf.Session to run again")
     end
+    local out = select("#", ...) > nfeeds and outputs_of(select(nfeeds + 1, ...))
     for i = 1, nfeeds do
       local ok, ptr, own, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
       if not ok then
@@ -350,7 +372,9 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     end
     collect_if_due()
     local rc
-    if session.graph._host_ops then  -- calls back into Lua: host.lua
+    if out then
+      rc = C.mf_callable_run_into(callable, feed_values, out_values, core.status)
+    elseif session.graph._host_ops then  -- calls back into Lua: host.lua
       rc = host.callable_run(session.ptr, callable, feed_values, fetch_values, core.status)
     else
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
@@ -361,7 +385,13 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       print_placement(session)
       if message then error(message, 0) end
     end
+    if rc ~= 0 and out then fail("Session callable: " .. ffi.string(C.mf_status_message(core.status))) end
     if rc ~= 0 then core.check() end
+    if out then
+      for i = 1, nfeeds do cdata_feeds[i] = nil end
+      if single then return out[1] end
+      return rebuild(template, out)
+    end
     local values = {}
     for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
     keep_fed(values, cdata_feeds)

@@ -86,6 +86,8 @@ typedef struct mf_plan {
   bool *slot_read;       /* read by some step or fetched (mf_kernel_ctx.outputs_read) */
   bool *slot_const;      /* holds a Const's value from run to run: no step computes it */
   bool *fetch_moves;     /* mf_function_run hands fetch i over: no other fetch names its slot */
+  bool *fetch_direct;    /* a caller's buffer for fetch i can be its producer's output:
+                            the first fetch of a slot a step allocates (mf_callable_run_into) */
   int *feed_slots;
   int *fetch_slots;
   mf_step *steps;

@@ -130,6 +130,30 @@ static bool inputs_match_static(const mf_op *op, mf_tensor *const *inputs) {
   return true;
 }
 
+/* Whether the caller's buffer t can take output k of op, of this dtype and shape. */
+static mf_code check_into(const mf_op *op, int k, const mf_tensor *t, mf_dtype dtype, const mf_shape *shape,
+                          mf_status *s) {
+  mf_shape have = mf_shape_of(t);
+  bool same = t->dtype == dtype && have.rank == shape->rank;
+  for (int d = 0; same && d < have.rank; d++) same = have.dims[d] == shape->dims[d];
+  if (same && t->device == MF_CPU) return MF_OK;
+  char a[128], b[128];
+  return mf_status_set(s, MF_INVALID_ARGUMENT,
+                       "the buffer given for %s:%d is a %s %s value, but the result is a %s %s value",
+                       op->name, k, mf_dtype_name(t->dtype), mf_shape_str_tf(&have, a, sizeof a),
+                       mf_dtype_name(dtype), mf_shape_str_tf(shape, b, sizeof b));
+}
+
+/* Whether t's bytes overlap any feed's. */
+static bool aliases_feed(const mf_plan *p, mf_tensor *const *feed_values, const mf_tensor *t) {
+  const char *lo = t->data, *hi = lo + mf_tensor_nbytes(t);
+  for (int i = 0; i < p->nfeeds; i++) {
+    const char *flo = feed_values[i]->data, *fhi = flo + mf_tensor_nbytes(feed_values[i]);
+    if (lo < fhi && flo < hi) return true;
+  }
+  return false;
+}
+
 void mf_run_release_slots(mf_run *r) {
   const mf_plan *p = r->plan;
   for (int i = 0; i < p->num_slots; i++)
@@ -165,15 +189,17 @@ void mf_run_steps(mf_run *r, mf_status *s) {
                  (st->infer_at_runtime || !inputs_match_static(op, inputs));
     if (infer) infer_runtime(r, st, inputs, s);
     const mf_shape *out_shapes = infer ? r->rt_out_shapes : op->out_shapes;
-    if (st->forwardable && mf_ok(s)) {
+    if (st->forwardable && mf_ok(s) && !outputs[0]) {
       int k = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
       if (k >= 0) {  /* the input's slot (dead after this step) hands its reference over */
         outputs[0] = inputs[k];
         r->slots[st->in_slots[k]] = NULL;
       }
     }
-    for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++)
+    for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++) {
       if (!outputs[k]) outputs[k] = mf_pool_alloc(r, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
+      else check_into(op, k, outputs[k], op->out_dtypes[k], &out_shapes[k], s);  /* a caller's buffer */
+    }
     if (mf_ok(s)) {
       mf_state_slot *state = st->state, fed_var;
       if (st->var_id >= 0 && st->var_id < r->num_var_feeds && r->var_feeds[st->var_id]) {
@@ -220,13 +246,20 @@ static void run_var_feeds(mf_run *r, mf_tensor *const *values) {
   r->num_var_feeds = p->num_var_ids;
 }
 
-static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **fetch_values,
-                        mf_status *s) {
+/* A run of p. With `into`, fetch i goes into the caller's tensor into[i]
+ * (its producer writes there when it can, else the result is copied) and
+ * fetch_values is not set; else fetch_values gets new references. */
+static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor *const *into,
+                        mf_tensor **fetch_values, mf_status *s) {
   mf_status_clear(s);
   if (p->sess->closed) return mf_session_closed_error(s);
-  for (int i = 0; i < p->nfetches; i++) fetch_values[i] = NULL;
+  for (int i = 0; i < p->nfetches && !into; i++) fetch_values[i] = NULL;
   for (int i = 0; i < p->nfeeds; i++)
     if (check_feed(p, i, feed_values[i], s)) return s->code;
+  for (int i = 0; i < p->nfetches && into; i++)
+    if (!into[i])
+      return mf_status_set(s, MF_INVALID_ARGUMENT, "no buffer given for fetch %s:%d", p->fetches[i].op->name,
+                           p->fetches[i].index);
   mf_run *r = mf_run_acquire(p, s);
   if (!r) return s->code;
   /* Reclaim the results of this run state's last run that the caller has dropped. */
@@ -236,12 +269,21 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
   }
   run_var_feeds(r, feed_values);
   for (int i = 0; i < p->nfeeds; i++) r->slots[p->feed_slots[i]] = mf_tensor_retain(feed_values[i]);
+  for (int i = 0; i < p->nfetches && into; i++)
+    if (p->fetch_direct[i] && !aliases_feed(p, feed_values, into[i]))
+      r->slots[p->fetch_slots[i]] = mf_tensor_retain(into[i]);
   mf_run_steps(r, s);
-  for (int i = 0; i < p->nfetches; i++) {
+  for (int i = 0; i < p->nfetches && mf_ok(s); i++) {
     mf_tensor *v = r->slots[p->fetch_slots[i]];
-    if (mf_ok(s) && v) {
+    if (!v) continue;
+    if (!into) {
       fetch_values[i] = mf_tensor_retain(v);
       r->last_fetched[i] = mf_tensor_retain(v);
+    } else if (v != into[i]) {  /* the producer could not write there: copy */
+      mf_shape shape = mf_shape_of(v);
+      if (check_into(p->fetches[i].op, p->fetches[i].index, into[i], v->dtype, &shape, s)) break;
+      size_t n = mf_tensor_nbytes(v);
+      if (n) memmove(into[i]->data, v->data, n);
     }
   }
   mf_run_release_slots(r);
@@ -252,12 +294,18 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor **f
 mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
                         mf_status *s) {
   mf_worker_drain(c->plan.sess->worker);
-  return run_plan(&c->plan, feed_values, fetch_values, s);
+  return run_plan(&c->plan, feed_values, NULL, fetch_values, s);
+}
+
+mf_code mf_callable_run_into(mf_callable *c, mf_tensor *const *feed_values, mf_tensor *const *outputs,
+                             mf_status *s) {
+  mf_worker_drain(c->plan.sess->worker);
+  return run_plan(&c->plan, feed_values, outputs, NULL, s);
 }
 
 mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_tensor **fetch_values,
                             mf_status *s) {
-  return run_plan(&c->plan, feed_values, fetch_values, s);
+  return run_plan(&c->plan, feed_values, NULL, fetch_values, s);
 }
 
 mf_code mf_session_run(mf_session *sess, const mf_output *feeds, mf_tensor *const *feed_values,
@@ -265,5 +313,5 @@ mf_code mf_session_run(mf_session *sess, const mf_output *feeds, mf_tensor *cons
                        mf_op *const *targets, int ntargets, mf_status *s) {
   mf_callable *c = mf_session_make_callable(sess, feeds, nfeeds, fetches, nfetches, targets, ntargets, s);
   if (!c) return s->code;
-  return run_plan(&c->plan, feed_values, fetch_values, s);
+  return run_plan(&c->plan, feed_values, NULL, fetch_values, s);
 }

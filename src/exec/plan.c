@@ -25,6 +25,7 @@ void mf_plan_free(mf_plan *p) {
   mf_free(p->slot_read);
   mf_free(p->slot_const);
   mf_free(p->fetch_moves);
+  mf_free(p->fetch_direct);
   mf_free(p->feeds);
   mf_free(p->fetches);
   mf_free(p->targets);
@@ -128,7 +129,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   p->num_slots = num_slots;
   if (!PLAN_ALLOC(p->const_values, num_slots) || !PLAN_ALLOC(p->slot_fetched, num_slots) ||
       !PLAN_ALLOC(p->slot_read, num_slots) || !PLAN_ALLOC(p->slot_const, num_slots) ||
-      !PLAN_ALLOC(p->fetch_moves, p->nfetches) ||
+      !PLAN_ALLOC(p->fetch_moves, p->nfetches) || !PLAN_ALLOC(p->fetch_direct, p->nfetches) ||
       !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) ||
       !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches))
     goto done;
@@ -216,6 +217,13 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
           !p->slot_const[st->in_slots[k]])
         st->dying |= 1u << k;
     if (st->op->def->flags & MF_OP_FORWARDS_INPUT) st->forwardable = st->dying;
+  }
+  for (int i = 0; i < p->nfetches; i++) {
+    const mf_op *op = p->fetches[i].op;
+    bool first = true;
+    for (int j = 0; j < i; j++) first &= p->fetch_slots[j] != p->fetch_slots[i];
+    p->fetch_direct[i] = first && needed[op->id] && !fed_op[op->id] && !(op->def->flags & MF_OP_CONSTANT) &&
+                         !(op->def->flags & (MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS));
   }
   for (int i = 0; i < num_slots; i++) p->slot_read[i] = p->slot_fetched[i];
   for (int i = 0; i < p->num_steps; i++)

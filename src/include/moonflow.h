@@ -264,6 +264,12 @@ mf_callable *mf_session_make_callable(mf_session *sess,
                                       mf_op *const *targets, int ntargets, mf_status *s);
 mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values,
                         mf_tensor **fetch_values, mf_status *s);
+/* mf_callable_run with the results written into the caller's tensors:
+ * outputs[i] (borrowed, host memory) must have fetch i's dtype and shape, else
+ * INVALID_ARGUMENT. The op computing a fetch writes there directly when it
+ * can (else the result is copied), so a steady-state run allocates nothing. */
+mf_code mf_callable_run_into(mf_callable *c, mf_tensor *const *feed_values,
+                             mf_tensor *const *outputs, mf_status *s);
 /* Asynchronous runs: a callable run on its session's worker thread, so the
  * calling thread can do other work meanwhile (tf.data's prefetch runs the
  * traced map and filter functions this way). Each session has one worker
