@@ -29,8 +29,10 @@ local function session_flags(options)
   return flags
 end
 
--- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=}).
-local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", positional = 0, empty = true}
+-- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=,
+-- intra_op_parallelism_threads=}).
+local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", "intra_op_parallelism_threads",
+                         positional = 0, empty = true}
 function M.new(arg)
   local g, options
   if getmetatable(arg) == G.Graph then g, options = arg, {}
@@ -40,7 +42,13 @@ function M.new(arg)
     if getmetatable(g) ~= G.Graph then fail("tf.Session: graph must be a tf.Graph, got " .. tostring(g)) end
   elseif arg == nil then g, options = G.get_default_graph(), {}
   else fail("tf.Session(graph_or_options): expected a tf.Graph or an options table, got " .. tostring(arg)) end
-  local ptr = C.mf_session_new_with_options(g.ptr, session_flags(options), core.status)
+  local threads = options.intra_op_parallelism_threads or 0
+  if type(threads) ~= "number" or threads < 0 or threads % 1 ~= 0 then
+    fail("tf.Session: intra_op_parallelism_threads must be a non-negative integer (0: the default), got " ..
+         tostring(threads))
+  end
+  local config = ffi.new("mf_session_config", session_flags(options), threads)
+  local ptr = C.mf_session_new_with_config(g.ptr, config, core.status)
   if ptr == nil then core.check() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
                        _log_placement = options.log_device_placement == true}, Session)

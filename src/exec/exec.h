@@ -25,6 +25,7 @@
 #include "exec/worker.h"
 #include "graph/graph.h"
 #include "device/allocator.h"
+#include "exec/threadpool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -141,6 +142,8 @@ struct mf_session {
   mf_callable **fn_plans;     /* plans over function graphs */
   int num_fn_plans, cap_fn_plans;
   mf_allocator *allocator; /* host memory for the tensors its runs make */
+  int num_threads;         /* of its thread pool, started by the first large kernel */
+  _Atomic(mf_threadpool *) threads;
   /* The thread of mf_callable_run_async (async.c), NULL until its first job
    * (started under `lock`). Every other use of the session first waits for
    * its jobs (mf_worker_drain), so they stay in order with the caller's runs. */
@@ -205,6 +208,8 @@ mf_code mf_callable_run_now(mf_callable *c, mf_tensor *const *feed_values, mf_te
 mf_callable *mf_session_plan(mf_session *sess, mf_graph *g, const mf_output *feeds, int nfeeds,
                              const mf_output *fetches, int nfetches, mf_op *const *targets, int ntargets,
                              mf_status *s);
+/* The session's thread pool, started on first use; NULL when it has one thread. */
+mf_threadpool *mf_session_threads(mf_session *sess);
 /* Appends a formatted line to the session's placement log; false when out of memory. */
 bool mf_session_log_line(mf_session *sess, const char *fmt, ...) MF_PRINTF(2, 3);
 mf_code mf_session_closed_error(mf_status *s);

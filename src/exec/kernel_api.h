@@ -20,6 +20,11 @@ void *mf_kernel_scratch(mf_kernel_ctx *ctx, size_t bytes);
  * that outlive the run (a variable's copy-on-write value, a loop's
  * accumulator): it goes back to that memory when it dies. */
 mf_tensor *mf_kernel_new_tensor(mf_kernel_ctx *ctx, mf_dtype dtype, int rank, const int64_t *dims);
+/* Runs fn(arg, begin, end) over [0, n) split over the session's threads in
+ * chunks of at least `grain` (chosen so a chunk is worth a thread's wake-up),
+ * the calling thread included; returns when all are done. fn must not fail. */
+void mf_kernel_parallel_for(mf_kernel_ctx *ctx, int64_t n, int64_t grain,
+                            void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
 /* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);

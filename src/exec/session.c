@@ -5,14 +5,33 @@
 #include "core/status.h"
 #include "core/tensor.h"
 
+#include <cblas.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
-mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s) {
+/* The thread count a config asks for, and whether it was asked (not the cores). */
+static int config_threads(const mf_session_config *config, bool *asked) {
+  int n = config ? config->intra_op_parallelism_threads : 0;
+  const char *env = getenv("MOONFLOW_NUM_THREADS");
+  if (n <= 0 && env && atoi(env) > 0) n = atoi(env);
+  *asked = n > 0;
+  if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 256 ? 256 : n;
+}
+
+mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *config, mf_status *s) {
   mf_status_clear(s);
+  unsigned options = config ? config->options : 0;
   if (options & ~(unsigned)(MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT)) {
     mf_status_set(s, MF_INVALID_ARGUMENT, "unknown session options 0x%x", options);
+    return NULL;
+  }
+  if (config && config->intra_op_parallelism_threads < 0) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "intra_op_parallelism_threads must be 0 (the default) or more, got %d",
+                  config->intra_op_parallelism_threads);
     return NULL;
   }
   mf_session *sess = mf_calloc(1, sizeof *sess);
@@ -25,12 +44,38 @@ mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
     return NULL;
   }
+  bool asked;
+  sess->num_threads = config_threads(config, &asked);
+  if (asked) openblas_set_num_threads(sess->num_threads);
   sess->graph = mf_graph_retain(g);
   sess->states.graph = g;
   pthread_mutex_init(&sess->lock, NULL);
   for (int i = 0; i < MF_STATE_LOCKS; i++) pthread_mutex_init(&sess->state_locks[i], NULL);
   sess->options = options;
   return sess;
+}
+
+mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s) {
+  mf_session_config config = {.options = options};
+  return mf_session_new_with_config(g, &config, s);
+}
+
+mf_threadpool *mf_session_threads(mf_session *sess) {
+  mf_threadpool *tp = atomic_load_explicit(&sess->threads, memory_order_acquire);
+  if (tp || sess->num_threads <= 1) return tp;
+  pthread_mutex_lock(&sess->lock);
+  if (!(tp = sess->threads) && (tp = mf_threadpool_new(sess->num_threads))) sess->threads = tp;
+  pthread_mutex_unlock(&sess->lock);
+  return tp;  /* NULL (no threads to be had): loops run on the caller */
+}
+
+void mf_kernel_parallel_for(mf_kernel_ctx *ctx, int64_t n, int64_t grain,
+                            void (*fn)(void *arg, int64_t begin, int64_t end), void *arg) {
+  if (n <= grain) {
+    fn(arg, 0, n);
+    return;
+  }
+  mf_threadpool_for(mf_session_threads(ctx->session), n, grain, fn, arg);
 }
 
 mf_session *mf_session_new(mf_graph *g, mf_status *s) { return mf_session_new_with_options(g, 0, s); }
@@ -81,6 +126,7 @@ static void plans_drop_buffers(mf_callable **plans, int n) {
 void mf_session_close(mf_session *sess) {
   if (!sess) return;
   mf_worker_free(atomic_exchange(&sess->worker, NULL));  /* cancels jobs not started, waits for the running one */
+  mf_threadpool_free(atomic_exchange(&sess->threads, NULL));
   if (sess->closed) return;
   sess->closed = true;
   plans_drop_buffers(sess->plans, sess->num_plans);

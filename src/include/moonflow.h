@@ -242,6 +242,18 @@ mf_session *mf_session_new(mf_graph *g, mf_status *s); /* retains g */
 enum { MF_ALLOW_SOFT_PLACEMENT = 1, MF_LOG_DEVICE_PLACEMENT = 2 };
 /* mf_session_new with options; unknown bits are INVALID_ARGUMENT. Retains g. */
 mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf_status *s);
+/* A session's configuration (TensorFlow's ConfigProto). */
+typedef struct mf_session_config {
+  unsigned options;                 /* MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT */
+  /* Threads that large kernels (elementwise, reductions, ...) split their work
+   * over, the calling thread included: 0 takes MOONFLOW_NUM_THREADS from the
+   * environment, else the number of cores. A number set here or in the
+   * environment is also OpenBLAS's thread count, so the two never
+   * oversubscribe the cores (OpenBLAS's count is process-wide). */
+  int intra_op_parallelism_threads;
+} mf_session_config;
+/* mf_session_new with a configuration (NULL: the defaults). Retains g. */
+mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *config, mf_status *s);
 /* The placement lines ('\n'-terminated) recorded since the last call, "" if
  * none; owned by sess, valid until the next call of this function or
  * mf_session_free. Waits for the session's asynchronous jobs first. */

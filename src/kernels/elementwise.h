@@ -7,6 +7,8 @@
 #define MF_KERNELS_ELEMENTWISE_H
 
 #include "core/base.h"
+#include "core/tensor.h"
+#include "graph/op_def.h"
 
 #include <math.h>
 
@@ -73,6 +75,14 @@ typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_ste
                  double alpha) {                                                                   \
     return fn##_typed(va, a_steps, vb, b_steps, vy, n, (T)alpha);                                  \
   }
+
+/* ---------- running them over tensors (elementwise.c) ----------
+ * Over all of y's elements, split over the session's threads when there are
+ * many. x, a, b: tensors of y's size, or (when not stepping) one element. */
+void mf_map_run(mf_kernel_ctx *ctx, mf_map_fn fn, const mf_tensor *x, mf_tensor *y, double alpha);
+/* Returns whether any element failed (see MF_ZIP_FN). */
+bool mf_zip_run(mf_kernel_ctx *ctx, mf_zip_fn fn, const mf_tensor *a, bool a_steps, const mf_tensor *b, bool b_steps,
+                mf_tensor *y, double alpha);
 
 /* ---------- element helpers ---------- */
 

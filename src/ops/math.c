@@ -195,7 +195,7 @@ static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
 
 static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
   const mf_tensor *x = ctx->inputs[0];
-  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size, 0);
+  mf_map_run(ctx, impl->loop[x->dtype], x, ctx->outputs[0], 0);
   return MF_OK;
 }
 
@@ -276,12 +276,9 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
   if (z->size == 0) return MF_OK;
   mf_zip_fn loop = impl->loop[in[0]->dtype];
   bool bad;
-  if (in[0]->size == z->size && in[1]->size == z->size)
-    bad = loop(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
-  else if (in[0]->size == z->size && in[1]->size == 1)
-    bad = loop(in[0]->data, true, in[1]->data, false, z->data, z->size, 0);
-  else if (in[0]->size == 1 && in[1]->size == z->size)
-    bad = loop(in[0]->data, false, in[1]->data, true, z->data, z->size, 0);
+  bool a_steps = in[0]->size == z->size, b_steps = in[1]->size == z->size;
+  if ((a_steps || in[0]->size == 1) && (b_steps || in[1]->size == 1) && (a_steps || b_steps))
+    bad = mf_zip_run(ctx, loop, in[0], a_steps, in[1], b_steps, z, 0);
   else
     bad = bcast_run(loop, in, z);
   if (bad) return MF_INVALID(ctx->status, "%s: %s", ctx->op->name, impl->fail_msg);

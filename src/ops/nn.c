@@ -119,7 +119,7 @@ static mf_code act_infer(mf_infer_ctx *ic, unsigned dtypes) {
 
 static mf_code act_run(mf_kernel_ctx *ctx, const act_impl *impl) {
   const mf_tensor *x = ctx->inputs[0];
-  impl->loop[x->dtype](x->data, ctx->outputs[0]->data, x->size, alpha_attr(ctx->attrs));
+  mf_map_run(ctx, impl->loop[x->dtype], x, ctx->outputs[0], alpha_attr(ctx->attrs));
   return MF_OK;
 }
 
@@ -139,7 +139,7 @@ static mf_code act_grad_infer(mf_infer_ctx *ic, unsigned dtypes) {
 
 static mf_code act_grad_run(mf_kernel_ctx *ctx, const act_grad_impl *impl) {
   const mf_tensor *g = ctx->inputs[0], *v = ctx->inputs[1];
-  impl->loop[g->dtype](g->data, true, v->data, true, ctx->outputs[0]->data, g->size, alpha_attr(ctx->attrs));
+  mf_zip_run(ctx, impl->loop[g->dtype], g, true, v, true, ctx->outputs[0], alpha_attr(ctx->attrs));
   return MF_OK;
 }
 

@@ -1,0 +1,50 @@
+/* elementwise.c — running map and zip loop functions over a whole tensor,
+ * split over the session's threads when it is large. */
+#include "kernels/elementwise.h"
+#include "exec/kernel_api.h"
+
+#include <stdatomic.h>
+
+/* Elements per chunk at the least: below this, waking a thread costs more
+ * than the elements take (a few microseconds). */
+enum { ELEMENTWISE_GRAIN = 1 << 15 };
+
+typedef struct elementwise_job {
+  mf_map_fn map;
+  mf_zip_fn zip;
+  const char *a, *b;
+  bool a_steps, b_steps;
+  char *y;
+  size_t a_size, b_size, y_size;
+  double alpha;
+  atomic_bool bad;
+} elementwise_job;
+
+static void elementwise_chunk(void *arg, int64_t begin, int64_t end) {
+  elementwise_job *j = arg;
+  const char *a = j->a + (j->a_steps ? begin * (int64_t)j->a_size : 0);
+  char *y = j->y + begin * (int64_t)j->y_size;
+  if (j->map) {
+    j->map(a, y, end - begin, j->alpha);
+    return;
+  }
+  const char *b = j->b + (j->b_steps ? begin * (int64_t)j->b_size : 0);
+  if (j->zip(a, j->a_steps, b, j->b_steps, y, end - begin, j->alpha))
+    atomic_store_explicit(&j->bad, true, memory_order_relaxed);
+}
+
+void mf_map_run(mf_kernel_ctx *ctx, mf_map_fn fn, const mf_tensor *x, mf_tensor *y, double alpha) {
+  elementwise_job j = {.map = fn, .a = x->data, .a_steps = true, .y = y->data,
+                       .a_size = mf_dtype_size(x->dtype), .y_size = mf_dtype_size(y->dtype), .alpha = alpha};
+  mf_kernel_parallel_for(ctx, y->size, ELEMENTWISE_GRAIN, elementwise_chunk, &j);
+}
+
+bool mf_zip_run(mf_kernel_ctx *ctx, mf_zip_fn fn, const mf_tensor *a, bool a_steps, const mf_tensor *b, bool b_steps,
+                mf_tensor *y, double alpha) {
+  elementwise_job j = {.zip = fn, .a = a->data, .a_steps = a_steps, .b = b->data, .b_steps = b_steps,
+                       .y = y->data, .a_size = mf_dtype_size(a->dtype), .b_size = mf_dtype_size(b->dtype),
+                       .y_size = mf_dtype_size(y->dtype), .alpha = alpha};
+  atomic_init(&j.bad, false);
+  mf_kernel_parallel_for(ctx, y->size, ELEMENTWISE_GRAIN, elementwise_chunk, &j);
+  return atomic_load(&j.bad);
+}
