@@ -1,6 +1,6 @@
 /* index.c — indexing and selection: Gather, GatherNd, ScatterNd, Pad,
- * ReverseV2, Cumsum, OneHot, ArgMax, ArgMin, TopKV2, InTopK, SequenceMask and
- * BooleanMask, with their gradient rules and the helper ops those rules build
+ * ReverseV2, Cumsum, Cumprod, OneHot, ArgMax, ArgMin, TopKV2, InTopK,
+ * SequenceMask and BooleanMask, with their gradient rules and the helper ops those rules build
  * (GatherGrad, MirrorPadGrad, BooleanMaskGrad).
  *
  * Semantics are TensorFlow's. Axes, paddings and the like are attributes;
@@ -10,9 +10,8 @@
  *
  * Index tensors (int32 or int64) are read through index_values, which hands
  * the kernels int64 values, so that the copy loops are specialized on the
- * element size only; moves copy raw bytes and serve every dtype, sums are
- * specialized on the numeric dtype. Integer sums wrap around as TensorFlow's
- * do (in unsigned arithmetic, where C defines the wrap). */
+ * element size only; moves copy raw bytes and serve every dtype, sums and
+ * products are specialized on the numeric dtype. */
 #include "core/status.h"
 #include "core/memory.h"
 #include "core/dtype.h"
@@ -40,13 +39,22 @@ static inline bool is_finite_f64(double x) { return isfinite(x); }
 static inline bool is_finite_always(int64_t x) { MF_UNUSED(x); return true; }
 #define IS_FINITE(x) _Generic((x), float: is_finite_f32, double: is_finite_f64, default: is_finite_always)(x)
 
-static inline float add_f32(float a, float b) { return a + b; }
-static inline double add_f64(double a, double b) { return a + b; }
-static inline int32_t add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
-static inline int64_t add_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
-#define ADD(a, b) \
-  _Generic((a), float: add_f32, double: add_f64, int32_t: add_i32, int64_t: add_i64, uint8_t: add_u8)(a, b)
+/* Sums and products; integers wrap around as TensorFlow's do (in unsigned
+ * arithmetic, where C defines the wrap). */
+#define DEFINE_WRAPPING(name, op)                                                                         \
+  static inline float name##_f32(float a, float b) { return a op b; }                                    \
+  static inline double name##_f64(double a, double b) { return a op b; }                                 \
+  static inline int32_t name##_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a op (uint32_t)b); } \
+  static inline int64_t name##_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a op (uint64_t)b); } \
+  static inline uint8_t name##_u8(uint8_t a, uint8_t b) { return (uint8_t)(a op b); }
+DEFINE_WRAPPING(add, +)
+DEFINE_WRAPPING(mul, *)
+#undef DEFINE_WRAPPING
+#define WRAPPING(name, a, b)                                                                   \
+  _Generic((a), float: name##_f32, double: name##_f64, int32_t: name##_i32, int64_t: name##_i64, \
+           uint8_t: name##_u8)(a, b)
+#define ADD(a, b) WRAPPING(add, a, b)
+#define MUL(a, b) WRAPPING(mul, a, b)
 
 /* NaN ranks above every number (as NumPy's argmax and TensorFlow's top_k see
  * it), so that these orders are total. */
@@ -795,10 +803,10 @@ static mf_code reverse_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
-/* ---------- Cumsum ---------- */
+/* ---------- Cumsum and Cumprod ---------- */
 
-/* Cumsum(x): attrs axis (default 0), exclusive, reverse. */
-static mf_code cumsum_infer(mf_infer_ctx *ic) {
+/* Cumsum(x), Cumprod(x): attrs axis (default 0), exclusive, reverse. */
+static mf_code cumulative_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "x")) return ic->status->code;
   const mf_shape *in = &ic->in_shapes[0];
   int axis;
@@ -810,30 +818,41 @@ static mf_code cumsum_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-/* Row i of the result is row i-1 of the result plus row i of x (row i-1 when
- * exclusive); reverse walks the rows from the end. Rows are `inner` long, so
- * the additions run over contiguous memory. */
-#define DEFINE_CUMSUM(code, T)                                                                  \
-  static void cumsum_##code(T *y, const T *x, int64_t outer, int64_t n, int64_t inner, bool exclusive, \
-                            bool reverse) {                                                    \
+/* X(op, combine, identity): the running combination and what an exclusive
+ * scan starts from. */
+#define CUMULATIVE_OPS(X) X(Cumsum, ADD, 0) X(Cumprod, MUL, 1)
+
+/* Row i of the result is row i-1 of the result combined with row i of x (row
+ * i-1 when exclusive); reverse walks the rows from the end. Rows are `inner`
+ * long, so the combinations run over contiguous memory. */
+typedef void (*cumulative_fn)(void *y, const void *x, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                              bool reverse);
+#define DEFINE_CUMULATIVE(code, T, op, combine, identity)                                      \
+  static void op##_##code(void *y_, const void *x_, int64_t outer, int64_t n, int64_t inner,   \
+                          bool exclusive, bool reverse) {                                      \
+    T *y = y_;                                                                                 \
+    const T *x = x_;                                                                           \
     int64_t step = reverse ? -inner : inner;                                                   \
     for (int64_t o = 0; o < outer; o++, x += n * inner, y += n * inner) {                      \
       int64_t first = reverse ? (n - 1) * inner : 0;                                           \
       T *yi = y + first;                                                                       \
       const T *xi = x + first;                                                                 \
-      for (int64_t j = 0; j < inner; j++) yi[j] = exclusive ? (T)0 : xi[j];                    \
+      for (int64_t j = 0; j < inner; j++) yi[j] = exclusive ? (T)(identity) : xi[j];           \
       for (int64_t i = 1; i < n; i++) {                                                        \
-        const T *prev = yi, *add = exclusive ? xi : xi + step;                                 \
+        const T *prev = yi, *next = exclusive ? xi : xi + step;                                \
         yi += step;                                                                            \
         xi += step;                                                                            \
-        for (int64_t j = 0; j < inner; j++) yi[j] = ADD(prev[j], add[j]);                      \
+        for (int64_t j = 0; j < inner; j++) yi[j] = combine(prev[j], next[j]);                 \
       }                                                                                        \
     }                                                                                          \
   }
-MF_FOR_NUMERIC_TYPES(DEFINE_CUMSUM)
-#undef DEFINE_CUMSUM
+#define CUMULATIVE_ENTRY(code, T, op) [code] = op##_##code,
+#define CUMULATIVE_FNS(op, combine, identity)                                                  \
+  MF_FOR_NUMERIC_TYPES(DEFINE_CUMULATIVE, op, combine, identity)                               \
+  static const cumulative_fn op##_fns[MF_DTYPE_SLOTS] = {MF_FOR_NUMERIC_TYPES(CUMULATIVE_ENTRY, op)};
+CUMULATIVE_OPS(CUMULATIVE_FNS)
 
-static mf_code cumsum_kernel(mf_kernel_ctx *ctx) {
+static mf_code cumulative_kernel(mf_kernel_ctx *ctx, const cumulative_fn *fns) {
   const mf_tensor *in = ctx->inputs[0];
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), in->rank, &axis, ctx->status))
@@ -841,16 +860,12 @@ static mf_code cumsum_kernel(mf_kernel_ctx *ctx) {
   int64_t outer = mf_dims_product(in->dims, 0, axis), n = in->dims[axis];
   int64_t inner = mf_dims_product(in->dims, axis + 1, in->rank);
   bool exclusive = mf_attr_bool(ctx->attrs, "exclusive", false), reverse = mf_attr_bool(ctx->attrs, "reverse", false);
-  if (in->size == 0) return MF_OK;
-  switch (in->dtype) {
-#define CASE(code, T) \
-  case code: cumsum_##code(ctx->outputs[0]->data, in->data, outer, n, inner, exclusive, reverse); break;
-    MF_FOR_NUMERIC_TYPES(CASE)
-#undef CASE
-    default: break;
-  }
+  if (in->size > 0) fns[in->dtype](ctx->outputs[0]->data, in->data, outer, n, inner, exclusive, reverse);
   return MF_OK;
 }
+#define CUMULATIVE_KERNEL(op, combine, identity) \
+  static mf_code op##_kernel(mf_kernel_ctx *ctx) { return cumulative_kernel(ctx, op##_fns); }
+CUMULATIVE_OPS(CUMULATIVE_KERNEL)
 
 /* ---------- OneHot ---------- */
 
@@ -1463,11 +1478,53 @@ static mf_code reverse_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* A Cumsum of t along the axis of the op (a Cumsum or Cumprod) being differentiated. */
+static mf_output cumsum_along(mf_grad_ctx *gc, mf_output t, bool exclusive, bool reverse) {
+  mf_op_desc *d = mf_grad_begin_like(gc, "Cumsum", &t, 1);
+  if (d) {
+    mf_op_desc_set_attr_bool(d, "exclusive", exclusive);
+    mf_op_desc_set_attr_bool(d, "reverse", reverse);
+  }
+  return mf_grad_finish(gc, d);
+}
+
 /* Cumsum: dy summed the other way along the axis (same exclusiveness). */
 static mf_code cumsum_grad(mf_grad_ctx *gc) {
-  mf_op_desc *d = mf_grad_begin_like(gc, "Cumsum", gc->grads, 1);
-  if (d) mf_op_desc_set_attr_bool(d, "reverse", !mf_attr_bool(&gc->op->attrs, "reverse", false));
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  bool exclusive = mf_attr_bool(&gc->op->attrs, "exclusive", false);
+  gc->input_grads[0] = cumsum_along(gc, gc->grads[0], exclusive, !mf_attr_bool(&gc->op->attrs, "reverse", false));
+  return gc->status->code;
+}
+
+/* Cumprod: x_k's gradient is the sum, over the products y_i that hold it, of
+ * dy_i times y_i without x_k. TensorFlow's rule, cumsum(dy * y) the other way
+ * over x, divides by zero at zeros; here, in the scan's order, the elements
+ * before the first zero take that rule, the first zero takes the same sum of
+ * the products with that zero replaced by 1 (y1), and later elements take 0:
+ * every product they are in holds the zero. Masks are held constant, as in
+ * Prod's rule (reduce.c). */
+static mf_code cumprod_grad(mf_grad_ctx *gc) {
+  const mf_attrs *a = &gc->op->attrs;
+  bool exclusive = mf_attr_bool(a, "exclusive", false), reverse = mf_attr_bool(a, "reverse", false);
+  mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0), dy = gc->grads[0];
+  mf_dtype t = mf_port_dtype(x);
+  mf_output zero = mf_grad_scalar(gc, t, 0), one = mf_grad_scalar(gc, t, 1);
+  mf_output is_zero = mf_grad_cast(gc, mf_grad_op2(gc, "Equal", x, zero), t);
+  mf_output zeros_so_far = cumsum_along(gc, is_zero, false, reverse);
+  mf_output no_zero = mf_grad_op2(gc, "Equal", zeros_so_far, zero);
+  mf_output first_zero = mf_grad_op2(gc, "Equal", zeros_so_far, one);
+  first_zero = mf_grad_op2(gc, "Mul", is_zero, mf_grad_cast(gc, first_zero, t));
+  mf_op_desc *d = mf_grad_begin(gc, "Select");
+  if (d) {
+    mf_op_desc_add_input(d, no_zero);
+    mf_op_desc_add_input(d, x);
+    mf_op_desc_add_input(d, mf_grad_op1(gc, "OnesLike", x));
+  }
+  mf_output x_safe = mf_grad_finish(gc, d);
+  mf_output before = cumsum_along(gc, mf_grad_op2(gc, "Mul", dy, y), exclusive, !reverse);
+  before = mf_grad_op2(gc, "Mul", mf_grad_cast(gc, no_zero, t), mf_grad_op2(gc, "Div", before, x_safe));
+  mf_output y1 = mf_grad_rebuild(gc, "Cumprod", (mf_output[]){mf_grad_op2(gc, "Add", x, first_zero)}, 1);
+  mf_output at_zero = cumsum_along(gc, mf_grad_op2(gc, "Mul", dy, y1), exclusive, !reverse);
+  gc->input_grads[0] = mf_grad_op2(gc, "Add", before, mf_grad_op2(gc, "Mul", first_zero, at_zero));
   return gc->status->code;
 }
 
@@ -1528,7 +1585,9 @@ static const mf_op_def defs[] = {
     {.name = "ReverseV2", .num_inputs = 1, .num_outputs = 1,
      .infer = reverse_infer, .kernel = {[MF_CPU] = reverse_kernel}, .grad = reverse_grad},
     {.name = "Cumsum", .num_inputs = 1, .num_outputs = 1,
-     .infer = cumsum_infer, .kernel = {[MF_CPU] = cumsum_kernel}, .grad = cumsum_grad},
+     .infer = cumulative_infer, .kernel = {[MF_CPU] = Cumsum_kernel}, .grad = cumsum_grad},
+    {.name = "Cumprod", .num_inputs = 1, .num_outputs = 1,
+     .infer = cumulative_infer, .kernel = {[MF_CPU] = Cumprod_kernel}, .grad = cumprod_grad},
     {.name = "OneHot", .num_inputs = 4, .num_outputs = 1, .value_inputs = 1u << 1,
      .infer = one_hot_infer, .kernel = {[MF_CPU] = one_hot_kernel}, .grad = one_hot_grad},
     {.name = "ArgMax", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
