@@ -8,7 +8,7 @@
  * maxlen, ScatterNd's shape) are tensor inputs. An index out of range is an
  * error naming its position, found before anything is written.
  *
- * Index tensors (int32 or int64) are read through index_values, which hands
+ * Index tensors (int32 or int64) are read through mf_index_values, which hands
  * the kernels int64 values, so that the copy loops are specialized on the
  * element size only; moves copy raw bytes and serve every dtype, sums and
  * products are specialized on the numeric dtype. */
@@ -38,23 +38,6 @@ static inline bool is_finite_f32(float x) { return isfinite(x); }
 static inline bool is_finite_f64(double x) { return isfinite(x); }
 static inline bool is_finite_always(int64_t x) { MF_UNUSED(x); return true; }
 #define IS_FINITE(x) _Generic((x), float: is_finite_f32, double: is_finite_f64, default: is_finite_always)(x)
-
-/* Sums and products; integers wrap around as TensorFlow's do (in unsigned
- * arithmetic, where C defines the wrap). */
-#define DEFINE_WRAPPING(name, op)                                                                         \
-  static inline float name##_f32(float a, float b) { return a op b; }                                    \
-  static inline double name##_f64(double a, double b) { return a op b; }                                 \
-  static inline int32_t name##_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a op (uint32_t)b); } \
-  static inline int64_t name##_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a op (uint64_t)b); } \
-  static inline uint8_t name##_u8(uint8_t a, uint8_t b) { return (uint8_t)(a op b); }
-DEFINE_WRAPPING(add, +)
-DEFINE_WRAPPING(mul, *)
-#undef DEFINE_WRAPPING
-#define WRAPPING(name, a, b)                                                                   \
-  _Generic((a), float: name##_f32, double: name##_f64, int32_t: name##_i32, int64_t: name##_i64, \
-           uint8_t: name##_u8)(a, b)
-#define ADD(a, b) WRAPPING(add, a, b)
-#define MUL(a, b) WRAPPING(mul, a, b)
 
 /* NaN ranks above every number (as NumPy's argmax and TensorFlow's top_k see
  * it), so that these orders are total. */
@@ -103,7 +86,7 @@ static void put_rows(void *dst, const void *src, const int64_t *rows, int64_t n,
     for (int64_t i = 0; i < n; i++) {                                                          \
       T *d = dst + rows[i] * inner;                                                            \
       const T *s = src + i * inner;                                                            \
-      for (int64_t j = 0; j < inner; j++) d[j] = ADD(d[j], s[j]);                              \
+      for (int64_t j = 0; j < inner; j++) d[j] = MF_WRAPPING_ADD(d[j], s[j]);                  \
     }                                                                                          \
   }
 MF_FOR_NUMERIC_TYPES(DEFINE_ADD_ROWS)
@@ -120,49 +103,13 @@ static void add_rows(mf_dtype t, void *dst, const void *src, const int64_t *rows
 
 /* ---------- index tensors ---------- */
 
-/* The elements of an int32, int64 or uint8 tensor as int64: the tensor's own
- * data when it is int64, else a converted copy returned in *owned (free it
- * with mf_free). NULL with the status set when out of memory. */
-static const int64_t *index_values(mf_kernel_ctx *ctx, const mf_tensor *t, int64_t **owned) {
-  *owned = NULL;
-  if (t->dtype == MF_INT64) return t->data;
-  int64_t *v = mf_malloc((size_t)(t->size > 0 ? t->size : 1) * sizeof *v);
-  if (!v) {
-    mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
-    return NULL;
-  }
-  if (t->dtype == MF_INT32) {
-    const int32_t *s = t->data;
-    for (int64_t i = 0; i < t->size; i++) v[i] = s[i];
-  } else {
-    const uint8_t *s = t->data;
-    for (int64_t i = 0; i < t->size; i++) v[i] = s[i];
-  }
-  *owned = v;
-  return v;
-}
-
-/* "1,0": the coordinates of element `flat` within the first `rank` dims. */
-static char *position_str(char *buf, size_t n, int rank, const int64_t *dims, int64_t flat) {
-  int64_t coord[MF_MAX_RANK];
-  for (int d = rank - 1; d >= 0; d--) {
-    coord[d] = dims[d] > 0 ? flat % dims[d] : 0;
-    flat = dims[d] > 0 ? flat / dims[d] : 0;
-  }
-  size_t len = 0;
-  buf[0] = '\0';
-  for (int d = 0; d < rank && len < n; d++)
-    len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? "," : "", (long long)coord[d]);
-  return buf;
-}
-
 /* Checks that every index is in [0, limit); the error names the first that is not. */
 static mf_code check_range(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64_t *v, int64_t limit) {
   for (int64_t i = 0; i < indices->size; i++)
     if ((uint64_t)v[i] >= (uint64_t)limit) {
       char pos[128];
       return MF_INVALID(ctx->status, "%s: indices[%s] = %lld is not in [0, %lld)", ctx->op->name,
-                        position_str(pos, sizeof pos, indices->rank, indices->dims, i), (long long)v[i],
+                        mf_position_str(pos, sizeof pos, indices->rank, indices->dims, i), (long long)v[i],
                         (long long)limit);
     }
   return MF_OK;
@@ -177,7 +124,7 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
   int64_t k = indices->dims[q - 1];
   int64_t n = mf_dims_product(indices->dims, 0, q - 1);
   int64_t *owned;
-  const int64_t *v = index_values(ctx, indices, &owned);
+  const int64_t *v = mf_index_values(ctx, indices, &owned);
   if (!v) return ctx->status->code;
   int64_t *out = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
   if (!out) {
@@ -196,7 +143,7 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
           len += (size_t)snprintf(vec + len, sizeof vec - len, "%s%lld", m ? ", " : "", (long long)v[r * k + m]);
         mf_shape s = mf_shape_make(dims_rank, dims);
         MF_INVALID(ctx->status, "%s: indices[%s] = [%s] does not index into shape %s", ctx->op->name,
-                   position_str(pos, sizeof pos, q - 1, indices->dims, r), vec,
+                   mf_position_str(pos, sizeof pos, q - 1, indices->dims, r), vec,
                    mf_shape_str(&s, shape, sizeof shape));
         mf_free(owned);
         mf_free(out);
@@ -348,7 +295,7 @@ static const int64_t *gather_indices(mf_kernel_ctx *ctx, const mf_tensor *params
   g->n = params->dims[axis];
   g->inner = mf_dims_product(params->dims, axis + 1, params->rank);
   g->nidx = mf_dims_product(indices->dims, batch, indices->rank);
-  const int64_t *idx = index_values(ctx, indices, owned);
+  const int64_t *idx = mf_index_values(ctx, indices, owned);
   if (idx && check_range(ctx, indices, idx, g->n)) {
     mf_free(*owned);
     return NULL;
@@ -707,7 +654,7 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
     for (int64_t r = 0; r < rows; r++, dy += w, pad_next_row(g, idx)) {                        \
       pad_row_base(g, idx, &base);                                                             \
       T *row = dx + base;                                                                      \
-      for (int64_t j = 0; j < w; j++) row[map[j]] = ADD(row[map[j]], dy[j]);                   \
+      for (int64_t j = 0; j < w; j++) row[map[j]] = MF_WRAPPING_ADD(row[map[j]], dy[j]);       \
     }                                                                                          \
   }
 MF_FOR_NUMERIC_TYPES(DEFINE_MIRROR_PAD_GRAD)
@@ -820,7 +767,7 @@ static mf_code cumulative_infer(mf_infer_ctx *ic) {
 
 /* X(op, combine, identity): the running combination and what an exclusive
  * scan starts from. */
-#define CUMULATIVE_OPS(X) X(Cumsum, ADD, 0) X(Cumprod, MUL, 1)
+#define CUMULATIVE_OPS(X) X(Cumsum, MF_WRAPPING_ADD, 0) X(Cumprod, MF_WRAPPING_MUL, 1)
 
 /* Row i of the result is row i-1 of the result combined with row i of x (row
  * i-1 when exclusive); reverse walks the rows from the end. Rows are `inner`
@@ -937,7 +884,7 @@ static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
   int64_t depth = out->dims[axis], pre = mf_dims_product(indices->dims, 0, axis);
   int64_t suf = mf_dims_product(indices->dims, axis, indices->rank);
   int64_t *owned;
-  const int64_t *idx = index_values(ctx, indices, &owned);
+  const int64_t *idx = mf_index_values(ctx, indices, &owned);
   if (!idx) return ctx->status->code;
   size_t es = mf_dtype_size(out->dtype);
   const void *on = ctx->inputs[2]->data, *off = ctx->inputs[3]->data;
@@ -1167,7 +1114,7 @@ static mf_code in_top_k_kernel(mf_kernel_ctx *ctx) {
     return MF_INVALID(ctx->status, "%s: predictions has %lld rows but targets %lld entries", ctx->op->name,
                       (long long)batch, (long long)targets->dims[0]);
   int64_t *owned;
-  const int64_t *t = index_values(ctx, targets, &owned);
+  const int64_t *t = mf_index_values(ctx, targets, &owned);
   if (!t) return ctx->status->code;
   switch (pred->dtype) {
 #define CASE(code, T) case code: in_top_k_##code(pred->data, t, batch, n, k, ctx->outputs[0]->data); break;
@@ -1213,7 +1160,7 @@ static mf_code sequence_mask_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *lengths = ctx->inputs[0];
   mf_tensor *out = ctx->outputs[0];
   int64_t *owned;
-  const int64_t *len = index_values(ctx, lengths, &owned);
+  const int64_t *len = mf_index_values(ctx, lengths, &owned);
   if (!len) return ctx->status->code;
   switch (out->dtype) {
 #define CASE(code, T) case code: sequence_mask_##code(out->data, len, lengths->size, out->dims[out->rank - 1]); break;
