@@ -1,5 +1,6 @@
 -- math_spec.lua — elementwise ops: arithmetic, comparisons, logic, casts, broadcasting, operators.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 -- Calls fn(...), which must fail, and checks that the message contains each of
 -- `needles` (plain text; a string or a list). Returns the message.
@@ -23,25 +24,7 @@ local function eval(t, feeds)
   return v
 end
 
--- Deep comparison; numbers within a relative tolerance (0 = exact), NaN equal to NaN.
-local function same(want, got, tol)
-  if type(want) == "table" then
-    if type(got) ~= "table" or #got ~= #want then return false end
-    for i = 1, #want do if not same(want[i], got[i], tol) then return false end end
-    return true
-  end
-  if type(want) == "number" and type(got) == "number" then
-    if want ~= want then return got ~= got end
-    if want == got then return true end
-    return math.abs(want - got) <= tol * math.max(1, math.abs(want))
-  end
-  return want == got
-end
-
-local function assert_values(want, got, tol)
-  assert(same(want, got, tol or 0), string.format("expected %s, got %s", require("pl.pretty").write(want, ""),
-                                                 require("pl.pretty").write(got, "")))
-end
+local assert_values = H.assert_values
 
 -- Tolerance for a dtype: floats are compared with a relative one.
 local function tol_of(dtype)
