@@ -1,8 +1,8 @@
 -- ops/nn.lua — numerically stable functions, built from primitive ops (so
 -- their gradients come from the primitives' rules): softmax, log_softmax,
 -- reduce_logsumexp, the cross-entropy losses and l2_loss; and the
--- normalization and regularization composites: tf.nn.dropout, tf.nn.moments,
--- tf.nn.batch_normalization, tf.nn.fused_batch_norm.
+-- normalization and regularization composites: tf.nn.l2_normalize,
+-- tf.nn.dropout, tf.nn.moments, tf.nn.batch_normalization, tf.nn.fused_batch_norm.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
@@ -178,6 +178,22 @@ return function(tf, ops)
     t = G.convert(t)
     return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, args.name_of(name, "tf.nn.l2_loss"))
   end
+
+  -- tf.nn.l2_normalize(x, axis, epsilon, name, dim) or (x, {axis=, epsilon=,
+  -- name=, dim=}): x / sqrt(max(sum(x^2, axis), epsilon)) over axis (a number
+  -- or a list; every axis by default), epsilon 1e-12 keeping a zero vector at
+  -- zero. Also tf.math.l2_normalize.
+  function tf.nn.l2_normalize(x, ...)
+    local fname = "tf.nn.l2_normalize"
+    local o = options(fname, {"axis", "epsilon", "name", "dim"}, ...)
+    if o.axis ~= nil and o.dim ~= nil then fail(fname .. ": Cannot specify both 'axis' and 'dim'.") end
+    x = float_tensor(fname, "x", x)
+    local axis = o.axis
+    if axis == nil then axis = o.dim end
+    local square_sum = ops.reduce_sum(ops.square(x), {axis = axis, keepdims = true})
+    return ops.multiply(x, ops.rsqrt(ops.maximum(square_sum, o.epsilon or 1e-12)), o.name)
+  end
+  tf.math.l2_normalize = tf.nn.l2_normalize
 
   -- tf.nn.dropout(x, keep_prob, noise_shape, seed, name) or (x, {rate=, keep_prob=,
   -- noise_shape=, seed=, name=}): each element (or each slice that
