@@ -1,16 +1,16 @@
 /* index.c — indexing and selection: Gather, GatherNd, ScatterNd, Pad,
  * ReverseV2, Cumsum, Cumprod, OneHot, ArgMax, ArgMin, TopKV2, InTopK,
- * SequenceMask and BooleanMask, with their gradient rules and the helper ops those rules build
- * (GatherGrad, MirrorPadGrad, BooleanMaskGrad).
+ * SequenceMask and BooleanMask, with their gradient rules and the helper ops
+ * those rules build (GatherGrad, MirrorPadGrad, BooleanMaskGrad).
  *
  * Semantics are TensorFlow's. Axes, paddings and the like are attributes;
  * what users compute at run time (OneHot's depth, TopKV2's k, SequenceMask's
  * maxlen, ScatterNd's shape) are tensor inputs. An index out of range is an
  * error naming its position, found before anything is written.
  *
- * Index tensors (int32 or int64) are read through mf_index_values, which hands
- * the kernels int64 values, so that the copy loops are specialized on the
- * element size only; moves copy raw bytes and serve every dtype, sums and
+ * Index tensors (int32 or int64) are read through mf_index_values, which
+ * hands the kernels int64 values, so that the copy loops are specialized on
+ * the element size only; moves copy raw bytes and serve every dtype, sums and
  * products are specialized on the numeric dtype. */
 #include "core/status.h"
 #include "core/memory.h"
@@ -1460,13 +1460,7 @@ static mf_code cumprod_grad(mf_grad_ctx *gc) {
   mf_output no_zero = mf_grad_op2(gc, "Equal", zeros_so_far, zero);
   mf_output first_zero = mf_grad_op2(gc, "Equal", zeros_so_far, one);
   first_zero = mf_grad_op2(gc, "Mul", is_zero, mf_grad_cast(gc, first_zero, t));
-  mf_op_desc *d = mf_grad_begin(gc, "Select");
-  if (d) {
-    mf_op_desc_add_input(d, no_zero);
-    mf_op_desc_add_input(d, x);
-    mf_op_desc_add_input(d, mf_grad_op1(gc, "OnesLike", x));
-  }
-  mf_output x_safe = mf_grad_finish(gc, d);
+  mf_output x_safe = mf_grad_op3(gc, "Select", no_zero, x, mf_grad_op1(gc, "OnesLike", x));
   mf_output before = cumsum_along(gc, mf_grad_op2(gc, "Mul", dy, y), exclusive, !reverse);
   before = mf_grad_op2(gc, "Mul", mf_grad_cast(gc, no_zero, t), mf_grad_op2(gc, "Div", before, x_safe));
   mf_output y1 = mf_grad_rebuild(gc, "Cumprod", (mf_output[]){mf_grad_op2(gc, "Add", x, first_zero)}, 1);

@@ -206,28 +206,12 @@ static mf_output segment_rows(mf_grad_ctx *gc, mf_output t) {
   mf_output ids = mf_op_in(gc->op, 1);
   if (is_sorted_def(gc->op->def)) return mf_grad_op2(gc, "Gather", t, ids);
   mf_dtype it = mf_port_dtype(ids);
-  mf_output n = mf_grad_cast(gc, mf_op_in(gc->op, 2), it), zero = mf_grad_scalar(gc, it, 0);
-  mf_op_desc *d = mf_grad_begin(gc, "Range");
-  if (d) {
-    mf_op_desc_add_input(d, zero);
-    mf_op_desc_add_input(d, n);
-    mf_op_desc_add_input(d, mf_grad_scalar(gc, it, 1));
-  }
-  mf_output each = mf_grad_finish(gc, d);
-  d = mf_grad_begin(gc, "UnsortedSegmentSum");
-  if (d) {
-    mf_op_desc_add_input(d, t);
-    mf_op_desc_add_input(d, each);
-    mf_op_desc_add_input(d, mf_grad_op2(gc, "Add", n, mf_grad_scalar(gc, it, 1)));
-  }
-  mf_output padded = mf_grad_finish(gc, d);
-  d = mf_grad_begin(gc, "Select");
-  if (d) {
-    mf_op_desc_add_input(d, mf_grad_op2(gc, "GreaterEqual", ids, zero));
-    mf_op_desc_add_input(d, ids);
-    mf_op_desc_add_input(d, n);
-  }
-  return mf_grad_op2(gc, "Gather", padded, mf_grad_finish(gc, d));
+  mf_output n = mf_grad_cast(gc, mf_op_in(gc->op, 2), it);
+  mf_output zero = mf_grad_scalar(gc, it, 0), one = mf_grad_scalar(gc, it, 1);
+  mf_output each = mf_grad_op3(gc, "Range", zero, n, one);
+  mf_output padded = mf_grad_op3(gc, "UnsortedSegmentSum", t, each, mf_grad_op2(gc, "Add", n, one));
+  mf_output safe_ids = mf_grad_op3(gc, "Select", mf_grad_op2(gc, "GreaterEqual", ids, zero), ids, n);
+  return mf_grad_op2(gc, "Gather", padded, safe_ids);
 }
 
 /* Sum: each row gets its segment's gradient. */
@@ -245,13 +229,8 @@ static mf_code extremum_grad(mf_grad_ctx *gc) {
   mf_output selected = mf_grad_op2(gc, "Equal", x, segment_rows(gc, mf_op_out(gc->op, 0)));
   mf_output count = over_segments(gc, "Sum", mf_grad_cast(gc, selected, t));
   count = mf_grad_op2(gc, "Maximum", count, mf_grad_scalar(gc, t, 1));
-  mf_op_desc *d = mf_grad_begin(gc, "Select");
-  if (d) {
-    mf_op_desc_add_input(d, selected);
-    mf_op_desc_add_input(d, segment_rows(gc, mf_grad_op2(gc, "Div", gc->grads[0], count)));
-    mf_op_desc_add_input(d, mf_grad_op1(gc, "ZerosLike", x));
-  }
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  mf_output share = segment_rows(gc, mf_grad_op2(gc, "Div", gc->grads[0], count));
+  gc->input_grads[0] = mf_grad_op3(gc, "Select", selected, share, mf_grad_op1(gc, "ZerosLike", x));
   return gc->status->code;
 }
 

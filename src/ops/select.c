@@ -117,15 +117,8 @@ static mf_code select_kernel(mf_kernel_ctx *ctx) {
 static mf_code select_grad(mf_grad_ctx *gc) {
   mf_output c = mf_op_in(gc->op, 0), g = gc->grads[0];
   mf_output zeros = mf_grad_op1(gc, "ZerosLike", g);
-  for (int k = 1; k <= 2; k++) {
-    mf_op_desc *d = mf_grad_begin(gc, gc->op->def->name);
-    if (d) {
-      mf_op_desc_add_input(d, c);
-      mf_op_desc_add_input(d, k == 1 ? g : zeros);
-      mf_op_desc_add_input(d, k == 1 ? zeros : g);
-    }
-    gc->input_grads[k] = mf_grad_finish(gc, d);
-  }
+  gc->input_grads[1] = mf_grad_op3(gc, gc->op->def->name, c, g, zeros);
+  gc->input_grads[2] = mf_grad_op3(gc, gc->op->def->name, c, zeros, g);
   return gc->status->code;
 }
 
