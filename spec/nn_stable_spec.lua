@@ -302,6 +302,8 @@ describe("tf.nn stable functions", function()
     assert.truthy(err:find("features has dtype int32, but SoftmaxCrossEntropyWithLogits takes only float32, float64",
                            1, true), err)
     assert.truthy(err:find("nn_stable_spec.lua:" .. line, 1, true), err)
+    err = H.error_of(xent, {labels = tf.constant({{1, 0}}, tf.float64), logits = tf.ones({1, 2})})
+    assert.truthy(err:find("logits has dtype float32 but labels has dtype float64; use tf.cast", 1, true), err)
     err = H.error_of(xent, {labels = {1, 0, 0}, logits = tf.ones({2, 2})})
     assert.truthy(err:find("cannot broadcast a tensor of shape [3] to shape [2,2]", 1, true), err)
     err = H.error_of(xent, {labels = 1, logits = tf.constant(1)})
