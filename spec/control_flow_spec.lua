@@ -269,7 +269,50 @@ describe("tf.where", function()
     assert.same({{1, 2, 3}, {0, 0, 0}}, tf.Session():run(r):totable())
     local c3 = tf.constant({true, false, true})
     assert.same({{1, 9, 3}, {1, 9, 3}},
-                tf.Session():run(tf.where(c3, tf.constant({{1, 2, 3}, {1, 2, 3}}), 9)):totable())
+                tf.Session():run(tf.where_v2(c3, tf.constant({{1, 2, 3}, {1, 2, 3}}), 9)):totable())
+  end)
+
+  -- From spec/fixtures/op_coverage_values.py (np.where(c[:, None], x, y)).
+  it("with a vector condition and x, y of higher rank picks whole rows, as TensorFlow 1.x's Select", function()
+    local sess = tf.Session()
+    local c = tf.constant({true, false, true})
+    local x, y = tf.constant({{1, 2}, {3, 4}, {5, 6}}), tf.constant({{-1, -2}, {-3, -4}, {-5, -6}})
+    local r = tf.where(c, x, y)
+    assert.equal("Select", r.op.type)
+    assert.same({3, 2}, r:get_shape():as_list())
+    assert.same({{1, 2}, {-3, -4}, {5, 6}}, sess:run(r):totable())
+    assert.same({{1, 2}, {0, 0}, {5, 6}}, sess:run(tf.where(c, x, 0)):totable())
+    local x3 = tf.reshape(tf.range(12), {3, 2, 2})
+    assert.same({{{0, 1}, {2, 3}}, {{9, 9}, {9, 9}}, {{8, 9}, {10, 11}}}, sess:run(tf.where(c, x3, 9)):totable())
+    -- where a vector could mean either, tf.where picks rows and tf.where_v2 broadcasts it over columns
+    local c2, sq = tf.constant({true, false}), tf.constant({{1, 2}, {3, 4}})
+    assert.same({{1, 2}, {0, 0}}, sess:run(tf.where(c2, sq, 0)):totable())
+    local v2 = tf.where_v2(c2, sq, 0)
+    assert.equal("SelectV2", v2.op.type)
+    assert.same({{1, 0}, {3, 0}}, sess:run(v2):totable())
+    assert.same({0, 2}, sess:run(tf.where(tf.constant({}, tf.bool), tf.zeros({0, 2}), 1)):shape())
+  end)
+
+  it("picks rows of shapes known at run time and checks the condition's length", function()
+    local c = tf.placeholder(tf.bool, {-1})
+    local x = tf.placeholder(tf.int32, {-1, 2})
+    local r = tf.where(c, x, 0)
+    assert.same({-1, 2}, r:get_shape():as_list())
+    local sess = tf.Session()
+    local feed = {[c] = {false, true}, [x] = tf.array({{1, 2}, {3, 4}}, tf.int32)}
+    assert.same({{0, 0}, {3, 4}}, sess:run(r, feed):totable())
+    feed[c] = {true, true, false}
+    local ok, err = pcall(sess.run, sess, r, feed)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("a vector condition picks rows of x and y, so its length must be their first " ..
+                                     "dimension: condition shape [3], x and y [2,2]", 1, true), err)
+    local line = H.this_line() + 1
+    err = H.error_of(function() return (tf.where(tf.constant({true, false, true}), tf.ones({2, 3}), 0)) end)
+    assert.truthy(err:find("condition shape [3], x and y [2,3] (tf.where_v2 broadcasts it instead)", 1, true), err)
+    assert.truthy(err:find("control_flow_spec.lua:" .. line, 1, true), err)
+    -- a feed of another rank decides again: a matrix condition broadcasts
+    local u = tf.placeholder(tf.bool)
+    assert.same({{1, 0}, {3, 0}}, sess:run(tf.where(u, x, 0), {[u] = {{true, false}}, [x] = feed[x]}):totable())
   end)
 
   it("works for every dtype and for empty tensors", function()

@@ -1,5 +1,5 @@
 -- Gradient rules of the indexing and selection ops: Gather, GatherNd,
--- ScatterNd, Pad (all modes), ReverseV2, Cumsum, OneHot, TopKV2, BooleanMask,
+-- ScatterNd, Pad (all modes), ReverseV2, Cumsum, Cumprod, OneHot, TopKV2, BooleanMask,
 -- embedding_lookup, and the helper ops their rules build (GatherGrad,
 -- MirrorPadGrad, BooleanMaskGrad), each checked against central differences
 -- in float64, with hand-computed values, unknown dims fed at run time and the
@@ -162,6 +162,39 @@ describe("gradients of pads, reversals and running sums", function()
     end
     local k = const({3, 4})
     check_grad_of_grad(k, {3, 4}, tf.cumsum(k, {axis = 1, exclusive = true}), {3, 4})
+  end)
+
+  it("Cumprod: exact at zeros too (one, several, first or last along the scan), any axis and direction", function()
+    local x = tf.placeholder(tf.float64, {4}, "x")
+    local sess = tf.Session()
+    -- d/dx_k of sum(cumprod(x)), by hand: x = {2, 0, 3, 4} has products {2, 0, 0, 0}
+    assert.same({1, 32, 0, 0}, sess:run(grad(tf.cumprod(x), x), {[x] = {2, 0, 3, 4}}):totable())
+    assert.same({1, 8, 0, 0}, sess:run(grad(tf.cumprod(x, {exclusive = true}), x), {[x] = {2, 0, 3, 4}}):totable())
+    assert.same({0, 36, 4, 4}, sess:run(grad(tf.cumprod(x, {reverse = true}), x), {[x] = {2, 0, 3, 4}}):totable())
+    local inits = {{0.5, -1.3, 2.1, 0.7}, {2, 0, 3, 4}, {0, 2, 0, 3}, {0, 0, 0, 0}, {1.5, 2, 3, 0}, {-1, 0, -1, 2}}
+    for _, exclusive in ipairs({false, true}) do
+      for _, reverse in ipairs({false, true}) do
+        local y = tf.cumprod(x, {exclusive = exclusive, reverse = reverse})
+        for _, init in ipairs(inits) do
+          check_grad(x, {4}, y, {4}, {x_init_value = tf.array(init, tf.float64)})
+        end
+      end
+    end
+    local m = tf.placeholder(tf.float64, {3, 4}, "m")
+    local with_zeros = tf.array({{0.5, 0, 1.2, -0.8}, {1.1, 0.9, 0, 0}, {0, -1.4, 0.6, 1.3}}, tf.float64)
+    for _, axis in ipairs({0, 1, -1, -2}) do
+      for _, exclusive in ipairs({false, true}) do
+        for _, reverse in ipairs({false, true}) do
+          local y = tf.cumprod(m, {axis = axis, exclusive = exclusive, reverse = reverse})
+          check_grad(m, {3, 4}, y, {3, 4})
+          check_grad(m, {3, 4}, y, {3, 4}, {x_init_value = with_zeros})
+        end
+      end
+    end
+    local k = const({3, 4})
+    check_grad_of_grad(k, {3, 4}, tf.cumprod(k, {axis = 1, exclusive = true, reverse = true}), {3, 4})
+    -- the second derivative where x has no zeros
+    check_grad(m, {3, 4}, tf.gradients(tf.cumprod(m, 1), m)[1], {3, 4})
   end)
 end)
 

@@ -127,7 +127,7 @@ describe("gradients of unary math ops", function()
 end)
 
 -- Operands for the binary ops: every a/b is at least 0.038 from an integer
--- (Mod's kinks) and every |a - b| at least 0.05 (Maximum's and Minimum's).
+-- (Mod's and TruncateMod's kinks) and every |a - b| at least 0.05 (Maximum's and Minimum's).
 local A = {0.55, -1.35, 2.45, -3.15, 4.25, 0.95}
 local B = {1.7, -2.3, 2.9, -1.3, 3.7, 1.1}
 -- Pow: a > 0, where the gradient for b is defined.
@@ -141,6 +141,8 @@ local BINARY = {
   {"multiply", A, B, function(_, b) return b end, function(a) return a end},
   {"divide", A, B, function(_, b) return 1 / b end, function(a, b) return -a / (b * b) end},
   {"mod", A, B, function() return 1 end, function(a, b) return -math.floor(a / b) end},
+  {"truncatemod", A, B, function() return 1 end,
+   function(a, b) return a / b < 0 and -math.ceil(a / b) or -math.floor(a / b) end},
   {"pow", PA, PB, function(a, b) return b * a ^ (b - 1) end, function(a, b) return a ^ b * math.log(a) end},
   {"maximum", A, B, function(a, b) return a >= b and 1 or 0 end, function(a, b) return a < b and 1 or 0 end},
   {"minimum", A, B, function(a, b) return a <= b and 1 or 0 end, function(a, b) return b < a and 1 or 0 end},

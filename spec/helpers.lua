@@ -48,6 +48,29 @@ function H.assert_near_all(expected, actual, tol, what)
   end
 end
 
+-- Deep comparison of nested lists; numbers within a relative tolerance tol
+-- (0 = exact), NaN equal to NaN.
+function H.same(want, got, tol)
+  if type(want) == "table" then
+    if type(got) ~= "table" or #got ~= #want then return false end
+    for i = 1, #want do if not H.same(want[i], got[i], tol) then return false end end
+    return true
+  end
+  if type(want) == "number" and type(got) == "number" then
+    if want ~= want then return got ~= got end
+    if want == got then return true end
+    return math.abs(want - got) <= tol * math.max(1, math.abs(want))
+  end
+  return want == got
+end
+
+-- Asserts H.same(want, got, tol or 0), showing both when they differ.
+function H.assert_values(want, got, tol)
+  local pretty = require("pl.pretty")
+  assert(H.same(want, got, tol or 0), string.format("expected %s, got %s", pretty.write(want, ""),
+                                                    pretty.write(got, "")))
+end
+
 -- The value of t (or of a list or table of fetches) in a session of its own.
 function H.run(t, feeds)
   local sess = tf.Session()

@@ -1,5 +1,5 @@
 -- Indexing and selection ops: gather, gather_nd, scatter_nd, pad, reverse,
--- cumsum, one_hot, argmax/argmin, top_k, in_top_k, sequence_mask,
+-- cumsum, cumprod, one_hot, argmax/argmin, top_k, in_top_k, sequence_mask,
 -- boolean_mask and embedding_lookup — hand-computed values for every dtype,
 -- negative axes, shapes with unknown dims (static and at run time), and
 -- errors at build and run time after which the session keeps working.
@@ -383,6 +383,74 @@ describe("tf.cumsum", function()
     local cu = tf.cumsum(u, 1)
     assert.matches("axis 1 is out of range", run_error(sess, cu, {[u] = {1, 2}}))
     assert.same({{1, 3}}, sess:run(cu, {[u] = {{1, 2}}}):totable())
+  end)
+end)
+
+describe("tf.cumprod", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- From spec/fixtures/op_coverage_values.py: {axis, exclusive, reverse, cumprod of m}.
+  local m = {{1, 2, 3}, {4, 0, 5}}
+  local cases = {
+    {0, false, false, {{1, 2, 3}, {4, 0, 15}}},
+    {0, false, true, {{4, 0, 15}, {4, 0, 5}}},
+    {0, true, false, {{1, 1, 1}, {1, 2, 3}}},
+    {0, true, true, {{4, 0, 5}, {1, 1, 1}}},
+    {1, false, false, {{1, 2, 6}, {4, 0, 0}}},
+    {1, false, true, {{6, 6, 3}, {0, 0, 5}}},
+    {1, true, false, {{1, 1, 2}, {1, 4, 0}}},
+    {1, true, true, {{6, 3, 1}, {0, 5, 1}}},
+    {-1, false, false, {{1, 2, 6}, {4, 0, 0}}},
+    {-1, false, true, {{6, 6, 3}, {0, 0, 5}}},
+    {-1, true, false, {{1, 1, 2}, {1, 4, 0}}},
+    {-1, true, true, {{6, 3, 1}, {0, 5, 1}}},
+    {-2, false, false, {{1, 2, 3}, {4, 0, 15}}},
+    {-2, false, true, {{4, 0, 15}, {4, 0, 5}}},
+    {-2, true, false, {{1, 1, 1}, {1, 2, 3}}},
+    {-2, true, true, {{4, 0, 5}, {1, 1, 1}}},
+  }
+  for _, dtype in ipairs(numeric) do
+    it("running products of " .. dtype.name .. ": every axis, exclusive, reversed", function()
+      local x = tf.constant(m, dtype)
+      assert.equal(dtype, tf.cumprod(x).dtype)
+      assert.equal("Cumprod", tf.cumprod(x).op.type)
+      for _, c in ipairs(cases) do
+        assert.same(c[4], tbl(tf.cumprod(x, {axis = c[1], exclusive = c[2], reverse = c[3]})))
+        assert.same(c[4], tbl(tf.cumprod(x, c[1], c[2], c[3])))
+      end
+    end)
+  end
+
+  it("wraps integers around as TensorFlow does, propagates NaN; size-1 and empty axes", function()
+    assert.same({200, 144, 176}, tbl(tf.cumprod(tf.constant({200, 2, 3}, tf.uint8))))
+    assert.same({65536, 0, 0}, tbl(tf.cumprod(tf.constant({65536, 65536, 3}, tf.int32))))
+    local v = tbl(tf.cumprod(tf.constant({2, 0 / 0, 0, math.huge}, tf.float64)))
+    assert.equal(2, v[1])
+    for i = 2, 4 do assert.is_true(v[i] ~= v[i], "NaN at " .. i) end
+    assert.same({{7}}, tbl(tf.cumprod(tf.constant({{7}}), {axis = 1, exclusive = false})))
+    assert.same({{1}}, tbl(tf.cumprod(tf.constant({{7}}), {axis = 1, exclusive = true})))
+    assert.same({0, 3}, run(tf.cumprod(tf.zeros({0, 3}), 1)):shape())
+    assert.same({3, 0}, run(tf.cumprod(tf.zeros({3, 0}), 0, true, true)):shape())
+    assert.equal(tf.math.cumprod, tf.cumprod)
+  end)
+
+  it("unknown dims and errors naming the op and the caller's line", function()
+    local x = tf.placeholder(tf.float32, {-1, 2})
+    local c = x:cumprod(0, {reverse = true})
+    assert.same({-1, 2}, dims(c))
+    local sess = tf.Session()
+    assert.same({{15, 48}, {15, 24}, {5, 6}}, sess:run(c, {[x] = {{1, 2}, {3, 4}, {5, 6}}}):totable())
+    local line = H.this_line() + 1
+    local err = error_of(function() return (tf.cumprod(tf.constant({true}))) end)
+    assert.matches("^Cumprod[_%d]*: x must be a number type, got bool", err)
+    assert.matches("spec/index_spec.lua:" .. line, err, 1, true)
+    assert.matches("x must be at least rank 1", error_of(tf.cumprod, tf.constant(1)))
+    assert.matches("axis -3 is out of range for a tensor of rank 2", error_of(tf.cumprod, x, -3), 1, true)
+    assert.matches("reverse must be a boolean", error_of(tf.cumprod, x, {reverse = "yes"}))
+    local u = tf.placeholder(tf.int64)
+    local cu = tf.cumprod(u, 1)
+    assert.matches("axis 1 is out of range", run_error(sess, cu, {[u] = {1, 2}}))
+    assert.same({{1, 2}}, sess:run(cu, {[u] = tf.array({{1, 2}}, tf.int64)}):totable())
   end)
 end)
 

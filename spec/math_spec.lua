@@ -1,5 +1,6 @@
 -- math_spec.lua — elementwise ops: arithmetic, comparisons, logic, casts, broadcasting, operators.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 -- Calls fn(...), which must fail, and checks that the message contains each of
 -- `needles` (plain text; a string or a list). Returns the message.
@@ -23,25 +24,7 @@ local function eval(t, feeds)
   return v
 end
 
--- Deep comparison; numbers within a relative tolerance (0 = exact), NaN equal to NaN.
-local function same(want, got, tol)
-  if type(want) == "table" then
-    if type(got) ~= "table" or #got ~= #want then return false end
-    for i = 1, #want do if not same(want[i], got[i], tol) then return false end end
-    return true
-  end
-  if type(want) == "number" and type(got) == "number" then
-    if want ~= want then return got ~= got end
-    if want == got then return true end
-    return math.abs(want - got) <= tol * math.max(1, math.abs(want))
-  end
-  return want == got
-end
-
-local function assert_values(want, got, tol)
-  assert(same(want, got, tol or 0), string.format("expected %s, got %s", require("pl.pretty").write(want, ""),
-                                                 require("pl.pretty").write(got, "")))
-end
+local assert_values = H.assert_values
 
 -- Tolerance for a dtype: floats are compared with a relative one.
 local function tol_of(dtype)
@@ -165,6 +148,12 @@ describe("binary ops", function()
     {"mod", signed, {7, -7, 7, -7, 6}, {2, 2, -2, -2, 3}, {1, 1, -1, -1, 0}},
     {"mod", floats, {7.5, -7.5, 7.5, -7.5}, {2, 2, -2, -2}, {1.5, 0.5, -0.5, -1.5}},
     {"mod", {tf.uint8}, {7, 200}, {2, 7}, {1, 4}},
+    -- From spec/fixtures/op_coverage_values.py: rounding toward zero (C's / and %), unlike floordiv and mod.
+    {"truncatediv", {tf.int32, tf.int64}, {7, -7, 7, -7, 6, 0, -1}, {2, 2, -2, -2, 3, -5, 4}, {3, -3, -3, 3, 2, 0, 0}},
+    {"truncatemod", {tf.int32, tf.int64}, {7, -7, 7, -7, 6, 0, -1}, {2, 2, -2, -2, 3, -5, 4}, {1, -1, 1, -1, 0, 0, -1}},
+    {"truncatediv", {tf.uint8}, {7, 200, 255}, {2, 3, 255}, {3, 66, 1}},
+    {"truncatemod", {tf.float32, tf.float64}, {7.5, -7.5, 7.5, -7.5, 1.0, math.huge, 0 / 0, 3.0, -0.0},
+     {2.0, 2.0, -2.0, -2.0, 0.0, 2.0, 1.0, math.huge, 5.0}, {1.5, -1.5, 1.5, -1.5, 0 / 0, 0 / 0, 0 / 0, 3.0, -0.0}},
     {"pow", numeric, {2, 3, 5, 1}, {7, 3, 0, 7}, {128, 27, 1, 1}},
     {"pow", signed, {-2, -3}, {3, 2}, {-8, 9}},
     {"pow", floats, {9, 2, 4}, {0.5, -1, -0.5}, {3, 0.5, 0.5}},
@@ -218,6 +207,30 @@ describe("binary ops", function()
     -- floats follow IEEE: x // 0 is inf, x % 0 is nan
     assert_values({math.huge, 0 / 0},
                   eval({tf.floordiv(tf.constant(1), tf.constant(0)), tf.mod(tf.constant(1), tf.constant(0))}))
+  end)
+
+  it("truncatediv, truncatemod: division by zero fails, INT_MIN / -1 wraps, dtypes of TF's CPU kernels", function()
+    local sess = tf.Session()
+    local x = tf.constant({7, -8}, tf.int32)
+    local where = line_below()
+    local q = tf.truncatediv(x, tf.constant({2, 0}, tf.int32))
+    expect_error({"TruncateDiv: Integer division by zero", where}, sess.run, sess, q)
+    expect_error("TruncateMod: Integer division by zero", sess.run, sess, tf.truncatemod(x, tf.constant(0, tf.int32)))
+    local min = tf.constant(-2147483648, tf.int32)
+    assert_values({-2147483648, 0}, sess:run({tf.truncatediv(min, -1), tf.truncatemod(min, -1)}))
+    -- rank 0, broadcasting and empty tensors
+    assert.equal(-3, sess:run(tf.truncatediv(tf.constant(-7, tf.int64), tf.constant(2, tf.int64))))
+    local column, row = tf.constant({{-2}, {-7}}, tf.int32), tf.constant({2, -2}, tf.int32)
+    assert_values({{-1, 1}, {-3, 3}}, eval(tf.truncatediv(column, row)))
+    assert.same({0, 2}, sess:run(tf.truncatemod(tf.zeros({0, 2}), tf.ones({2}))):shape())
+    expect_error({"x and y have dtype float32, but TruncateDiv takes only int32, int64, uint8", line_below()},
+                 function() return (tf.truncatediv(tf.constant({7.5}), tf.constant({2}))) end)
+    expect_error("x and y have dtype uint8, but TruncateMod takes only float32, float64, int32, int64",
+                 tf.truncatemod, tf.constant({7}, tf.uint8), tf.constant({2}, tf.uint8))
+    expect_error("x has dtype int32 but y has dtype float32; use tf.cast",
+                 tf.truncatemod, tf.constant({7}, tf.int32), tf.constant({2}, tf.float32))
+    assert.equal("TruncateDiv", tf.math.truncatediv(x, x).op.type)
+    assert.equal("TruncateMod", x:truncatemod(x).op.type)
   end)
 
   it("integers to negative integer powers fail", function()

@@ -1,4 +1,4 @@
--- tf.nn composites: dropout, moments, batch_normalization, fused_batch_norm —
+-- tf.nn composites: l2_normalize, dropout, moments, batch_normalization, fused_batch_norm —
 -- values by hand, seeds, shapes, every gradient by finite differences
 -- (float64), and errors that name the function and the Lua line.
 local tf = require("moonflow")
@@ -47,6 +47,67 @@ local function check_grad_with_feeds(x, x_shape, y, y_shape, extra, tol)
   sess:close()
   assert.is_true(worst < (tol or 1e-8), "gradient error " .. worst)
 end
+
+describe("tf.nn.l2_normalize", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  -- From spec/fixtures/op_coverage_values.py: {axis, l2_normalize(X, axis)}.
+  local X = {{3, -4, 0}, {1, 2, 2}}
+  local cases = {
+    {nil, {{0.5144957554275265, -0.6859943405700353, 0},
+           {0.17149858514250882, 0.34299717028501764, 0.34299717028501764}}},
+    {0, {{0.9486832980505138, -0.8944271909999159, 0}, {0.31622776601683794, 0.4472135954999579, 1}}},
+    {1, {{0.6, -0.8, 0}, {0.3333333333333333, 0.6666666666666666, 0.6666666666666666}}},
+    {-1, {{0.6, -0.8, 0}, {0.3333333333333333, 0.6666666666666666, 0.6666666666666666}}},
+    {{0, 1}, {{0.5144957554275265, -0.6859943405700353, 0},
+              {0.17149858514250882, 0.34299717028501764, 0.34299717028501764}}},
+  }
+
+  it("divides by the L2 norm over axis (all by default), in float32 and float64", function()
+    for _, dtype in ipairs({tf.float32, tf.float64}) do
+      local x = tf.constant(X, dtype)
+      for _, c in ipairs(cases) do
+        local y = tf.nn.l2_normalize(x, c[1])
+        assert.equal(dtype, y.dtype)
+        assert_near_all(c[2], run(y), dtype == tf.float32 and 1e-6 or 1e-15)
+      end
+    end
+    assert_near_all(cases[3][2], run(tf.math.l2_normalize(const(X, {2, 3}), {dim = 1})), 1e-15)
+    assert.equal("n:0", tf.nn.l2_normalize(const(X, {2, 3}), 1, 1e-12, "n").name)
+  end)
+
+  it("keeps zeros at zero, scales norms below sqrt(epsilon) by 1 / sqrt(epsilon), propagates NaN", function()
+    assert_near_all({0.1, 0}, run(tf.nn.l2_normalize(const({1e-7, 0}, {2}))), 1e-15)
+    assert.same({0, 0}, run(tf.nn.l2_normalize(tf.zeros({2}, tf.float64), 0)):totable())
+    assert.same({0.5, 0}, run(tf.nn.l2_normalize(const({1, 0}, {2}), 0, 4)):totable())
+    local v = run(tf.nn.l2_normalize(const({0 / 0, 1}, {2}))):totable()
+    assert.is_true(v[1] ~= v[1] and v[2] ~= v[2])
+    assert.same({0, 3}, run(tf.nn.l2_normalize(tf.zeros({0, 3}), 1)):shape())
+    assert.equal(1, run(tf.nn.l2_normalize(tf.constant(-3, tf.float64))) * -1)
+  end)
+
+  it("differentiates x (finite differences), also at unknown dims", function()
+    local x = tf.placeholder(tf.float64, {-1, 3}, "x")
+    local y = tf.nn.l2_normalize(x, -1)
+    assert.same({-1, 3}, y:get_shape():as_list())
+    -- a small step: the third derivatives are large where the norm is small
+    local opts = {delta = 1e-5}
+    H.check_grad(x, {2, 3}, y, {2, 3}, opts)
+    H.check_grad(x, {2, 3}, tf.nn.l2_normalize(x), {2, 3}, opts)
+    local k = const(X, {2, 3})
+    H.check_grad_of_grad(k, {2, 3}, tf.nn.l2_normalize(k, 0), {2, 3})
+  end)
+
+  it("reports integer input and bad axes with the function and the Lua line", function()
+    local line = this_line() + 1
+    local err = H.error_of(function() return (tf.nn.l2_normalize(tf.constant({3, 4}, tf.int32))) end)
+    assert.truthy(err:find("tf.nn.l2_normalize: x must be a float32 or float64 tensor, got int32", 1, true), err)
+    assert.truthy(err:find("nn_spec.lua:" .. line, 1, true), err)
+    assert.truthy(H.error_of(tf.nn.l2_normalize, tf.ones({2}), 1):find("axis 1 is out of range", 1, true))
+    assert.truthy(H.error_of(tf.nn.l2_normalize, tf.ones({2}), {axis = 0, dim = 0}):find(
+      "Cannot specify both 'axis' and 'dim'", 1, true))
+  end)
+end)
 
 describe("tf.nn.moments", function()
   before_each(function() tf.reset_default_graph() end)

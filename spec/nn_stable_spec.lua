@@ -1,6 +1,7 @@
 -- Numerically stable functions: effective-tensorflow's "numerical stability"
 -- section and cookbook "entropy", with the texts' results.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 local function near_list(want, got, tol)
   assert.equal(#want, #got)
@@ -222,6 +223,95 @@ describe("tf.nn stable functions", function()
       local err = tf.test.compute_gradient_error(x, {2, 3}, case[1], case[2], {x_init_value = x_values})
       assert(err < 1e-7, "case " .. i .. ": gradient error " .. err)
     end
+  end)
+
+  -- From spec/fixtures/op_coverage_values.py.
+  it("softmax cross entropy is TensorFlow's fused kernel: float32 keeps its precision at large logits", function()
+    local sess = tf.Session()
+    local logits = tf.constant({-1000, 1000, 999})
+    local xe = tf.nn.softmax_cross_entropy_with_logits({labels = {0, 0.5, 0.5}, logits = logits})
+    assert.equal("SoftmaxCrossEntropyWithLogits", xe.op.inputs[1].op.type)
+    assert.equal(tf.float32, xe.dtype)
+    assert.equal(0.8132616877555847, sess:run(xe))  -- 0.8132617 as float32, the exact value rounded
+    near_list({0, 0.23105858266353607, -0.23105858266353607}, sess:run(tf.gradients(xe, logits)[1]):totable(), 1e-7)
+    local rows = tf.constant({{-1000, 1000, 999}, {1, 2, 3}})
+    local two = tf.nn.softmax_cross_entropy_with_logits({labels = {{0, 0.5, 0.5}, {1, 0, 0}}, logits = rows})
+    assert.equal("SoftmaxCrossEntropyWithLogits", two.op.type)
+    near_list({0.8132616877555847, 2.4076058864593506}, sess:run(two):totable(), 1e-7)
+  end)
+
+  it("softmax cross entropy along any axis of any rank, labels broadcast to the logits", function()
+    local x = tf.constant({{{0.2, -1.3}, {2.5, 3.1}}, {{0.4, -0.7}, {1.5, -2}}}, tf.float64)
+    local z = tf.constant({{{0.1, 0.9}, {0.5, 0.5}}, {{1, 0}, {0.3, 0.7}}}, tf.float64)
+    local cases = {
+      {-1, {{1.5514132779827523, 0.7374879504858858}, {0.28733532511543075, 2.4797504182726207}}},
+      {0, {{0.6779527563197509, 0.9337391554372972}, {0.5506093500145782, 3.577293883922135}}},
+      {1, {{0.28732727875877784, 3.9770836184507745}, {1.47353592265006, 1.0787059176830944}}},
+      {2, {{1.5514132779827523, 0.7374879504858858}, {0.28733532511543075, 2.4797504182726207}}},
+      {-2, {{0.28732727875877784, 3.9770836184507745}, {1.47353592265006, 1.0787059176830944}}},
+      {-3, {{0.6779527563197509, 0.9337391554372972}, {0.5506093500145782, 3.577293883922135}}},
+    }
+    local sess = tf.Session()
+    for _, c in ipairs(cases) do
+      local xe = tf.nn.softmax_cross_entropy_with_logits({labels = z, logits = x, axis = c[1]})
+      assert.same({2, 2}, xe:get_shape():as_list())
+      local got = sess:run(xe):totable()
+      for r = 1, 2 do near_list(c[2][r], got[r], 1e-14) end
+    end
+    local dim = tf.nn.softmax_cross_entropy_with_logits({labels = z, logits = x, dim = 0})
+    near_list(cases[2][2][1], sess:run(dim):totable()[1], 1e-14)
+    -- labels of one row for every row; logits of unknown shape; empty batches
+    local p = tf.placeholder(tf.float64)
+    local one = tf.nn.softmax_cross_entropy_with_logits({labels = {0.25, 0.75}, logits = p})
+    local v = sess:run(one, {[p] = {{0.2, -1.3}, {2.5, 3.1}}}):totable()
+    near_list({1.3264132779827527, 0.5874879504858856}, v, 1e-14)
+    assert.same({0}, sess:run(one, {[p] = tf.Array.new(tf.float64, {0, 2})}):shape())
+  end)
+
+  it("softmax cross entropy: zero labels at -inf logits give NaN, as TensorFlow's kernel", function()
+    local inf = math.huge
+    local xe = tf.nn.softmax_cross_entropy_with_logits({labels = {0, 1}, logits = tf.constant({-inf, 0})})
+    local v = tf.Session():run(xe)
+    assert.is_true(v ~= v)
+    local nan = tf.Session():run(tf.nn.softmax_cross_entropy_with_logits({labels = {1, 0}, logits = {0 / 0, 1}}))
+    assert.is_true(nan ~= nan)
+  end)
+
+  it("softmax cross entropy's op differentiates logits and labels, to the second order", function()
+    local G = require("moonflow.graph")
+    local x = tf.placeholder(tf.float64, {2, 3}, "x")
+    local init = {{0.5, -1, 2}, {1, 1, -2}}
+    local labels = tf.constant({{0.1, 0.2, 0.7}, {0.5, 0.25, 0.25}}, tf.float64)
+    local loss = G.op{"SoftmaxCrossEntropyWithLogits", inputs = {x, labels}}
+    H.check_grad(x, {2, 3}, loss, {2}, {x_init_value = init, delta = 1e-5})
+    local w = tf.constant({{1, 2, 3}, {-1, 0, 1}}, tf.float64)
+    local gx = tf.gradients(tf.reduce_sum(loss * tf.constant({1, 2}, tf.float64)), x)[1]
+    H.check_grad(x, {2, 3}, tf.reduce_sum(gx * w, 1), {2}, {x_init_value = init, delta = 1e-5})
+    local l = tf.placeholder(tf.float64, {2, 3}, "l")
+    local logits = tf.constant(init, tf.float64)
+    local by_labels = G.op{"SoftmaxCrossEntropyWithLogits", inputs = {logits, l}}
+    H.check_grad(l, {2, 3}, by_labels, {2}, {x_init_value = {{0.1, 0.2, 0.7}, {0.5, 0.25, 0.25}}})
+    local _, backprop = G.op{"SoftmaxCrossEntropyWithLogits", inputs = {logits, l}}
+    H.check_grad(l, {2, 3}, backprop, {2, 3})
+  end)
+
+  it("softmax cross entropy reports bad logits and labels with the op or function and the Lua line", function()
+    local xent = tf.nn.softmax_cross_entropy_with_logits
+    local line = H.this_line() + 1
+    local err = H.error_of(function() return (xent({labels = {1, 0}, logits = tf.constant({1, 2}, tf.int32)})) end)
+    assert.truthy(err:find("features has dtype int32, but SoftmaxCrossEntropyWithLogits takes only float32, float64",
+                           1, true), err)
+    assert.truthy(err:find("nn_stable_spec.lua:" .. line, 1, true), err)
+    err = H.error_of(xent, {labels = tf.constant({{1, 0}}, tf.float64), logits = tf.ones({1, 2})})
+    assert.truthy(err:find("logits has dtype float32 but labels has dtype float64; use tf.cast", 1, true), err)
+    err = H.error_of(xent, {labels = {1, 0, 0}, logits = tf.ones({2, 2})})
+    assert.truthy(err:find("cannot broadcast a tensor of shape [3] to shape [2,2]", 1, true), err)
+    err = H.error_of(xent, {labels = 1, logits = tf.constant(1)})
+    assert.truthy(err:find("logits must have at least one dimension (the classes), got a scalar", 1, true), err)
+    err = H.error_of(xent, {labels = {{1, 0}}, logits = tf.ones({1, 2}), axis = 2})
+    assert.truthy(err:find("axis 2 is out of range for logits of shape (1, 2) (rank 2)", 1, true), err)
+    err = H.error_of(xent, {labels = {{1, 0}}, logits = tf.placeholder(tf.float32), axis = 0})
+    assert.truthy(err:find("axis 0 needs logits of a known rank", 1, true), err)
   end)
 
   it("no gradient flows into softmax cross entropy labels", function()

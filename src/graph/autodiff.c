@@ -59,6 +59,16 @@ mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output 
   return mf_grad_finish(gc, d);
 }
 
+mf_output mf_grad_op3(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, mf_output c) {
+  mf_op_desc *d = mf_grad_begin(gc, type);
+  if (d) {
+    mf_op_desc_add_input(d, a);
+    mf_op_desc_add_input(d, b);
+    mf_op_desc_add_input(d, c);
+  }
+  return mf_grad_finish(gc, d);
+}
+
 mf_output mf_grad_cast(mf_grad_ctx *gc, mf_output v, mf_dtype dtype) {
   mf_op_desc *d = mf_grad_begin(gc, "Cast");
   if (d) {

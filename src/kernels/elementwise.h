@@ -105,4 +105,34 @@ static inline bool mf_is_nan_f64(double x) { return isnan(x); }
 static inline bool mf_is_nan_never(int64_t x) { MF_UNUSED(x); return false; }
 #define MF_IS_NAN(x) _Generic((x), float: mf_is_nan_f32, double: mf_is_nan_f64, default: mf_is_nan_never)(x)
 
+/* The larger (smaller) of an accumulator a and an element b, NaN once either
+ * is, as NumPy's maximum.reduce: a NaN a stays, a NaN b wins. `|`, not `||`,
+ * keeps the select branch-free so that it vectorizes. */
+#define MF_MAX_KEEP_NAN(a, b) ((((b) > (a)) | MF_IS_NAN(b)) ? (b) : (a))
+#define MF_MIN_KEEP_NAN(a, b) ((((b) < (a)) | MF_IS_NAN(b)) ? (b) : (a))
+
+/* The lowest and the highest value of element type E: where a max or a min
+ * over no elements starts. */
+#define MF_LOWEST(E) \
+  _Generic((E)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, int64_t: INT64_MIN, uint8_t: 0)
+#define MF_HIGHEST(E) \
+  _Generic((E)0, float: INFINITY, double: INFINITY, int32_t: INT32_MAX, int64_t: INT64_MAX, uint8_t: UINT8_MAX)
+
+/* Sums and products in which integers wrap around as TensorFlow's do (in
+ * unsigned arithmetic, where C defines the wrap). */
+#define MF_DEFINE_WRAPPING(name, op)                                                                      \
+  static inline float name##_f32(float a, float b) { return a op b; }                                    \
+  static inline double name##_f64(double a, double b) { return a op b; }                                 \
+  static inline int32_t name##_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a op (uint32_t)b); } \
+  static inline int64_t name##_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a op (uint64_t)b); } \
+  static inline uint8_t name##_u8(uint8_t a, uint8_t b) { return (uint8_t)(a op b); }
+MF_DEFINE_WRAPPING(mf_wrapping_add, +)
+MF_DEFINE_WRAPPING(mf_wrapping_mul, *)
+#undef MF_DEFINE_WRAPPING
+#define MF_WRAPPING(name, a, b)                                                                  \
+  _Generic((a), float: name##_f32, double: name##_f64, int32_t: name##_i32, int64_t: name##_i64, \
+           uint8_t: name##_u8)(a, b)
+#define MF_WRAPPING_ADD(a, b) MF_WRAPPING(mf_wrapping_add, a, b)
+#define MF_WRAPPING_MUL(a, b) MF_WRAPPING(mf_wrapping_mul, a, b)
+
 #endif

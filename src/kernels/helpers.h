@@ -1,5 +1,6 @@
 /* helpers.h — the small helpers op families share: argument errors, products
- * of dims, and the dtype and shape checks of shape inference (helpers.c).
+ * of dims, the dtype and shape checks of shape inference, and index tensors
+ * read by kernels (helpers.c).
  * The port accessors (MF_NO_PORT, mf_port_dtype, mf_port_shape) sit beside
  * mf_op_in / mf_op_out in graph/graph.h, since graph/autodiff.c uses them too. */
 #ifndef MF_KERNELS_HELPERS_H
@@ -29,5 +30,14 @@ bool mf_merge_shapes(const mf_shape *a, const mf_shape *b, mf_shape *out);
 mf_code mf_check_dtype(mf_infer_ctx *ic, int i, const char *what, unsigned dtypes);
 /* Checks that inputs i and j (named wi and wj) have one dtype. */
 mf_code mf_check_same_dtype(mf_infer_ctx *ic, int i, const char *wi, int j, const char *wj);
+
+/* The elements of an int32, int64 or uint8 tensor as int64: the tensor's own
+ * data when it is int64, else a converted copy returned in *owned (free it
+ * with mf_free). NULL with the status set when out of memory. */
+const int64_t *mf_index_values(mf_kernel_ctx *ctx, const mf_tensor *t, int64_t **owned);
+
+/* "1,0": the coordinates of element `flat` within the first `rank` dims, for
+ * errors that name an element (indices[1,0] = 7 ...). Returns buf. */
+char *mf_position_str(char *buf, size_t n, int rank, const int64_t *dims, int64_t flat);
 
 #endif

@@ -1,18 +1,17 @@
 /* index.c — indexing and selection: Gather, GatherNd, ScatterNd, Pad,
- * ReverseV2, Cumsum, OneHot, ArgMax, ArgMin, TopKV2, InTopK, SequenceMask and
- * BooleanMask, with their gradient rules and the helper ops those rules build
- * (GatherGrad, MirrorPadGrad, BooleanMaskGrad).
+ * ReverseV2, Cumsum, Cumprod, OneHot, ArgMax, ArgMin, TopKV2, InTopK,
+ * SequenceMask and BooleanMask, with their gradient rules and the helper ops
+ * those rules build (GatherGrad, MirrorPadGrad, BooleanMaskGrad).
  *
  * Semantics are TensorFlow's. Axes, paddings and the like are attributes;
  * what users compute at run time (OneHot's depth, TopKV2's k, SequenceMask's
  * maxlen, ScatterNd's shape) are tensor inputs. An index out of range is an
  * error naming its position, found before anything is written.
  *
- * Index tensors (int32 or int64) are read through index_values, which hands
- * the kernels int64 values, so that the copy loops are specialized on the
- * element size only; moves copy raw bytes and serve every dtype, sums are
- * specialized on the numeric dtype. Integer sums wrap around as TensorFlow's
- * do (in unsigned arithmetic, where C defines the wrap). */
+ * Index tensors (int32 or int64) are read through mf_index_values, which
+ * hands the kernels int64 values, so that the copy loops are specialized on
+ * the element size only; moves copy raw bytes and serve every dtype, sums and
+ * products are specialized on the numeric dtype. */
 #include "core/status.h"
 #include "core/memory.h"
 #include "core/dtype.h"
@@ -39,14 +38,6 @@ static inline bool is_finite_f32(float x) { return isfinite(x); }
 static inline bool is_finite_f64(double x) { return isfinite(x); }
 static inline bool is_finite_always(int64_t x) { MF_UNUSED(x); return true; }
 #define IS_FINITE(x) _Generic((x), float: is_finite_f32, double: is_finite_f64, default: is_finite_always)(x)
-
-static inline float add_f32(float a, float b) { return a + b; }
-static inline double add_f64(double a, double b) { return a + b; }
-static inline int32_t add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
-static inline int64_t add_i64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
-#define ADD(a, b) \
-  _Generic((a), float: add_f32, double: add_f64, int32_t: add_i32, int64_t: add_i64, uint8_t: add_u8)(a, b)
 
 /* NaN ranks above every number (as NumPy's argmax and TensorFlow's top_k see
  * it), so that these orders are total. */
@@ -95,7 +86,7 @@ static void put_rows(void *dst, const void *src, const int64_t *rows, int64_t n,
     for (int64_t i = 0; i < n; i++) {                                                          \
       T *d = dst + rows[i] * inner;                                                            \
       const T *s = src + i * inner;                                                            \
-      for (int64_t j = 0; j < inner; j++) d[j] = ADD(d[j], s[j]);                              \
+      for (int64_t j = 0; j < inner; j++) d[j] = MF_WRAPPING_ADD(d[j], s[j]);                  \
     }                                                                                          \
   }
 MF_FOR_NUMERIC_TYPES(DEFINE_ADD_ROWS)
@@ -112,49 +103,13 @@ static void add_rows(mf_dtype t, void *dst, const void *src, const int64_t *rows
 
 /* ---------- index tensors ---------- */
 
-/* The elements of an int32, int64 or uint8 tensor as int64: the tensor's own
- * data when it is int64, else a converted copy returned in *owned (free it
- * with mf_free). NULL with the status set when out of memory. */
-static const int64_t *index_values(mf_kernel_ctx *ctx, const mf_tensor *t, int64_t **owned) {
-  *owned = NULL;
-  if (t->dtype == MF_INT64) return t->data;
-  int64_t *v = mf_malloc((size_t)(t->size > 0 ? t->size : 1) * sizeof *v);
-  if (!v) {
-    mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
-    return NULL;
-  }
-  if (t->dtype == MF_INT32) {
-    const int32_t *s = t->data;
-    for (int64_t i = 0; i < t->size; i++) v[i] = s[i];
-  } else {
-    const uint8_t *s = t->data;
-    for (int64_t i = 0; i < t->size; i++) v[i] = s[i];
-  }
-  *owned = v;
-  return v;
-}
-
-/* "1,0": the coordinates of element `flat` within the first `rank` dims. */
-static char *position_str(char *buf, size_t n, int rank, const int64_t *dims, int64_t flat) {
-  int64_t coord[MF_MAX_RANK];
-  for (int d = rank - 1; d >= 0; d--) {
-    coord[d] = dims[d] > 0 ? flat % dims[d] : 0;
-    flat = dims[d] > 0 ? flat / dims[d] : 0;
-  }
-  size_t len = 0;
-  buf[0] = '\0';
-  for (int d = 0; d < rank && len < n; d++)
-    len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? "," : "", (long long)coord[d]);
-  return buf;
-}
-
 /* Checks that every index is in [0, limit); the error names the first that is not. */
 static mf_code check_range(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64_t *v, int64_t limit) {
   for (int64_t i = 0; i < indices->size; i++)
     if ((uint64_t)v[i] >= (uint64_t)limit) {
       char pos[128];
       return MF_INVALID(ctx->status, "%s: indices[%s] = %lld is not in [0, %lld)", ctx->op->name,
-                        position_str(pos, sizeof pos, indices->rank, indices->dims, i), (long long)v[i],
+                        mf_position_str(pos, sizeof pos, indices->rank, indices->dims, i), (long long)v[i],
                         (long long)limit);
     }
   return MF_OK;
@@ -169,7 +124,7 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
   int64_t k = indices->dims[q - 1];
   int64_t n = mf_dims_product(indices->dims, 0, q - 1);
   int64_t *owned;
-  const int64_t *v = index_values(ctx, indices, &owned);
+  const int64_t *v = mf_index_values(ctx, indices, &owned);
   if (!v) return ctx->status->code;
   int64_t *out = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
   if (!out) {
@@ -188,7 +143,7 @@ static mf_code nd_rows(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64
           len += (size_t)snprintf(vec + len, sizeof vec - len, "%s%lld", m ? ", " : "", (long long)v[r * k + m]);
         mf_shape s = mf_shape_make(dims_rank, dims);
         MF_INVALID(ctx->status, "%s: indices[%s] = [%s] does not index into shape %s", ctx->op->name,
-                   position_str(pos, sizeof pos, q - 1, indices->dims, r), vec,
+                   mf_position_str(pos, sizeof pos, q - 1, indices->dims, r), vec,
                    mf_shape_str(&s, shape, sizeof shape));
         mf_free(owned);
         mf_free(out);
@@ -340,7 +295,7 @@ static const int64_t *gather_indices(mf_kernel_ctx *ctx, const mf_tensor *params
   g->n = params->dims[axis];
   g->inner = mf_dims_product(params->dims, axis + 1, params->rank);
   g->nidx = mf_dims_product(indices->dims, batch, indices->rank);
-  const int64_t *idx = index_values(ctx, indices, owned);
+  const int64_t *idx = mf_index_values(ctx, indices, owned);
   if (idx && check_range(ctx, indices, idx, g->n)) {
     mf_free(*owned);
     return NULL;
@@ -699,7 +654,7 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
     for (int64_t r = 0; r < rows; r++, dy += w, pad_next_row(g, idx)) {                        \
       pad_row_base(g, idx, &base);                                                             \
       T *row = dx + base;                                                                      \
-      for (int64_t j = 0; j < w; j++) row[map[j]] = ADD(row[map[j]], dy[j]);                   \
+      for (int64_t j = 0; j < w; j++) row[map[j]] = MF_WRAPPING_ADD(row[map[j]], dy[j]);       \
     }                                                                                          \
   }
 MF_FOR_NUMERIC_TYPES(DEFINE_MIRROR_PAD_GRAD)
@@ -795,10 +750,10 @@ static mf_code reverse_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
-/* ---------- Cumsum ---------- */
+/* ---------- Cumsum and Cumprod ---------- */
 
-/* Cumsum(x): attrs axis (default 0), exclusive, reverse. */
-static mf_code cumsum_infer(mf_infer_ctx *ic) {
+/* Cumsum(x), Cumprod(x): attrs axis (default 0), exclusive, reverse. */
+static mf_code cumulative_infer(mf_infer_ctx *ic) {
   if (check_numeric(ic, 0, "x")) return ic->status->code;
   const mf_shape *in = &ic->in_shapes[0];
   int axis;
@@ -810,30 +765,41 @@ static mf_code cumsum_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-/* Row i of the result is row i-1 of the result plus row i of x (row i-1 when
- * exclusive); reverse walks the rows from the end. Rows are `inner` long, so
- * the additions run over contiguous memory. */
-#define DEFINE_CUMSUM(code, T)                                                                  \
-  static void cumsum_##code(T *y, const T *x, int64_t outer, int64_t n, int64_t inner, bool exclusive, \
-                            bool reverse) {                                                    \
+/* X(op, combine, identity): the running combination and what an exclusive
+ * scan starts from. */
+#define CUMULATIVE_OPS(X) X(Cumsum, MF_WRAPPING_ADD, 0) X(Cumprod, MF_WRAPPING_MUL, 1)
+
+/* Row i of the result is row i-1 of the result combined with row i of x (row
+ * i-1 when exclusive); reverse walks the rows from the end. Rows are `inner`
+ * long, so the combinations run over contiguous memory. */
+typedef void (*cumulative_fn)(void *y, const void *x, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                              bool reverse);
+#define DEFINE_CUMULATIVE(code, T, op, combine, identity)                                      \
+  static void op##_##code(void *y_, const void *x_, int64_t outer, int64_t n, int64_t inner,   \
+                          bool exclusive, bool reverse) {                                      \
+    T *y = y_;                                                                                 \
+    const T *x = x_;                                                                           \
     int64_t step = reverse ? -inner : inner;                                                   \
     for (int64_t o = 0; o < outer; o++, x += n * inner, y += n * inner) {                      \
       int64_t first = reverse ? (n - 1) * inner : 0;                                           \
       T *yi = y + first;                                                                       \
       const T *xi = x + first;                                                                 \
-      for (int64_t j = 0; j < inner; j++) yi[j] = exclusive ? (T)0 : xi[j];                    \
+      for (int64_t j = 0; j < inner; j++) yi[j] = exclusive ? (T)(identity) : xi[j];           \
       for (int64_t i = 1; i < n; i++) {                                                        \
-        const T *prev = yi, *add = exclusive ? xi : xi + step;                                 \
+        const T *prev = yi, *next = exclusive ? xi : xi + step;                                \
         yi += step;                                                                            \
         xi += step;                                                                            \
-        for (int64_t j = 0; j < inner; j++) yi[j] = ADD(prev[j], add[j]);                      \
+        for (int64_t j = 0; j < inner; j++) yi[j] = combine(prev[j], next[j]);                 \
       }                                                                                        \
     }                                                                                          \
   }
-MF_FOR_NUMERIC_TYPES(DEFINE_CUMSUM)
-#undef DEFINE_CUMSUM
+#define CUMULATIVE_ENTRY(code, T, op) [code] = op##_##code,
+#define CUMULATIVE_FNS(op, combine, identity)                                                  \
+  MF_FOR_NUMERIC_TYPES(DEFINE_CUMULATIVE, op, combine, identity)                               \
+  static const cumulative_fn op##_fns[MF_DTYPE_SLOTS] = {MF_FOR_NUMERIC_TYPES(CUMULATIVE_ENTRY, op)};
+CUMULATIVE_OPS(CUMULATIVE_FNS)
 
-static mf_code cumsum_kernel(mf_kernel_ctx *ctx) {
+static mf_code cumulative_kernel(mf_kernel_ctx *ctx, const cumulative_fn *fns) {
   const mf_tensor *in = ctx->inputs[0];
   int axis;
   if (mf_normalize_axis(ctx->op->name, mf_attr_int(ctx->attrs, "axis", 0), in->rank, &axis, ctx->status))
@@ -841,16 +807,12 @@ static mf_code cumsum_kernel(mf_kernel_ctx *ctx) {
   int64_t outer = mf_dims_product(in->dims, 0, axis), n = in->dims[axis];
   int64_t inner = mf_dims_product(in->dims, axis + 1, in->rank);
   bool exclusive = mf_attr_bool(ctx->attrs, "exclusive", false), reverse = mf_attr_bool(ctx->attrs, "reverse", false);
-  if (in->size == 0) return MF_OK;
-  switch (in->dtype) {
-#define CASE(code, T) \
-  case code: cumsum_##code(ctx->outputs[0]->data, in->data, outer, n, inner, exclusive, reverse); break;
-    MF_FOR_NUMERIC_TYPES(CASE)
-#undef CASE
-    default: break;
-  }
+  if (in->size > 0) fns[in->dtype](ctx->outputs[0]->data, in->data, outer, n, inner, exclusive, reverse);
   return MF_OK;
 }
+#define CUMULATIVE_KERNEL(op, combine, identity) \
+  static mf_code op##_kernel(mf_kernel_ctx *ctx) { return cumulative_kernel(ctx, op##_fns); }
+CUMULATIVE_OPS(CUMULATIVE_KERNEL)
 
 /* ---------- OneHot ---------- */
 
@@ -922,7 +884,7 @@ static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
   int64_t depth = out->dims[axis], pre = mf_dims_product(indices->dims, 0, axis);
   int64_t suf = mf_dims_product(indices->dims, axis, indices->rank);
   int64_t *owned;
-  const int64_t *idx = index_values(ctx, indices, &owned);
+  const int64_t *idx = mf_index_values(ctx, indices, &owned);
   if (!idx) return ctx->status->code;
   size_t es = mf_dtype_size(out->dtype);
   const void *on = ctx->inputs[2]->data, *off = ctx->inputs[3]->data;
@@ -1152,7 +1114,7 @@ static mf_code in_top_k_kernel(mf_kernel_ctx *ctx) {
     return MF_INVALID(ctx->status, "%s: predictions has %lld rows but targets %lld entries", ctx->op->name,
                       (long long)batch, (long long)targets->dims[0]);
   int64_t *owned;
-  const int64_t *t = index_values(ctx, targets, &owned);
+  const int64_t *t = mf_index_values(ctx, targets, &owned);
   if (!t) return ctx->status->code;
   switch (pred->dtype) {
 #define CASE(code, T) case code: in_top_k_##code(pred->data, t, batch, n, k, ctx->outputs[0]->data); break;
@@ -1198,7 +1160,7 @@ static mf_code sequence_mask_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *lengths = ctx->inputs[0];
   mf_tensor *out = ctx->outputs[0];
   int64_t *owned;
-  const int64_t *len = index_values(ctx, lengths, &owned);
+  const int64_t *len = mf_index_values(ctx, lengths, &owned);
   if (!len) return ctx->status->code;
   switch (out->dtype) {
 #define CASE(code, T) case code: sequence_mask_##code(out->data, len, lengths->size, out->dims[out->rank - 1]); break;
@@ -1463,11 +1425,47 @@ static mf_code reverse_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* A Cumsum of t along the axis of the op (a Cumsum or Cumprod) being differentiated. */
+static mf_output cumsum_along(mf_grad_ctx *gc, mf_output t, bool exclusive, bool reverse) {
+  mf_op_desc *d = mf_grad_begin_like(gc, "Cumsum", &t, 1);
+  if (d) {
+    mf_op_desc_set_attr_bool(d, "exclusive", exclusive);
+    mf_op_desc_set_attr_bool(d, "reverse", reverse);
+  }
+  return mf_grad_finish(gc, d);
+}
+
 /* Cumsum: dy summed the other way along the axis (same exclusiveness). */
 static mf_code cumsum_grad(mf_grad_ctx *gc) {
-  mf_op_desc *d = mf_grad_begin_like(gc, "Cumsum", gc->grads, 1);
-  if (d) mf_op_desc_set_attr_bool(d, "reverse", !mf_attr_bool(&gc->op->attrs, "reverse", false));
-  gc->input_grads[0] = mf_grad_finish(gc, d);
+  bool exclusive = mf_attr_bool(&gc->op->attrs, "exclusive", false);
+  gc->input_grads[0] = cumsum_along(gc, gc->grads[0], exclusive, !mf_attr_bool(&gc->op->attrs, "reverse", false));
+  return gc->status->code;
+}
+
+/* Cumprod: x_k's gradient is the sum, over the products y_i that hold it, of
+ * dy_i times y_i without x_k. TensorFlow's rule, cumsum(dy * y) the other way
+ * over x, divides by zero at zeros; here, in the scan's order, the elements
+ * before the first zero take that rule, the first zero takes the same sum of
+ * the products with that zero replaced by 1 (y1), and later elements take 0:
+ * every product they are in holds the zero. Masks are held constant, as in
+ * Prod's rule (reduce.c). */
+static mf_code cumprod_grad(mf_grad_ctx *gc) {
+  const mf_attrs *a = &gc->op->attrs;
+  bool exclusive = mf_attr_bool(a, "exclusive", false), reverse = mf_attr_bool(a, "reverse", false);
+  mf_output x = mf_op_in(gc->op, 0), y = mf_op_out(gc->op, 0), dy = gc->grads[0];
+  mf_dtype t = mf_port_dtype(x);
+  mf_output zero = mf_grad_scalar(gc, t, 0), one = mf_grad_scalar(gc, t, 1);
+  mf_output is_zero = mf_grad_cast(gc, mf_grad_op2(gc, "Equal", x, zero), t);
+  mf_output zeros_so_far = cumsum_along(gc, is_zero, false, reverse);
+  mf_output no_zero = mf_grad_op2(gc, "Equal", zeros_so_far, zero);
+  mf_output first_zero = mf_grad_op2(gc, "Equal", zeros_so_far, one);
+  first_zero = mf_grad_op2(gc, "Mul", is_zero, mf_grad_cast(gc, first_zero, t));
+  mf_output x_safe = mf_grad_op3(gc, "Select", no_zero, x, mf_grad_op1(gc, "OnesLike", x));
+  mf_output before = cumsum_along(gc, mf_grad_op2(gc, "Mul", dy, y), exclusive, !reverse);
+  before = mf_grad_op2(gc, "Mul", mf_grad_cast(gc, no_zero, t), mf_grad_op2(gc, "Div", before, x_safe));
+  mf_output y1 = mf_grad_rebuild(gc, "Cumprod", (mf_output[]){mf_grad_op2(gc, "Add", x, first_zero)}, 1);
+  mf_output at_zero = cumsum_along(gc, mf_grad_op2(gc, "Mul", dy, y1), exclusive, !reverse);
+  gc->input_grads[0] = mf_grad_op2(gc, "Add", before, mf_grad_op2(gc, "Mul", first_zero, at_zero));
   return gc->status->code;
 }
 
@@ -1528,7 +1526,9 @@ static const mf_op_def defs[] = {
     {.name = "ReverseV2", .num_inputs = 1, .num_outputs = 1,
      .infer = reverse_infer, .kernel = {[MF_CPU] = reverse_kernel}, .grad = reverse_grad},
     {.name = "Cumsum", .num_inputs = 1, .num_outputs = 1,
-     .infer = cumsum_infer, .kernel = {[MF_CPU] = cumsum_kernel}, .grad = cumsum_grad},
+     .infer = cumulative_infer, .kernel = {[MF_CPU] = Cumsum_kernel}, .grad = cumsum_grad},
+    {.name = "Cumprod", .num_inputs = 1, .num_outputs = 1,
+     .infer = cumulative_infer, .kernel = {[MF_CPU] = Cumprod_kernel}, .grad = cumprod_grad},
     {.name = "OneHot", .num_inputs = 4, .num_outputs = 1, .value_inputs = 1u << 1,
      .infer = one_hot_infer, .kernel = {[MF_CPU] = one_hot_kernel}, .grad = one_hot_grad},
     {.name = "ArgMax", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,

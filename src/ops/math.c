@@ -73,6 +73,13 @@ static inline double mf_floormod_real(double a, double b) {
   double r = fmod(a, b);
   return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
 }
+/* C's / and %: the quotient rounds toward zero and the remainder takes the
+ * dividend's sign. Zero and -1 divisors as above. */
+static inline int64_t mf_truncdiv_int(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+}
+static inline int64_t mf_truncmod_int(int64_t a, int64_t b) { return b == 0 || b == -1 ? 0 : a % b; }
 /* Exponentiation by squaring, wrapping; negative exponents give 0 (reported). */
 static inline uint64_t mf_pow_int(int64_t base, int64_t e) {
   uint64_t r = 1, b = (uint64_t)base;
@@ -100,6 +107,7 @@ static inline int64_t mf_real_to_int(double v) {
 #define mf_mul(a, b) MF_REAL_OR_INT(a, (a) * (b), MF_WRAP(a, *, b))
 #define mf_floordiv(a, b) MF_REAL_OR_INT(a, MF_MATH(floor, a)((a) / (b)), mf_floordiv_int(a, b))
 #define mf_floormod(a, b) MF_REAL_OR_INT(a, mf_floormod_real(a, b), mf_floormod_int(a, b))
+#define mf_truncmod(a, b) MF_REAL_OR_INT(a, MF_MATH(fmod, a)(a, b), mf_truncmod_int(a, b))
 #define mf_pow(a, b) MF_REAL_OR_INT(a, MF_MATH(pow, a)(a, b), mf_pow_int(a, b))
 #define mf_round(x) MF_REAL_OR_INT(x, MF_MATH(nearbyint, x)(x), x)
 #define mf_int_zero(b) MF_REAL_OR_INT(b, 0, (b) == 0)
@@ -145,9 +153,11 @@ static inline int64_t mf_real_to_int(double v) {
  * with no result (integer division by zero); the kernel then fails with the
  * message. out_t is the output's C type.
  * Gradients as TensorFlow's: Mod's is FloorMod's (a - floor(a/b)*b, floor held
- * constant); Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere;
- * Maximum and Minimum pass dz to the input their kernel picked: b where it is
- * strictly greater (smaller), else a, so ties go to a. */
+ * constant); TruncateMod's likewise, with trunc(a/b) read off the result as
+ * (a - z) / b (TruncateDiv, as TensorFlow's CPU kernels, takes integers only);
+ * Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere; Maximum and
+ * Minimum pass dz to the input their kernel picked: b where it is strictly
+ * greater (smaller), else a, so ties go to a. */
 #define MF_BINARY_OPS(X)                                                                        \
   X(Add, NUMERIC, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
   X(Sub, NUMERIC, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
@@ -157,6 +167,9 @@ static inline int64_t mf_real_to_int(double v) {
   X(FloorDiv, NUMERIC, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
   X(Mod, NUMERIC, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
     "Integer division by zero", mf_floormod(a, b))                                              \
+  X(TruncateDiv, INT, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_truncdiv_int(a, b)) \
+  X(TruncateMod, SIGNED, SAME, DXY(dz, MUL(dz, NEG(DIV(SUB(a, z), b)))), mf_int_zero(b),        \
+    "Integer division by zero", mf_truncmod(a, b))                                              \
   X(Pow, NUMERIC, SAME,                                                                         \
     DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
     mf_int_negative(b),                                                                         \

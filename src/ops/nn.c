@@ -4,7 +4,8 @@
  *   BiasAdd and BiasAddGrad;
  *   Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (im2col + BLAS gemm);
  *   MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad;
- *   SparseSoftmaxCrossEntropyWithLogits (fused loss and backprop).
+ *   SoftmaxCrossEntropyWithLogits and SparseSoftmaxCrossEntropyWithLogits
+ *   (fused loss and backprop).
  *
  * Convolutions: the input patches of a block of output pixels are gathered
  * into a scratch matrix (im2col: one row per output pixel, columns ordered
@@ -1119,6 +1120,79 @@ static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
   return ctx->status->code;
 }
 
+/* ---------- SoftmaxCrossEntropyWithLogits ---------- */
+
+/* SoftmaxCrossEntropyWithLogits(features [batch, classes], labels of the
+ * same shape) -> loss [batch], backprop [batch, classes], as TensorFlow's
+ * fused kernel: with shifted = row - max(row), loss = sum(labels *
+ * (log(sum(exp(shifted))) - shifted)) and backprop = softmax(row) - labels.
+ * Shifting first keeps float32's precision at large logits (logits {-1000,
+ * 1000, 999} with labels {0, .5, .5} give 0.8132617). A zero label times an
+ * infinite shifted logit is NaN, as in TensorFlow. */
+static mf_code xent_sizes_differ(const char *op, const mf_shape *logits, const mf_shape *labels, mf_status *s) {
+  char a[160], b[160];
+  return MF_INVALID(s, "%s: logits and labels must be same size: logits_size=%s labels_size=%s", op,
+                    mf_shape_str(logits, a, sizeof a), mf_shape_str(labels, b, sizeof b));
+}
+
+static mf_code xent_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "features has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "logits", 1, "labels"))
+    return ic->status->code;
+  const mf_shape *f = &ic->in_shapes[0], *l = &ic->in_shapes[1];
+  if (f->rank >= 0 && f->rank != 2) {
+    char buf[160];
+    return MF_INVALID(ic->status, "%s: logits must be 2-D (batch, classes), got shape %s", ic->op_name,
+                      mf_shape_str(f, buf, sizeof buf));
+  }
+  mf_shape both;
+  if (!mf_merge_shapes(f, l, &both)) return xent_sizes_differ(ic->op_name, f, l, ic->status);
+  if (both.rank < 0) both = (mf_shape){.rank = 2, .dims = {-1, -1}};
+  ic->out_dtypes[0] = ic->out_dtypes[1] = ic->in_dtypes[0];
+  ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {both.dims[0]}};
+  ic->out_shapes[1] = both;
+  return MF_OK;
+}
+
+/* Sums and logs in double; each term as TensorFlow writes it. */
+#define XENT(code, T)                                                                                \
+  static void xent_##code(const void *x_, const void *labels_, void *loss_, void *bp_, int64_t rows, \
+                          int64_t c) {                                                               \
+    const T *x = x_, *labels = labels_;                                                              \
+    T *loss = loss_, *bp = bp_;                                                                      \
+    for (int64_t r = 0; r < rows; r++) {                                                             \
+      const T *row = x + r * c, *label = labels + r * c;                                             \
+      T *b = bp + r * c;                                                                             \
+      T m = c ? row[0] : 0;                                                                          \
+      for (int64_t j = 1; j < c; j++) m = row[j] > m ? row[j] : m;                                   \
+      double sum = 0, total = 0;                                                                     \
+      for (int64_t j = 0; j < c; j++) {                                                              \
+        b[j] = row[j] - m;                                                                           \
+        sum += exp((double)b[j]);                                                                    \
+      }                                                                                              \
+      double log_sum = log(sum);                                                                     \
+      for (int64_t j = 0; j < c; j++) {                                                              \
+        total += (double)label[j] * (log_sum - (double)b[j]);                                        \
+        b[j] = (T)(exp((double)b[j]) / sum) - label[j];                                              \
+      }                                                                                              \
+      loss[r] = (T)total;                                                                            \
+    }                                                                                                \
+  }
+MF_FOR_FLOAT_TYPES(XENT)
+#define XENT_ENTRY(code, T) [code] = xent_##code,
+static void (*const xent_fns[MF_DTYPE_SLOTS])(const void *, const void *, void *, void *, int64_t, int64_t) = {
+    MF_FOR_FLOAT_TYPES(XENT_ENTRY)};
+
+static mf_code xent_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *labels = ctx->inputs[1];
+  mf_shape sx = mf_shape_of(x), sl = mf_shape_of(labels);
+  /* A shape promised by set_shape may disagree with the values. */
+  if (!mf_shape_compatible(&sx, &sl)) return xent_sizes_differ(ctx->op->name, &sx, &sl, ctx->status);
+  xent_fns[x->dtype](x->data, labels->data, ctx->outputs[0]->data, ctx->outputs[1]->data, x->dims[0], x->dims[1]);
+  return MF_OK;
+}
+
+/* ---------- gradients of the cross-entropy ops ---------- */
+
 /* A reduction of x over its last axis, the axis kept. */
 static mf_output reduce_last(mf_grad_ctx *gc, const char *type, mf_output x) {
   mf_op_desc *d = mf_grad_begin(gc, type);
@@ -1130,29 +1204,60 @@ static mf_output reduce_last(mf_grad_ctx *gc, const char *type, mf_output x) {
   return mf_grad_finish(gc, d);
 }
 
-/* d loss = dy * backprop, row by row. A gradient reaching backprop (a second
- * derivative of the loss) flows through softmax(features): its Jacobian
- * applied to g is softmax * (g - sum(g * softmax)). Labels get none. */
-static mf_code sparse_xent_rule(mf_grad_ctx *gc) {
-  mf_output dx = {0};
-  if (gc->grads[0].op) {
-    mf_op_desc *d = mf_grad_begin(gc, "ExpandDims");
-    if (d) {
-      mf_op_desc_add_input(d, gc->grads[0]);
-      mf_op_desc_set_attr_int(d, "axis", -1);
-    }
-    dx = mf_grad_op2(gc, "Mul", mf_grad_finish(gc, d), mf_op_out(gc->op, 1));
+/* The op's logits less their row's maximum, which is held constant. */
+static mf_output shifted_logits(mf_grad_ctx *gc) {
+  mf_output x = mf_op_in(gc->op, 0);
+  return mf_grad_op2(gc, "Sub", x, mf_grad_op1(gc, "StopGradient", reduce_last(gc, "Max", x)));
+}
+
+/* The loss's gradient as a column, to scale each row. */
+static mf_output loss_grad_column(mf_grad_ctx *gc) {
+  mf_op_desc *d = mf_grad_begin(gc, "ExpandDims");
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[0]);
+    mf_op_desc_set_attr_int(d, "axis", -1);
   }
+  return mf_grad_finish(gc, d);
+}
+
+/* The logits' gradient of both cross-entropy ops: d loss = dy * backprop, row
+ * by row. A gradient reaching backprop (a second derivative of the loss)
+ * flows through softmax(features): its Jacobian applied to g is softmax * (g
+ * - sum(g * softmax)). */
+static mf_output xent_logits_grad(mf_grad_ctx *gc) {
+  mf_output dx = MF_NO_PORT;
+  if (gc->grads[0].op) dx = mf_grad_op2(gc, "Mul", loss_grad_column(gc), mf_op_out(gc->op, 1));
   if (gc->grads[1].op) {
-    mf_output x = mf_op_in(gc->op, 0), g = gc->grads[1];
-    mf_output shifted = mf_grad_op2(gc, "Sub", x, mf_grad_op1(gc, "StopGradient", reduce_last(gc, "Max", x)));
-    mf_output e = mf_grad_op1(gc, "Exp", shifted);
+    mf_output g = gc->grads[1], e = mf_grad_op1(gc, "Exp", shifted_logits(gc));
     mf_output softmax = mf_grad_op2(gc, "Div", e, reduce_last(gc, "Sum", e));
     mf_output inner = reduce_last(gc, "Sum", mf_grad_op2(gc, "Mul", g, softmax));
     mf_output second = mf_grad_op2(gc, "Mul", softmax, mf_grad_op2(gc, "Sub", g, inner));
     dx = dx.op ? mf_grad_op2(gc, "Add", dx, second) : second;
   }
-  gc->input_grads[0] = dx;
+  return dx;
+}
+
+/* Sparse labels are indices: they get no gradient. */
+static mf_code sparse_xent_rule(mf_grad_ctx *gc) {
+  gc->input_grads[0] = xent_logits_grad(gc);
+  return gc->status->code;
+}
+
+/* Dense labels get dy * -log_softmax(logits) from the loss and -g from a
+ * gradient g reaching backprop = softmax - labels. */
+static mf_code xent_rule(mf_grad_ctx *gc) {
+  gc->input_grads[0] = xent_logits_grad(gc);
+  mf_output dlabels = MF_NO_PORT;
+  if (gc->grads[0].op) {
+    mf_output shifted = shifted_logits(gc);
+    mf_output log_sum = mf_grad_op1(gc, "Log", reduce_last(gc, "Sum", mf_grad_op1(gc, "Exp", shifted)));
+    dlabels = mf_grad_op2(gc, "Mul", loss_grad_column(gc), mf_grad_op2(gc, "Sub", log_sum, shifted));
+  }
+  if (gc->grads[1].op) {
+    mf_output minus_g = mf_grad_op1(gc, "Neg", gc->grads[1]);
+    dlabels = dlabels.op ? mf_grad_op2(gc, "Add", dlabels, minus_g) : minus_g;
+  }
+  gc->input_grads[1] = dlabels;
   return gc->status->code;
 }
 
@@ -1185,5 +1290,7 @@ static const mf_op_def defs[] = {
     SIZED_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
     {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
      .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
+    {.name = "SoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
+     .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel}, .grad = xent_rule},
 };
 MF_OP_TABLE(mf_ops_nn, defs);

@@ -172,12 +172,6 @@ static inline int64_t odo_next(int n, const int64_t *dims, const int64_t *stride
 #define WIDE_MF_INT64 uint64_t
 #define WIDE_MF_UINT8 uint64_t
 
-
-#define TYPE_LOWEST(E) \
-  _Generic((E)0, float: -INFINITY, double: -INFINITY, int32_t: INT32_MIN, int64_t: INT64_MIN, uint8_t: 0)
-#define TYPE_HIGHEST(E) \
-  _Generic((E)0, float: INFINITY, double: INFINITY, int32_t: INT32_MAX, int64_t: INT64_MAX, uint8_t: UINT8_MAX)
-
 /* Mean of an empty reduction: nan for floats (0/0); 0 for integers, which have no nan. */
 static inline double mean_float(double sum, int64_t n) { return sum / (double)n; }
 static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)sum / n : 0; }
@@ -186,14 +180,13 @@ static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)su
 /* X(op, dtypes (a list of core/dtype.h by its set, see MF_TYPES), accumulator,
  * identity, combine(a, b), result(a, n), gradient rule): a and b are
  * accumulators, n the number of elements folded, E the element type; the
- * result is converted to E. Max and Min use `|`, not `||`, so that the select
- * stays branch-free and vectorizes. */
+ * result is converted to E. */
 #define REDUCE_OPS(X)                                                                         \
   X(Sum, NUMERIC, ACC_WIDE, 0, a + b, a, sum_grad)                                            \
   X(Mean, NUMERIC, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                 \
   X(Prod, NUMERIC, ACC_WIDE, 1, a * b, a, prod_grad)                                          \
-  X(Max, NUMERIC, ACC_ELEM, TYPE_LOWEST(E), ((b > a) | MF_IS_NAN(b)) ? b : a, a, extremum_grad) \
-  X(Min, NUMERIC, ACC_ELEM, TYPE_HIGHEST(E), ((b < a) | MF_IS_NAN(b)) ? b : a, a, extremum_grad) \
+  X(Max, NUMERIC, ACC_ELEM, MF_LOWEST(E), MF_MAX_KEEP_NAN(a, b), a, extremum_grad)            \
+  X(Min, NUMERIC, ACC_ELEM, MF_HIGHEST(E), MF_MIN_KEEP_NAN(a, b), a, extremum_grad)           \
   X(Any, BOOL, ACC_ELEM, false, a || b, a, NULL)                                              \
   X(All, BOOL, ACC_ELEM, true, a && b, a, NULL)
 

@@ -1,4 +1,5 @@
-/* select.c — Select (tf.where with three arguments) and Where (with one). */
+/* select.c — Select and SelectV2 (tf.where and tf.where_v2 with three
+ * arguments) and Where (with one). */
 #include "core/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -10,8 +11,19 @@
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 
-/* ---------- Select(cond, x, y): tf.where with three arguments ----------
- * cond bool; x and y one dtype; all three broadcast together (NumPy). */
+#include <string.h>
+
+/* ---------- Select and SelectV2(cond, x, y) ----------
+ * cond bool; x and y one dtype. SelectV2 broadcasts all three together
+ * (NumPy). Select does too, except that, as TensorFlow 1.x's Select, a vector
+ * cond with x and y of higher rank picks whole rows: cond[i] chooses x[i] or
+ * y[i], so its length is their first dimension. */
+
+/* Whether `def`, seeing a condition of rank cond_rank and x and y broadcast to
+ * rank xy_rank, picks rows. */
+static bool picks_rows(const mf_op_def *def, int cond_rank, int xy_rank) {
+  return strcmp(def->name, "Select") == 0 && cond_rank == 1 && xy_rank > 1;
+}
 
 static mf_code select_infer(mf_infer_ctx *ic) {
   if (ic->in_dtypes[0] != MF_BOOL)
@@ -22,22 +34,34 @@ static mf_code select_infer(mf_infer_ctx *ic) {
     return MF_INVALID(ic->status,
                       "%s: x and y must have one dtype, got %s and %s; use tf.cast", ic->op_name,
                       mf_dtype_name(ic->in_dtypes[1]), mf_dtype_name(ic->in_dtypes[2]));
-  mf_shape xy;
-  if (mf_broadcast_shape(ic->op_name, &ic->in_shapes[1], &ic->in_shapes[2], &xy, ic->status) ||
-      mf_broadcast_shape(ic->op_name, &ic->in_shapes[0], &xy, &ic->out_shapes[0], ic->status))
-    return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[1];
+  const mf_shape *c = &ic->in_shapes[0];
+  mf_shape xy;
+  if (mf_broadcast_shape(ic->op_name, &ic->in_shapes[1], &ic->in_shapes[2], &xy, ic->status))
+    return ic->status->code;
+  if (!picks_rows(ic->def, c->rank, xy.rank))
+    return mf_broadcast_shape(ic->op_name, c, &xy, &ic->out_shapes[0], ic->status);
+  if (c->dims[0] >= 0 && xy.dims[0] >= 0 && c->dims[0] != xy.dims[0]) {
+    char a[160], b[160];
+    return MF_INVALID(ic->status,
+                      "%s: a vector condition picks rows of x and y, so its length must be their first dimension: "
+                      "condition shape %s, x and y %s (tf.where_v2 broadcasts it instead)",
+                      ic->op_name, mf_shape_str(c, a, sizeof a), mf_shape_str(&xy, b, sizeof b));
+  }
+  if (xy.dims[0] < 0) xy.dims[0] = c->dims[0];
+  ic->out_shapes[0] = xy;
   return MF_OK;
 }
 
-/* Strides of t's elements along the dims of a broadcast shape of rank r (0 where t broadcasts). */
-static void broadcast_strides(const mf_tensor *t, int r, const int64_t *dims, int64_t *strides) {
+/* Strides of the elements of a tensor of `rank` dims tdims along the dims of
+ * a broadcast shape of rank r (0 where it broadcasts). */
+static void broadcast_strides(int rank, const int64_t *tdims, int r, const int64_t *dims, int64_t *strides) {
   int64_t s = 1;
   for (int d = r - 1; d >= 0; d--) {
-    int td = t->rank - r + d;
-    bool own = td >= 0 && t->dims[td] == dims[d] && dims[d] != 1;
+    int td = rank - r + d;
+    bool own = td >= 0 && tdims[td] == dims[d] && dims[d] != 1;
     strides[d] = own ? s : 0;
-    if (td >= 0) s *= t->dims[td];
+    if (td >= 0) s *= tdims[td];
   }
 }
 
@@ -68,9 +92,16 @@ static mf_code select_kernel(mf_kernel_ctx *ctx) {
   int64_t sc[MF_MAX_RANK] = {0}, sx[MF_MAX_RANK] = {0}, sy[MF_MAX_RANK] = {0};
   if (r == 0) r = 1, sc[0] = sx[0] = sy[0] = 0;
   else {
-    broadcast_strides(c, r, dims, sc);
-    broadcast_strides(x, r, dims, sx);
-    broadcast_strides(y, r, dims, sy);
+    if (picks_rows(ctx->op->def, c->rank, r)) {
+      /* The condition seen as [n, 1, ..., 1]. */
+      int64_t column[MF_MAX_RANK];
+      for (int d = 0; d < r; d++) column[d] = d ? 1 : c->dims[0];
+      broadcast_strides(r, column, r, dims, sc);
+    } else {
+      broadcast_strides(c->rank, c->dims, r, dims, sc);
+    }
+    broadcast_strides(x->rank, x->dims, r, dims, sx);
+    broadcast_strides(y->rank, y->dims, r, dims, sy);
   }
   int64_t inner = dims[r - 1], rows = out->size / inner;
   int64_t lc = sc[r - 1], lx = sx[r - 1], ly = sy[r - 1];
@@ -86,15 +117,8 @@ static mf_code select_kernel(mf_kernel_ctx *ctx) {
 static mf_code select_grad(mf_grad_ctx *gc) {
   mf_output c = mf_op_in(gc->op, 0), g = gc->grads[0];
   mf_output zeros = mf_grad_op1(gc, "ZerosLike", g);
-  for (int k = 1; k <= 2; k++) {
-    mf_op_desc *d = mf_grad_begin(gc, "Select");
-    if (d) {
-      mf_op_desc_add_input(d, c);
-      mf_op_desc_add_input(d, k == 1 ? g : zeros);
-      mf_op_desc_add_input(d, k == 1 ? zeros : g);
-    }
-    gc->input_grads[k] = mf_grad_finish(gc, d);
-  }
+  gc->input_grads[1] = mf_grad_op3(gc, gc->op->def->name, c, g, zeros);
+  gc->input_grads[2] = mf_grad_op3(gc, gc->op->def->name, c, zeros, g);
   return gc->status->code;
 }
 
@@ -141,6 +165,8 @@ static mf_code where_kernel(mf_kernel_ctx *ctx) {
 
 static const mf_op_def defs[] = {
     {.name = "Select", .num_inputs = 3, .num_outputs = 1,
+     .infer = select_infer, .kernel = {[MF_CPU] = select_kernel}, .grad = select_grad},
+    {.name = "SelectV2", .num_inputs = 3, .num_outputs = 1,
      .infer = select_infer, .kernel = {[MF_CPU] = select_kernel}, .grad = select_grad},
     {.name = "Where", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,

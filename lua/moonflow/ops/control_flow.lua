@@ -338,21 +338,26 @@ return function(tf, ops)
     end)
   end
 
-  -- tf.where(condition, x, y, name): elements of x where condition holds, else
-  -- of y, all three broadcast together. tf.where(condition): the coordinates
-  -- of the true (non-zero) elements, an int64 [n, rank] tensor.
-  function ops.where(condition, x, y, name)
-    if type(x) == "string" or args.is_options(x) then name, x = x, nil end
-    name = name_of(name, "tf.where")
-    condition = G.convert(condition)
-    if x == nil and y == nil then return G.op{"Where", inputs = {condition}, name = name} end
-    if x == nil or y == nil then fail("tf.where: give both x and y, or neither") end
-    local ref = is_tensor(x) and x or is_tensor(y) and y
-    x = G.convert(x, ref and ref.dtype, ref and ref.graph)
-    y = G.convert(y, ref and ref.dtype, ref and ref.graph)
-    return G.op{"Select", inputs = {condition, x, y}, name = name}
+  -- tf.where(condition, x, y, name): elements of x where condition holds,
+  -- else of y (TensorFlow 1.x's Select): all three broadcast together, except
+  -- that a vector condition with x and y of higher rank picks whole rows.
+  -- tf.where_v2 broadcasts the condition in every case (SelectV2).
+  -- tf.where(condition): the coordinates of the true (non-zero) elements, an
+  -- int64 [n, rank] tensor.
+  local function where(fname, op_type)
+    return function(condition, x, y, name)
+      if type(x) == "string" or args.is_options(x) then name, x = x, nil end
+      name = name_of(name, fname)
+      condition = G.convert(condition)
+      if x == nil and y == nil then return G.op{"Where", inputs = {condition}, name = name} end
+      if x == nil or y == nil then fail(fname .. ": give both x and y, or neither") end
+      local ref = is_tensor(x) and x or is_tensor(y) and y
+      x = G.convert(x, ref and ref.dtype, ref and ref.graph)
+      y = G.convert(y, ref and ref.dtype, ref and ref.graph)
+      return G.op{op_type, inputs = {condition, x, y}, name = name}
+    end
   end
-  ops.where_v2 = ops.where
+  ops.where, ops.where_v2 = where("tf.where", "Select"), where("tf.where_v2", "SelectV2")
 
   -- tf.while_loop ----------------------------------------------------------------------
   -- The shape invariant of a flattened loop variable: given (a TensorShape, a

@@ -1,5 +1,5 @@
 -- ops/index.lua — indexing and selection: tf.gather, gather_nd, scatter_nd,
--- pad, reverse, cumsum, one_hot, argmax, argmin, sequence_mask, boolean_mask,
+-- pad, reverse, cumsum, cumprod, one_hot, argmax, argmin, sequence_mask, boolean_mask,
 -- tf.nn.top_k, tf.nn.in_top_k and tf.nn.embedding_lookup (a composite over
 -- gather).
 --
@@ -129,18 +129,21 @@ return function(tf, ops)
   end
   ops.reverse_v2 = ops.reverse
 
-  -- tf.cumsum(x, axis, exclusive, reverse, name) or {axis=, exclusive=,
-  -- reverse=, name=}: running sums along axis (0); exclusive leaves each
-  -- element out of its own sum, reverse sums from the end.
-  function ops.cumsum(x, ...)
-    local o = options("tf.cumsum", {"axis", "exclusive", "reverse", "name"}, ...)
-    return G.op{"Cumsum", inputs = {G.convert(x)},
-                attrs = {axis = attr.int(int_arg(o.axis or 0, "tf.cumsum", "axis")),
-                         exclusive = check_bool(o.exclusive, "tf.cumsum", "exclusive") or false,
-                         reverse = check_bool(o.reverse, "tf.cumsum", "reverse") or false},
-                name = o.name}
+  -- tf.cumsum / tf.cumprod(x, axis, exclusive, reverse, name) or {axis=,
+  -- exclusive=, reverse=, name=}: running sums / products along axis (0);
+  -- exclusive leaves each element out of its own, reverse runs from the end.
+  for fname, op_type in pairs({cumsum = "Cumsum", cumprod = "Cumprod"}) do
+    local where = "tf." .. fname
+    ops[fname] = function(x, ...)
+      local o = options(where, {"axis", "exclusive", "reverse", "name"}, ...)
+      return G.op{op_type, inputs = {G.convert(x)},
+                  attrs = {axis = attr.int(int_arg(o.axis or 0, where, "axis")),
+                           exclusive = check_bool(o.exclusive, where, "exclusive") or false,
+                           reverse = check_bool(o.reverse, where, "reverse") or false},
+                  name = o.name}
+    end
+    tf.math[fname] = ops[fname]
   end
-  tf.math.cumsum = ops.cumsum
 
   -- tf.one_hot(indices, depth, on_value, off_value, axis, dtype, name) or
   -- {on_value=, off_value=, axis=, dtype=, name=}: on_value (1) where the

@@ -20,7 +20,8 @@ end
 -- Lua name -> op type.
 local binary = {
   add = "Add", subtract = "Sub", multiply = "Mul", divide = "Div", floordiv = "FloorDiv",
-  mod = "Mod", pow = "Pow", maximum = "Maximum", minimum = "Minimum",
+  mod = "Mod", truncatediv = "TruncateDiv", truncatemod = "TruncateMod", pow = "Pow",
+  maximum = "Maximum", minimum = "Minimum",
   equal = "Equal", not_equal = "NotEqual", less = "Less", less_equal = "LessEqual",
   greater = "Greater", greater_equal = "GreaterEqual",
   logical_and = "LogicalAnd", logical_or = "LogicalOr", logical_xor = "LogicalXor",

@@ -1,8 +1,8 @@
 -- ops/nn.lua — numerically stable functions, built from primitive ops (so
 -- their gradients come from the primitives' rules): softmax, log_softmax,
 -- reduce_logsumexp, the cross-entropy losses and l2_loss; and the
--- normalization and regularization composites: tf.nn.dropout, tf.nn.moments,
--- tf.nn.batch_normalization, tf.nn.fused_batch_norm.
+-- normalization and regularization composites: tf.nn.l2_normalize,
+-- tf.nn.dropout, tf.nn.moments, tf.nn.batch_normalization, tf.nn.fused_batch_norm.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
@@ -130,13 +130,46 @@ return function(tf, ops)
     return ops.exp(tf.nn.log_softmax(logits, axis), name)
   end
 
-  -- -sum(labels * log_softmax(logits)) over axis. As in TensorFlow 1.x no
-  -- gradient flows into labels.
+  -- sum(labels * (logsumexp(logits) - logits)) over axis, by one fused op
+  -- (src/ops/nn.c) that computes it as TensorFlow's kernel does, the row's
+  -- maximum taken out first, and keeps softmax - labels for the gradient.
+  -- labels broadcast to the shape of logits; axis is moved last and the other
+  -- axes are flattened into rows. As in TensorFlow 1.x no gradient flows into
+  -- labels.
   function tf.nn.softmax_cross_entropy_with_logits(opts)
-    local labels, logits, axis, name = loss_args("tf.nn.softmax_cross_entropy_with_logits", opts)
+    local fname = "tf.nn.softmax_cross_entropy_with_logits"
+    local labels, logits, axis, name = loss_args(fname, opts)
     labels = ops.stop_gradient(G.convert(labels, logits.dtype, logits.graph))
-    local xent = ops.reduce_sum(labels * tf.nn.log_softmax(logits, axis), {axis = axis})
-    return ops.negative(xent, name)
+    local shape = logits:get_shape()
+    if not (shape:is_fully_defined() and shape == labels:get_shape()) then
+      labels = ops.broadcast_to(labels, ops.shape(logits))
+    end
+    local rank = shape.ndims
+    if rank == 0 then fail(fname .. ": logits must have at least one dimension (the classes), got a scalar") end
+    if rank and (axis < -rank or axis >= rank) then
+      fail(string.format("%s: axis %d is out of range for logits of shape %s (rank %d)", fname, axis,
+                         tostring(shape), rank))
+    end
+    if axis ~= -1 and axis ~= (rank and rank - 1) then
+      if not rank then fail(fname .. ": axis " .. axis .. " needs logits of a known rank (or use axis -1)") end
+      local perm = {}
+      for d = 0, rank - 1 do if d ~= axis % rank then perm[#perm + 1] = d end end
+      perm[rank] = axis % rank
+      logits, labels = ops.transpose(logits, perm), ops.transpose(labels, perm)
+    end
+    if rank == 2 then return (G.op{"SoftmaxCrossEntropyWithLogits", inputs = {logits, labels}, name = name}) end
+    local dims = ops.shape(logits)
+    local rows = ops.stack({-1, dims[-1]})
+    local loss = G.op{"SoftmaxCrossEntropyWithLogits", inputs = {ops.reshape(logits, rows), ops.reshape(labels, rows)}}
+    -- The loss has the shape of logits without the last axis: dims the graph
+    -- knows stay known (a list of the static ones and Shape's entries).
+    local kept = ops.strided_slice(dims, {0}, {-1})
+    if rank then
+      local static = logits:get_shape().dims
+      kept = {}
+      for d = 1, rank - 1 do kept[d] = static[d] >= 0 and static[d] or dims[d - 1] end
+    end
+    return ops.reshape(loss, kept, name)
   end
 
   -- labels are class indices (int32/int64) into the last axis of logits, of
@@ -178,6 +211,22 @@ return function(tf, ops)
     t = G.convert(t)
     return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, args.name_of(name, "tf.nn.l2_loss"))
   end
+
+  -- tf.nn.l2_normalize(x, axis, epsilon, name, dim) or (x, {axis=, epsilon=,
+  -- name=, dim=}): x / sqrt(max(sum(x^2, axis), epsilon)) over axis (a number
+  -- or a list; every axis by default), epsilon 1e-12 keeping a zero vector at
+  -- zero. Also tf.math.l2_normalize.
+  function tf.nn.l2_normalize(x, ...)
+    local fname = "tf.nn.l2_normalize"
+    local o = options(fname, {"axis", "epsilon", "name", "dim"}, ...)
+    if o.axis ~= nil and o.dim ~= nil then fail(fname .. ": Cannot specify both 'axis' and 'dim'.") end
+    x = float_tensor(fname, "x", x)
+    local axis = o.axis
+    if axis == nil then axis = o.dim end
+    local square_sum = ops.reduce_sum(ops.square(x), {axis = axis, keepdims = true})
+    return ops.multiply(x, ops.rsqrt(ops.maximum(square_sum, o.epsilon or 1e-12)), o.name)
+  end
+  tf.math.l2_normalize = tf.nn.l2_normalize
 
   -- tf.nn.dropout(x, keep_prob, noise_shape, seed, name) or (x, {rate=, keep_prob=,
   -- noise_shape=, seed=, name=}): each element (or each slice that

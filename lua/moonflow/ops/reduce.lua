@@ -1,9 +1,10 @@
--- ops/reduce.lua — reductions (reduce_sum, reduce_mean, …) and matmul.
+-- ops/reduce.lua — reductions (reduce_sum, reduce_mean, …), segment
+-- reductions (segment_sum, unsorted_segment_max, …) and matmul.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
 
-local fail, options, check_bool = core.fail, args.options, args.check_bool
+local fail, options, check_bool, name_of = core.fail, args.options, args.check_bool, args.name_of
 
 -- TF 1.x spellings: reduction_indices for axis, keep_dims for keepdims.
 local function alias(fname, opts, name, old)
@@ -74,10 +75,87 @@ local function matmul(a, b, ...)
               name = opts.name}
 end
 
+-- Segment reductions (src/ops/segment.c): the kinds with an op of their own.
+local segment_kinds = {sum = "Sum", prod = "Prod", max = "Max", min = "Min"}
+
+-- data and its segment ids (and the unsorted ops' num_segments) as tensors;
+-- Lua ids and counts become int32.
+local function segment_args(data, segment_ids, num_segments, fname)
+  data = G.convert(data)
+  local ids = G.convert(segment_ids, core.dtypes.int32, data.graph)
+  if fname and num_segments == nil then fail(fname .. ": num_segments is required") end
+  return data, ids, num_segments ~= nil and G.convert(num_segments, core.dtypes.int32, data.graph) or nil
+end
+
 return function(tf, ops)
   tf.math = tf.math or {}
   for fname, op_type in pairs(reductions) do
     ops[fname] = reduction(op_type, "tf." .. fname)
+    tf.math[fname] = ops[fname]
+  end
+
+  -- tf.segment_sum(data, segment_ids, name): segment_ids a vector of sorted
+  -- row ids; tf.unsorted_segment_sum(data, segment_ids, num_segments, name):
+  -- ids in any order, negative ones dropped. Likewise _prod, _max, _min.
+  for kind, op_kind in pairs(segment_kinds) do
+    local sorted, unsorted = "segment_" .. kind, "unsorted_segment_" .. kind
+    ops[sorted] = function(data, segment_ids, name)
+      local d, ids = segment_args(data, segment_ids)
+      return G.op{"Segment" .. op_kind, inputs = {d, ids}, name = name_of(name, "tf." .. sorted)}
+    end
+    ops[unsorted] = function(data, segment_ids, num_segments, name)
+      local d, ids, n = segment_args(data, segment_ids, num_segments, "tf." .. unsorted)
+      return G.op{"UnsortedSegment" .. op_kind, inputs = {d, ids, n}, name = name_of(name, "tf." .. unsorted)}
+    end
+    tf.math[sorted], tf.math[unsorted] = ops[sorted], ops[unsorted]
+  end
+
+  -- The rows of each segment, at least 1, as [segments, 1, ..., 1] to
+  -- divide a segment sum of data (TensorFlow's _unsorted_segment_N).
+  local function segment_counts(fname, sum, data, ids, n)
+    local rank, id_rank = data:get_shape().ndims, ids:get_shape().ndims
+    if not rank or not id_rank then
+      fail(string.format("%s: data and segment_ids need a known rank, got shapes %s and %s", fname,
+                         tostring(data:get_shape()), tostring(ids:get_shape())))
+    end
+    local shape = {-1}
+    for i = 2, rank - id_rank + 1 do shape[i] = 1 end
+    local counts = sum(ops.ones(ops.shape(ids), data.dtype), ids, n)
+    return ops.maximum(ops.reshape(counts, shape), 1)
+  end
+
+  local function float_data(fname, data)
+    if not data.dtype.is_floating then
+      fail(string.format("%s: data must be float32 or float64, got %s %s (use tf.cast)", fname, data.dtype.name,
+                         data.name))
+    end
+  end
+
+  -- tf.segment_mean(data, segment_ids, name): each segment's sum over its
+  -- rows, an empty one 0; integers divide rounding toward zero, as
+  -- TensorFlow's kernel.
+  function ops.segment_mean(data, segment_ids, name)
+    local fname = "tf.segment_mean"
+    local d, ids = segment_args(data, segment_ids)
+    local sum, count = ops.segment_sum(d, ids), segment_counts(fname, ops.segment_sum, d, ids)
+    local divide = d.dtype.is_floating and ops.divide or ops.truncatediv
+    return divide(sum, count, name_of(name, fname))
+  end
+
+  -- tf.unsorted_segment_mean / tf.unsorted_segment_sqrt_n(data, segment_ids,
+  -- num_segments, name): the sum over the count of rows, or its square root
+  -- (floats; an empty segment 0).
+  for fname, root in pairs({unsorted_segment_mean = false, unsorted_segment_sqrt_n = true}) do
+    ops[fname] = function(data, segment_ids, num_segments, name)
+      local where = "tf." .. fname
+      local d, ids, n = segment_args(data, segment_ids, num_segments, where)
+      float_data(where, d)
+      local count = segment_counts(where, ops.unsorted_segment_sum, d, ids, n)
+      if root then count = ops.sqrt(count) end
+      return ops.divide(ops.unsorted_segment_sum(d, ids, n), count, name_of(name, where))
+    end
+  end
+  for _, fname in ipairs({"segment_mean", "unsorted_segment_mean", "unsorted_segment_sqrt_n"}) do
     tf.math[fname] = ops[fname]
   end
   ops.matmul = matmul
