@@ -778,6 +778,14 @@ describe("tf.Array", function()
 
   it("rejects ragged tables and values of the wrong kind", function()
     assert_contains(error_of(function() return tf.array({{1, 2}, {3}}) end), "ragged")
+    -- an empty first list does not make the others empty: {5, 7} is not dropped
+    local line = next_line()
+    local _, err = pcall(tf.constant, {{}, {5, 7}})
+    assert.equal("tf.constant: ragged nested table: expected 0 elements at depth 2, got 2 (at " ..
+                 "spec/core_spec.lua:" .. line .. ")", err)
+    assert_contains(error_of(function() return tf.constant({{{}}, {{1}}}) end),
+                    "ragged nested table: expected 0 elements at depth 3, got 1")
+    assert.same({2, 0}, tf.constant({{}, {}}):get_shape():as_list())
     assert.has_error(function() return tf.array({1, "x"}) end)
     assert.has_error(function() return tf.array({1, 2}, tf.bool) end)
   end)
@@ -876,8 +884,8 @@ describe("argument errors name the caller's line", function()
   it("for a ragged table given to tf.array and a bad tf.Session argument", function()
     local line = H.this_line() + 1
     local _, err = pcall(tf.array, {{1, 2}, {3}})
-    assert.equal("tf.array: ragged nested table: expected 2 elements at depth 2 (at spec/core_spec.lua:" .. line .. ")",
-                 err)
+    assert.equal("tf.array: ragged nested table: expected 2 elements at depth 2, got 1 (at spec/core_spec.lua:" ..
+                 line .. ")", err)
     line = H.this_line() + 1
     _, err = pcall(tf.Session, 5)
     assert.equal("tf.Session(graph_or_options): expected a tf.Graph or an options table, got 5 " ..

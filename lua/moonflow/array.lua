@@ -62,8 +62,10 @@ end
 
 local function fill_from_table(t, data, dims, depth, offset, convert, who)
   local n = dims[depth]
-  if type(t) ~= "table" or getmetatable(t) ~= nil or list_length(t, who) ~= n then
-    fail((who or "tf.array") .. ": ragged nested table: expected " .. n .. " elements at depth " .. depth)
+  local got = type(t) == "table" and getmetatable(t) == nil and list_length(t, who) or nil
+  if got ~= n then
+    fail(string.format("%s: ragged nested table: expected %d elements at depth %d, got %s", who or "tf.array", n,
+                       depth, got or "a " .. type(t)))
   end
   if depth == #dims then
     for i = 1, n do data[offset + i - 1] = convert(t[i]) end
@@ -168,8 +170,9 @@ function Array.from(value, dtype, exact, who)
   end
   local out = Array.new(dtype, dims)
   local convert = converter(dtype, exact, who)
+  -- An empty result is filled too: the walk finds ragged lists such as {{}, {5, 7}}.
   if #dims == 0 then out._data[0] = convert(value)
-  elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert, who) end
+  else fill_from_table(value, out._data, dims, 1, 0, convert, who) end
   return out
 end
 
