@@ -312,7 +312,7 @@ end
 function tensor_methods.set_shape(t, shape)
   local dims = getmetatable(shape) == TensorShape and shape.dims or shape
   if C.mf_op_set_output_shape(t.op.ptr, t.value_index, M.c_shape(dims, "Tensor:set_shape"), core.status) ~= 0 then
-    core.check()
+    fail("Tensor:set_shape: " .. ffi.string(C.mf_status_message(core.status)))
   end
 end
 
