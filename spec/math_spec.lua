@@ -495,7 +495,7 @@ describe("operators", function()
     local where = line_below()
     local ok, err = pcall(function() local y = i + 1.5; return y end)
     assert.is_false(ok)
-    assert.equal("tf.constant: Cannot convert 1.5 to a Tensor of dtype int32: it is not an integer " ..
+    assert.equal("tf.add: argument y: Cannot convert 1.5 to a Tensor of dtype int32: it is not an integer " ..
                  "(use tf.cast to truncate) (at spec/" .. where .. ")", err)
     expect_error("Cannot convert 300 to a Tensor of dtype uint8: out of its range [0, 255]", function()
       return tf.constant({1}, tf.uint8) + 300 end)
