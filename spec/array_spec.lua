@@ -1192,3 +1192,64 @@ describe("tf.eye and tf.linspace", function()
                    H.error_of(tf.linspace, tf.constant(1, tf.float64), tf.constant(2, tf.float32), 3), 1, true)
   end)
 end)
+
+describe("sizes past int64", function()
+  before_each(function() tf.reset_default_graph() end)
+  -- Each fault is an error naming the line of the one-line function fn (whose
+  -- call is no tail call, so its frame stays) that says the count overflows,
+  -- never a count that wrapped around; the graph stays usable.
+  local function refused(expected, fn)
+    local ok, err = pcall(fn)
+    assert.is_false(ok)
+    assert.equal(expected .. " (at spec/array_spec.lua:" .. debug.getinfo(fn, "S").linedefined .. ")", err)
+  end
+  local huge = 2 ^ 40
+
+  it("are errors in reshape, fill and placeholder shapes", function()
+    local x = tf.constant({1, 2, 3, 4})
+    refused("Reshape: shape [1099511627776,1099511627776] would have more than 2^63 - 1 elements",
+            function() tf.reshape(x, {huge, huge}) end)
+    refused("Reshape: shape [-1,1099511627776,1099511627776] would have more than 2^63 - 1 elements",
+            function() tf.reshape(x, {-1, huge, huge}) end)
+    refused("Reshape: Input to reshape is a tensor with 4 values, but the requested shape " ..
+            "[-1,4611686018427387904] requires a multiple of 4611686018427387904",
+            function() tf.reshape(x, {-1, 2 ^ 62}) end)
+    refused("zeros: shape [1099511627776,1099511627776] would have more than 2^63 - 1 elements",
+            function() tf.zeros({huge, huge}) end)
+    refused("Placeholder: shape [1099511627776,-1,1099511627776] would have more than 2^63 - 1 elements",
+            function() tf.placeholder(tf.float32, {huge, -1, huge}) end)
+    local p = tf.placeholder(tf.float32, {-1, huge})
+    refused("Tensor:set_shape: Placeholder: shape [1099511627776,1099511627776] would have more than 2^63 - 1 " ..
+            "elements",
+            function() p:set_shape({huge, huge}) end)
+    refused("tf.reshape: shape[2] must be an integer (of int64's range) or a scalar tensor, got 1e+30",
+            function() tf.reshape(x, {1, 1e30}) end)
+    -- a shape's known nonzero dims multiply within int64, a zero dim among them or not
+    refused("zeros: shape [0,1099511627776,1099511627776] would have more than 2^63 - 1 elements",
+            function() tf.zeros({0, huge, huge}) end)
+    assert.same({0, huge, 2 ^ 22}, tf.zeros({0, huge, 2 ^ 22}):get_shape():as_list())
+    assert.same({{1, 2}, {3, 4}}, run(tf.reshape(x, {2, 2})))
+  end)
+
+  it("are errors in tile, concat and pad", function()
+    local v = tf.placeholder(tf.float32, {2 ^ 62})
+    refused("Tile: dimension 0 tiled, 4611686018427387904 * 4, overflows int64", function() tf.tile(v, {4}) end)
+    refused("concat: the sizes of dimension 0, the concat axis, add up to more than int64 holds",
+            function() tf.concat({v, v}, 0) end)
+    refused("Pad: dimension 0 padded, 4611686018427387904 + 4611686018427387904 + 0, overflows int64",
+            function() tf.pad(v, {{2 ^ 62, 0}}) end)
+    assert.same({1, 2, 1, 2, 1, 2}, run(tf.tile(tf.constant({1, 2}), {3})))
+  end)
+
+  it("are errors in range, whose elements near int64's ends are exact", function()
+    refused("range: the range from 0 to 1e+30 by 1 would have 1e+30 elements, more than 2^63 - 1",
+            function() tf.range(0, 1e30) end)
+    local i64 = function(v) return tf.constant(v, tf.int64) end
+    refused("range: the range from -9.22337e+18 to 9.22337e+18 by 1 would have 1.84467e+19 elements, " ..
+            "more than 2^63 - 1", function() tf.range(i64(-2 ^ 63), i64(2 ^ 63 - 1024), i64(1)) end)
+    assert.same({-2 ^ 63, -2 ^ 62, 0}, run(tf.range(i64(-2 ^ 63), i64(2 ^ 62), i64(2 ^ 62))))
+    local i32 = function(v) return tf.constant(v, tf.int32) end
+    assert.same({-2 ^ 31, -2 ^ 30, 0, 2 ^ 30}, run(tf.range(i32(-2 ^ 31), i32(2 ^ 31 - 1), i32(2 ^ 30))))
+    assert.same({0, 1, 2}, run(tf.range(3)))
+  end)
+end)

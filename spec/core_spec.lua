@@ -778,6 +778,14 @@ describe("tf.Array", function()
 
   it("rejects ragged tables and values of the wrong kind", function()
     assert_contains(error_of(function() return tf.array({{1, 2}, {3}}) end), "ragged")
+    -- an empty first list does not make the others empty: {5, 7} is not dropped
+    local line = next_line()
+    local _, err = pcall(tf.constant, {{}, {5, 7}})
+    assert.equal("tf.constant: ragged nested table: expected 0 elements at depth 2, got 2 (at " ..
+                 "spec/core_spec.lua:" .. line .. ")", err)
+    assert_contains(error_of(function() return tf.constant({{{}}, {{1}}}) end),
+                    "ragged nested table: expected 0 elements at depth 3, got 1")
+    assert.same({2, 0}, tf.constant({{}, {}}):get_shape():as_list())
     assert.has_error(function() return tf.array({1, "x"}) end)
     assert.has_error(function() return tf.array({1, 2}, tf.bool) end)
   end)
@@ -785,14 +793,16 @@ describe("tf.Array", function()
   it("converts only Lua lists, naming the key of a table that is not one", function()
     tf.reset_default_graph()
     local tail = " is not a list; values must be numbers, booleans or nested lists"
-    local function refused(fn, key)
-      assert_contains(error_of(fn), "tf.constant: a Lua table with " .. key .. tail)
+    -- the error names the function given the table and its argument
+    local function refused(fn, key, who)
+      assert_contains(error_of(fn), (who or "tf.constant") .. ": a Lua table with " .. key .. tail)
     end
-    refused(function() return tf.convert_to_tensor({a = 1}) end, "key 'a'")
+    refused(function() return tf.convert_to_tensor({a = 1}) end, "key 'a'", "tf.convert_to_tensor: argument x")
     refused(function() return tf.constant({a = 1}) end, "key 'a'")
-    refused(function() return tf.constant(1) + {a = tf.constant(2)} end, "key 'a'")
+    refused(function() return tf.constant(1) + {a = tf.constant(2)} end, "key 'a'", "tf.add: argument y")
     refused(function() return tf.constant({1, 2, x = 3}) end, "key 'x'")
-    refused(function() return tf.convert_to_tensor({tf.constant(1), x = 3}) end, "key 'x'")
+    refused(function() return tf.convert_to_tensor({tf.constant(1), x = 3}) end, "key 'x'",
+            "tf.convert_to_tensor: argument x")
     refused(function() return tf.constant({{1, 2}, {3, [2.5] = 4}}) end, "key 2.5")
     refused(function() return tf.constant({1, nil, 3}) end, "a hole at index 2 (nil)")
     assert_contains(error_of(function() return tf.array({b = 2}) end), "tf.array: a Lua table with key 'b'" .. tail)
@@ -876,13 +886,38 @@ describe("argument errors name the caller's line", function()
   it("for a ragged table given to tf.array and a bad tf.Session argument", function()
     local line = H.this_line() + 1
     local _, err = pcall(tf.array, {{1, 2}, {3}})
-    assert.equal("tf.array: ragged nested table: expected 2 elements at depth 2 (at spec/core_spec.lua:" .. line .. ")",
-                 err)
+    assert.equal("tf.array: ragged nested table: expected 2 elements at depth 2, got 1 (at spec/core_spec.lua:" ..
+                 line .. ")", err)
     line = H.this_line() + 1
     _, err = pcall(tf.Session, 5)
     assert.equal("tf.Session(graph_or_options): expected a tf.Graph or an options table, got 5 " ..
                  "(at spec/core_spec.lua:" .. line .. ")", err)
     assert.matches("tf.Session: graph must be a tf.Graph, got 3", H.error_of(tf.Session, {graph = 3}), 1, true)
     assert.is_truthy(tf.Session({}).graph == tf.get_default_graph())
+  end)
+
+  it("and the function and its argument that a value fit for no tensor was given to", function()
+    tf.reset_default_graph()
+    local x = tf.placeholder(tf.float32, {2, 2}, "x")
+    local sess = tf.Session()
+    local expect = "expected a Tensor or a Lua number, boolean, nested list or tf.Array, got "
+    local function refused(message, fn)  -- fn: a one-line function whose call is no tail call
+      local _, err = pcall(fn)
+      assert.equal(message .. " (at spec/core_spec.lua:" .. debug.getinfo(fn, "S").linedefined .. ")", err)
+    end
+    refused("tf.matmul: argument a: " .. expect .. 'the string "abc"', function() tf.matmul("abc", x) end)
+    refused("tf.add: argument x: " .. expect .. "nil", function() tf.add(nil, 1) end)
+    refused("tf.add: argument y: " .. expect .. 'the string "s"', function() local _ = x + "s" end)
+    refused("tf.matmul: argument b: " .. expect .. "a function", function() x:matmul(print) end)
+    refused("tf.nn.relu: argument features: " .. expect .. "<moonflow.Session>", function() tf.nn.relu(sess) end)
+    refused("tf.reshape: argument x: " .. expect .. "nil", function() tf.reshape(nil, {4}) end)
+    refused('Session:run: feeds must be a table {[tensor or "name:0"] = value}, got 5',
+            function() sess:run(x, 5) end)
+    refused('Session:run: feeds must be a table {[tensor or "name:0"] = value}, got the string "x:0"',
+            function() sess:run(x, "x:0") end)
+    refused("Session:make_callable: feed_list must be a list of tensors, got " .. tostring(x),
+            function() sess:make_callable(x, x) end)
+    -- the graph and the session still work
+    assert.same({{2, 0}, {0, 2}}, sess:run(tf.matmul(x, {{2, 0}, {0, 2}}), {[x] = {{1, 0}, {0, 1}}}):totable())
   end)
 end)

@@ -27,6 +27,15 @@ function M.show(v)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
+-- A value of the wrong kind, for an error message.
+function M.describe(v)
+  local kind = type(v)
+  if kind == "string" then return string.format("the string %q", v) end
+  if kind == "nil" or kind == "number" or kind == "boolean" then return tostring(v) end
+  if kind == "table" and getmetatable(v) and getmetatable(v).__tostring then return tostring(v) end
+  return "a " .. kind
+end
+
 -- The parser ---------------------------------------------------------------------
 -- options(fname, names, ...): the optional arguments of `fname` (the varargs
 -- after its required ones), given positionally in TensorFlow's order
@@ -91,6 +100,67 @@ function M.name_of(opt, fname)
     end
   end
   return opt.name
+end
+
+-- The argument a bad value came in ------------------------------------------------
+-- An error found deep inside a call (converting a value to a tensor, say) names
+-- the API function the user called and its parameter holding the value. Both
+-- are read off the call stack: the nearest frame running a function of the tf
+-- table (init.lua registers it) and the parameter whose value it is, so no
+-- wrapper needs to pass its name down.
+local api, api_names
+
+function M.register_api(tf) api, api_names = tf, nil end
+
+-- Function -> "tf.name", breadth first (tf.add wins over tf.math.add); the
+-- op wrappers are found through tf's __index table.
+local function names_of_api()
+  local names, seen = {}, {}
+  local level = {{api, "tf"}, {getmetatable(api).__index, "tf"}}
+  while #level > 0 do
+    local next_level = {}
+    for _, entry in ipairs(level) do
+      local t, prefix = entry[1], entry[2]
+      local keys = {}
+      for k in pairs(t) do if type(k) == "string" then keys[#keys + 1] = k end end
+      table.sort(keys)  -- the same name whatever the hash order
+      for _, k in ipairs(keys) do
+        local v = t[k]
+        if type(v) == "function" and not names[v] then names[v] = prefix .. "." .. k
+        elseif M.is_plain(v) and not seen[v] then
+          seen[v] = true
+          next_level[#next_level + 1] = {v, prefix .. "." .. k}
+        end
+      end
+    end
+    level = next_level
+  end
+  return names
+end
+
+-- The API function a value was given to and the name of its parameter
+-- holding it ("tf.matmul", "a"): the nearest one on the stack above the frame
+-- running `callee` (the function the value was handed to, which may call API
+-- functions itself); the name alone when no parameter holds it (an element of
+-- a list); `fallback` when no API function is there.
+function M.argument_of(value, callee, fallback)
+  if not api then return fallback end
+  api_names = api_names or names_of_api()
+  local above = false
+  for level = 3, 60 do
+    local info = debug.getinfo(level, "fu")
+    if not info then break end
+    local fname = above and api_names[info.func]
+    above = above or info.func == callee
+    if fname then
+      for i = 1, info.nparams do
+        local pname, v = debug.getlocal(level, i)
+        if rawequal(v, value) then return fname, pname end
+      end
+      return fname
+    end
+  end
+  return fallback
 end
 
 -- Checks ----------------------------------------------------------------------------

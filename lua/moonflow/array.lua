@@ -25,6 +25,13 @@ end
 
 function Array.is(x) return getmetatable(x) == Array end
 
+-- The caller an error names: `who` is its name, a function giving it (to
+-- name it only when an error needs it), or nil for tf.array.
+local function named(who)
+  if type(who) == "function" then return who() end
+  return who or "tf.array"
+end
+
 -- The length of plain table t when it is a list (keys exactly 1..n, no
 -- holes; {} is the empty list), else an error naming the offending key;
 -- `who` opens the message.
@@ -33,7 +40,7 @@ function Array.list_length(t, who)
   for k in pairs(t) do
     if type(k) ~= "number" or k < 1 or k % 1 ~= 0 then
       local shown = type(k) == "string" and "'" .. k .. "'" or tostring(k)
-      fail((who or "tf.array") .. ": a Lua table with key " .. shown ..
+      fail(named(who) .. ": a Lua table with key " .. shown ..
            " is not a list; values must be numbers, booleans or nested lists")
     end
     count = count + 1
@@ -42,7 +49,7 @@ function Array.list_length(t, who)
   if count ~= max then
     local hole = 1
     while t[hole] ~= nil do hole = hole + 1 end
-    fail((who or "tf.array") .. ": a Lua table with a hole at index " .. hole ..
+    fail(named(who) .. ": a Lua table with a hole at index " .. hole ..
          " (nil) is not a list; values must be numbers, booleans or nested lists")
   end
   return max
@@ -62,8 +69,10 @@ end
 
 local function fill_from_table(t, data, dims, depth, offset, convert, who)
   local n = dims[depth]
-  if type(t) ~= "table" or getmetatable(t) ~= nil or list_length(t, who) ~= n then
-    fail((who or "tf.array") .. ": ragged nested table: expected " .. n .. " elements at depth " .. depth)
+  local got = type(t) == "table" and getmetatable(t) == nil and list_length(t, who) or nil
+  if got ~= n then
+    fail(string.format("%s: ragged nested table: expected %d elements at depth %d, got %s", named(who), n,
+                       depth, got or "a " .. type(t)))
   end
   if depth == #dims then
     for i = 1, n do data[offset + i - 1] = convert(t[i]) end
@@ -92,12 +101,12 @@ function Array.check_exact(v, dtype, who)
   local range = int_range[dtype.name]
   if not range or type(v) ~= "number" then return end
   if v ~= v or v % 1 ~= 0 then
-    fail((who or "tf.array") .. ": Cannot convert " .. format_number(v) .. " to a Tensor of dtype " .. dtype.name ..
+    fail(named(who) .. ": Cannot convert " .. format_number(v) .. " to a Tensor of dtype " .. dtype.name ..
          ": it is not an integer (use tf.cast to truncate)")
   end
   if v < range[1] or v >= range[2] then
     fail(string.format("%s: Cannot convert %s to a Tensor of dtype %s: out of its range %s",
-                       who or "tf.array", format_number(v), dtype.name, range[3]))
+                       named(who), format_number(v), dtype.name, range[3]))
   end
 end
 
@@ -106,10 +115,9 @@ end
 -- else they truncate and wrap like a C cast, as NumPy's astype does. `who`
 -- opens the messages.
 local function converter(dtype, exact, who)
-  who = who or "tf.array"
   if dtype.name == "bool" then
     return function(v)
-      if type(v) ~= "boolean" then fail(who .. ": expected booleans for dtype bool, got " .. type(v)) end
+      if type(v) ~= "boolean" then fail(named(who) .. ": expected booleans for dtype bool, got " .. type(v)) end
       return v
     end
   end
@@ -117,7 +125,7 @@ local function converter(dtype, exact, who)
   return function(v)
     if type(v) == "boolean" then return v and 1 or 0 end
     if type(v) ~= "number" and type(v) ~= "cdata" then
-      fail(who .. ": expected numbers, got " .. (getmetatable(v) and tostring(v) or type(v)))
+      fail(named(who) .. ": expected numbers, got " .. (getmetatable(v) and tostring(v) or type(v)))
     end
     if check then check(v, dtype, who) end
     return v
@@ -147,7 +155,7 @@ end
 -- tf.array(value, dtype): from a number, boolean, nested table or Array.
 -- With `exact`, Lua numbers must convert to an integer dtype without loss
 -- (see converter); an Array's elements are cast as they are. Tables must be
--- lists (see Array.list_length); `who` names the caller in the errors.
+-- lists (see Array.list_length); `who` names the caller in the errors (see named).
 function Array.from(value, dtype, exact, who)
   if Array.is(value) then
     if dtype == nil or core.as_dtype(dtype) == value.dtype then return value end
@@ -164,12 +172,13 @@ function Array.from(value, dtype, exact, who)
   local dims = {}
   if type(value) == "table" then table_shape(value, dims, 1, who)
   elseif type(value) ~= "number" and type(value) ~= "boolean" then
-    fail((who or "tf.array") .. ": cannot convert a " .. type(value) .. " to an array")
+    fail(named(who) .. ": cannot convert a " .. type(value) .. " to an array")
   end
   local out = Array.new(dtype, dims)
   local convert = converter(dtype, exact, who)
+  -- An empty result is filled too: the walk finds ragged lists such as {{}, {5, 7}}.
   if #dims == 0 then out._data[0] = convert(value)
-  elseif out._size > 0 then fill_from_table(value, out._data, dims, 1, 0, convert, who) end
+  else fill_from_table(value, out._data, dims, 1, 0, convert, who) end
   return out
 end
 

@@ -312,7 +312,7 @@ end
 function tensor_methods.set_shape(t, shape)
   local dims = getmetatable(shape) == TensorShape and shape.dims or shape
   if C.mf_op_set_output_shape(t.op.ptr, t.value_index, M.c_shape(dims, "Tensor:set_shape"), core.status) ~= 0 then
-    core.check()
+    fail("Tensor:set_shape: " .. ffi.string(C.mf_status_message(core.status)))
   end
 end
 
@@ -537,6 +537,14 @@ function M.placeholder(dtype, dims, name)
 end
 
 -- Constants and conversion -------------------------------------------------------------------
+-- A Const op holding Array a, in graph (nil: the default one).
+local function const_op(a, name, graph)
+  local t = M.op{"Const", attrs = {value = attr.value(a)}, name = name, graph = graph}
+  local bytes = a:size() * a.dtype.size
+  if bytes > hygiene.large_constant_bytes then hygiene.constant_built(t, bytes, core.user_location()) end
+  return t
+end
+
 -- tf.constant(value, dtype, shape, name) or (value, {dtype=, shape=, name=});
 -- the option graph (internal) is the graph it joins, else the default one.
 local CONSTANT_OPTIONS = {"dtype", "shape", "name", "graph", positional = 3, empty = true}
@@ -560,47 +568,56 @@ function M.constant(value, ...)
       fail(string.format("tf.constant: %d values cannot fill shape {%s}", a:size(), table.concat(want, ", ")))
     end
   end
-  local t = M.op{"Const", attrs = {value = attr.value(a)}, name = opts.name, graph = opts.graph}
-  local bytes = a:size() * a.dtype.size
-  if bytes > hygiene.large_constant_bytes then hygiene.constant_built(t, bytes, core.user_location()) end
-  return t
+  return const_op(a, opts.name, opts.graph)
 end
 
--- Turns a Lua value into a tensor (a Tensor passes through); `dtype` is the dtype
--- numbers take, `graph` the graph a new constant joins.
--- The first Tensor in a nested Lua list, or nil.
-local function tensor_in(x)
+-- The first Tensor in a nested Lua list, or nil; `who` names the caller.
+local function tensor_in(x, who)
   if is_tensor(x) then return x end
-  if type(x) ~= "table" or getmetatable(x) ~= nil then return nil end
-  Array.list_length(x, "tf.constant")
+  if not args.is_plain(x) then return nil end
+  Array.list_length(x, who)
   for _, v in ipairs(x) do
-    local t = tensor_in(v)
+    local t = tensor_in(v, who)
     if t then return t end
   end
 end
 
-function M.convert(x, dtype, graph)
+local CONVERTIBLE = "expected a Tensor or a Lua number, boolean, nested list or tf.Array"
+
+-- x as a tensor (a Tensor passes through); `dtype` is the dtype numbers take,
+-- `graph` the graph a new constant joins; `who` names the caller in errors
+-- (a string, or a function giving it: see Array.from).
+local function to_tensor(x, dtype, graph, who)
   if is_tensor(x) then return x end
-  if Array.is(x) then return M.constant(x, {graph = graph}) end
+  if Array.is(x) then return const_op(x, nil, graph) end
+  local kind = type(x)
+  if kind ~= "number" and kind ~= "boolean" and not args.is_plain(x) then
+    fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
+  end
   -- A list holding Tensors is stacked along a new first axis, as TensorFlow
   -- packs {x, y} automatically; its numbers take the Tensors' dtype.
-  local inner = tensor_in(x)
+  local inner = tensor_in(x, who)
   if inner then
     local parts = {}
-    for i, v in ipairs(x) do parts[i] = M.convert(v, dtype or inner.dtype, graph) end
+    for i, v in ipairs(x) do parts[i] = to_tensor(v, dtype or inner.dtype, graph, who) end
     return M.ops.stack(parts)
   end
-  return M.constant(x, {dtype = dtype, graph = graph})
+  return const_op(Array.from(x, dtype, true, who), nil, graph)
 end
 
--- x as a tensor for argument `what` of fname (a Lua value becomes a constant).
-function M.tensor_arg(fname, what, x)
-  local ok, t = pcall(M.convert, x)
-  if not ok or not is_tensor(t) then
-    fail(fname .. ": " .. what .. " must be a Tensor or a Lua value, got " .. tostring(x))
-  end
-  return t
+-- x as a tensor for the API function the user called (a Lua value becomes a
+-- constant); errors name that function and its parameter holding x, found on
+-- the call stack (args.argument_of).
+function M.convert(x, dtype, graph)
+  local t = to_tensor(x, dtype, graph, function()
+    local fname, pname = args.argument_of(x, M.convert, "tf.convert_to_tensor")
+    return pname and fname .. ": argument " .. pname or fname
+  end)
+  return t  -- not a tail call: argument_of looks above this frame
 end
+
+-- x as a tensor for argument `what` of fname, named so in errors.
+function M.tensor_arg(fname, what, x) return to_tensor(x, nil, nil, fname .. ": " .. what) end
 
 -- The graph of the tensors among the arguments, looking one level into lists.
 function M.graph_of_args(...)

@@ -31,7 +31,8 @@ tf.convert_to_tensor = function(x, dtype)
     core.fail("tf.convert_to_tensor: Tensor conversion requested dtype " .. dtype.name .. " for Tensor with dtype " ..
               x.dtype.name .. ": " .. tostring(x))
   end
-  return G.convert(x, dtype)
+  local t = G.convert(x, dtype)
+  return t  -- not a tail call: errors name this function (args.argument_of)
 end
 tf.is_tensor = G.is_tensor
 
@@ -68,6 +69,8 @@ for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "g
 end
 
 require("moonflow.registry")(tf)
+-- Errors about an argument name the tf function it was given to (args.argument_of).
+args.register_api(tf)
 
 -- tf.identity and tf.no_op live with the core; `name` is a string or {name=}.
 function ops.identity(x, name)

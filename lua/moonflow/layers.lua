@@ -54,12 +54,6 @@ local function check_function(fname, what, f)
   end
 end
 
-local function input_tensor(fname, x)
-  if G.is_tensor(x) then return x end
-  local ok, t = pcall(G.convert, x)
-  if not ok then fail(fname .. ": inputs must be a Tensor or a Lua value, got " .. tostring(x)) end
-  return t
-end
 
 -- Scope names opened by layers, per entry of a variable scope (a scope
 -- object is made at each entry, so the counts start again at each one).
@@ -98,7 +92,7 @@ return function(tf, ops)
   end
 
   local function float_input(fname, x)
-    x = input_tensor(fname, x)
+    x = G.tensor_arg(fname, "inputs", x)
     if not x.dtype.is_floating then
       fail(fname .. ": inputs must be float32 or float64, got " .. x.dtype.name .. " (use tf.cast)")
     end
@@ -187,7 +181,7 @@ return function(tf, ops)
     local fname = "tf.layers.flatten"
     local o = options(fname, {"name", "data_format"}, ...)
     check_data_format(fname, o.data_format)
-    local x = input_tensor(fname, inputs)
+    local x = G.tensor_arg(fname, "inputs", inputs)
     local dims = dims_of(fname, x, nil, 1)
     return in_layer_scope("flatten", o, function()
       local rest, known = 1, true
@@ -250,7 +244,7 @@ return function(tf, ops)
     local fname = "tf.layers." .. lname
     layers[lname] = function(inputs, pool_size, strides, ...)
       local o = options(fname, {"padding", "data_format", "name"}, ...)
-      local x = input_tensor(fname, inputs)
+      local x = G.tensor_arg(fname, "inputs", inputs)
       local p = pair(fname, "pool_size", pool_size)
       if strides == nil then fail(fname .. ": strides is required (tf.layers." .. lname .. "(inputs, pool_size, strides))") end
       local s = pair(fname, "strides", strides)

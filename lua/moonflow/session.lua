@@ -272,6 +272,9 @@ end
 
 -- sess:run(fetches, feeds): fetches is a tensor, op, name or nested table.
 function Session:run(fetches, feeds)
+  if feeds ~= nil and not args.is_plain(feeds) then
+    fail("Session:run: feeds must be a table {[tensor or \"name:0\"] = value}, got " .. args.describe(feeds))
+  end
   local graph = self.graph
   local tensors, targets = {}, {}
   local template = flatten(graph, fetches, tensors, targets)
@@ -318,6 +321,9 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     return graph._wrap_callable(self, fetches, feed_list, tensors, targets)
   end
   feed_list = feed_list or {}
+  if not args.is_plain(feed_list) then
+    fail("Session:make_callable: feed_list must be a list of tensors, got " .. args.describe(feed_list))
+  end
   local nfeeds, nfetches = #feed_list, #tensors
   local feed_ports = core.ports(math.max(nfeeds, 1))
   local feed_tensors = {}

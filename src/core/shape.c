@@ -21,6 +21,28 @@ bool mf_shape_fully_defined(const mf_shape *s) {
   return true;
 }
 
+int64_t mf_shape_num_elements(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0 || !mf_size_mul(n, dims[i], &n)) return -1;
+  return n;
+}
+
+mf_code mf_shape_known_elements(const char *op, const mf_shape *shape, int64_t *count, mf_status *s) {
+  int64_t n = 1;
+  bool empty = false;
+  for (int i = 0; i < shape->rank; i++) {
+    if (shape->dims[i] == 0) empty = true;
+    if (shape->dims[i] > 0 && !mf_size_mul(n, shape->dims[i], &n)) {
+      char buf[200];
+      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: shape %s would have more than 2^63 - 1 elements", op,
+                           mf_shape_str(shape, buf, sizeof buf));
+    }
+  }
+  if (count) *count = empty ? 0 : n;
+  return MF_OK;
+}
+
 bool mf_shape_compatible(const mf_shape *a, const mf_shape *b) {
   if (a->rank < 0 || b->rank < 0) return true;
   if (a->rank != b->rank) return false;

@@ -5,15 +5,6 @@
 
 #include <string.h>
 
-int64_t mf_shape_num_elements(int rank, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++) {
-    if (dims[i] < 0) return -1;
-    n *= dims[i];
-  }
-  return n;
-}
-
 static mf_code check_shape(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
   if (mf_dtype_size(dtype) == 0)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
@@ -25,9 +16,12 @@ static mf_code check_shape(mf_dtype dtype, int rank, const int64_t *dims, mf_sta
       return mf_status_set(s, MF_INVALID_ARGUMENT,
                            "a value needs a fully defined shape, but dimension %d is %lld", i,
                            (long long)dims[i]);
-    if (__builtin_mul_overflow(bytes, dims[i], &bytes) || bytes > ((int64_t)1 << 48))
-      return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "a %s value of %d dimensions is too large to allocate",
-                           mf_dtype_name(dtype), rank);
+    if (!mf_size_mul(bytes, dims[i], &bytes) || bytes > ((int64_t)1 << 48)) {
+      char buf[200];
+      mf_shape shape = mf_shape_make(rank, dims);
+      return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "a %s value of shape %s is too large to allocate",
+                           mf_dtype_name(dtype), mf_shape_str(&shape, buf, sizeof buf));
+    }
   }
   return MF_OK;
 }

@@ -3,6 +3,7 @@
 #define MF_CORE_TENSOR_H
 
 #include "core/base.h"
+#include "core/shape.h"
 
 #include <stdatomic.h>
 
@@ -32,6 +33,5 @@ mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status
 /* Reshapes a buffer the caller owns alone (refcount 1) in place; false when
  * its capacity is too small for the new shape. Used for buffer reuse. */
 bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims);
-int64_t mf_shape_num_elements(int rank, const int64_t *dims); /* -1 if any dim unknown */
 
 #endif

@@ -487,6 +487,7 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
     for (int i = 0; i < MF_MAX_OUTPUTS_INLINE; i++) out_shapes_inline[i] = mf_shape_unknown();
     def->infer(&ic);
   }
+  for (int i = 0; mf_ok(s) && i < ic.num_outputs; i++) mf_shape_known_elements(name, &ic.out_shapes[i], NULL, s);
   if (mf_ok(s)) {
     op = mf_calloc(1, sizeof *op);
     if (op) {
@@ -582,6 +583,7 @@ mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_statu
   mf_shape *cur = &op->out_shapes[i];
   if (shape->rank > MF_MAX_RANK)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "shapes have at most %d dimensions", MF_MAX_RANK);
+  if (mf_shape_known_elements(op->name, shape, NULL, s)) return s->code;
   if (!mf_shape_compatible(cur, shape)) {
     char a[128], b[128];
     mf_status_set(s, MF_INVALID_ARGUMENT, "Shapes %s and %s are incompatible (set_shape on '%s:%d')",

@@ -13,7 +13,9 @@
  * infer or kernel context's ->status); evaluates to MF_INVALID_ARGUMENT. */
 #define MF_INVALID(s, ...) mf_status_set((s), MF_INVALID_ARGUMENT, __VA_ARGS__)
 
-/* The product of dims[from] ... dims[to - 1]; 1 when from >= to. */
+/* The product of dims[from] ... dims[to - 1] of a value; 1 when from >= to.
+ * A value's dims multiply within int64 (it was allocated); static shapes use
+ * core/shape.h's checked arithmetic instead. */
 static inline int64_t mf_dims_product(const int64_t *dims, int from, int to) {
   int64_t n = 1;
   for (int i = from; i < to; i++) n *= dims[i];

@@ -314,9 +314,8 @@ static mf_code reshape_infer(mf_infer_ctx *ic) {
       return MF_OK;
     }
   }
-  int64_t known = 1;
-  for (int i = 0; i < out.rank; i++)
-    if (i != wild) known *= out.dims[i];
+  int64_t known;
+  if (mf_shape_known_elements(ic->op_name, &out, &known, ic->status)) return ic->status->code;
   const mf_shape *in = &ic->in_shapes[0];
   int64_t n = in->rank < 0 ? -1 : mf_shape_num_elements(in->rank, in->dims);
   char buf[160];
@@ -338,9 +337,8 @@ static mf_code reshape_infer(mf_infer_ctx *ic) {
                       ic->op_name, (long long)n, mf_shape_str(&out, buf, sizeof buf), (long long)known);
   } else if (wild < 0 && n < 0 && in->rank >= 0) {
     /* Partly known input: its element count is a multiple of its known dims. */
-    int64_t part = 1;
-    for (int i = 0; i < in->rank; i++)
-      if (in->dims[i] >= 0) part *= in->dims[i];
+    int64_t part;
+    if (mf_shape_known_elements(ic->op_name, in, &part, ic->status)) return ic->status->code;
     char ibuf[160];
     if (part > 0 && known % part)
       return MF_INVALID(ic->status, "%s: Cannot reshape a tensor of shape %s (a multiple of %lld elements) to "
@@ -431,7 +429,10 @@ static mf_code tile_infer(mf_infer_ctx *ic) {
     if (m[i] < 0)
       return MF_INVALID(ic->status, "%s: multiples[%d] = %lld must be non-negative", ic->op_name, i, (long long)m[i]);
     int64_t d = in->rank < 0 ? -1 : in->dims[i];
-    out.dims[i] = m[i] == 0 ? 0 : d < 0 ? -1 : d * m[i];
+    if (m[i] == 0 || d < 0) out.dims[i] = m[i] == 0 ? 0 : -1;
+    else if (!mf_size_mul(d, m[i], &out.dims[i]))
+      return MF_INVALID(ic->status, "%s: dimension %d tiled, %lld * %lld, overflows int64", ic->op_name, i,
+                        (long long)d, (long long)m[i]);
   }
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = out;
@@ -872,7 +873,11 @@ static mf_code concat_infer(mf_infer_ctx *ic) {
                           ic->op_name, first, mf_shape_str(&ic->in_shapes[first], a, sizeof a), i,
                           mf_shape_str(s, b, sizeof b), axis);
     }
-    if (out.dims[axis] >= 0) out.dims[axis] = s->dims[axis] < 0 ? -1 : out.dims[axis] + s->dims[axis];
+    if (out.dims[axis] < 0) continue;
+    if (s->dims[axis] < 0) out.dims[axis] = -1;
+    else if (!mf_size_add(out.dims[axis], s->dims[axis], &out.dims[axis]))
+      return MF_INVALID(ic->status, "%s: the sizes of dimension %d, the concat axis, add up to more than int64 holds",
+                        ic->op_name, axis);
   }
   ic->out_shapes[0] = out;
   return MF_OK;
@@ -1153,14 +1158,20 @@ static mf_code range_size(mf_infer_ctx *ic, int64_t *size) {
     return MF_INVALID(ic->status, "%s: Requires start <= limit when delta > 0: %g/%g", ic->op_name, start, limit);
   if (delta < 0 && start < limit)
     return MF_INVALID(ic->status, "%s: Requires start >= limit when delta < 0: %g/%g", ic->op_name, start, limit);
+  double count;
   if (mf_dtype_is_float(t)) {
-    *size = (int64_t)ceil(fabs((limit - start) / delta));
-  } else {
+    count = ceil(fabs((limit - start) / delta));
+  } else {  /* unsigned: the span of two int64s fits in uint64 */
     int64_t s = mf_load_int64(v[0]->data, t, 0), l = mf_load_int64(v[1]->data, t, 0);
     int64_t d = mf_load_int64(v[2]->data, t, 0);
-    int64_t span = l > s ? l - s : s - l, step = d > 0 ? d : -d;
-    *size = (span + step - 1) / step;
+    uint64_t span = l > s ? (uint64_t)l - (uint64_t)s : (uint64_t)s - (uint64_t)l;
+    uint64_t step = d > 0 ? (uint64_t)d : -(uint64_t)d;
+    count = (double)(span / step + (span % step != 0));
   }
+  if (count >= 0x1p63)
+    return MF_INVALID(ic->status, "%s: the range from %g to %g by %g would have %g elements, more than 2^63 - 1",
+                      ic->op_name, start, limit, delta, count);
+  *size = (int64_t)count;
   return MF_OK;
 }
 
@@ -1186,11 +1197,14 @@ static mf_code range_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *out = ctx->outputs[0];
   const void *start = ctx->inputs[0]->data, *delta = ctx->inputs[2]->data;
   switch (out->dtype) {
-#define RANGE(code, T)                                                   \
-  case code: {                                                           \
-    T s = *(const T *)start, d = *(const T *)delta;                      \
-    T *o = out->data;                                                    \
-    for (int64_t i = 0; i < out->size; i++) o[i] = (T)(s + (T)i * d);    \
+#define RANGE(code, T)                                                            \
+  case code: {                                                                    \
+    T s = *(const T *)start, d = *(const T *)delta;                               \
+    T *o = out->data;                                                             \
+    if (mf_dtype_is_float(code)) /* start + i * delta: no rounding error builds up */ \
+      for (int64_t i = 0; i < out->size; i++) o[i] = (T)(s + (T)i * d);           \
+    else /* each step lands inside [start, limit), so none overflows */           \
+      for (int64_t i = 0; i < out->size; i++) o[i] = i ? (T)(o[i - 1] + d) : s;   \
   } break;
     MF_FOR_NUMERIC_TYPES(RANGE)
 #undef RANGE

@@ -503,8 +503,14 @@ static mf_code pad_infer(mf_infer_ctx *ic) {
     return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
   mf_shape out = {.rank = rank};
-  for (int d = 0; d < rank; d++)
-    out.dims[d] = in->rank >= 0 && in->dims[d] >= 0 ? in->dims[d] + pads[2 * d] + pads[2 * d + 1] : -1;
+  for (int d = 0; d < rank; d++) {
+    out.dims[d] = -1;
+    if (in->rank >= 0 && in->dims[d] >= 0 &&
+        (!mf_size_add(in->dims[d], pads[2 * d], &out.dims[d]) ||
+         !mf_size_add(out.dims[d], pads[2 * d + 1], &out.dims[d])))
+      return MF_INVALID(ic->status, "%s: dimension %d padded, %lld + %lld + %lld, overflows int64", ic->op_name, d,
+                        (long long)in->dims[d], (long long)pads[2 * d], (long long)pads[2 * d + 1]);
+  }
   ic->out_shapes[0] = out;
   return MF_OK;
 }

@@ -395,7 +395,8 @@ static mf_code tile_grad_infer(mf_infer_ctx *ic) {
       return MF_INVALID(ic->status, "%s: multiples[%d] = %lld must be non-negative",
                         ic->op_name, i, (long long)m[i]);
     if (out.dims[i] < 0 && g >= 0 && m[i] > 0 && g % m[i] == 0) out.dims[i] = g / m[i];
-    if (out.dims[i] >= 0 && g >= 0 && g != out.dims[i] * m[i])
+    int64_t tiled;
+    if (out.dims[i] >= 0 && g >= 0 && (!mf_size_mul(out.dims[i], m[i], &tiled) || g != tiled))
       return MF_INVALID(ic->status,
                         "%s: a gradient of shape %s is not shape %s tiled by the multiples "
                         "(dimension %d: %lld is not %lld * %lld)",

@@ -27,8 +27,8 @@ end
 
 return function(tf, ops)
   -- A shape argument as an int tensor. Lists of numbers become an int32
-  -- constant (shape inference then sees every value); lists holding scalar
-  -- tensors are stacked, as TensorFlow does.
+  -- constant, int64 when a size needs it (shape inference then sees every
+  -- value); lists holding scalar tensors are stacked, as TensorFlow does.
   local function shape_tensor(shape, fname, graph)
     if is_tensor(shape) then return shape end
     if Array.is(shape) then return G.convert(shape, nil, graph) end
@@ -40,14 +40,15 @@ return function(tf, ops)
     if type(shape) ~= "table" or getmetatable(shape) ~= nil then
       fail(fname .. ": expected a shape (a Lua list of integers or an int32 tensor), got " .. tostring(shape))
     end
-    local packed = false
+    local packed, dtype = false, dtypes.int32
     for i, d in ipairs(shape) do
       if is_tensor(d) then packed = true
-      elseif not is_integer(d) then
-        fail(string.format("%s: shape[%d] must be an integer or a scalar tensor, got %s", fname, i, tostring(d)))
-      end
+      elseif not is_integer(d) or math.abs(d) >= 2 ^ 63 then
+        fail(string.format("%s: shape[%d] must be an integer (of int64's range) or a scalar tensor, got %s", fname, i,
+                           tostring(d)))
+      elseif math.abs(d) >= 2 ^ 31 then dtype = dtypes.int64 end
     end
-    if not packed then return G.constant(shape, {dtype = dtypes.int32, graph = graph}) end
+    if not packed then return G.constant(shape, {dtype = dtype, graph = graph}) end
     return ops.stack(shape, {name = "shape"})
   end
 
@@ -265,7 +266,7 @@ return function(tf, ops)
   -- start + delta, ... up to but excluding limit. The dtype is the option's,
   -- else that of a tensor argument, else — as TensorFlow does with Python ints —
   -- int32 when every argument is an integer (int64 beyond int32's range) and
-  -- float32 otherwise: tf.range(5) is int32 {0, 1, 2, 3, 4}, tf.range(0, 1, 0.25)
+  -- float32 otherwise (integers beyond int64's too): tf.range(5) is int32 {0, 1, 2, 3, 4}, tf.range(0, 1, 0.25)
   -- float32. Tensor arguments are cast to that dtype.
   local range_rank = {uint8 = 1, int32 = 2, int64 = 3, float32 = 4, float64 = 5}
   function ops.range(start, ...)
@@ -287,7 +288,7 @@ return function(tf, ops)
         if type(v) ~= "number" then
           fail("tf.range: start, limit and delta must be numbers or scalar tensors, got " .. tostring(v))
         end
-        if not is_integer(v) then dtype = dtypes.float32; break end
+        if not is_integer(v) or math.abs(v) >= 2 ^ 63 then dtype = dtypes.float32; break end
         if math.abs(v) >= 2 ^ 31 then dtype = dtypes.int64 end
       end
     end
