@@ -377,7 +377,6 @@ describe("tf.train.Saver", function()
   end)
 
   describe("a write that fails partway through the file", function()
-    local fileio = require("moonflow.fileio")
     local v, sess, saver, path, before
     before_each(function()
       v = build()
@@ -396,40 +395,6 @@ describe("tf.train.Saver", function()
       assert.same({path}, saver.last_checkpoints)
       assert.equal(42, tf.train.load_variable(path, "n"):get())
     end
-
-    it("(a writer failing after the header and part of the data) leaves the previous checkpoint as it was", function()
-      local real, calls, written = fileio._fwrite, 0, 0
-      fileio._fwrite = function(ptr, size, n, f)
-        calls = calls + 1
-        if calls < 4 then
-          local k = real(ptr, size, n, f)
-          written = written + tonumber(k)
-          return k
-        end
-        ffi.errno(28)  -- ENOSPC, after writing half of this chunk
-        return real(ptr, size, math.floor(n / 2), f)
-      end
-      local ok, err = pcall(saver.save, saver, sess, dir .. "/model.ckpt", {global_step = 1})
-      fileio._fwrite = real
-      assert.is_false(ok)
-      assert.is_true(calls == 4 and written > 8, "the write had begun")
-      assert.equal("ResourceExhausted: writing " .. path .. " failed (No space left on device); " ..
-                   "the previous file is unchanged", H.without_line(err))
-      intact()
-      -- a new step failing likewise is not listed or indexed
-      calls = 0
-      fileio._fwrite = function(ptr, size, n, f)
-        calls = calls + 1
-        if calls == 3 then ffi.errno(5); return 0 end  -- EIO
-        return real(ptr, size, n, f)
-      end
-      ok, err = pcall(saver.save, saver, sess, dir .. "/model.ckpt", {global_step = 2})
-      fileio._fwrite = real
-      assert.matches("^Unknown: writing .*model%.ckpt%-2 failed %(Input/output error%)", err)
-      intact()
-      assert.equal(dir .. "/model.ckpt-2", saver:save(sess, dir .. "/model.ckpt", {global_step = 2}))
-      assert.equal(7, tf.train.load_variable(dir .. "/model.ckpt-2", "n"):get())
-    end)
 
     it("(the file size limit reached mid-write, in a process of its own) leaves it as it was", function()
       -- The same graph in a child process whose files may not grow past
@@ -454,6 +419,93 @@ describe("tf.train.Saver", function()
       assert.matches("^ResourceExhausted: writing .*model%.ckpt%-2 failed %(File too large%)", second)
       os.remove(dir .. "/child.lua")
       intact()
+    end)
+  end)
+
+  describe("a save killed at a random point", function()
+    -- A child process saves 4 MB checkpoints to one path in a loop, each
+    -- holding one value everywhere (1, 2, 3, ...: it prints each once saved),
+    -- until it is killed with SIGKILL at a random time. The file must then hold
+    -- the checkpoint before the kill or the one being written, whole; the
+    -- temporary file a kill mid-write leaves must be gone after the next save.
+    local N = 2 ^ 20
+    local child = [[
+      local tf = require("moonflow")
+      io.stdout:setvbuf("no")
+      local v = tf.Variable(tf.zeros({%d}), {name = "v"})
+      local k = tf.placeholder(tf.float32, {})
+      local set = tf.assign(v, tf.fill({%d}, k))
+      local sess = tf.Session()
+      local saver = tf.train.Saver()
+      print("ready")
+      for i = %d, math.huge do
+        sess:run(set, {[k] = i})
+        saver:save(sess, %q)
+        print("saved " .. i)
+      end
+    ]]
+
+    -- The one value every element of the checkpoint at path holds.
+    local function value_in(path)
+      local a = tf.train.load_variable(path, "v")
+      local data = a:data()
+      for i = 1, N - 1 do
+        if data[i] ~= data[0] then error("a checkpoint of mixed values: " .. data[0] .. " and " .. data[i]) end
+      end
+      return data[0]
+    end
+
+    it("leaves the old or the new checkpoint, and the next save removes its temporary file", function()
+      local path = dir .. "/model.ckpt"
+      local v = tf.Variable(tf.zeros({N}), {name = "v"})
+      local sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      local saver = tf.train.Saver()
+      saver:save(sess, path)
+      local random = H.uniform(20, 17)
+      for round = 1, 20 do
+        local first = round * 1000  -- this child's values: first, first + 1, ...
+        write(dir .. "/child.lua", string.format(child, N, N, first, path))
+        -- kill -9 between 0 and 60 ms after the child is ready to save
+        local delay = string.format("%.3f", (random[round] + 1) * 0.03)
+        os.remove(dir .. "/out.log")  -- the last child's "ready" must not count
+        os.execute(string.format("(luajit '%s/child.lua' > '%s/out.log' 2>&1 & pid=$!; " ..
+                                 "while kill -0 $pid && ! grep -qs ready '%s/out.log'; do sleep 0.01; done; " ..
+                                 "sleep %s; kill -9 $pid; wait $pid) 2>/dev/null", dir, dir, dir, delay))
+        local out = read(dir .. "/out.log")
+        assert.matches("^ready\n", out)
+        local last = tonumber(out:match(".*saved (%d+)"))
+        local got = value_in(path)
+        local expected = last and {last, last + 1} or {0, first}  -- 0: the save before this child
+        assert.is_true(got == expected[1] or got == expected[2],
+                       string.format("round %d: the checkpoint holds %s, expected %s or %s",
+                                     round, got, expected[1], expected[2]))
+        -- the next save, in this process, removes what the kill left (and writes 0s again)
+        saver:save(sess, path)
+        assert.same({"checkpoint", "child.lua", "model.ckpt", "out.log"}, files_in(dir))
+      end
+    end)
+
+    it("removes a temporary file of the path nobody holds locked, never one a live writer holds", function()
+      local path = dir .. "/model.ckpt"
+      tf.Variable(tf.zeros({2}), {name = "v"})
+      local sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      local saver = tf.train.Saver()
+      write(path .. ".tmp-99999-0", "a part of a dead writer's file")
+      write(path .. ".tmp-99999-1", "a live writer's file")
+      write(dir .. "/other.ckpt.tmp-99999-0", "another path's")
+      -- a writer still at work holds an exclusive lock on its file: flock(1)
+      -- stands for it, holding the lock while the file `hold` exists
+      write(dir .. "/hold", "")
+      local holder = io.popen("flock -x '" .. path .. ".tmp-99999-1' -c 'echo locked; " ..
+                              "while [ -e \"" .. dir .. "/hold\" ]; do sleep 0.01; done' 2>&1")
+      assert.equal("locked", holder:read("*l"))
+      saver:save(sess, path)
+      os.remove(dir .. "/hold")
+      holder:close()
+      assert.same({"checkpoint", "model.ckpt", "model.ckpt.tmp-99999-1", "other.ckpt.tmp-99999-0"}, files_in(dir))
+      assert.same({0, 0}, tf.train.load_variable(path, "v"):totable())
     end)
   end)
 

@@ -8,9 +8,10 @@
 -- header), then the raw little-endian data. "__metadata__" holds
 -- {"format": "moonflow"}.
 --
--- Writes are atomic: the file is written under a temporary name in the same
--- directory, flushed and fsync'ed, then renamed over the destination, so a
--- crash mid-write leaves the previous checkpoint intact. The directory keeps
+-- Writes are atomic (src/io/file.c): the file is written under a temporary
+-- name in the same directory, fsync'ed, renamed over the destination and the
+-- directory fsync'ed, so a crash mid-write leaves the previous checkpoint
+-- intact; the next save to that path removes the temporary file it left. The directory keeps
 -- a small text file `checkpoint` in TensorFlow's format:
 --   model_checkpoint_path: "model.ckpt-100"
 --   all_model_checkpoint_paths: "model.ckpt-90"

@@ -82,6 +82,18 @@ size_t mf_tensor_nbytes(const mf_tensor *t);
 void *mf_tensor_data(mf_tensor *t);             /* owned by t */
 mf_device_type mf_tensor_device(const mf_tensor *t);
 
+/* --- files --- */
+/* Writes the n chunks data[i][0 .. sizes[i]) to `path` crash-safely: into a
+ * new temporary file beside it ("<path>.tmp-<pid>-<k>"), flushed to disk,
+ * renamed over path, then the directory flushed, so that a crash at any point
+ * leaves the old file or the new one, never a part. Temporary files of path
+ * left by writers that died are removed first. On error path is unchanged:
+ * NOT_FOUND when its directory is missing or not writable,
+ * RESOURCE_EXHAUSTED when the disk or a file size limit is full, UNKNOWN for
+ * other I/O errors. */
+mf_code mf_file_write_atomic(const char *path, const void *const *data, const size_t *sizes, int n,
+                             mf_status *s);
+
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU; for MF_CUDA the GPUs a
  * compiled-in CUDA backend reports (0 in a build without one, like this). */
