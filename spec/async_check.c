@@ -6,20 +6,11 @@
  * main thread, one on a worker), compares asynchronous results with
  * synchronous ones bit for bit, cancels queued jobs, frees jobs mid-flight,
  * and closes a session with jobs queued. */
-#include "moonflow.h"
+#include "c_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures = 0;
-#define CHECK(c)                                                   \
-  do {                                                             \
-    if (!(c)) {                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                  \
-    }                                                              \
-  } while (0)
 
 enum { N = 96 };
 
@@ -28,13 +19,6 @@ static mf_op *placeholder(mf_graph *g, const char *name, mf_status *s) {
   int64_t dims[2] = {N, N};
   mf_op_desc_set_attr_type(d, "dtype", MF_FLOAT32);
   mf_op_desc_set_attr_shape(d, "shape", dims, 2);
-  return mf_op_desc_finish(d, s);
-}
-
-static mf_op *binary(mf_graph *g, const char *type, mf_output a, mf_output b, mf_status *s) {
-  mf_op_desc *d = mf_op_desc_new(g, type, NULL);
-  mf_op_desc_add_input(d, a);
-  mf_op_desc_add_input(d, b);
   return mf_op_desc_finish(d, s);
 }
 
@@ -55,8 +39,8 @@ int main(void) {
   for (int k = 0; k < 2; k++) {
     g[k] = mf_graph_new();
     mf_op *x = placeholder(g[k], "x", s);
-    mf_op *m = binary(g[k], "MatMul", (mf_output){x, 0}, (mf_output){x, 0}, s);
-    mf_op *y = binary(g[k], "Add", (mf_output){m, 0}, (mf_output){x, 0}, s);
+    mf_op *m = op_on(g[k], "MatMul", (mf_output){x, 0}, (mf_output){x, 0}, s);
+    mf_op *y = op_on(g[k], "Add", (mf_output){m, 0}, (mf_output){x, 0}, s);
     CHECK(mf_status_code(s) == MF_OK);
     sess[k] = mf_session_new(g[k], s);
     mf_output feed = {x, 0}, fetch = {y, 0};

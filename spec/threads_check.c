@@ -7,37 +7,15 @@
  * the serial run of the same feed. Every run also adds 1 to a shared variable
  * (AssignAdd) and draws from a random op: at the end the variable holds
  * exactly the number of runs made, as updates of one variable are serialized. */
-#include "moonflow.h"
+#include "c_check.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static _Atomic int failures = 0;
-#define CHECK(c)                                                            \
-  do {                                                                      \
-    if (!(c)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                           \
-    }                                                                       \
-  } while (0)
-
 enum { N = 8, THREADS = 4, FEEDS = 16 };
 static int runs = 10000;
-
-static mf_op *op1(mf_graph *g, const char *type, mf_output a, mf_status *s) {
-  mf_op_desc *d = mf_op_desc_new(g, type, NULL);
-  mf_op_desc_add_input(d, a);
-  return mf_op_desc_finish(d, s);
-}
-
-static mf_op *op2(mf_graph *g, const char *type, mf_output a, mf_output b, mf_status *s) {
-  mf_op_desc *d = mf_op_desc_new(g, type, NULL);
-  mf_op_desc_add_input(d, a);
-  mf_op_desc_add_input(d, b);
-  return mf_op_desc_finish(d, s);
-}
 
 static mf_op *constant(mf_graph *g, mf_tensor *v, mf_status *s) {
   mf_op_desc *d = mf_op_desc_new(g, "Const", NULL);
@@ -104,12 +82,12 @@ int main(int argc, char **argv) {
   mf_op_desc_set_attr_type(d, "dtype", MF_FLOAT32);
   mf_op_desc_set_attr_shape(d, "shape", dims, 2);
   mf_op *x = mf_op_desc_finish(d, s);
-  mf_op *m = op2(g, "MatMul", (mf_output){x, 0}, (mf_output){x, 0}, s);
-  mf_op *a = op2(g, "Add", (mf_output){m, 0}, (mf_output){x, 0}, s);
+  mf_op *m = op_on(g, "MatMul", (mf_output){x, 0}, (mf_output){x, 0}, s);
+  mf_op *a = op_on(g, "Add", (mf_output){m, 0}, (mf_output){x, 0}, s);
   mf_tensor *half = mf_tensor_new(MF_FLOAT32, 0, NULL, s), *one = mf_tensor_new(MF_FLOAT32, 0, NULL, s);
   *(float *)mf_tensor_data(half) = 0.5f;
   *(float *)mf_tensor_data(one) = 1.0f;
-  mf_op *y = op2(g, "Mul", (mf_output){a, 0}, (mf_output){constant(g, half, s), 0}, s);
+  mf_op *y = op_on(g, "Mul", (mf_output){a, 0}, (mf_output){constant(g, half, s), 0}, s);
   int64_t n = N;
   mf_tensor *shape = mf_tensor_new(MF_INT32, 1, (int64_t[]){1}, s);
   *(int32_t *)mf_tensor_data(shape) = (int32_t)n;
@@ -124,9 +102,9 @@ int main(int argc, char **argv) {
   mf_op *v = mf_op_desc_finish(d, s);
   mf_tensor *zero = mf_tensor_new(MF_FLOAT32, 0, NULL, s);
   *(float *)mf_tensor_data(zero) = 0.0f;
-  mf_op *init = op2(g, "Assign", (mf_output){v, 0}, (mf_output){constant(g, zero, s), 0}, s);
-  mf_op *bump = op2(g, "AssignAdd", (mf_output){v, 0}, (mf_output){constant(g, one, s), 0}, s);
-  mf_op *read = op1(g, "Identity", (mf_output){v, 0}, s);
+  mf_op *init = op_on(g, "Assign", (mf_output){v, 0}, (mf_output){constant(g, zero, s), 0}, s);
+  mf_op *bump = op_on(g, "AssignAdd", (mf_output){v, 0}, (mf_output){constant(g, one, s), 0}, s);
+  mf_op *read = op_on(g, "Identity", (mf_output){v, 0}, (mf_output){0}, s);
   if (mf_status_code(s) != MF_OK) {
     fprintf(stderr, "building the graph: %s\n", mf_status_message(s));
     return 1;
