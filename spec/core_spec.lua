@@ -264,7 +264,7 @@ describe("graphs", function()
       local far = g:as_default(function() local t = tf.constant(3); return t end)
       local line = next_line()
       local err = error_of(function() local v = sess:run({far}); return v end)
-      assert.equal("Fetch argument " .. tostring(far) .. " is not an element of this session's graph " ..
+      assert.equal("Session:run: Fetch argument " .. tostring(far) .. " is not an element of this session's graph " ..
                    "(created at spec/core_spec.lua:" .. made .. ") (at spec/core_spec.lua:" .. line .. ")", err)
       assert_contains(error_of(function() local f = sess:make_callable(far); return f end),
                       "(created at spec/core_spec.lua:" .. made .. ")")
@@ -276,11 +276,12 @@ describe("graphs", function()
       local x = tf.placeholder(tf.float32, {2}, "x")
       local line = next_line()
       local err = error_of(function() local v = sess:run("nope:0"); return v end)
-      assert.equal("The name 'nope:0' refers to a Tensor which does not exist. " ..
+      assert.equal("Session:run: The name 'nope:0' refers to a Tensor which does not exist. " ..
                    "The operation, 'nope', does not exist in the graph. (at spec/core_spec.lua:" .. line .. ")", err)
       line = next_line()
       err = error_of(function() local v = sess:run("nope"); return v end)
-      assert.equal("The name 'nope' refers to an Operation not in the graph. (at spec/core_spec.lua:" .. line .. ")",
+      assert.equal("Session:run: The name 'nope' refers to an Operation not in the graph. (at spec/core_spec.lua:" ..
+                   line .. ")",
                    err)
       line = next_line()
       err = error_of(function() local v = sess:run(x, {["nope:0"] = 1}); return v end)

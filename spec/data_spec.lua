@@ -179,7 +179,7 @@ describe("tf.data transformations", function()
     local err = H.error_of(function()
       Dataset.range(3):map(function(x) return tf.cast(x, tf.float32) * outer end)
     end)
-    assert.matches("^Dataset:map: Tensor%(\"Const:0\"%) must be from the same graph", err)
+    assert.matches("^Dataset:map: Mul: Tensor%(\"Const:0\"%) must be from the same graph", err)
     assert.matches("a dataset function runs in its own graph", err)
     assert.matches("returned tensor Const:0 of another graph",
                    H.error_of(function() return Dataset.range(3):map(function() return outer end) end))

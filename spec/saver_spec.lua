@@ -194,7 +194,7 @@ describe("tf.train.Saver", function()
     tf.Variable(1, {name = "extra"})
     local s2 = tf.Session()
     local err = H.error_of(function() tf.train.Saver():restore(s2, path) end)
-    assert.equal("NotFound", err:sub(1, 8))
+    assert.equal("Saver:restore: NotFound", err:sub(1, 23))
     for _, name in ipairs({"b", "n", "k", "mask", "u", "extra"}) do
       assert.is_truthy(err:find(name, 1, true), name .. " not named in: " .. err)
     end
@@ -284,7 +284,7 @@ describe("tf.train.Saver", function()
     end)
     it("that does not exist", function()
       local err = H.error_of(function() saver:restore(s2, dir .. "/nothing") end)
-      assert.equal("NotFound", err:sub(1, 8))
+      assert.equal("Saver:restore: NotFound", err:sub(1, 23))
       unchanged()
     end)
     -- A safetensors file written by hand: the JSON header, then the data.
@@ -308,11 +308,13 @@ describe("tf.train.Saver", function()
       s3:run(tf.global_variables_initializer())
       local sv = tf.train.Saver()
       local bad = dir .. "/bad"
-      local prefix = "DataLoss: " .. bad .. " is not a valid checkpoint (truncated or corrupted?): "
+      local prefix = "Saver:restore: DataLoss: " .. bad .. " is not a valid checkpoint (truncated or corrupted?): "
+      -- the same fault, named by each function that reads the file
       local function err()
         local e = H.error_of(sv.restore, sv, s3, bad)
-        assert.equal(e, H.error_of(tf.train.load_variable, bad, "a"))
-        assert.equal(e, H.error_of(tf.train.list_variables, bad))
+        local function by(fname) return (e:gsub("^Saver:restore:", fname .. ":")) end
+        assert.equal(by("tf.train.load_variable"), H.error_of(tf.train.load_variable, bad, "a"))
+        assert.equal(by("tf.train.list_variables"), H.error_of(tf.train.list_variables, bad))
         assert.same({-1, -1}, s3:run(a):totable())  -- nothing assigned
         assert.same({-2, -2}, s3:run(b):totable())
         return H.without_line(e)
@@ -347,9 +349,9 @@ describe("tf.train.Saver", function()
     it("that is a directory (the one holding the checkpoints, say)", function()
       local msg = "FailedPrecondition: " .. dir .. " is a directory, not a checkpoint file; " ..
                   "use tf.train.latest_checkpoint(dir) for the newest checkpoint in it"
-      assert.equal(msg, H.without_line(H.error_of(saver.restore, saver, s2, dir)))
-      assert.equal(msg, H.without_line(H.error_of(tf.train.load_variable, dir, "n")))
-      assert.equal(msg, H.without_line(H.error_of(tf.train.list_variables, dir)))
+      assert.equal("Saver:restore: " .. msg, H.without_line(H.error_of(saver.restore, saver, s2, dir)))
+      assert.equal("tf.train.load_variable: " .. msg, H.without_line(H.error_of(tf.train.load_variable, dir, "n")))
+      assert.equal("tf.train.list_variables: " .. msg, H.without_line(H.error_of(tf.train.list_variables, dir)))
       unchanged()
       saver:restore(s2, tf.train.latest_checkpoint(dir))
       assert.equal(42, s2:run(v2.n))
@@ -414,9 +416,10 @@ describe("tf.train.Saver", function()
       local out = p:read("*a")
       p:close()
       local first, second = out:match("([^\n]*)\n([^\n]*)\n")
-      assert.equal("ResourceExhausted: writing " .. path .. " failed (File too large); the previous file is unchanged",
+      assert.equal("Saver:save: ResourceExhausted: writing " .. path .. " failed (File too large); the previous file " ..
+                   "is unchanged",
                    H.without_line(first), out)
-      assert.matches("^ResourceExhausted: writing .*model%.ckpt%-2 failed %(File too large%)", second)
+      assert.matches("^Saver:save: ResourceExhausted: writing .*model%.ckpt%-2 failed %(File too large%)", second)
       os.remove(dir .. "/child.lua")
       intact()
     end)

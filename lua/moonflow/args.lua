@@ -138,29 +138,35 @@ local function names_of_api()
   return names
 end
 
--- The API function a value was given to and the name of its parameter
--- holding it ("tf.matmul", "a"): the nearest one on the stack above the frame
--- running `callee` (the function the value was handed to, which may call API
--- functions itself); the name alone when no parameter holds it (an element of
--- a list); `fallback` when no API function is there.
-function M.argument_of(value, callee, fallback)
-  if not api then return fallback end
+-- The API function the user called that called `callee` (which may call API
+-- functions itself), the nearest one on the stack above callee's frame:
+-- its name ("tf.matmul") and stack level; nil when there is none.
+local function api_caller(callee)
+  if not api then return nil end
   api_names = api_names or names_of_api()
   local above = false
   for level = 3, 60 do
-    local info = debug.getinfo(level, "fu")
+    local info = debug.getinfo(level, "f")
     if not info then break end
     local fname = above and api_names[info.func]
+    if fname then return fname, level - 1 end  -- (level - 1: as seen from the caller)
     above = above or info.func == callee
-    if fname then
-      for i = 1, info.nparams do
-        local pname, v = debug.getlocal(level, i)
-        if rawequal(v, value) then return fname, pname end
-      end
-      return fname
-    end
   end
-  return fallback
+end
+function M.api_caller(callee) return (api_caller(callee)) end
+
+-- The API function a value was handed to (through `callee`, as api_caller)
+-- and the name of its parameter holding it ("tf.matmul", "a"); the name
+-- alone when no parameter holds it (an element of a list); `fallback` when
+-- no API function is there.
+function M.argument_of(value, callee, fallback)
+  local fname, level = api_caller(callee)
+  if not fname then return fallback end
+  for i = 1, debug.getinfo(level, "u").nparams do
+    local pname, v = debug.getlocal(level, i)
+    if rawequal(v, value) or (v ~= v and value ~= value) then return fname, pname end  -- NaN: itself
+  end
+  return fname
 end
 
 -- Checks ----------------------------------------------------------------------------
@@ -168,7 +174,7 @@ function M.is_integer(v) return type(v) == "number" and v % 1 == 0 end
 
 function M.int_arg(v, fname, what)
   if not M.is_integer(v) then
-    fail(string.format("%s: %s must be an integer, got %s", fname, what, tostring(v)))
+    fail(string.format("%s: %s must be an integer, got %s", fname, what, M.show(v)))
   end
   return v
 end
@@ -193,7 +199,7 @@ end
 -- nil or a boolean.
 function M.check_bool(v, fname, what)
   if v ~= nil and type(v) ~= "boolean" then
-    fail(string.format("%s: %s must be a boolean, got %s", fname, what, tostring(v)))
+    fail(string.format("%s: %s must be a boolean, got %s", fname, what, M.show(v)))
   end
   return v
 end

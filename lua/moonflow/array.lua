@@ -3,6 +3,7 @@ local ffi = require("ffi")
 local core = require("moonflow.core")
 local C = core.C
 local fail = core.fail
+local describe = require("moonflow.args").describe
 
 local Array = {}
 Array.__index = Array
@@ -117,7 +118,7 @@ end
 local function converter(dtype, exact, who)
   if dtype.name == "bool" then
     return function(v)
-      if type(v) ~= "boolean" then fail(named(who) .. ": expected booleans for dtype bool, got " .. type(v)) end
+      if type(v) ~= "boolean" then fail(named(who) .. ": expected booleans for dtype bool, got " .. describe(v)) end
       return v
     end
   end
@@ -125,7 +126,7 @@ local function converter(dtype, exact, who)
   return function(v)
     if type(v) == "boolean" then return v and 1 or 0 end
     if type(v) ~= "number" and type(v) ~= "cdata" then
-      fail(named(who) .. ": expected numbers, got " .. (getmetatable(v) and tostring(v) or type(v)))
+      fail(named(who) .. ": expected numbers, got " .. describe(v))
     end
     if check then check(v, dtype, who) end
     return v
@@ -148,7 +149,7 @@ function Array.new(dtype, shape)
   local dims = core.dims_buffer(rank > 0 and rank or 1)
   for i = 1, rank do dims[i - 1] = shape[i] end
   local ptr = C.mf_tensor_new(dtype.enum, rank, dims, core.status)
-  if ptr == nil then core.check() end
+  if ptr == nil then core.check_here() end
   return Array.wrap(ptr)
 end
 
@@ -157,10 +158,10 @@ end
 -- (see converter); an Array's elements are cast as they are. Tables must be
 -- lists (see Array.list_length); `who` names the caller in the errors (see named).
 function Array.from(value, dtype, exact, who)
+  if dtype and getmetatable(dtype) ~= core.DType then dtype = core.as_dtype(dtype, named(who)) end
   if Array.is(value) then
-    if dtype == nil or core.as_dtype(dtype) == value.dtype then return value end
+    if not dtype or dtype == value.dtype then return value end
     local out = Array.new(dtype, value:shape())
-    dtype = core.as_dtype(dtype)
     local convert = converter(dtype, false, who)
     for i = 0, value._size - 1 do
       local v = value._data[i]
@@ -168,11 +169,11 @@ function Array.from(value, dtype, exact, who)
     end
     return out
   end
-  dtype = dtype and core.as_dtype(dtype) or Array.default_dtype(value)
+  dtype = dtype or Array.default_dtype(value)
   local dims = {}
-  if type(value) == "table" then table_shape(value, dims, 1, who)
+  if type(value) == "table" and getmetatable(value) == nil then table_shape(value, dims, 1, who)
   elseif type(value) ~= "number" and type(value) ~= "boolean" then
-    fail(named(who) .. ": cannot convert a " .. type(value) .. " to an array")
+    fail(named(who) .. ": expected a number, boolean, nested list or tf.Array, got " .. describe(value))
   end
   local out = Array.new(dtype, dims)
   local convert = converter(dtype, exact, who)
@@ -226,7 +227,7 @@ function Array.from_pointer(ptr, shape, dtype, keep)
   local dims = core.dims_buffer(rank > 0 and rank or 1)
   for i = 1, rank do dims[i - 1] = shape[i] end
   local t = C.mf_tensor_wrap(dtype.enum, rank, dims, ffi.cast("void*", ptr), nil, nil, core.status)
-  if t == nil then core.check() end
+  if t == nil then core.check_here() end
   local a = Array.wrap(t)
   a._keep = keep or ptr
   return a

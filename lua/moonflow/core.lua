@@ -105,10 +105,17 @@ end
 -- next starts (the engine is single-threaded from Lua's side).
 M.status = ffi.gc(C.mf_status_new(), C.mf_status_free)
 
--- Raises the status message as a Lua error when a call failed.
+-- Raises the status message as a Lua error when a call failed. Errors of
+-- ops name the line that built the op already; check_here adds the user's
+-- line (fail) for the failures no op explains (a value too large to allocate,
+-- a bad scope name).
 function M.check(status)
   local s = status or M.status
   if C.mf_status_code(s) ~= 0 then error(ffi.string(C.mf_status_message(s)), 0) end
+end
+function M.check_here(status)
+  local s = status or M.status
+  if C.mf_status_code(s) ~= 0 then M.fail(ffi.string(C.mf_status_message(s))) end
 end
 
 -- Buffers for passing lists of ports/ops/values to C.

@@ -25,8 +25,9 @@ end
 local code_names = {[C.MF_NOT_FOUND] = "NotFound", [C.MF_RESOURCE_EXHAUSTED] = "ResourceExhausted",
                     [C.MF_INVALID_ARGUMENT] = "InvalidArgument", [C.MF_UNKNOWN] = "Unknown"}
 
--- Writes the chunks to `path` atomically; errors leave `path` untouched.
-function M.write_atomic(path, chunks)
+-- Writes the chunks to `path` atomically; errors, which name fname (the
+-- function writing), leave `path` untouched.
+function M.write_atomic(path, chunks, fname)
   local n = #chunks
   local data, sizes = ffi.new("const void *[?]", n), ffi.new("size_t[?]", n)
   for i, c in ipairs(chunks) do
@@ -35,7 +36,7 @@ function M.write_atomic(path, chunks)
   end
   local code = C.mf_file_write_atomic(path, data, sizes, n, core.status)
   if code ~= 0 then
-    fail(code_names[tonumber(code)] .. ": " .. ffi.string(C.mf_status_message(core.status)))
+    fail(fname .. ": " .. code_names[tonumber(code)] .. ": " .. ffi.string(C.mf_status_message(core.status)))
   end
 end
 

@@ -70,12 +70,18 @@ return function(tf, ops)
     if grad_ys ~= nil then
       grad_ys = as_list(grad_ys, "grad_ys")
       if #grad_ys ~= #ys then fail("tf.gradients: grad_ys needs one tensor per y") end
+      for i, gy in ipairs(grad_ys) do
+        if gy.dtype ~= ys[i].dtype or not gy:get_shape():is_compatible_with(ys[i]:get_shape()) then
+          fail(string.format("tf.gradients: grad_ys[%d] is %s of shape %s, but ys[%d] is %s of shape %s", i,
+                             gy.dtype.name, tostring(gy:get_shape()), i, ys[i].dtype.name, tostring(ys[i]:get_shape())))
+        end
+      end
       gys = ports(grad_ys)
     end
     local dxs = core.ports(math.max(#xs, 1))
     local origin = core.user_location()
     if C.mf_gradients(g.ptr, ports(ys), #ys, ports(xs), #xs, gys, dxs, origin, core.status) ~= 0 then
-      core.check()
+      core.check_here()
     end
     local out = {}
     for i = 1, #xs do

@@ -52,6 +52,18 @@ function TensorShape:num_elements()
   for _, d in ipairs(self.dims) do n = n * d end
   return n
 end
+-- Whether the two shapes could be of one value (unknown ranks and dimensions
+-- agree with anything); other may be a Lua list of dims.
+function TensorShape:is_compatible_with(other)
+  local a, b = self.dims, other
+  if getmetatable(other) == TensorShape then b = other.dims end
+  if a == nil or b == nil then return true end
+  if #a ~= #b then return false end
+  for i, d in ipairs(a) do
+    if d >= 0 and b[i] >= 0 and d ~= b[i] then return false end
+  end
+  return true
+end
 function TensorShape:__tostring()
   if not self.dims then return "<unknown>" end
   local parts = {}
@@ -70,13 +82,22 @@ end
 -- Fills an mf_shape from a Lua list (nil = unknown rank); `what` (the op's
 -- attribute, the method) opens the error for too many dimensions.
 function M.c_shape(dims, what)
+  what = what or "shape"
   local s = ffi.new("mf_shape")
   if dims == nil then s.rank = -1; return s end
+  if not args.is_plain(dims) then
+    fail(what .. ": a shape must be a Lua list of integers (-1 for unknown), got " .. args.describe(dims))
+  end
   if #dims > C.MF_MAX_RANK then
-    fail(string.format("%s: shapes have at most %d dimensions, got %d", what or "shape", C.MF_MAX_RANK, #dims))
+    fail(string.format("%s: shapes have at most %d dimensions, got %d", what, C.MF_MAX_RANK, #dims))
   end
   s.rank = #dims
-  for i = 1, #dims do s.dims[i - 1] = dims[i] end
+  for i, d in ipairs(dims) do
+    if not args.is_integer(d) or d < -1 or d >= 2 ^ 63 then
+      fail(string.format("%s: shape[%d] must be a size or -1 (unknown), got %s", what, i, tostring(d)))
+    end
+    s.dims[i - 1] = d
+  end
   return s
 end
 
@@ -115,13 +136,18 @@ function M.with_pushed(stack, value, fn, ...)
   return unpack(results, 2, table.maxn(results))
 end
 
-function Graph:as_default(fn) return M.with_pushed(default_graphs, self, fn) end
+function Graph:as_default(fn)
+  if type(fn) ~= "function" then fail("Graph:as_default(fn): fn must be a function, got " .. args.describe(fn)) end
+  return M.with_pushed(default_graphs, self, fn)
+end
 
 -- Runs fn(...) with graph g's name scope pushed, popping it even when fn
 -- errors: `scope` "" is the root, "a/b/" exactly that scope, a plain name a
 -- new scope of that name inside the current one, made unique (src/graph.c).
 function M.in_name_scope(g, scope, fn, ...)
-  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then core.check() end
+  if C.mf_graph_push_name_scope(g.ptr, scope, core.status) == nil then
+    fail((args.api_caller(M.in_name_scope) or "tf.name_scope") .. ": " .. ffi.string(C.mf_status_message(core.status)))
+  end
   local results = {pcall(fn, ...)}
   C.mf_graph_pop_name_scope(g.ptr)
   if not results[1] then error(results[2], 0) end
@@ -144,29 +170,43 @@ function Graph:get_operations()
   return out
 end
 
-function Graph:get_operation_by_name(name)
-  local ptr = C.mf_graph_op_by_name(self.ptr, name)
-  if ptr == nil then fail("The name '" .. name .. "' refers to an Operation not in the graph.") end
+-- The op named `name`, or nil and TensorFlow's words for why not.
+function Graph:_find_operation(name)
+  local ptr = type(name) == "string" and C.mf_graph_op_by_name(self.ptr, name) or nil
+  if ptr == nil then return nil, "The name '" .. tostring(name) .. "' refers to an Operation not in the graph." end
   return self:_op(ptr)
 end
 
-function Graph:get_tensor_by_name(name)
+-- The tensor named "op:i", or nil and TensorFlow's words for why not.
+function Graph:_find_tensor(name)
   local opname, index = tostring(name):match("^(.*):(%d+)$")
   if not opname then
-    fail("The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
-         "Tensor names must be of the form \"<op_name>:<output_index>\".")
+    return nil, "The name '" .. tostring(name) .. "' looks like an (invalid) Operation name, not a Tensor. " ..
+                "Tensor names must be of the form \"<op_name>:<output_index>\"."
   end
   local ptr = C.mf_graph_op_by_name(self.ptr, opname)
   if ptr == nil then
-    fail("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
-         opname .. "', does not exist in the graph.")
+    return nil, "The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+                opname .. "', does not exist in the graph."
   end
   index = tonumber(index)
   if index >= C.mf_op_num_outputs(ptr) then
-    fail("The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
-         opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs.")
+    return nil, "The name '" .. name .. "' refers to a Tensor which does not exist. The operation, '" ..
+                opname .. "', exists but only has " .. C.mf_op_num_outputs(ptr) .. " outputs."
   end
   return self:_op(ptr):output(index)
+end
+
+function Graph:get_operation_by_name(name)
+  local op, why = self:_find_operation(name)
+  if not op then fail("Graph:get_operation_by_name: " .. why) end
+  return op
+end
+
+function Graph:get_tensor_by_name(name)
+  local t, why = self:_find_tensor(name)
+  if not t then fail("Graph:get_tensor_by_name: " .. why) end
+  return t
 end
 
 -- Collections: named lists of anything (tf.add_to_collection, tf.GraphKeys).
@@ -277,7 +317,7 @@ function op_methods.get_attr(op, name)
   -- A shape attr as a tf.TensorShape (dims nil for an unknown rank, -1 for an unknown dimension).
   local shape = ffi.new("mf_shape")
   if C.mf_op_attr_shape(op.ptr, name, shape) then return TensorShape.from_c(shape) end
-  fail("Operation '" .. op.name .. "' has no attr named '" .. name .. "'.")
+  fail("Operation:get_attr: Operation '" .. op.name .. "' has no attr named '" .. name .. "'.")
 end
 
 function Operation.__tostring(op)
@@ -357,23 +397,37 @@ for _, kind in ipairs({"int", "float", "ints", "shape", "value", "graph"}) do
   attr[kind] = function(v) return {kind = kind, v = v} end
 end
 
-local function set_attr(desc, op_type, name, a)
-  if type(a) == "boolean" then C.mf_op_desc_set_attr_bool(desc, name, a)
-  elseif type(a) == "string" then C.mf_op_desc_set_attr_string(desc, name, a)
-  elseif getmetatable(a) == core.DType then C.mf_op_desc_set_attr_type(desc, name, a.enum)
-  elseif type(a) == "table" and a.kind == "int" then C.mf_op_desc_set_attr_int(desc, name, a.v)
-  elseif type(a) == "table" and a.kind == "float" then C.mf_op_desc_set_attr_float(desc, name, a.v)
-  elseif type(a) == "table" and a.kind == "ints" then
-    local n = #a.v
+-- The call that sets attribute `name` to `a` on an op description, with
+-- everything that can fail (checks, conversions to C) done first: once a
+-- description exists nothing may raise, or it would never be finished (and
+-- freed).
+local function attr_setter(op_type, name, a)
+  local function bad() fail(op_type .. ": attr '" .. name .. "' has an unsupported value " .. tostring(a)) end
+  if type(a) == "boolean" then return function(desc) C.mf_op_desc_set_attr_bool(desc, name, a) end end
+  if type(a) == "string" then return function(desc) C.mf_op_desc_set_attr_string(desc, name, a) end end
+  if getmetatable(a) == core.DType then return function(desc) C.mf_op_desc_set_attr_type(desc, name, a.enum) end end
+  if type(a) ~= "table" then bad() end
+  local v = a.v
+  if a.kind == "int" or a.kind == "float" then
+    if type(v) ~= "number" then bad() end
+    local set = a.kind == "int" and C.mf_op_desc_set_attr_int or C.mf_op_desc_set_attr_float
+    return function(desc) set(desc, name, v) end
+  elseif a.kind == "ints" then
+    local n = #v
     local buf = core.dims_buffer(n > 0 and n or 1)
-    for i = 1, n do buf[i - 1] = a.v[i] end
-    C.mf_op_desc_set_attr_ints(desc, name, buf, n)
-  elseif type(a) == "table" and a.kind == "shape" then
-    local s = M.c_shape(a.v, op_type .. ": attr '" .. name .. "'")
-    C.mf_op_desc_set_attr_shape(desc, name, s.dims, s.rank)
-  elseif type(a) == "table" and a.kind == "value" then C.mf_op_desc_set_attr_tensor(desc, name, a.v.ptr)
-  elseif type(a) == "table" and a.kind == "graph" then C.mf_op_desc_set_attr_graph(desc, name, a.v.ptr)
-  else fail(op_type .. ": attr '" .. name .. "' has an unsupported value " .. tostring(a)) end
+    for i = 1, n do
+      if type(v[i]) ~= "number" then bad() end
+      buf[i - 1] = v[i]
+    end
+    return function(desc) C.mf_op_desc_set_attr_ints(desc, name, buf, n) end
+  elseif a.kind == "shape" then
+    local shape = M.c_shape(v, op_type .. ": attr '" .. name .. "'")
+    return function(desc) C.mf_op_desc_set_attr_shape(desc, name, shape.dims, shape.rank) end
+  elseif (a.kind == "value" and Array.is(v)) or (a.kind == "graph" and getmetatable(v) == Graph) then
+    local set = a.kind == "value" and C.mf_op_desc_set_attr_tensor or C.mf_op_desc_set_attr_graph
+    return function(desc) set(desc, name, v.ptr) end
+  end
+  bad()
 end
 
 -- Function graphs ---------------------------------------------------------------------
@@ -422,9 +476,10 @@ function Graph:capture_control(op)
   self._control_captures[#self._control_captures + 1] = op
 end
 
-local function mixed_graphs(a, b)
-  fail(string.format('Tensor("%s") must be from the same graph as Tensor("%s"); ' ..
-                     "build all ops of a computation inside one graph", a.name, b.name))
+local function mixed_graphs(a, b, who)
+  if type(who) == "function" then who = who() end
+  fail(string.format('%sTensor("%s") must be from the same graph as Tensor("%s"); ' ..
+                     "build all ops of a computation inside one graph", who and who .. ": " or "", a.name, b.name))
 end
 
 -- The graph an op of these inputs goes to: the deepest of their graphs, or
@@ -441,8 +496,9 @@ local function target_graph(g, first)
 end
 
 -- Building ops ----------------------------------------------------------------------------
--- The graph shared by a list of tensors, or an error naming the two that differ.
-function M.graph_of(inputs)
+-- The graph shared by a list of tensors, or an error naming the two that
+-- differ, opened by `who` (the op or function; a function giving it).
+function M.graph_of(inputs, who)
   local g, first
   for _, t in ipairs(inputs) do
     if is_tensor(t) then
@@ -450,7 +506,7 @@ function M.graph_of(inputs)
       if g == nil then g, first = tg, t
       elseif tg ~= g then
         if is_ancestor(g, tg) then g, first = tg, t
-        elseif not is_ancestor(tg, g) then mixed_graphs(t, first) end
+        elseif not is_ancestor(tg, g) then mixed_graphs(t, first, who) end
       end
     end
   end
@@ -473,7 +529,7 @@ end
 -- name = "optional", control_inputs = {ops}, graph = g}. Returns the Operation.
 function M.build(spec)
   local inputs = spec.inputs or {}
-  local g = spec.graph and target_graph(spec.graph) or M.graph_of(inputs)
+  local g = spec.graph and target_graph(spec.graph) or M.graph_of(inputs, spec[1])
   local origin = core.user_location()
   for _, t in ipairs(inputs) do
     if not is_tensor(t) then
@@ -497,7 +553,18 @@ function M.build(spec)
       inputs[i] = g:capture(t)
     end
   end
+  if spec.name ~= nil and type(spec.name) ~= "string" then
+    fail(spec[1] .. ": name must be a string, got " .. args.describe(spec.name))
+  end
+  local setters = {}
+  for name, a in pairs(spec.attrs or {}) do setters[#setters + 1] = attr_setter(spec[1], name, a) end
+  local device = spec.device or M.current_device(g)
+  if device ~= nil and type(device) ~= "string" then
+    fail(spec[1] .. ": the device must be a string, got " .. args.describe(device))
+  end
+  -- From here on nothing raises until the description is finished.
   local desc = C.mf_op_desc_new(g.ptr, spec[1], spec.name)
+  if desc == nil then fail(spec[1] .. ": out of memory building an op") end
   for _, t in ipairs(inputs) do
     C.mf_op_desc_add_input(desc, ffi.new("mf_output", t.op.ptr, t.value_index))
   end
@@ -507,10 +574,7 @@ function M.build(spec)
   for _, deps in ipairs(g._control_deps) do
     for _, op in ipairs(deps) do C.mf_op_desc_add_control_input(desc, op.ptr) end
   end
-  if spec.attrs then
-    for name, a in pairs(spec.attrs) do set_attr(desc, spec[1], name, a) end
-  end
-  local device = spec.device or M.current_device(g)
+  for _, set in ipairs(setters) do set(desc) end
   if device and device ~= "" then C.mf_op_desc_set_device(desc, device) end
   C.mf_op_desc_set_origin(desc, origin)
   local ptr = C.mf_op_desc_finish(desc, core.status)
@@ -616,8 +680,35 @@ function M.convert(x, dtype, graph)
   return t  -- not a tail call: argument_of looks above this frame
 end
 
--- x as a tensor for argument `what` of fname, named so in errors.
-function M.tensor_arg(fname, what, x) return to_tensor(x, nil, nil, fname .. ": " .. what) end
+-- x as a tensor for argument `what` of fname, named so in errors; `dtype`
+-- and `graph` as for convert.
+function M.tensor_arg(fname, what, x, dtype, graph) return to_tensor(x, dtype, graph, fname .. ": " .. what) end
+
+-- A shape argument as an int tensor. Lists of numbers become an int32
+-- constant, int64 when a size needs it (shape inference then sees every
+-- value); lists holding scalar tensors are stacked, as TensorFlow does.
+function M.shape_tensor(shape, fname, graph)
+  if is_tensor(shape) then return shape end
+  if Array.is(shape) then return M.convert(shape, nil, graph) end
+  if getmetatable(shape) == TensorShape then
+    if not shape.dims then fail(fname .. ": the shape must have a known rank") end
+    shape = shape.dims
+  end
+  if type(shape) == "number" then shape = {shape} end
+  if type(shape) ~= "table" or getmetatable(shape) ~= nil then
+    fail(fname .. ": expected a shape (a Lua list of integers or an int32 tensor), got " .. args.describe(shape))
+  end
+  local packed, dtype = false, core.dtypes.int32
+  for i, d in ipairs(shape) do
+    if is_tensor(d) then packed = true
+    elseif not args.is_integer(d) or math.abs(d) >= 2 ^ 63 then
+      fail(string.format("%s: shape[%d] must be an integer (of int64's range) or a scalar tensor, got %s", fname, i,
+                         tostring(d)))
+    elseif math.abs(d) >= 2 ^ 31 then dtype = core.dtypes.int64 end
+  end
+  if not packed then return M.constant(shape, {dtype = dtype, graph = graph}) end
+  return M.ops.stack(shape, {name = "shape"})
+end
 
 -- The graph of the tensors among the arguments, looking one level into lists.
 function M.graph_of_args(...)
@@ -629,7 +720,8 @@ function M.graph_of_args(...)
       for _, x in ipairs(v) do if is_tensor(x) then found[#found + 1] = x end end
     end
   end
-  return M.graph_of(found)
+  local g = M.graph_of(found, function() return args.api_caller(M.graph_of_args) end)
+  return g  -- not a tail call: api_caller looks above this frame
 end
 
 return M

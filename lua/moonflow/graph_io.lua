@@ -385,8 +385,9 @@ end
 
 -- A tensor or op of g by name, or an error naming the graph file.
 local function lookup(g, name, path, is_tensor)
-  local ok, x = pcall(is_tensor and g.get_tensor_by_name or g.get_operation_by_name, g, name)
-  if not ok then fail("tf.train.import_graph: graph file " .. path .. ": " .. tostring(x)) end
+  local x, why
+  if is_tensor then x, why = g:_find_tensor(name) else x, why = g:_find_operation(name) end
+  if not x then fail("tf.train.import_graph: graph file " .. path .. ": " .. why) end
   return x
 end
 
@@ -503,7 +504,7 @@ return function(tf, ops)
     if type(path) ~= "string" then fail("tf.train.write_graph(g, path): a path is required") end
     if type(name) == "string" then path = path:gsub("/+$", "") .. "/" .. name end
     local text = json.encode(graph_out(g), " ", 2) .. "\n"
-    require("moonflow.fileio").write_atomic(path, {text})
+    require("moonflow.fileio").write_atomic(path, {text}, "tf.train.write_graph")
     return path
   end
 
@@ -513,7 +514,7 @@ return function(tf, ops)
   function tf.train.import_graph(path)
     if type(path) ~= "string" then fail("tf.train.import_graph(path): a path is required") end
     local f = io.open(path, "rb")
-    if not f then fail("NotFound: graph file " .. path .. " does not exist") end
+    if not f then fail("tf.train.import_graph: NotFound: graph file " .. path .. " does not exist") end
     local text = f:read("*a")
     f:close()
     local ok, doc = pcall(json.decode, text)

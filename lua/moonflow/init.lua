@@ -51,6 +51,9 @@ end
 
 -- tf.name_scope(name, fn): ops built in fn get the prefix "name/".
 function tf.name_scope(name, fn, ...)
+  if name ~= nil and type(name) ~= "string" then
+    core.fail("tf.name_scope(name, fn): name must be a string, got " .. args.describe(name))
+  end
   if type(fn) ~= "function" then core.fail("tf.name_scope(name, fn): fn must be a function, got " .. type(fn)) end
   return G.in_name_scope(G.get_default_graph(), name or "", fn, ...)
 end

@@ -49,8 +49,8 @@ local SAVE_OPTIONS = {"global_step", empty = true}
 local dirname, basename, exists = fileio.dirname, fileio.basename, fileio.exists
 M.write_atomic = fileio.write_atomic
 
-local function check_little_endian()
-  if not ffi.abi("le") then fail("Unimplemented: checkpoints are little-endian; this host is big-endian") end
+local function check_little_endian(fname)
+  if not ffi.abi("le") then fail(fname .. ": Unimplemented: checkpoints are little-endian; this host is big-endian") end
 end
 
 -- Reading checkpoints -----------------------------------------------------------------
@@ -58,31 +58,34 @@ local function is_count(x) return type(x) == "number" and x >= 0 and x % 1 == 0 
 
 -- Reads and checks a checkpoint. Returns {entries = {name = {dtype, shape,
 -- offset, nbytes}}, data = the file as a string, base = the offset of the data
--- part in it}. Every error says what is wrong with which file.
-function M.read(path)
-  check_little_endian()
-  if type(path) ~= "string" then fail("a checkpoint path must be a string, got " .. type(path)) end
+-- part in it}. Every error names fname, the function reading, and says what
+-- is wrong with which file.
+function M.read(path, fname)
+  check_little_endian(fname)
+  if type(path) ~= "string" then fail(fname .. ": a checkpoint path must be a string, got " .. type(path)) end
   local f, open_err, open_errno = io.open(path, "rb")
   if not f then
-    if open_errno == 13 then fail("PermissionDenied: cannot read checkpoint " .. path .. ": " .. open_err) end
-    fail("NotFound: Failed to find any matching files for " .. path)
+    if open_errno == 13 then fail(fname .. ": PermissionDenied: cannot read checkpoint " .. path .. ": " .. open_err) end
+    fail(fname .. ": NotFound: Failed to find any matching files for " .. path)
   end
   local s, err, errno = f:read("*a")
   f:close()
   if s == nil then
     if errno == 21 then  -- EISDIR: io.open opens a directory, reading it fails
-      fail("FailedPrecondition: " .. path .. " is a directory, not a checkpoint file; " ..
+      fail(fname .. ": FailedPrecondition: " .. path .. " is a directory, not a checkpoint file; " ..
            "use tf.train.latest_checkpoint(dir) for the newest checkpoint in it")
     end
-    fail("Unknown: cannot read checkpoint " .. path .. ": " .. tostring(err))
+    fail(fname .. ": Unknown: cannot read checkpoint " .. path .. ": " .. tostring(err))
   end
   local function corrupt(what)
-    fail("DataLoss: " .. path .. " is not a valid checkpoint (truncated or corrupted?): " .. what)
+    fail(fname .. ": DataLoss: " .. path .. " is not a valid checkpoint (truncated or corrupted?): " .. what)
   end
   if #s < 8 then corrupt("the file has " .. #s .. " bytes, fewer than the 8-byte header length") end
-  local n = tonumber(ffi.cast("const uint64_t *", ffi.cast("const char *", s))[0])
+  local length = ffi.cast("const uint64_t *", ffi.cast("const char *", s))[0]
+  local n = tonumber(length)
   if n > #s - 8 then
-    corrupt(string.format("the header length is %.0f bytes but only %d bytes follow it", n, #s - 8))
+    corrupt(string.format("the header length is %s bytes but only %d bytes follow it",
+                          tostring(length):match("%d+"), #s - 8))
   end
   local ok, header = pcall(json.decode, s:sub(9, 8 + n))
   if not ok then corrupt("the header is not valid JSON (" .. tostring(header) .. ")") end
@@ -189,7 +192,7 @@ local function write_index(dir, latest, all)
   local function rel(p) return dirname(p) == dir and basename(p) or p end
   local lines = {"model_checkpoint_path: " .. quote(rel(latest))}
   for _, p in ipairs(all) do lines[#lines + 1] = "all_model_checkpoint_paths: " .. quote(rel(p)) end
-  M.write_atomic(dir .. "/checkpoint", {table.concat(lines, "\n") .. "\n"})
+  M.write_atomic(dir .. "/checkpoint", {table.concat(lines, "\n") .. "\n"}, "Saver:save")
 end
 
 -- Saver ----------------------------------------------------------------------------------
@@ -238,7 +241,7 @@ return function(tf, ops)
     end
     local names = {}
     for name in pairs(entries) do names[#names + 1] = name end
-    if #names == 0 then fail("ValueError: No variables to save") end
+    if #names == 0 then fail("tf.train.Saver: ValueError: No variables to save") end
     table.sort(names)
     local g = entries[names[1]].graph
     for _, name in ipairs(names) do
@@ -283,7 +286,7 @@ return function(tf, ops)
   -- writes the variables' values; returns the path written (path .. "-" ..
   -- step with a global step).
   function Saver:save(sess, path, ...)
-    check_little_endian()
+    check_little_endian("Saver:save")
     check_session(self, sess, "save")
     if type(path) ~= "string" or path == "" then fail("Saver:save: a path is required") end
     local step = options("Saver:save", SAVE_OPTIONS, ...).global_step
@@ -321,7 +324,7 @@ return function(tf, ops)
       local len = ffi.new("uint64_t[1]", #text)
       table.insert(chunks, 1, {len, 8})
       table.insert(chunks, 2, text)
-      M.write_atomic(path, chunks)
+      M.write_atomic(path, chunks, "Saver:save")
     end)
     for i = 0, n - 1 do C.mf_tensor_release(values[i]) end
     if not ok then error(err, 0) end
@@ -344,13 +347,14 @@ return function(tf, ops)
     if type(path) ~= "string" then
       fail("Saver:restore: a checkpoint path is required (tf.train.latest_checkpoint(dir) gave nil?)")
     end
-    local ckpt = M.read(path)
+    local ckpt = M.read(path, "Saver:restore")
     local missing = {}
     for _, name in ipairs(self.names) do
       if not ckpt.entries[name] then missing[#missing + 1] = name end
     end
     if #missing > 0 then
-      fail(string.format("NotFound: Key%s %s not found in checkpoint %s (%d of the saver's %d variables); " ..
+      fail(string.format("Saver:restore: NotFound: Key%s %s not found in checkpoint %s (%d of the saver's %d " ..
+                         "variables); " ..
                          "restore a checkpoint saved from this model, or give the Saver a var_list of what it holds",
                          #missing > 1 and "s" or "", table.concat(missing, ", "), path, #missing, #self.names))
     end
@@ -358,7 +362,7 @@ return function(tf, ops)
     for i, name in ipairs(self.names) do
       local v, e = self.vars[name], ckpt.entries[name]
       if e.dtype ~= v.dtype then
-        fail(string.format("InvalidArgument: checkpoint %s holds '%s' as %s but the variable %s is %s",
+        fail(string.format("Saver:restore: InvalidArgument: checkpoint %s holds '%s' as %s but the variable %s is %s",
                            path, name, e.dtype.name, v.op.name, v.dtype.name))
       end
       local dims = v:get_shape().dims
@@ -367,7 +371,8 @@ return function(tf, ops)
         if dims[k] >= 0 and dims[k] ~= e.shape[k] then same = false end
       end
       if not same then
-        fail(string.format("InvalidArgument: Assign requires shapes of both tensors to match: checkpoint %s " ..
+        fail(string.format("Saver:restore: InvalidArgument: Assign requires shapes of both tensors to match: " ..
+                           "checkpoint %s " ..
                            "holds '%s' with shape %s but the variable %s has shape %s", path, name,
                            tostring(G.TensorShape.new(e.shape)), v.op.name, tostring(v:get_shape())))
       end
@@ -399,7 +404,7 @@ return function(tf, ops)
 
   -- tf.train.list_variables(path): {{name, shape}, ...} sorted by name.
   function tf.train.list_variables(path)
-    local ckpt = M.read(path)
+    local ckpt = M.read(path, "tf.train.list_variables")
     local out = {}
     for name, e in pairs(ckpt.entries) do out[#out + 1] = {name, e.shape} end
     table.sort(out, function(a, b) return a[1] < b[1] end)
@@ -408,9 +413,11 @@ return function(tf, ops)
 
   -- tf.train.load_variable(path, name): the saved value as a tf.Array.
   function tf.train.load_variable(path, name)
-    local ckpt = M.read(path)
+    local ckpt = M.read(path, "tf.train.load_variable")
     local e = ckpt.entries[name]
-    if not e then fail("NotFound: Key " .. tostring(name) .. " not found in checkpoint " .. path) end
+    if not e then
+      fail("tf.train.load_variable: NotFound: Key " .. tostring(name) .. " not found in checkpoint " .. path)
+    end
     return M.entry_value(ckpt, e)
   end
 end

@@ -49,7 +49,7 @@ function M.new(arg)
   end
   local config = ffi.new("mf_session_config", session_flags(options), threads)
   local ptr = C.mf_session_new_with_config(g.ptr, config, core.status)
-  if ptr == nil then core.check() end
+  if ptr == nil then core.check_here() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
                        _log_placement = options.log_device_placement == true}, Session)
 end
@@ -69,11 +69,14 @@ end
 
 function Session:__tostring() return "<moonflow.Session>" end
 
--- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op).
-local function resolve(graph, x)
+-- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op)
+-- for fname.
+local function resolve(graph, x, fname)
   if type(x) ~= "string" then return x end
-  if x:find(":%d+$") then return graph:get_tensor_by_name(x) end
-  return graph:get_operation_by_name(x)
+  local found, why
+  if x:find(":%d+$") then found, why = graph:_find_tensor(x) else found, why = graph:_find_operation(x) end
+  if not found then fail(fname .. ": " .. why) end
+  return found
 end
 
 -- A fetch whose metatable has __fetch (tf.report_uninitialized_variables)
@@ -84,12 +87,12 @@ local Converted = {}
 -- Flattens a fetch structure into tensors and target ops; returns a template
 -- that rebuild() fills: an index into the fetched values, false for an op, or
 -- a table of templates.
-local function flatten(graph, fetch, tensors, targets)
-  fetch = resolve(graph, fetch)
+local function flatten(graph, fetch, tensors, targets, fname)
+  fetch = resolve(graph, fetch, fname)
   local mt = getmetatable(fetch)
   if type(mt) == "table" and mt.__fetch then
     local inner, convert = mt.__fetch(fetch)
-    return setmetatable({inner = flatten(graph, inner, tensors, targets), convert = convert}, Converted)
+    return setmetatable({inner = flatten(graph, inner, tensors, targets, fname), convert = convert}, Converted)
   end
   if G.is_tensor(fetch) then
     tensors[#tensors + 1] = fetch
@@ -99,17 +102,17 @@ local function flatten(graph, fetch, tensors, targets)
     return false
   elseif type(fetch) == "table" and getmetatable(fetch) == nil then
     local template = {}
-    for k, v in pairs(fetch) do template[k] = flatten(graph, v, tensors, targets) end
+    for k, v in pairs(fetch) do template[k] = flatten(graph, v, tensors, targets, fname) end
     return template
   end
-  fail("Fetch argument " .. tostring(fetch) .. " has invalid type " .. type(fetch) ..
+  fail(fname .. ": Fetch argument " .. tostring(fetch) .. " has invalid type " .. type(fetch) ..
        ": expected a Tensor, an Operation, a name, or a table of them")
 end
 
 -- A fetch from another graph: the error names the line that created it.
-local function foreign_fetch(t)
+local function foreign_fetch(t, fname)
   local origin = t.op.origin
-  fail("Fetch argument " .. tostring(t) .. " is not an element of this session's graph" ..
+  fail(fname .. ": Fetch argument " .. tostring(t) .. " is not an element of this session's graph" ..
        (origin ~= "" and " (created at " .. origin .. ")" or ""))
 end
 
@@ -155,13 +158,15 @@ local function to_lua(ptr)
 end
 M.to_lua = to_lua
 
--- A feed value as an mf_tensor* for tensor `t` of `dtype`. Returns the pointer,
--- whether the caller must release it after the run, and for FFI cdata (a
--- pointer or array holding raw data, wrapped without copying in the shape of
--- t, which must be fully defined) the wrapping Array, whose memory fetched
--- results may share (see keep_fed).
+-- A feed value as an mf_tensor* for tensor `t` of `dtype`. Returns the
+-- pointer and what keeps its value alive until the run is over (`hold`: an
+-- Array, or for a number a new reference with a finalizer, which release_hold
+-- releases after the run; an error on the way leaves it to the collector, so
+-- nothing leaks), and for FFI cdata (a pointer or array holding raw data,
+-- wrapped without copying in the shape of t, which must be fully defined) the
+-- wrapping Array, whose memory fetched results may share (see keep_fed).
 local function to_value(v, dtype, t)
-  if Array.is(v) then return v.ptr, false end
+  if Array.is(v) then return v.ptr, v end
   if type(v) == "cdata" then
     local shape = t:get_shape()
     if not shape:is_fully_defined() then
@@ -176,27 +181,34 @@ local function to_value(v, dtype, t)
            dtype.ctype .. " values (or be a void*)")
     end
     local a = Array.from_pointer(v, shape:as_list(), dtype)
-    return C.mf_tensor_retain(a.ptr), true, a
+    return a.ptr, a, a
   end
   if type(v) == "number" or type(v) == "boolean" then
+    if dtype.name == "bool" and type(v) ~= "boolean" then fail("cannot feed a number to a bool tensor") end
     local ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
     if ptr == nil then core.check() end
+    ptr = ffi.gc(ptr, C.mf_tensor_release)
     local data = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))
-    if dtype.name == "bool" then
-      if type(v) ~= "boolean" then C.mf_tensor_release(ptr); fail("cannot feed a number to a bool tensor") end
-      data[0] = v
-    else
-      data[0] = type(v) == "boolean" and (v and 1 or 0) or v
-    end
-    return ptr, true
+    if dtype.name == "bool" then data[0] = v else data[0] = type(v) == "boolean" and (v and 1 or 0) or v end
+    return ptr, ptr
   end
   if type(v) == "table" then
     local a = Array.from(v, dtype)
-    return C.mf_tensor_retain(a.ptr), true
+    return a.ptr, a
   end
   fail("cannot feed a " .. type(v) .. ": use a number, boolean, nested table, tf.Array or FFI cdata")
 end
 M.to_value = to_value
+
+-- Ends what the holds of to_value (a table of them) keep alive, once the
+-- run is over, and empties the table.
+local function release_holds(holds)
+  for i, hold in pairs(holds) do
+    if type(hold) == "cdata" then C.mf_tensor_release(ffi.gc(hold, nil)) end
+    holds[i] = nil
+  end
+end
+M.release_holds = release_holds
 
 -- Fetched Arrays whose data lies inside a cdata feed's memory (the fed
 -- placeholder itself, or a view of it) keep that memory alive.
@@ -221,7 +233,7 @@ local function buffers(self, nfeeds, nfetches, ntargets)
     b = {nfeeds = math.max(nfeeds, 4), nfetches = math.max(nfetches, 4), ntargets = math.max(ntargets, 4)}
     b.feed_ports = core.ports(b.nfeeds)
     b.feed_values = core.value_ptrs(b.nfeeds)
-    b.feed_owned = {}
+    b.feed_holds = {}
     b.fetch_ports = core.ports(b.nfetches)
     b.fetch_values = core.value_ptrs(b.nfetches)
     b.targets = core.op_ptrs(b.ntargets)
@@ -230,31 +242,26 @@ local function buffers(self, nfeeds, nfetches, ntargets)
   return b
 end
 
-local function release_owned_feeds(b, nfeeds)
-  for i = 0, nfeeds - 1 do
-    if b.feed_owned[i] then C.mf_tensor_release(b.feed_values[i]); b.feed_owned[i] = false end
-  end
-end
-
 -- Converts feeds {[tensor or "x:0"] = value} into the buffers; returns the count.
 local function set_feeds(self, b, feeds)
   local n = 0
   b.feed_kept = nil
   for k, v in pairs(feeds) do
-    local t = resolve(self.graph, k)
-    if not G.is_tensor(t) then
-      release_owned_feeds(b, n)
-      fail("Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
+    local ok, t = pcall(resolve, self.graph, k, "Session:run")
+    if not ok or not G.is_tensor(t) then
+      release_holds(b.feed_holds)
+      if not ok then error(t, 0) end
+      fail("Session:run: Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
     end
     b.feed_ports[n].op = t.op.ptr
     b.feed_ports[n].index = t.value_index
-    local ok, ptr, owned, kept = pcall(to_value, v, t.dtype, t)
-    if not ok then
-      release_owned_feeds(b, n)
+    local converted, ptr, hold, kept = pcall(to_value, v, t.dtype, t)
+    if not converted then
+      release_holds(b.feed_holds)
       fail("feed for " .. t.name .. ": " .. tostring(ptr))
     end
     b.feed_values[n] = ptr
-    b.feed_owned[n] = owned
+    b.feed_holds[n] = hold
     n = n + 1
     if kept then
       b.feed_kept = b.feed_kept or {}
@@ -271,18 +278,21 @@ local function count_feeds(feeds)
 end
 
 -- sess:run(fetches, feeds): fetches is a tensor, op, name or nested table.
+local CLOSED = "Attempted to use a closed Session: create a new tf.Session to run again"
+
 function Session:run(fetches, feeds)
+  if self.closed then fail("Session:run: " .. CLOSED) end
   if feeds ~= nil and not args.is_plain(feeds) then
     fail("Session:run: feeds must be a table {[tensor or \"name:0\"] = value}, got " .. args.describe(feeds))
   end
   local graph = self.graph
   local tensors, targets = {}, {}
-  local template = flatten(graph, fetches, tensors, targets)
+  local template = flatten(graph, fetches, tensors, targets, "Session:run")
   -- Dataset iterators (data/iterator.lua) add their next elements to the feeds.
   if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
   for i, t in ipairs(tensors) do
-    if t.graph ~= graph then foreign_fetch(t) end
+    if t.graph ~= graph then foreign_fetch(t, "Session:run") end
     b.fetch_ports[i - 1].op = t.op.ptr
     b.fetch_ports[i - 1].index = t.value_index
   end
@@ -293,7 +303,7 @@ function Session:run(fetches, feeds)
   local run_c = graph._host_ops and host.session_run or C.mf_session_run
   local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
                    b.fetch_values, #tensors, b.targets, #targets, core.status)
-  release_owned_feeds(b, nfeeds)
+  release_holds(b.feed_holds)
   if self._log_placement then
     local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
     print_placement(self)
@@ -313,9 +323,10 @@ end
 -- sess:make_callable(fetches, feed_list): a function taking the feed values in
 -- feed_list order and returning what run would.
 function Session:make_callable(fetches, feed_list, _unwrapped)
+  if self.closed then fail("Session:make_callable: " .. CLOSED) end
   local graph = self.graph
   local tensors, targets = {}, {}
-  local template = flatten(graph, fetches, tensors, targets)
+  local template = flatten(graph, fetches, tensors, targets, "Session:make_callable")
   -- Dataset iterators (data/iterator.lua) wrap the callable to feed their elements.
   if graph._wrap_callable and not _unwrapped then
     return graph._wrap_callable(self, fetches, feed_list, tensors, targets)
@@ -328,14 +339,14 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local feed_ports = core.ports(math.max(nfeeds, 1))
   local feed_tensors = {}
   for i, k in ipairs(feed_list) do
-    local t = resolve(graph, k)
+    local t = resolve(graph, k, "Session:make_callable")
     if not G.is_tensor(t) then fail("Session:make_callable: feed " .. tostring(k) .. " is not a Tensor") end
     feed_tensors[i] = t
     feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index
   end
   local fetch_ports = core.ports(math.max(nfetches, 1))
   for i, t in ipairs(tensors) do
-    if t.graph ~= graph then foreign_fetch(t) end
+    if t.graph ~= graph then foreign_fetch(t, "Session:make_callable") end
     fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index
   end
   local target_ptrs = core.op_ptrs(math.max(#targets, 1))
@@ -347,7 +358,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   if log_placement then print_placement(self) end
   local feed_values = core.value_ptrs(math.max(nfeeds, 1))
   local fetch_values = core.value_ptrs(math.max(nfetches, 1))
-  local owned, cdata_feeds = {}, {}
+  local holds, cdata_feeds = {}, {}
   local session = self  -- keeps the session (and so the callable) alive
   local single = type(template) == "number"
   local out_values = core.value_ptrs(math.max(nfetches, 1))
@@ -373,16 +384,16 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   end
   return function(...)
     if session.closed then
-      fail("Attempted to use a closed Session: create a new tf.Session to run again")
+      fail(CLOSED)
     end
     local out = select("#", ...) > nfeeds and outputs_of(select(nfeeds + 1, ...))
     for i = 1, nfeeds do
-      local ok, ptr, own, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
+      local ok, ptr, hold, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
       if not ok then
-        for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feed_values[j - 1]) end end
+        release_holds(holds)
         fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
       end
-      feed_values[i - 1], owned[i], cdata_feeds[i] = ptr, own, kept
+      feed_values[i - 1], holds[i], cdata_feeds[i] = ptr, hold, kept
     end
     collect_if_due()
     local rc
@@ -393,7 +404,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     else
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
     end
-    for i = 1, nfeeds do if owned[i] then C.mf_tensor_release(feed_values[i - 1]) end end
+    release_holds(holds)
     if log_placement then  -- plans of functions (branches, loop bodies) built by this run
       local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
       print_placement(session)

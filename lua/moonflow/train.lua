@@ -363,6 +363,9 @@ return function(tf, ops)
   -- The global step ---------------------------------------------------------------
   -- tf.train.get_global_step(graph): the variable of the GLOBAL_STEP collection, or nil.
   function tf.train.get_global_step(graph)
+    if graph ~= nil and getmetatable(graph) ~= G.Graph then
+      fail("tf.train.get_global_step: graph must be a tf.Graph, got " .. args.describe(graph))
+    end
     local list = (graph or G.get_default_graph()):get_collection(GLOBAL_STEP)
     if #list > 1 then fail("tf.train.get_global_step: Multiple tensors in global_step collection.") end
     return list[1]

@@ -81,16 +81,6 @@ local function shape_list(shape, fname)
   return shape
 end
 
--- Whether a shape (a list, nil = unknown) agrees with a static TensorShape.
-local function compatible(dims, have)
-  if dims == nil or have.dims == nil then return true end
-  if #dims ~= #have.dims then return false end
-  for i, d in ipairs(dims) do
-    if d >= 0 and have.dims[i] >= 0 and d ~= have.dims[i] then return false end
-  end
-  return true
-end
-
 local function fully_defined(dims)
   if not dims then return false end
   for _, d in ipairs(dims) do if d < 0 then return false end end
@@ -373,7 +363,8 @@ return function(tf, ops)
       init = function() return G.constant(a, {name = "initial_value", graph = g}) end
     end
     return make_variable(g, {fname = "tf.Variable", name = o.name or "Variable", dtype = dtype, shape = shape,
-                             init = init, trainable = o.trainable ~= false, collections = o.collections,
+                             init = init, trainable = args.check_bool(o.trainable, "tf.Variable", "trainable") ~= false,
+                             collections = o.collections,
                              validate_shape = o.validate_shape ~= false})
   end
 
@@ -403,7 +394,7 @@ return function(tf, ops)
                            "reuse=tf.AUTO_REUSE in variable_scope? Originally defined at %s", full, found.op.origin))
       end
       local have = found:get_shape()
-      if not compatible(dims, have) then
+      if not have:is_compatible_with(dims) then
         fail(string.format("Trying to share variable %s, but specified shape %s and found shape %s.",
                            full, shape_str(dims), tostring(have)))
       end
@@ -448,7 +439,9 @@ return function(tf, ops)
       end
     end
     local var = make_variable(g, {fname = "tf.get_variable", name = full, exact = true, dtype = dtype, shape = dims,
-                                  init = make_initial, trainable = o.trainable ~= false, collections = o.collections,
+                                  init = make_initial,
+                                  trainable = args.check_bool(o.trainable, "tf.get_variable", "trainable") ~= false,
+                                  collections = o.collections,
                                   validate_shape = o.validate_shape ~= false})
     st.store[full] = var
     return var
@@ -500,6 +493,9 @@ return function(tf, ops)
   -- Initializing -----------------------------------------------------------------
   -- tf.variables_initializer(list, name): one op running every initializer.
   function tf.variables_initializer(var_list, name)
+    if var_list ~= nil and not args.is_plain(var_list) then
+      fail("tf.variables_initializer: var_list must be a list of variables, got " .. args.describe(var_list))
+    end
     local deps = {}
     for i, v in ipairs(var_list or {}) do
       local init = G.is_tensor(v) and rawget(v, "initializer")
@@ -579,7 +575,7 @@ return function(tf, ops)
     end
     st.used_scope_names[scope_name] = true
     local full_name_scope = C.mf_graph_push_name_scope(g.ptr, name_scope, core.status)
-    if full_name_scope == nil then core.check() end
+    if full_name_scope == nil then fail("tf.variable_scope: " .. ffi.string(C.mf_status_message(core.status))) end
     local scope = setmetatable({
       name = scope_name,
       reuse = reuse or (base and base.reuse) or parent.reuse or false,

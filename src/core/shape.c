@@ -31,13 +31,16 @@ int64_t mf_shape_num_elements(int rank, const int64_t *dims) {
 mf_code mf_shape_known_elements(const char *op, const mf_shape *shape, int64_t *count, mf_status *s) {
   int64_t n = 1;
   bool empty = false;
+  char buf[200];
   for (int i = 0; i < shape->rank; i++) {
+    if (shape->dims[i] < -1)
+      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: shape %s has dimension %d = %lld; dimensions are sizes, "
+                           "or -1 when unknown", op, mf_shape_str(shape, buf, sizeof buf), i,
+                           (long long)shape->dims[i]);
     if (shape->dims[i] == 0) empty = true;
-    if (shape->dims[i] > 0 && !mf_size_mul(n, shape->dims[i], &n)) {
-      char buf[200];
+    if (shape->dims[i] > 0 && !mf_size_mul(n, shape->dims[i], &n))
       return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: shape %s would have more than 2^63 - 1 elements", op,
                            mf_shape_str(shape, buf, sizeof buf));
-    }
   }
   if (count) *count = empty ? 0 : n;
   return MF_OK;

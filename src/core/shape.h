@@ -22,9 +22,10 @@ bool mf_shape_fully_defined(const mf_shape *s);
 int64_t mf_shape_num_elements(int rank, const int64_t *dims);
 /* The product of the known dimensions of shape into *count (when not NULL):
  * its element count when it is fully defined. An error naming op when the
- * shape could hold more than 2^63 - 1 elements (the product of its known
- * nonzero dims overflows int64). Every op output passes this check, so
- * products of an op's known dimensions fit. */
+ * shape is no valid shape: a dimension below -1 (unknown), or room for more
+ * than 2^63 - 1 elements (the product of its known nonzero dims overflows
+ * int64). Every op output passes this check, so products of an op's known
+ * dimensions fit. */
 mf_code mf_shape_known_elements(const char *op, const mf_shape *shape, int64_t *count, mf_status *s);
 bool mf_shape_compatible(const mf_shape *a, const mf_shape *b);
 /* Writes "[2,-1]" or "<unknown>" into buf; returns buf. */

@@ -53,7 +53,13 @@ mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, m
     t->owned = true;
     if (!t->data) { mf_free(t); t = NULL; }
   }
-  if (!t) mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory allocating a %s value", mf_dtype_name(dtype));
+  if (!t) {
+    char buf[200];
+    mf_shape shape = mf_shape_make(rank, dims);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory allocating a %s value of shape %s (%zu bytes)",
+                  mf_dtype_name(dtype), mf_shape_str(&shape, buf, sizeof buf),
+                  (size_t)mf_shape_num_elements(rank, dims) * mf_dtype_size(dtype));
+  }
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -113,6 +114,15 @@ static bool name_in_use(mf_graph *g, const char *name) {
   return mf_strmap_slot(g->names, name, false) || mf_strmap_slot(g->name_counts, name, false);
 }
 
+/* TensorFlow's rule for names: letters, digits and "_.-/>", an op's not
+ * starting with one of "_-/>" (a scope may start with '_'). */
+static bool valid_name(const char *name, bool scope) {
+  if (!scope && (!name[0] || strchr("_-/>", name[0]))) return false;
+  for (const char *p = name; *p; p++)
+    if (!isalnum((unsigned char)*p) && !strchr("_.-/>", *p)) return false;
+  return true;
+}
+
 /* TensorFlow's unique_name: "x", then "x_1", "x_2", skipping names taken.
  * Writes into buf; returns false when out of memory. */
 static bool unique_name(mf_graph *g, const char *base, char *buf, size_t n, bool reserve) {
@@ -140,6 +150,10 @@ static bool unique_name(mf_graph *g, const char *base, char *buf, size_t n, bool
 
 const char *mf_graph_push_name_scope(mf_graph *g, const char *name, mf_status *s) {
   char buf[1024];
+  if (name && !valid_name(name, true)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' is not a valid scope name: use letters, digits and _.-/", name);
+    return NULL;
+  }
   if (!name || !name[0]) buf[0] = '\0';
   else if (name[strlen(name) - 1] == '/') snprintf(buf, sizeof buf, "%s", name);
   else {
@@ -446,6 +460,11 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   mf_status_clear(s);
   if (d->oom) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op"); goto fail; }
   const char *base = d->name ? d->name : d->type;
+  if (d->name && !valid_name(d->name, false)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "%s: '%s' is not a valid op name: use letters, digits and _.-/, "
+                  "not starting with _, - or /", d->type, d->name);
+    goto fail;
+  }
   if (g->finalized) {
     mf_status_set(s, MF_FAILED_PRECONDITION,
                   "Graph is finalized and cannot be modified (creating %s op '%s')", d->type, base);

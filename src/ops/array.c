@@ -1136,6 +1136,9 @@ static mf_code transpose_kernel(mf_kernel_ctx *ctx) {
 
 /* ---------- Range ---------- */
 
+/* v for %g: a NaN without its sign bit, which is noise (0/0 is -nan on x86). */
+static double printable(double v) { return isnan(v) ? fabs(v) : v; }
+
 /* Number of elements of range(start, limit, delta), TensorFlow's rules. */
 static mf_code range_size(mf_infer_ctx *ic, int64_t *size) {
   mf_tensor *const *v = ic->in_values;
@@ -1152,7 +1155,7 @@ static mf_code range_size(mf_infer_ctx *ic, int64_t *size) {
   }
   if (!isfinite(start) || !isfinite(limit) || !isfinite(delta))
     return MF_INVALID(ic->status, "%s: start, limit and delta must be finite, got %g, %g and %g", ic->op_name,
-                      start, limit, delta);
+                      printable(start), printable(limit), printable(delta));
   if (delta == 0) return MF_INVALID(ic->status, "%s: Requires delta != 0: %g", ic->op_name, delta);
   if (delta > 0 && start > limit)
     return MF_INVALID(ic->status, "%s: Requires start <= limit when delta > 0: %g/%g", ic->op_name, start, limit);

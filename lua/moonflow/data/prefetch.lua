@@ -31,7 +31,7 @@ local materialize = require("moonflow.data.component").materialize
 local C = core.C
 local fail = core.fail
 
-local to_lua, to_value = Session.to_lua, Session.to_value
+local to_lua, to_value, release_holds = Session.to_lua, Session.to_value, Session.release_holds
 
 local M = {}
 
@@ -45,17 +45,17 @@ M.async_runs = 0
 local function submit(async, e, n, feeds, what)
   local args = {}
   for i = 1, n do args[i] = materialize(e[i]) end
-  local owned = {}
+  local holds = {}
   for i = 1, n do
-    local ok, ptr, own = pcall(to_value, args[i], async.args[i].dtype, async.args[i])
+    local ok, ptr, hold = pcall(to_value, args[i], async.args[i].dtype, async.args[i])
     if not ok then
-      for j = 1, i - 1 do if owned[j] then C.mf_tensor_release(feeds[j - 1]) end end
+      release_holds(holds)
       fail(what .. ": feed for " .. async.args[i].name .. ": " .. tostring(ptr))
     end
-    feeds[i - 1], owned[i] = ptr, own
+    feeds[i - 1], holds[i] = ptr, hold
   end
-  local job = C.mf_callable_run_async(async.callable, feeds, core.status)
-  for i = 1, n do if owned[i] then C.mf_tensor_release(feeds[i - 1]) end end
+  local job = C.mf_callable_run_async(async.callable, feeds, core.status)  -- retains the feeds
+  release_holds(holds)
   if job == nil then core.check() end
   M.async_runs = M.async_runs + 1
   return ffi.gc(job, function(p)

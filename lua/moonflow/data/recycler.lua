@@ -26,10 +26,23 @@ local pool = {}            -- "dtype:d1,d2" -> list of mf_tensor* (plain, no fin
 local POOL_MAX = 64
 local tensor_ptr = ffi.typeof("mf_tensor*")
 local function pool_key(dtype, dims) return dtype.name .. ":" .. table.concat(dims, ",") end
+
+-- When the Lua state closes, every finalizer runs once, in no set order, and
+-- finalizers set meanwhile never run. So the pool's buffers are released by
+-- one finalizer of the module's own (`closing`), and arrays finalized after
+-- it release their buffers instead of pooling them.
+local closed = false
+M._closing = ffi.gc(ffi.new("char[1]"), function()
+  closed = true
+  for _, list in pairs(pool) do
+    for i = #list, 1, -1 do C.mf_tensor_release(list[i]); list[i] = nil end
+  end
+end)
+
 local function recycler(key)
   return function(p)
     local list = pool[key]
-    if C.mf_tensor_refcount(p) == 1 and (not list or #list < POOL_MAX) then
+    if not closed and C.mf_tensor_refcount(p) == 1 and (not list or #list < POOL_MAX) then
       if not list then list = {}; pool[key] = list end
       list[#list + 1] = ffi.cast(tensor_ptr, p)
     else

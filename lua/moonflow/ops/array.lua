@@ -26,32 +26,6 @@ local function scalar(v, dtype)
 end
 
 return function(tf, ops)
-  -- A shape argument as an int tensor. Lists of numbers become an int32
-  -- constant, int64 when a size needs it (shape inference then sees every
-  -- value); lists holding scalar tensors are stacked, as TensorFlow does.
-  local function shape_tensor(shape, fname, graph)
-    if is_tensor(shape) then return shape end
-    if Array.is(shape) then return G.convert(shape, nil, graph) end
-    if getmetatable(shape) == G.TensorShape then
-      if not shape.dims then fail(fname .. ": the shape must have a known rank") end
-      shape = shape.dims
-    end
-    if type(shape) == "number" then shape = {shape} end
-    if type(shape) ~= "table" or getmetatable(shape) ~= nil then
-      fail(fname .. ": expected a shape (a Lua list of integers or an int32 tensor), got " .. tostring(shape))
-    end
-    local packed, dtype = false, dtypes.int32
-    for i, d in ipairs(shape) do
-      if is_tensor(d) then packed = true
-      elseif not is_integer(d) or math.abs(d) >= 2 ^ 63 then
-        fail(string.format("%s: shape[%d] must be an integer (of int64's range) or a scalar tensor, got %s", fname, i,
-                           tostring(d)))
-      elseif math.abs(d) >= 2 ^ 31 then dtype = dtypes.int64 end
-    end
-    if not packed then return G.constant(shape, {dtype = dtype, graph = graph}) end
-    return ops.stack(shape, {name = "shape"})
-  end
-
   -- tf.shape(x, name, out_type) or {name=, out_type=}; out_type int32 (default) or int64.
   function ops.shape(x, ...)
     local o = options("tf.shape", {"name", "out_type"}, ...)
@@ -79,7 +53,7 @@ return function(tf, ops)
     local o = options("tf.reshape", {"name"}, ...)
     local g = graph_of(x, shape)
     x = G.convert(x, nil, g)
-    local s = shape_tensor(shape, "tf.reshape", g)
+    local s = G.shape_tensor(shape, "tf.reshape", g)
     return G.op{"Reshape", inputs = {x, s}, name = o.name}
   end
 
@@ -88,7 +62,7 @@ return function(tf, ops)
     local o = options("tf.fill", {"name"}, ...)
     local g = graph_of(dims, value)
     local v = G.convert(value, nil, g)
-    local d = shape_tensor(dims, "tf.fill", g)
+    local d = G.shape_tensor(dims, "tf.fill", g)
     return G.op{"Fill", inputs = {d, v}, name = o.name}
   end
 
@@ -164,7 +138,7 @@ return function(tf, ops)
   -- Tensors from a Lua list; Lua values take the dtype of the first tensor.
   local function tensor_list(values, fname)
     if type(values) ~= "table" or getmetatable(values) ~= nil or #values == 0 then
-      fail(fname .. ": expected a non-empty Lua list of tensors, got " .. tostring(values))
+      fail(fname .. ": expected a non-empty Lua list of tensors, got " .. args.show(values))
     end
     local dtype
     for _, v in ipairs(values) do
@@ -221,7 +195,7 @@ return function(tf, ops)
         sizes = ops.fill({count}, ops.floordiv(ops.shape(value)[axis], count))
       end
     else
-      sizes = shape_tensor(num_or_size_splits, "tf.split", g)
+      sizes = G.shape_tensor(num_or_size_splits, "tf.split", g)
       count = o.num or sizes:get_shape():num_elements()
       if not count then fail("tf.split: pass {num = n} when the number of sizes is not known statically") end
     end

@@ -395,6 +395,11 @@ return function(tf, ops)
     if type(cond) ~= "function" or type(body) ~= "function" then
       fail("tf.while_loop(cond, body, loop_vars): cond and body must be functions")
     end
+    local m = o.maximum_iterations
+    if m ~= nil and not is_tensor(m) and not (args.is_integer(m) and m >= 0) then
+      fail("tf.while_loop: maximum_iterations must be a non-negative integer or an int32 scalar tensor, got " ..
+           args.show(m))
+    end
     if is_tensor(loop_vars) or getmetatable(loop_vars) == TensorArray then loop_vars = {loop_vars} end
     if type(loop_vars) ~= "table" or getmetatable(loop_vars) ~= nil or #loop_vars == 0 then
       fail("tf.while_loop: loop_vars must be a non-empty list")

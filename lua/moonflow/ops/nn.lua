@@ -79,7 +79,7 @@ local function axis_options(fname, default_axis, ...)
   if axis == nil then axis = o.dim end
   if axis == nil then axis = default_axis end
   if type(axis) ~= "number" or axis % 1 ~= 0 then
-    fail(fname .. ": axis must be an integer, got " .. tostring(axis))
+    fail(fname .. ": axis must be an integer, got " .. show(axis))
   end
   return axis, o.name
 end
@@ -94,7 +94,7 @@ local function loss_args(fname, opts)
   local o = options(fname, LOSS_OPTIONS, opts)
   local axis = o.axis
   if axis == nil then axis = o.dim end
-  return o.labels, G.convert(o.logits), axis or -1, o.name
+  return o.labels, G.tensor_arg(fname, "logits", o.logits), axis or -1, o.name
 end
 
 return function(tf, ops)
@@ -108,6 +108,7 @@ return function(tf, ops)
   function ops.reduce_logsumexp(x, ...)
     x = G.convert(x)
     local o = options("tf.reduce_logsumexp", {"axis", "keepdims", "name"}, ...)
+    if o.axis ~= nil then axes_list("tf.reduce_logsumexp", o.axis, x) end
     local raw = ops.reduce_max(x, {axis = o.axis, keepdims = true})
     local m = ops.stop_gradient(ops.where(ops.less(ops.abs(raw), math.huge), raw, 0))
     local s = ops.log(ops.reduce_sum(ops.exp(x - m), {axis = o.axis, keepdims = true})) + m
@@ -117,17 +118,44 @@ return function(tf, ops)
   end
   tf.math.reduce_logsumexp = ops.reduce_logsumexp
 
-  -- log_softmax(logits, axis=-1) = logits - logsumexp(logits).
-  function tf.nn.log_softmax(logits, ...)
-    local axis, name = axis_options("tf.nn.log_softmax", -1, ...)
-    logits = G.convert(logits)
+  -- logits as a float tensor, with axis checked against its rank, for fname.
+  local function logits_along(fname, logits, axis)
+    logits = float_tensor(fname, "logits", logits)
+    local rank = logits:get_shape().ndims
+    if rank and (axis < -rank or axis >= rank) then
+      fail(string.format("%s: axis %d is out of range for logits of shape %s (expected [%d, %d))", fname, axis,
+                         tostring(logits:get_shape()), -rank, rank))
+    end
+    return logits
+  end
+
+  -- log_softmax(logits, axis) = logits - logsumexp(logits) for checked logits.
+  local function log_softmax(logits, axis, name)
     return ops.subtract(logits, ops.reduce_logsumexp(logits, {axis = axis, keepdims = true}), name)
+  end
+
+  -- tf.nn.log_softmax(logits, axis=-1).
+  function tf.nn.log_softmax(logits, ...)
+    local fname = "tf.nn.log_softmax"
+    local axis, name = axis_options(fname, -1, ...)
+    return log_softmax(logits_along(fname, logits, axis), axis, name)
   end
 
   -- softmax(logits, axis=-1) = exp(log_softmax): softmax of [1000, 0] is [1, 0].
   function tf.nn.softmax(logits, ...)
-    local axis, name = axis_options("tf.nn.softmax", -1, ...)
-    return ops.exp(tf.nn.log_softmax(logits, axis), name)
+    local fname = "tf.nn.softmax"
+    local axis, name = axis_options(fname, -1, ...)
+    return ops.exp(log_softmax(logits_along(fname, logits, axis), axis), name)
+  end
+
+  -- labels (converted to logits' dtype) of logits' shape, as the losses of fname need.
+  local function labels_like(fname, labels, logits)
+    labels = G.tensor_arg(fname, "labels", labels, logits.dtype, logits.graph)
+    if not labels:get_shape():is_compatible_with(logits:get_shape()) then
+      fail(string.format("%s: labels of shape %s and logits of shape %s must have the same shape", fname,
+                         tostring(labels:get_shape()), tostring(logits:get_shape())))
+    end
+    return labels
   end
 
   -- sum(labels * (logsumexp(logits) - logits)) over axis, by one fused op
@@ -139,7 +167,7 @@ return function(tf, ops)
   function tf.nn.softmax_cross_entropy_with_logits(opts)
     local fname = "tf.nn.softmax_cross_entropy_with_logits"
     local labels, logits, axis, name = loss_args(fname, opts)
-    labels = ops.stop_gradient(G.convert(labels, logits.dtype, logits.graph))
+    labels = ops.stop_gradient(G.tensor_arg(fname, "labels", labels, logits.dtype, logits.graph))
     local shape = logits:get_shape()
     if not (shape:is_fully_defined() and shape == labels:get_shape()) then
       labels = ops.broadcast_to(labels, ops.shape(logits))
@@ -200,15 +228,17 @@ return function(tf, ops)
 
   -- max(x, 0) - x * z + log(1 + exp(-|x|)): never overflows.
   function tf.nn.sigmoid_cross_entropy_with_logits(opts)
-    local labels, logits, _, name = loss_args("tf.nn.sigmoid_cross_entropy_with_logits", opts)
-    labels = G.convert(labels, logits.dtype, logits.graph)
+    local fname = "tf.nn.sigmoid_cross_entropy_with_logits"
+    local labels, logits, _, name = loss_args(fname, opts)
+    logits = float_tensor(fname, "logits", logits)
+    labels = labels_like(fname, labels, logits)
     local relu = ops.maximum(logits, 0)
     return ops.add(relu - logits * labels, ops.log1p(ops.exp(ops.negative(ops.abs(logits)))), name)
   end
 
   -- sum(t^2) / 2.
   function tf.nn.l2_loss(t, name)
-    t = G.convert(t)
+    t = float_tensor("tf.nn.l2_loss", "t", t)
     return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, args.name_of(name, "tf.nn.l2_loss"))
   end
 

@@ -48,14 +48,10 @@ end
 
 -- The shape argument as an int tensor: a Tensor, a TensorShape or a Lua list.
 local function shape_tensor(shape, fname)
-  if G.is_tensor(shape) then return shape end
-  if getmetatable(shape) == G.TensorShape then
-    if not shape:is_fully_defined() then
-      fail(fname .. ": random ops need a fully defined shape, got " .. tostring(shape))
-    end
-    shape = shape.dims
+  if getmetatable(shape) == G.TensorShape and not shape:is_fully_defined() then
+    fail(fname .. ": random ops need a fully defined shape, got " .. tostring(shape))
   end
-  return G.convert(shape, core.dtypes.int32)
+  return G.shape_tensor(shape, fname)
 end
 
 return function(tf, ops)
@@ -143,7 +139,10 @@ return function(tf, ops)
     local rnd = source(fname, "RandomUniform", shape, dtype, seed)
     local range
     if type(minval) == "number" and type(maxval) == "number" then range = maxval - minval
-    else range = ops.subtract(G.convert(maxval, dtype, rnd.graph), G.convert(minval, dtype, rnd.graph)) end
+    else
+      minval = G.tensor_arg(fname, "minval", minval, dtype, rnd.graph)
+      range = ops.subtract(G.tensor_arg(fname, "maxval", maxval, dtype, rnd.graph), minval)
+    end
     return ops.add(ops.multiply(rnd, range), minval, name)
   end
 
@@ -159,6 +158,8 @@ return function(tf, ops)
       local name = o.name or op_name
       if mean == 0 and stddev == 1 then return source(fname, op_type, shape, o.dtype, o.seed, name) end
       local rnd = source(fname, op_type, shape, o.dtype, o.seed)
+      stddev = G.tensor_arg(fname, "stddev", stddev, o.dtype, rnd.graph)
+      mean = G.tensor_arg(fname, "mean", mean, o.dtype, rnd.graph)
       return ops.add(ops.multiply(rnd, stddev), mean, name)
     end
   end
