@@ -200,10 +200,12 @@ local function to_value(v, dtype, t)
 end
 M.to_value = to_value
 
--- Ends what the holds of to_value (a table of them) keep alive, once the
--- run is over, and empties the table.
-local function release_holds(holds)
-  for i, hold in pairs(holds) do
+-- Ends what the holds of to_value (holds[first..last]) keep alive, once the
+-- run is over, and clears those entries. A numeric loop: `pairs` would stop
+-- LuaJIT compiling the run's hot path.
+local function release_holds(holds, first, last)
+  for i = first, last do
+    local hold = holds[i]
     if type(hold) == "cdata" then C.mf_tensor_release(ffi.gc(hold, nil)) end
     holds[i] = nil
   end
@@ -247,9 +249,10 @@ local function set_feeds(self, b, feeds)
   local n = 0
   b.feed_kept = nil
   for k, v in pairs(feeds) do
-    local ok, t = pcall(resolve, self.graph, k, "Session:run")
+    local ok, t = true, k  -- only a name can fail to resolve
+    if type(k) == "string" then ok, t = pcall(resolve, self.graph, k, "Session:run") end
     if not ok or not G.is_tensor(t) then
-      release_holds(b.feed_holds)
+      release_holds(b.feed_holds, 0, n - 1)
       if not ok then error(t, 0) end
       fail("Session:run: Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
     end
@@ -257,7 +260,7 @@ local function set_feeds(self, b, feeds)
     b.feed_ports[n].index = t.value_index
     local converted, ptr, hold, kept = pcall(to_value, v, t.dtype, t)
     if not converted then
-      release_holds(b.feed_holds)
+      release_holds(b.feed_holds, 0, n - 1)
       fail("feed for " .. t.name .. ": " .. tostring(ptr))
     end
     b.feed_values[n] = ptr
@@ -303,7 +306,7 @@ function Session:run(fetches, feeds)
   local run_c = graph._host_ops and host.session_run or C.mf_session_run
   local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
                    b.fetch_values, #tensors, b.targets, #targets, core.status)
-  release_holds(b.feed_holds)
+  release_holds(b.feed_holds, 0, nfeeds - 1)
   if self._log_placement then
     local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
     print_placement(self)
@@ -390,7 +393,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     for i = 1, nfeeds do
       local ok, ptr, hold, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
       if not ok then
-        release_holds(holds)
+        release_holds(holds, 1, i - 1)
         fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
       end
       feed_values[i - 1], holds[i], cdata_feeds[i] = ptr, hold, kept
@@ -404,7 +407,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     else
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
     end
-    release_holds(holds)
+    release_holds(holds, 1, nfeeds)
     if log_placement then  -- plans of functions (branches, loop bodies) built by this run
       local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
       print_placement(session)

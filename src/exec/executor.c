@@ -189,6 +189,8 @@ void mf_run_steps(mf_run *r, mf_status *s) {
                  (st->infer_at_runtime || !inputs_match_static(op, inputs));
     if (infer) infer_runtime(r, st, inputs, s);
     const mf_shape *out_shapes = infer ? r->rt_out_shapes : op->out_shapes;
+    /* A fetch's slot may hold the caller's buffer (mf_callable_run_into). */
+    bool into = alloc && outputs[0] != NULL;
     if (st->forwardable && mf_ok(s) && !outputs[0]) {
       int k = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
       if (k >= 0) {  /* the input's slot (dead after this step) hands its reference over */
@@ -198,7 +200,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
     }
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++) {
       if (!outputs[k]) outputs[k] = mf_pool_alloc(r, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
-      else check_into(op, k, outputs[k], op->out_dtypes[k], &out_shapes[k], s);  /* a caller's buffer */
+      else if (into || k > 0) check_into(op, k, outputs[k], op->out_dtypes[k], &out_shapes[k], s);
     }
     if (mf_ok(s)) {
       mf_state_slot *state = st->state, fed_var;

@@ -49,13 +49,13 @@ local function submit(async, e, n, feeds, what)
   for i = 1, n do
     local ok, ptr, hold = pcall(to_value, args[i], async.args[i].dtype, async.args[i])
     if not ok then
-      release_holds(holds)
+      release_holds(holds, 1, i - 1)
       fail(what .. ": feed for " .. async.args[i].name .. ": " .. tostring(ptr))
     end
     feeds[i - 1], holds[i] = ptr, hold
   end
   local job = C.mf_callable_run_async(async.callable, feeds, core.status)  -- retains the feeds
-  release_holds(holds)
+  release_holds(holds, 1, n)
   if job == nil then core.check() end
   M.async_runs = M.async_runs + 1
   return ffi.gc(job, function(p)
