@@ -190,7 +190,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
     if (infer) infer_runtime(r, st, inputs, s);
     const mf_shape *out_shapes = infer ? r->rt_out_shapes : op->out_shapes;
     /* A fetch's slot may hold the caller's buffer (mf_callable_run_into). */
-    bool into = alloc && outputs[0] != NULL;
+    bool into = alloc && op->num_outputs > 0 && outputs[0] != NULL;
     if (st->forwardable && mf_ok(s) && !outputs[0]) {
       int k = forward_input(st, inputs, op->out_dtypes[0], &out_shapes[0]);
       if (k >= 0) {  /* the input's slot (dead after this step) hands its reference over */
