@@ -5,6 +5,7 @@
 #   make test-asan  the suite against build-asan/
 #   make test-threads  the asynchronous-run API and concurrent runs of one session under ThreadSanitizer
 #   make valgrind   a subset of the suite under valgrind: no byte definitely lost
+#   make fuzz       libFuzzer on the readers (fuzz/README.md), FUZZ_SECONDS each
 #   make bench      benchmarks with peer comparisons
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header and
@@ -32,7 +33,7 @@ LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind bench demo install install-lua install-c clean
+.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench demo install install-lua install-c clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
@@ -74,9 +75,17 @@ $(CDEF): src/include/moonflow.h tools/gencdef.sh
 test: all test-deps
 	$(LUA_ENV) busted $(BUSTED_ARGS) spec
 
-ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# UBSan's `undefined` checks signed overflow, shifts, division, bounds and
+# pointer arithmetic; float-cast-overflow (a float that does not fit the
+# integer it is converted to, which gcc leaves out of `undefined`) is added.
+# clang's unsigned-integer-overflow is not: unsigned arithmetic wraps by
+# definition, and the hashes, random generators and integer kernels wrap on
+# purpose.
+SANITIZERS := address,undefined,float-cast-overflow
+ASAN_FLAGS := -O1 -g -fsanitize=$(SANITIZERS) -fno-omit-frame-pointer \
+  -fno-sanitize-recover=undefined,float-cast-overflow
 asan:
-	$(MAKE) BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	$(MAKE) BUILD=build-asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=$(SANITIZERS)" \
 	  build-asan/libmoonflow.so build-asan/libmoonflow.a $(CDEF)
 
 # LuaJIT itself is not instrumented, so the sanitizer runtimes are preloaded
@@ -87,7 +96,7 @@ asan:
 ASAN_RUNTIME = $$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)
 test-asan: deps asan
 	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
-	  MOONFLOW_LINK_FLAGS="-fsanitize=address,undefined" \
+	  MOONFLOW_LINK_FLAGS="-fsanitize=$(SANITIZERS)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  busted $(BUSTED_ARGS) spec
 
@@ -122,6 +131,28 @@ valgrind: all
 	$(LUA_ENV) valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
 	  --error-exitcode=1 --keep-debuginfo=yes -q luajit $$(command -v busted) --ignore-lua $(VALGRIND_SPECS)
 
+# Fuzzing (fuzz/README.md): the engine built by clang with ASan, UBSan and
+# libFuzzer's coverage in build-fuzz/, the harness embedding LuaJIT, and each
+# target run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target> (new
+# inputs go to build-fuzz/corpus/<target>, findings to build-fuzz/<target>-*).
+# Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
+# keeps in its own memory, so it would take garbage not yet collected for one.
+FUZZ_TARGETS := checkpoint graph npy csv feeds
+FUZZ_SECONDS ?= 30
+FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz: deps
+	$(call install_debs,clang,exit 1)
+	$(MAKE) CC=clang BUILD=build-fuzz CFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" \
+	  LDFLAGS="-fsanitize=address,undefined" build-fuzz/libmoonflow.so $(CDEF)
+	clang $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer $$(pkg-config --cflags luajit) fuzz/fuzz.c \
+	  $$(pkg-config --libs luajit) -o build-fuzz/fuzz
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t && \
+	  $(LUA_ENV) MOONFLOW_LIB=build-fuzz/libmoonflow.so MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 \
+	    build-fuzz/fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -artifact_prefix=build-fuzz/$$t- \
+	    build-fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
+
 # The C peers are compiled by bench/run.lua with the library's CC and CFLAGS.
 bench: all
 	$(LUA_ENV) BENCH_BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
@@ -146,4 +177,4 @@ install-c: lib
 	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
 
 clean:
-	rm -rf build build-asan build-clang build-tsan $(CDEF)
+	rm -rf build build-asan build-clang build-tsan build-fuzz $(CDEF)

@@ -673,6 +673,7 @@ end
 -- constant); errors name that function and its parameter holding x, found on
 -- the call stack (args.argument_of).
 function M.convert(x, dtype, graph)
+  if is_tensor(x) then return x end
   local t = to_tensor(x, dtype, graph, function()
     local fname, pname = args.argument_of(x, M.convert, "tf.convert_to_tensor")
     return pname and fname .. ": argument " .. pname or fname

@@ -160,7 +160,7 @@ M.to_lua = to_lua
 
 -- A feed value as an mf_tensor* for tensor `t` of `dtype`. Returns the
 -- pointer and what keeps its value alive until the run is over (`hold`: an
--- Array, or for a number a new reference with a finalizer, which release_hold
+-- Array, or for a number a new reference with a finalizer, which release_holds
 -- releases after the run; an error on the way leaves it to the collector, so
 -- nothing leaks), and for FFI cdata (a pointer or array holding raw data,
 -- wrapped without copying in the shape of t, which must be fully defined) the
