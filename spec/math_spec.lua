@@ -259,6 +259,18 @@ describe("binary ops", function()
     end)
   end
 
+  it("add_n sums in order when its output takes over the buffer of a later input", function()
+    -- Of the three inputs only x * 3 dies at the sum (the constants live on),
+    -- so the output takes its buffer: the first partial sum must not
+    -- overwrite it before its turn.
+    local x = tf.placeholder(tf.float32, {3000})
+    local xs, ones, twos = {}, {}, {}
+    for i = 1, 3000 do xs[i], ones[i], twos[i] = i, 1, 2 end
+    local y = tf.add_n({tf.constant(ones), tf.constant(twos), x * 3})
+    local r = tf.Session():run(y, {[x] = xs})
+    for i = 1, 3000, 499 do assert.equal(3 + 3 * i, r:get(i - 1)) end
+  end)
+
   it("equal and not_equal take bool; ordering comparisons do not", function()
     local a, b = tf.constant({true, true, false}), tf.constant({true, false, false})
     assert_values({true, false, true}, eval(tf.equal(a, b)))

@@ -113,3 +113,70 @@ describe("fetching into the caller's arrays", function()
     assert.is_true(l:get() < first, "loss " .. l:get() .. " after, " .. first .. " before")
   end)
 end)
+
+describe("a plan's arena", function()
+  local ffi = require("ffi")
+  local function ones(shape)
+    local n = 1
+    for _, d in ipairs(shape) do n = n * d end
+    local a = tf.Array.from_pointer(ffi.new("float[?]", n), shape, tf.float32)
+    for i = 0, n - 1 do a:data()[i] = 1 end
+    return a
+  end
+
+  it("puts values that are never alive at once in the same bytes", function()
+    -- Eight 1 MiB matrices, each read only by the next matmul: two live at a
+    -- time, so the arena holds two of them, not eight.
+    local n = 512
+    local x = tf.placeholder(tf.float32, {n, n})
+    local w = tf.placeholder(tf.float32, {n, n})
+    local h = x
+    for _ = 1, 8 do h = tf.matmul(h, w) * 0.5 end
+    local y = tf.reduce_sum(h)
+    local sess = tf.Session()
+    local f = sess:make_callable(y, {x, w})
+    local xv, wv = ones({n, n}), tf.Array.from_pointer(ffi.new("float[?]", n * n), {n, n}, tf.float32)
+    for i = 0, n - 1 do wv:data()[i * n + i] = 1 end  -- the identity: h stays x * 0.5^k
+    assert.equal(n * n * 0.5 ^ 8, f(xv, wv))
+    local matrix = 4 * n * n
+    local m = sess:memory_stats()
+    assert.is_true(m.peak_bytes_in_use <= 2 * matrix + 4096, "peak " .. m.peak_bytes_in_use)
+    local warm = sess:num_allocations()
+    for _ = 1, 5 do assert.equal(n * n * 0.5 ^ 8, f(xv, wv)) end
+    assert.equal(warm, sess:num_allocations())
+  end)
+
+  it("writes an elementwise op's output over the input that dies there", function()
+    local n = 262144
+    local x = tf.placeholder(tf.float32, {n})
+    local y = tf.reduce_sum(tf.tanh(tf.exp(x * 2 + 1) - 3) * 4)
+    local sess = tf.Session()
+    local f = sess:make_callable(y, {x})
+    local v = f(ones({n}))
+    assert.near(n * 4 * math.tanh(math.exp(3) - 3), v, n * 1e-5)
+    -- x * 2, + 1, exp, - 3, tanh and * 4 all share one buffer.
+    assert.is_true(sess:memory_stats().peak_bytes_in_use <= 4 * n + 4096, "peak " .. sess:memory_stats().peak_bytes_in_use)
+  end)
+
+  it("keeps values that an op holds on to past their planned life", function()
+    -- The TensorArray keeps each written value, the Identity and the Reshape
+    -- hand theirs to the caller: none of them may be overwritten, in this run
+    -- or the next ones, and results held from earlier runs stay as they were.
+    local x = tf.placeholder(tf.float32, {4})
+    local ta = tf.TensorArray(tf.float32, 3)
+    ta = ta:write(0, x * 2):write(1, x * 3):write(2, x * 4)
+    local stacked = ta:stack() + 0
+    local kept = tf.identity(x + 1)
+    local viewed = tf.reshape(x * 5, {2, 2})
+    local sess = tf.Session()
+    local f = sess:make_callable({stacked, kept, viewed}, {x})
+    local runs = {}
+    for i = 1, 6 do runs[i] = f(tf.array({i, i, i, i}, tf.float32)) end
+    for i = 1, 6 do
+      assert.same({{2 * i, 2 * i, 2 * i, 2 * i}, {3 * i, 3 * i, 3 * i, 3 * i}, {4 * i, 4 * i, 4 * i, 4 * i}},
+                  runs[i][1]:totable())
+      assert.same({i + 1, i + 1, i + 1, i + 1}, runs[i][2]:totable())
+      assert.same({{5 * i, 5 * i}, {5 * i, 5 * i}}, runs[i][3]:totable())
+    end
+  end)
+end)

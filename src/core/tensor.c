@@ -83,11 +83,16 @@ mf_tensor *mf_tensor_wrap(mf_dtype dtype, int rank, const int64_t *dims, void *d
 }
 
 mf_tensor *mf_tensor_view(mf_tensor *base, int rank, const int64_t *dims, mf_status *s) {
-  if (check_shape(base->dtype, rank, dims, s)) return NULL;
-  mf_tensor *t = header(base->dtype, rank, dims);
+  return mf_tensor_view_at(base, 0, base->dtype, rank, dims, s);
+}
+
+mf_tensor *mf_tensor_view_at(mf_tensor *base, size_t offset, mf_dtype dtype, int rank, const int64_t *dims,
+                             mf_status *s) {
+  if (check_shape(dtype, rank, dims, s)) return NULL;
+  mf_tensor *t = header(dtype, rank, dims);
   if (!t) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); return NULL; }
   t->device = base->device;
-  t->data = base->data;
+  t->data = (char *)base->data + offset;
   t->base = mf_tensor_retain(base);
   return t;
 }

@@ -15,7 +15,7 @@ struct mf_tensor {
   int64_t dims[MF_MAX_RANK];
   int64_t size;          /* number of elements */
   void *data;
-  size_t capacity;       /* bytes at data when owned */
+  size_t capacity;       /* bytes at data when owned; an arena view's room (exec/pool.c) */
   bool owned;            /* data came from mf_aligned_alloc (not a view, not wrapped) */
   mf_tensor *base;       /* a view keeps its base alive */
   void (*release)(void *data, void *arg);
@@ -30,6 +30,10 @@ struct mf_tensor {
 mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 /* A new header sharing t's data with another shape of the same size. */
 mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status *s);
+/* A new header for the bytes of base from `offset` on, as a dtype value of
+ * this shape (the caller checks they fit); it holds a reference to base. */
+mf_tensor *mf_tensor_view_at(mf_tensor *base, size_t offset, mf_dtype dtype, int rank, const int64_t *dims,
+                             mf_status *s);
 /* Reshapes a buffer the caller owns alone (refcount 1) in place; false when
  * its capacity is too small for the new shape. Used for buffer reuse. */
 bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims);

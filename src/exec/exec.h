@@ -7,9 +7,10 @@
  * A plan is built once per (feeds, fetches, targets) signature: the ops the
  * fetches need in topological order (op ids are already topological, since an
  * op's inputs exist before it), one value slot per port, and for each slot the
- * step after which it is dead. Dead buffers go to the run state's pool and are
- * handed to later outputs, in this run and the next ones, so a steady-state
- * run allocates nothing.
+ * step after which it is dead. Values whose size the plan knows get bytes in
+ * the run state's arena (assign.c); other dead buffers go to the run state's
+ * pool and are handed to later outputs, in this run and the next ones, so a
+ * steady-state run allocates nothing.
  *
  * Functions (the branches and loop bodies of control flow, see ops/control/call.c)
  * are graphs of their own that kernels run with the kernel's session: plans
@@ -40,6 +41,7 @@ typedef struct mf_step {
   bool infer_at_runtime;
   unsigned forwardable;  /* bit k: input k dies here, so output 0 may take its buffer */
   unsigned dying;        /* bit k: input k's slot is read by no later step and not fetched */
+  int inplace_input;     /* the input whose arena bytes output 0 is planned over (assign.c), else -1 */
   bool has_fed_output;
   mf_state_slot *state;  /* the op's per-session state */
   int var_id;            /* a variable's stand-in in a function: the variable's op id, whose
@@ -89,6 +91,8 @@ typedef struct mf_plan {
   bool *fetch_moves;     /* mf_function_run hands fetch i over: no other fetch names its slot */
   bool *fetch_direct;    /* a caller's buffer for fetch i can be its producer's output:
                             the first fetch of a slot a step allocates (mf_callable_run_into) */
+  int64_t *slot_offset;  /* per slot: its offset in a run state's arena, or -1 (assign.c) */
+  size_t arena_bytes;
   int *feed_slots;
   int *fetch_slots;
   mf_step *steps;
@@ -110,6 +114,15 @@ typedef struct mf_run {
   mf_tensor **slots;
   mf_tensor **pool;      /* idle buffers owned by the run state */
   int pool_len, pool_cap;
+  /* The plan's arena (arena_bytes), made on first use, and per arena slot
+   * the header viewing its bytes; the run state holds one reference to each.
+   * A header some op kept past its value's life pins its bytes (pins:
+   * [lo, hi) byte ranges of the arena) for the rest of the run, and at the
+   * next run the arena is left to its holders and a new one made. */
+  mf_tensor *arena;
+  mf_tensor **views;
+  size_t (*pins)[2];
+  int num_pins;
   mf_tensor **last_fetched; /* our reference to the last results, reclaimed when the caller drops them */
   mf_dtype *rt_dtypes;   /* runtime shape inference scratch */
   mf_shape *rt_in_shapes, *rt_out_shapes;
@@ -182,9 +195,21 @@ void mf_run_free(mf_run *r);
 /* Frees the plan's idle run states: all of its buffers (session close, plan free). */
 void mf_plan_drop_runs(mf_plan *p);
 
+/* --- assign.c --- */
+/* Arena offsets for p's slots and p's arena size, from each slot's last
+ * reading step (last_use), which it extends to the last reader of any op
+ * output that may hand the value on; sets the steps' inplace_input. */
+mf_code mf_plan_assign_buffers(mf_plan *p, int *last_use, mf_status *s);
+
 /* --- pool.c --- */
 /* Gives t back to r's pool (or releases it when not reusable); NULL is fine. */
 void mf_pool_put(mf_run *r, mf_tensor *t);
+/* Pins the arena bytes of t (when it views r's arena) for the rest of the
+ * run if more than `references` references hold it: some op kept it. */
+void mf_pool_pin_if_held(mf_run *r, const mf_tensor *t, int references);
+/* Slot's arena header, shaped as asked and with a new reference, when the
+ * plan gave the slot arena bytes that fit and are free; else NULL. */
+mf_tensor *mf_pool_arena_output(mf_run *r, int slot, mf_dtype dtype, int rank, const int64_t *dims);
 /* A buffer from r's pool that fits, else one from the session's allocator. */
 mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 

@@ -198,9 +198,18 @@ void mf_run_steps(mf_run *r, mf_status *s) {
         r->slots[st->in_slots[k]] = NULL;
       }
     }
+    /* Output 0 is planned over this input's bytes: not while an op keeps it
+     * (references beyond the run state's and the input slot's). */
+    if (st->inplace_input >= 0 && alloc) mf_pool_pin_if_held(r, inputs[st->inplace_input], 2);
     for (int k = 0; alloc && mf_ok(s) && k < op->num_outputs; k++) {
+      if (outputs[k]) {
+        if (into || k > 0) check_into(op, k, outputs[k], op->out_dtypes[k], &out_shapes[k], s);
+        continue;
+      }
+      if (p->slot_offset[st->out_slot + k] >= 0)  /* the plan's bytes, when this run can keep its promise */
+        outputs[k] = mf_pool_arena_output(r, st->out_slot + k, op->out_dtypes[k], out_shapes[k].rank,
+                                          out_shapes[k].dims);
       if (!outputs[k]) outputs[k] = mf_pool_alloc(r, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
-      else if (into || k > 0) check_into(op, k, outputs[k], op->out_dtypes[k], &out_shapes[k], s);
     }
     if (mf_ok(s)) {
       mf_state_slot *state = st->state, fed_var;

@@ -26,6 +26,7 @@ void mf_plan_free(mf_plan *p) {
   mf_free(p->slot_const);
   mf_free(p->fetch_moves);
   mf_free(p->fetch_direct);
+  mf_free(p->slot_offset);
   mf_free(p->feeds);
   mf_free(p->fetches);
   mf_free(p->targets);
@@ -229,12 +230,15 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   for (int i = 0; i < p->num_steps; i++)
     for (int k = 0; k < p->steps[i].op->num_inputs; k++)
       if (p->steps[i].in_slots[k] >= 0) p->slot_read[p->steps[i].in_slots[k]] = true;
+  if (mf_plan_assign_buffers(p, last_use, s)) goto done;
   for (int i = 0; i < num_slots; i++)
     if (!p->slot_fetched[i] && !p->slot_const[i] && last_use[i] >= 0) p->steps[last_use[i]].num_dead++;
   for (int i = 0; i < p->num_steps; i++)
     if (!PLAN_ALLOC(p->steps[i].dead, p->steps[i].num_dead)) goto done;
   for (int i = 0; i < p->num_steps; i++) p->steps[i].num_dead = 0;
-  for (int i = 0; i < num_slots; i++)
+  /* Later values first: a view dies before the value it views, which then
+   * has no holder left (pool.c pins arena bytes that are still held). */
+  for (int i = num_slots - 1; i >= 0; i--)
     if (!p->slot_fetched[i] && !p->slot_const[i] && last_use[i] >= 0) {
       mf_step *st = &p->steps[last_use[i]];
       st->dead[st->num_dead++] = i;

@@ -451,8 +451,25 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
     return MF_OK;
   }
   mf_zip_fn add = Add_impl.loop[z->dtype];
-  add(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
-  for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size, 0);
+  bool over_later_input = false;  /* the output took the buffer of input 2 or later */
+  for (int i = 2; i < ctx->num_inputs; i++) over_later_input |= in[i]->data == z->data;
+  if (!over_later_input) {
+    add(in[0]->data, true, in[1]->data, true, z->data, z->size, 0);
+    for (int i = 2; i < ctx->num_inputs; i++) add(z->data, true, in[i]->data, true, z->data, z->size, 0);
+    return MF_OK;
+  }
+  /* Summing into z would overwrite that input before its turn: sum block by
+   * block aside, in the same order, then write the block. */
+  enum { BLOCK = 1024 };
+  _Alignas(MF_ALIGNMENT) char sum[BLOCK * 8];
+  size_t width = mf_dtype_size(z->dtype);
+  for (int64_t at = 0; at < z->size; at += BLOCK) {
+    int64_t n = z->size - at < BLOCK ? z->size - at : BLOCK;
+    size_t off = (size_t)at * width;
+    add((char *)in[0]->data + off, true, (char *)in[1]->data + off, true, sum, n, 0);
+    for (int i = 2; i < ctx->num_inputs; i++) add(sum, true, (char *)in[i]->data + off, true, sum, n, 0);
+    memcpy((char *)z->data + off, sum, (size_t)n * width);
+  }
   return MF_OK;
 }
 
