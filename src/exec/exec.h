@@ -30,6 +30,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+typedef struct mf_fused mf_fused; /* a fusion group's program (fuse.h) */
+
 typedef struct mf_step {
   mf_op *op;
   mf_kernel_fn kernel;
@@ -50,6 +52,9 @@ typedef struct mf_step {
    * taking several never deadlock; held around the kernel. */
   pthread_mutex_t **locks;
   int num_locks;
+  /* The first step of a fusion group: the group's program, owned; the group's
+   * other steps follow this one. NULL for every other step. */
+  mf_fused *fused;
 } mf_step;
 
 /* Per-op state of one graph in one session: the session's graph and each
@@ -149,6 +154,7 @@ struct mf_session {
    * its jobs (mf_worker_drain), so they stay in order with the caller's runs. */
   _Atomic(mf_worker *) worker;
   unsigned options;           /* MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT */
+  bool fuse_elementwise;      /* plans fuse elementwise ops (fuse.h); else each op is a step */
   /* Placement lines of plans built since the last mf_session_take_placement_log,
    * and the text that call last handed out. */
   char *log;
@@ -194,6 +200,8 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s);
 void mf_plan_free(mf_plan *p);
 
 /* --- executor.c --- */
+/* Appends the op's name and the line that created it to an error about it. */
+mf_code mf_node_context(mf_status *s, const mf_op *op);
 /* Runs the steps over the fed slots of r; stops at the first error. */
 void mf_run_steps(mf_run *r, mf_status *s);
 /* After a run: every value but the constants goes back to the pool. */

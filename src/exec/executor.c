@@ -2,6 +2,7 @@
  * inputs gathered, outputs inferred and allocated (or forwarded in place),
  * its kernel called, dead values pooled, fetches handed out. */
 #include "exec/exec.h"
+#include "exec/fuse.h"
 #include "core/memory.h"
 #include "core/shape.h"
 #include "core/status.h"
@@ -11,8 +12,7 @@
 
 mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ctx->ref_states[k]; }
 
-/* Appends the op's name and the line that created it to an error about it. */
-static mf_code node_context(mf_status *s, const mf_op *op) {
+mf_code mf_node_context(mf_status *s, const mf_op *op) {
   if (op->origin[0]) mf_status_append(s, " [[node %s (defined at %s)]]", op->name, op->origin);
   else mf_status_append(s, " [[node %s]]", op->name);
   return s->code;
@@ -43,7 +43,7 @@ static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_
 
 /* A feed's dtype and shape checks; an error names the fed op and its line. */
 static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
-  if (check_feed_value(p, i, v, s)) return node_context(s, p->feeds[i].op);
+  if (check_feed_value(p, i, v, s)) return mf_node_context(s, p->feeds[i].op);
   return MF_OK;
 }
 
@@ -169,6 +169,10 @@ void mf_run_steps(mf_run *r, mf_status *s) {
   mf_tensor *in_inline[16];
   for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
     mf_step *st = &p->steps[si];
+    if (st->fused && mf_fused_run(r, st, s)) {  /* a fusion group's steps in one pass */
+      si += mf_fused_num_steps(st->fused) - 1;
+      continue;
+    }
     mf_op *op = st->op;
     mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
     if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
@@ -227,7 +231,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
           outputs[k] = fed_keep[k];
         }
     if (!mf_ok(s)) {
-      if (!strstr(s->msg, "[[node ")) node_context(s, op);
+      if (!strstr(s->msg, "[[node ")) mf_node_context(s, op);
       break;
     }
     for (int k = 0; k < st->num_dead; k++) {
