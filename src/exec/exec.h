@@ -200,8 +200,6 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s);
 void mf_plan_free(mf_plan *p);
 
 /* --- executor.c --- */
-/* Appends the op's name and the line that created it to an error about it. */
-mf_code mf_node_context(mf_status *s, const mf_op *op);
 /* Runs the steps over the fed slots of r; stops at the first error. */
 void mf_run_steps(mf_run *r, mf_status *s);
 /* After a run: every value but the constants goes back to the pool. */

@@ -548,7 +548,7 @@ static mf_tensor *output_buffer(mf_run *r, const mf_fused *f, int v, const mf_sh
   return mf_pool_alloc(r, o->dtype, shape->rank, shape->dims, s);
 }
 
-bool mf_fused_run(mf_run *r, const mf_step *first, mf_status *s) {
+bool mf_fused_run(mf_run *r, const mf_step *first, const mf_op **failed_op, mf_status *s) {
   const mf_fused *f = first->fused;
   mf_shape shapes[FUSE_MAX_VALUES];
   if (!group_shapes(r, first, f, shapes, s)) return false;
@@ -563,7 +563,7 @@ bool mf_fused_run(mf_run *r, const mf_step *first, mf_status *s) {
     if (f->values[v].kind != VALUE_OUTPUT) continue;
     mf_tensor *t = output_buffer(r, f, v, shape, s);
     if (!t) {
-      mf_node_context(s, first[j].op);
+      *failed_op = first[j].op;
       return true;
     }
     r->slots[f->values[v].slot] = t;
@@ -579,7 +579,7 @@ bool mf_fused_run(mf_run *r, const mf_step *first, mf_status *s) {
   for (int j = 0; j < f->num_ops; j++)
     if (failed >> j & 1u) {  /* the first step that failed, as when the steps run one by one */
       mf_status_set(s, MF_INVALID_ARGUMENT, "%s: %s", first[j].op->name, f->instrs[j].loop.fail_msg);
-      mf_node_context(s, first[j].op);
+      *failed_op = first[j].op;
       return true;
     }
   for (int j = 0; j < f->num_ops; j++)

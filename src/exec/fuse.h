@@ -21,9 +21,10 @@ mf_code mf_plan_fuse(mf_plan *p, mf_status *s);
  * False, having changed nothing, when this run's shapes call for the group's
  * steps to run one by one (a shape known only now broadcasts inside the
  * group, inference fails, a caller's buffer does not fit): the executor then
- * runs them as it would unfused, errors included. True otherwise, with s set
- * on error (naming the op of the group that failed, as its own step would). */
-bool mf_fused_run(mf_run *r, const mf_step *first, mf_status *s);
+ * runs them as it would unfused, errors included. True otherwise; on error
+ * with s set as the failing op's own step would set it and *failed that op
+ * (whose name and line the caller appends). */
+bool mf_fused_run(mf_run *r, const mf_step *first, const mf_op **failed, mf_status *s);
 /* The number of steps (ops) of a group. */
 int mf_fused_num_steps(const mf_fused *f);
 void mf_fused_free(mf_fused *f);
