@@ -22,15 +22,6 @@ static mf_tensor *scalar(float v, mf_status *s) {
   return t;
 }
 
-static mf_op *constant(mf_graph *g, mf_tensor *v, mf_status *s) {
-  mf_op_desc *d = mf_op_desc_new(g, "Const", NULL);
-  mf_op_desc_set_attr_tensor(d, "value", v);
-  mf_op_desc_set_attr_type(d, "dtype", mf_tensor_dtype(v));
-  mf_op *op = mf_op_desc_finish(d, s);
-  mf_tensor_release(v);
-  return op;
-}
-
 static void *worker(void *arg) {
   int t = (int)(intptr_t)arg;
   mf_status *s = mf_status_new();
@@ -60,7 +51,9 @@ int main(void) {
   mf_op_desc_set_attr_type(d, "dtype", MF_FLOAT32);
   mf_op_desc_set_attr_shape(d, "shape", dims, 1);
   mf_output x = {mf_op_desc_finish(d, s), 0};
-  mf_op *t = op_on(g, "Mul", x, (mf_output){constant(g, scalar(0.75f, s), s), 0}, s);
+  mf_tensor *k = scalar(0.75f, s);
+  mf_op *t = op_on(g, "Mul", x, (mf_output){constant(g, k, s), 0}, s);
+  mf_tensor_release(k);
   mf_op *a = op_on(g, "Add", (mf_output){t, 0}, x, s);
   mf_op *sg = op_on(g, "Sigmoid", (mf_output){a, 0}, (mf_output){0}, s);
   mf_op *th = op_on(g, "Tanh", x, (mf_output){0}, s);

@@ -21,6 +21,13 @@ local function array(dtype, shape, fill)
   return a
 end
 
+-- The tensors a feeds table feeds.
+local function fed(feeds)
+  local list = {}
+  for t in pairs(feeds or {}) do list[#list + 1] = t end
+  return list
+end
+
 -- Runs fetches with feeds in a fused and in an unfused session of graph g;
 -- asserts that every fetched value is the same bit for bit and returns the
 -- fused results and the fused plan's stats (feed_list: the fed tensors).
@@ -32,10 +39,8 @@ local function both(g, fetches, feeds, opts)
   local list_a, list_b = type(a) == "table" and a or {a}, type(b) == "table" and b or {b}
   assert.equal(#list_b, #list_a)
   for i = 1, #list_a do assert.equal(bytes(list_b[i]), bytes(list_a[i]), "fetch " .. i) end
-  local feed_list = {}
-  for t in pairs(feeds or {}) do feed_list[#feed_list + 1] = t end
-  local stats = fused:plan_stats(fetches, feed_list)
-  local plain_stats = plain:plan_stats(fetches, feed_list)
+  local stats = fused:plan_stats(fetches, fed(feeds))
+  local plain_stats = plain:plan_stats(fetches, fed(feeds))
   assert.equal(0, plain_stats.num_fused_groups)
   assert.equal(stats.num_steps + stats.num_fused_ops - stats.num_fused_groups, plain_stats.num_steps)
   return a, stats
@@ -48,11 +53,7 @@ local function both_fail(g, fetches, feeds)
   local ea = H.error_of(function() fused:run(fetches, feeds) end)
   local eb = H.error_of(function() plain:run(fetches, feeds) end)
   assert.equal(eb, ea)
-  return ea, fused:plan_stats(fetches, (function()
-    local l = {}
-    for t in pairs(feeds) do l[#l + 1] = t end
-    return l
-  end)())
+  return ea, fused:plan_stats(fetches, fed(feeds))
 end
 
 describe("elementwise fusion", function()
