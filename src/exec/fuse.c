@@ -469,8 +469,10 @@ static bool instr_shape(const mf_step *st, const fused_instr *ins, const mf_fuse
 
 /* Whether the caller's buffer t (mf_callable_run_into) can take a value of this dtype and shape. */
 static bool buffer_fits(const mf_tensor *t, mf_dtype dtype, const mf_shape *shape) {
-  mf_shape have = mf_shape_of(t);
-  return t->dtype == dtype && t->device == MF_CPU && same_shape(&have, shape);
+  if (t->dtype != dtype || t->device != MF_CPU || t->rank != shape->rank) return false;
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d] != shape->dims[d]) return false;
+  return true;
 }
 
 /* Values' shapes and the group's: false when the group cannot run as one pass. */
@@ -480,7 +482,8 @@ static bool group_shapes(mf_run *r, const mf_step *steps, const mf_fused *f, mf_
     mf_tensor *t = r->slots[fv->slot];
     if (fv->kind == VALUE_INPUT) {
       if (!t || t->device != MF_CPU) return false;
-      shapes[v] = mf_shape_of(t);
+      shapes[v].rank = t->rank;  /* only the dims in use: mf_shape_of zeroes the rest */
+      for (int d = 0; d < t->rank; d++) shapes[v].dims[d] = t->dims[d];
     }
   }
   for (int j = 0; j < f->num_ops; j++) {
@@ -554,7 +557,9 @@ bool mf_fused_run(mf_run *r, const mf_step *first, const mf_op **failed_op, mf_s
   if (!group_shapes(r, first, f, shapes, s)) return false;
   const mf_shape *shape = &shapes[f->instrs[f->num_ops - 1].out];
   int64_t size = mf_shape_num_elements(shape->rank, shape->dims);
-  fused_job job = {.f = f, .rank = shape->rank};
+  fused_job job;  /* filled field by field: zeroing all of it costs more than a small group's run */
+  job.f = f;
+  job.rank = shape->rank;
   memcpy(job.dims, shape->dims, (size_t)shape->rank * sizeof *shape->dims);
   atomic_init(&job.failed, 0);
   if (!place_values(f, r, shapes, size, &job)) return false;
@@ -570,10 +575,13 @@ bool mf_fused_run(mf_run *r, const mf_step *first, const mf_op **failed_op, mf_s
     job.v[v].place = AT_TENSOR;
     job.v[v].data = t->data;
   }
-  if (size > 0) {
+  int64_t grain = FUSE_GRAIN / f->num_ops;
+  if (grain < FUSE_TILE) grain = FUSE_TILE;
+  if (size > grain) {
     mf_kernel_ctx ctx = {.status = s, .session = r->plan->sess, .run = r};
-    int64_t grain = FUSE_GRAIN / f->num_ops;
-    mf_kernel_parallel_for(&ctx, size, grain < FUSE_TILE ? FUSE_TILE : grain, fused_chunk, &job);
+    mf_kernel_parallel_for(&ctx, size, grain, fused_chunk, &job);
+  } else if (size > 0) {
+    fused_chunk(&job, 0, size);  /* one chunk: on this thread, as mf_kernel_parallel_for would */
   }
   unsigned failed = atomic_load(&job.failed);
   for (int j = 0; j < f->num_ops; j++)
