@@ -207,6 +207,20 @@ describe("elementwise fusion", function()
     assert.is_true(stats.num_fused_ops >= 10)
   end)
 
+  it("fuses bias_add and the activation after a matmul, which stays a step of its own", function()
+    local g = tf.Graph()
+    local x, b, y = g:as_default(function()
+      local x = tf.placeholder(tf.float32, {-1, 4}, "x")
+      local w = tf.constant({{1, -2, 0.5}, {0.25, 1, -1}, {2, 0, 1}, {-0.5, 0.5, 3}}, tf.float32)
+      local b = tf.placeholder(tf.float32, {3}, "b")
+      return x, b, tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w), b)) * 2
+    end)
+    local r, stats = both(g, y, {[x] = array(tf.float32, {700, 4}, function(k) return math.sin(k) end),
+                                 [b] = {0.5, -0.25, 0}})
+    assert.same({num_steps = 2, num_fused_groups = 1, num_fused_ops = 3}, stats)
+    assert.same({700, 3}, r:shape())
+  end)
+
   it("reports a broadcast that fails at run time inside a group as the unfused op, with its line", function()
     local g = tf.Graph()
     local x, y, z, line = g:as_default(function()

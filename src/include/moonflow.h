@@ -264,7 +264,7 @@ typedef struct mf_session_config {
    * oversubscribe the cores (OpenBLAS's count is process-wide). */
   int intra_op_parallelism_threads;
   /* Plans fuse chains of elementwise ops (arithmetic, comparisons, casts,
-   * activations) into one step that makes one pass over the data, keeping
+   * BiasAdd, activations) into one step that makes one pass over the data, keeping
    * values that only the chain reads out of memory; results are bit for bit
    * those of the ops run one by one, errors name the op that failed. true
    * runs every op as its own step (to compare, or to time single ops). */

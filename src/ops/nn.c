@@ -309,6 +309,13 @@ static mf_code bias_add_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* In NHWC, the only layout here, BiasAdd is Add with the bias broadcast
+ * along the last axis, element for element: fused as Add's loop. */
+static bool bias_add_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {
+  const mf_op_def *add = mf_registry_lookup("Add");
+  return (unsigned)t < MF_DTYPE_SLOTS && (FLOAT_TYPES >> t & 1u) && add && add->element_loop(attrs, t, loop);
+}
+
 static mf_code bias_add_grad_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *g = ctx->inputs[0];
   mf_tensor *db = ctx->outputs[0];
@@ -1293,7 +1300,8 @@ static mf_code xent_rule(mf_grad_ctx *gc) {
 static const mf_op_def defs[] = {
     ACTIVATIONS(ACT_DEF)
     ACTIVATION_GRADS(ACT_GRAD_DEF)
-    OP_DEF(BiasAdd, 2, MF_OP_FORWARDS_INPUT, bias_add_infer, bias_add_kernel, bias_add_rule)
+    {.name = "BiasAdd", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_FORWARDS_INPUT, .infer = bias_add_infer,
+     .kernel = {[MF_CPU] = bias_add_kernel}, .grad = bias_add_rule, .element_loop = bias_add_element_loop},
     OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
     OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
     SIZED_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
