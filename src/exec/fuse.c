@@ -1,12 +1,13 @@
 /* fuse.c — elementwise fusion (fuse.h): grouping a plan's elementwise steps,
  * the group's register program, and running it tile by tile.
  *
- * Grouping (at plan build, in schedule order): a step joins the group of the
- * step producing one of its inputs when both are elementwise, their static
- * output shapes are compatible, and no step scheduled between the group's
- * first step and it reads a value of the group (data or control edge): then
- * the group can run where its last step was, each other step keeping its
- * order. A group of one step stays an ordinary step.
+ * Grouping (at plan build, in schedule order): an elementwise step joins the
+ * groups of the steps computing its inputs and of the steps reading the same
+ * inputs (merging them) when their static output shapes are compatible and
+ * no other step scheduled between the groups' first step and it reads a
+ * value of theirs (data or control edge): then the group can run where its
+ * last step was, every other step keeping its order. A group of one step
+ * stays an ordinary step.
  *
  * The program: values are the group's inputs (values from outside), its
  * outputs (values a fetch or a step outside reads: materialised) and its
@@ -193,10 +194,16 @@ static int value_of_slot(mf_fused *f, int slot) {
   return -1;
 }
 
-/* The program of the group of n steps at `steps`, whose element loops are
- * loops[]. only_group_reads[slot]: no step outside the group reads slot. */
-static void build_program(const mf_plan *p, mf_step *steps, int n, const bool *only_group_reads,
-                          const mf_element_loop *loops, mf_fused *f) {
+/* Whether only steps of group g read slot (or none does): reader_group[slot]
+ * is the group all its readers are in, -2 when it has none, else -1. */
+static bool only_group_reads(const int *reader_group, int slot, int g) {
+  return reader_group[slot] == g || reader_group[slot] == -2;
+}
+
+/* The program of group g, whose n steps (at `steps`) run the element loops
+ * loops[]. */
+static void build_program(const mf_plan *p, int g, const mf_step *steps, int n, const mf_element_loop *loops,
+                          const int *reader_group, mf_fused *f) {
   f->num_ops = n;
   for (int j = 0; j < n; j++) {
     const mf_step *st = &steps[j];
@@ -214,7 +221,7 @@ static void build_program(const mf_plan *p, mf_step *steps, int n, const bool *o
       f->values[v].last_read = j;
     }
     int out = f->num_values++;
-    bool temp = only_group_reads[st->out_slot] && !p->slot_fetched[st->out_slot];
+    bool temp = only_group_reads(reader_group, st->out_slot, g) && !p->slot_fetched[st->out_slot];
     f->values[out] = (fused_value){.kind = temp ? VALUE_TEMP : VALUE_OUTPUT, .slot = st->out_slot,
                                    .dtype = st->op->out_dtypes[0], .last_read = -1};
     ins->out = out;
@@ -245,11 +252,50 @@ static void build_program(const mf_plan *p, mf_step *steps, int n, const bool *o
     const fused_instr *ins = &f->instrs[j];
     for (int v = 0; v < f->num_values; v++) {
       const fused_value *in = &f->values[v];
-      if (in->kind == VALUE_INPUT && only_group_reads[in->slot] && !p->slot_fetched[in->slot] &&
+      if (in->kind == VALUE_INPUT && only_group_reads(reader_group, in->slot, g) && !p->slot_fetched[in->slot] &&
           !p->slot_const[in->slot] && in->last_read <= j && !(ins->in[0] == v && ins->in[1] == v))
         o->may_take |= (uint64_t)1 << v;
     }
   }
+}
+
+/* The steps in their new order into `order`: each group (group[i], the
+ * group's first step, or -1) where its last step was, with its program, the
+ * other steps in place. False when out of memory. */
+static bool order_groups(const mf_plan *p, const int *group, const int *last, const mf_element_loop *loops,
+                         int *reader_group, mf_step *order) {
+  for (int i = 0; i < p->num_slots; i++) reader_group[i] = -2;
+  for (int i = 0; i < p->num_steps; i++)
+    for (int k = 0; k < p->steps[i].op->num_inputs; k++) {
+      int slot = p->steps[i].in_slots[k];
+      if (slot < 0) continue;
+      if (reader_group[slot] == -2) reader_group[slot] = group[i];
+      else if (reader_group[slot] != group[i]) reader_group[slot] = -1;
+    }
+  int m = 0;
+  for (int i = 0; i < p->num_steps; i++) {
+    int g = group[i];
+    if (g < 0) {
+      order[m++] = p->steps[i];
+      continue;
+    }
+    if (last[g] != i) continue;
+    int first = m;
+    mf_element_loop group_loops[FUSE_MAX_OPS];
+    for (int j = g; j <= i; j++)
+      if (group[j] == g) {
+        group_loops[m - first] = loops[j];
+        order[m++] = p->steps[j];
+      }
+    mf_fused *f = mf_calloc(1, sizeof *f);
+    if (!f) {
+      for (int j = 0; j < first; j++) mf_fused_free(order[j].fused);
+      return false;
+    }
+    build_program(p, g, &order[first], m - first, group_loops, reader_group, f);
+    order[first].fused = f;
+  }
+  return true;
 }
 
 mf_code mf_plan_fuse(mf_plan *p, mf_status *s) {
@@ -258,13 +304,11 @@ mf_code mf_plan_fuse(mf_plan *p, mf_status *s) {
   int *group = NULL, *reader_group = NULL;
   mf_element_loop *loops = NULL;
   mf_step *order = NULL;
-  bool *only_group_reads = NULL;
   mf_code rc = MF_RESOURCE_EXHAUSTED;
   if (!PLAN_ALLOC(gr.parent, n) || !PLAN_ALLOC(gr.size, n) || !PLAN_ALLOC(gr.last, n) ||
       !PLAN_ALLOC(gr.producer, p->num_slots) || !PLAN_ALLOC(gr.step_of_op, p->graph->num_ops) ||
       !PLAN_ALLOC(gr.slot_reader, p->num_slots) || !PLAN_ALLOC(group, n) || !PLAN_ALLOC(loops, n) ||
-      !PLAN_ALLOC(reader_group, p->num_slots) || !PLAN_ALLOC(only_group_reads, p->num_slots) ||
-      !PLAN_ALLOC(order, n))
+      !PLAN_ALLOC(reader_group, p->num_slots) || !PLAN_ALLOC(order, n))
     goto done;
   for (int i = 0; i < p->num_slots; i++) gr.producer[i] = gr.slot_reader[i] = -1;
   for (int i = 0; i < p->graph->num_ops; i++) gr.step_of_op[i] = -1;
@@ -280,57 +324,8 @@ mf_code mf_plan_fuse(mf_plan *p, mf_status *s) {
     if (group[i] >= 0 && gr.size[group[i]] < 2) group[i] = -1;
     groups += group[i] == i;
   }
-  if (!groups) {
-    rc = MF_OK;
-    goto done;
-  }
-  int *last = gr.last;
-
-  /* Who reads each slot: one group's steps only (its id), none (-2), else -1. */
-  for (int i = 0; i < p->num_slots; i++) reader_group[i] = -2;
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < p->steps[i].op->num_inputs; k++) {
-      int slot = p->steps[i].in_slots[k];
-      if (slot < 0) continue;
-      int g = group[i];
-      if (reader_group[slot] == -2) reader_group[slot] = g;
-      else if (reader_group[slot] != g) reader_group[slot] = -1;
-    }
-
-  /* The new order: each group at its last step, the other steps in place. */
-  int m = 0;
-  for (int i = 0; i < n; i++) {
-    int g = group[i];
-    if (g < 0) {
-      order[m++] = p->steps[i];
-      continue;
-    }
-    if (last[g] != i) continue;
-    int first = m;
-    for (int j = g; j <= i; j++)
-      if (group[j] == g) order[m++] = p->steps[j];
-    mf_fused *f = mf_calloc(1, sizeof *f);
-    if (!f) {
-      for (int j = 0; j < first; j++) mf_fused_free(order[j].fused);
-      goto done;
-    }
-    mf_element_loop group_loops[FUSE_MAX_OPS];
-    for (int j = g, x = 0; j <= i; j++)
-      if (group[j] == g) group_loops[x++] = loops[j];
-    for (int j = first; j < m; j++)
-      for (int k = 0; k < order[j].op->num_outputs; k++) {
-        int slot = order[j].out_slot + k;
-        only_group_reads[slot] = reader_group[slot] == g || reader_group[slot] == -2;
-      }
-    for (int j = first; j < m; j++)
-      for (int k = 0; k < order[j].op->num_inputs; k++) {
-        int slot = order[j].in_slots[k];
-        only_group_reads[slot] = reader_group[slot] == g;
-      }
-    build_program(p, &order[first], m - first, only_group_reads, group_loops, f);
-    order[first].fused = f;
-  }
-  memcpy(p->steps, order, (size_t)n * sizeof *order);
+  if (groups && !order_groups(p, group, gr.last, loops, reader_group, order)) goto done;
+  if (groups) memcpy(p->steps, order, (size_t)n * sizeof *order);
   rc = MF_OK;
 done:
   if (rc != MF_OK) mf_status_set(s, rc, "out of memory building a plan");
@@ -343,7 +338,6 @@ done:
   mf_free(group);
   mf_free(loops);
   mf_free(reader_group);
-  mf_free(only_group_reads);
   mf_free(order);
   return rc;
 }
