@@ -222,6 +222,18 @@ describe("elementwise fusion", function()
     assert.same({700, 3}, r:shape())
   end)
 
+  it("keeps ops of different device strings in different groups", function()
+    local g = tf.Graph()
+    local x, y = g:as_default(function()
+      local x = tf.placeholder(tf.float32, {-1}, "x")
+      local a = tf.device("/cpu:0", function() return tf.exp(x * 2) end)
+      return x, tf.sqrt(a + 1) - 1
+    end)
+    local r, stats = both(g, y, {[x] = {0, 1, 2}})
+    assert.same({num_steps = 2, num_fused_groups = 2, num_fused_ops = 5}, stats)
+    assert.near(math.sqrt(math.exp(2) + 1) - 1, r:get(1), 1e-6)
+  end)
+
   it("reports a broadcast that fails at run time inside a group as the unfused op, with its line", function()
     local g = tf.Graph()
     local x, y, z, line = g:as_default(function()

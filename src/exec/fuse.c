@@ -139,10 +139,13 @@ static bool reads_set(const grouping *gr, int q, const int *set, int n) {
  * where i is, when that keeps every step after what it reads: no other step
  * scheduled between the groups' first step and i reads a value of theirs. */
 static bool join(grouping *gr, int i, const int *set, int n) {
-  const mf_shape *shape = &gr->p->steps[i].op->out_shapes[0];
+  const mf_op *op = gr->p->steps[i].op;
   int first = i, total = 1;
   for (int k = 0; k < n; k++) {
-    if (!mf_shape_compatible(shape, &gr->p->steps[set[k]].op->out_shapes[0])) return false;
+    const mf_op *other = gr->p->steps[set[k]].op;
+    /* One device string: a group never spans devices, whatever placement makes of them. */
+    if (!mf_shape_compatible(&op->out_shapes[0], &other->out_shapes[0]) || strcmp(op->device, other->device))
+      return false;
     if (set[k] < first) first = set[k];
     total += gr->size[set[k]];
   }
