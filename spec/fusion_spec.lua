@@ -208,6 +208,41 @@ describe("elementwise fusion", function()
     assert.is_true(stats.num_fused_ops >= 10)
   end)
 
+  it("gives the unfused bits on random graphs of elementwise ops, reductions between them, fetched anywhere", function()
+    local seed = 12345
+    local function rand(n)  -- 1..n, reproducible
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % n + 1
+    end
+    local unary = {tf.tanh, tf.sigmoid, tf.negative, tf.square, tf.nn.relu, tf.abs,
+                   function(v) return tf.cast(tf.cast(v, tf.float64) * 1.5, tf.float32) end}
+    local binary = {tf.add, tf.subtract, tf.multiply, tf.maximum, tf.minimum, function(a, b) return a / (b * b + 1) end}
+    local fused_some = 0
+    for _ = 1, 25 do
+      local g = tf.Graph()
+      local x, y, fetches = g:as_default(function()
+        local x = tf.placeholder(tf.float32, {-1, 6}, "x")
+        local y = tf.placeholder(tf.float32, {6}, "y")
+        local values = {x, y, x * 0.5}
+        for _ = 1, 14 do
+          local kind, a = rand(10), values[rand(#values)]
+          local v
+          if kind <= 4 then v = unary[rand(#unary)](a)
+          elseif kind <= 9 then v = binary[rand(#binary)](a, values[rand(#values)])
+          else v = a + tf.reduce_max(a) end  -- a reduction reading values between elementwise ops
+          values[#values + 1] = v
+        end
+        local fetches = {values[#values]}
+        for _ = 1, rand(3) do fetches[#fetches + 1] = values[rand(#values - 3) + 3] end
+        return x, y, fetches
+      end)
+      local _, stats = both(g, fetches, {[x] = array(tf.float32, {300, 6}, function(k) return math.sin(k * 0.37) * 3 end),
+                                         [y] = array(tf.float32, {6}, function(k) return k - 2.5 end)})
+      fused_some = fused_some + stats.num_fused_groups
+    end
+    assert.is_true(fused_some >= 15)  -- 24 groups with this seed
+  end)
+
   it("fuses bias_add and the activation after a matmul, which stays a step of its own", function()
     local g = tf.Graph()
     local x, b, y = g:as_default(function()
