@@ -509,6 +509,29 @@ section("input pipeline: 256x256 matmul map -> step", function()
       string.format("default: %d OpenBLAS threads, shared by both threads", threads))
 end)
 
+-- Elementwise fusion: chains over 10M float32 with fusion on (one pass over
+-- the data) against the same session config with it off (a pass per op),
+-- timed in alternating batches, results into a caller's buffer.
+section("elementwise fusion, 10M float32", function()
+  local N = 10000000
+  tf.reset_default_graph()
+  local xa = tf.Array.new(tf.float32, {N})
+  for i = 0, N - 1 do xa._data[i] = (i % 1000) * 0.001 end
+  local out = tf.Array.new(tf.float32, {N})
+  local x = tf.placeholder(tf.float32, {N})
+  local chains = {{"y = x * 2 + 1", x * 2 + 1}, {"y = tanh(x * a + b) * c", tf.tanh(x * 0.5 + 0.25) * 3}}
+  local fused, plain = tf.Session(), tf.Session({elementwise_fusion = false})
+  for _, chain in ipairs(chains) do
+    local name, y = chain[1], chain[2]
+    local f, g = fused:make_callable(y, {x}), plain:make_callable(y, {x})
+    local tf_, tp = best_pair(function() f(xa, {out = out}) end, function() g(xa, {out = out}) end, 3, 7)
+    local stats = fused:plan_stats(y, {x})
+    row(name .. ", fused", string.format("%.2f", tf_ * 1e3), "ms", "unfused (one step per op)",
+        string.format("%.2f", tp * 1e3), fmt_ratio(tf_ / tp),
+        string.format("%d step(s) fused, %d unfused", stats.num_steps, plain:plan_stats(y, {x}).num_steps))
+  end
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}

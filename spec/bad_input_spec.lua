@@ -626,10 +626,14 @@ describe("bad input", function()
     case("tf.Session: graph must be a tf.Graph, got 5 (at @)",
          function() tf.Session({graph = 5}) end)
     case("tf.Session: unknown option 'bogus' (expected one of: graph, allow_soft_placement, " ..
-         "log_device_placement, intra_op_parallelism_threads) (at @)",
+         "log_device_placement, intra_op_parallelism_threads, elementwise_fusion) (at @)",
          function() tf.Session({bogus = 1}) end)
     case("tf.Session: log_device_placement must be a boolean, got yes (at @)",
          function() tf.Session({log_device_placement = "yes"}) end)
+    case("tf.Session: elementwise_fusion must be a boolean, got 0 (at @)",
+         function() tf.Session({elementwise_fusion = 0}) end)
+    case("Session:plan_stats: feed_list must be a list of tensors, got 5 (at @)",
+         function() sess:plan_stats(y, 5) end)
     case("Graph is finalized and cannot be modified (creating Const op 'Const') (at @)",
          function() local g = tf.Graph(); g:finalize(); g:as_default(function() tf.constant(2) end) end)
     case("Graph:as_default(fn): fn must be a function, got 5 (at @)",

@@ -17,13 +17,6 @@
 enum { N = 8, THREADS = 4, FEEDS = 16 };
 static int runs = 10000;
 
-static mf_op *constant(mf_graph *g, mf_tensor *v, mf_status *s) {
-  mf_op_desc *d = mf_op_desc_new(g, "Const", NULL);
-  mf_op_desc_set_attr_tensor(d, "value", v);
-  mf_op_desc_set_attr_type(d, "dtype", mf_tensor_dtype(v));
-  return mf_op_desc_finish(d, s);
-}
-
 static mf_tensor *matrix(float base, mf_status *s) {
   int64_t dims[2] = {N, N};
   mf_tensor *t = mf_tensor_new(MF_FLOAT32, 2, dims, s);

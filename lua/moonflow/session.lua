@@ -30,9 +30,9 @@ local function session_flags(options)
 end
 
 -- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=,
--- intra_op_parallelism_threads=}).
+-- intra_op_parallelism_threads=, elementwise_fusion=}).
 local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", "intra_op_parallelism_threads",
-                         positional = 0, empty = true}
+                         "elementwise_fusion", positional = 0, empty = true}
 function M.new(arg)
   local g, options
   if getmetatable(arg) == G.Graph then g, options = arg, {}
@@ -47,7 +47,11 @@ function M.new(arg)
     fail("tf.Session: intra_op_parallelism_threads must be a non-negative integer (0: the default), got " ..
          tostring(threads))
   end
-  local config = ffi.new("mf_session_config", session_flags(options), threads)
+  local fusion = options.elementwise_fusion
+  if fusion ~= nil and type(fusion) ~= "boolean" then
+    fail("tf.Session: elementwise_fusion must be a boolean, got " .. tostring(fusion))
+  end
+  local config = ffi.new("mf_session_config", session_flags(options), threads, fusion == false)
   local ptr = C.mf_session_new_with_config(g.ptr, config, core.status)
   if ptr == nil then core.check_here() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
@@ -323,6 +327,38 @@ function Session:run(fetches, feeds)
   return rebuild(template, values)
 end
 
+-- The engine's callable fetching the flattened fetches (tensors, targets) with
+-- the tensors of feed_list fed, and those tensors; prints the placement of a
+-- new plan when the session logs it. fname names the caller in errors.
+local function engine_callable(self, fname, tensors, targets, feed_list)
+  local graph = self.graph
+  feed_list = feed_list or {}
+  if not args.is_plain(feed_list) then
+    fail(fname .. ": feed_list must be a list of tensors, got " .. args.describe(feed_list))
+  end
+  local nfeeds, nfetches = #feed_list, #tensors
+  local feed_ports = core.ports(math.max(nfeeds, 1))
+  local feed_tensors = {}
+  for i, k in ipairs(feed_list) do
+    local t = resolve(graph, k, fname)
+    if not G.is_tensor(t) then fail(fname .. ": feed " .. tostring(k) .. " is not a Tensor") end
+    feed_tensors[i] = t
+    feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index
+  end
+  local fetch_ports = core.ports(math.max(nfetches, 1))
+  for i, t in ipairs(tensors) do
+    if t.graph ~= graph then foreign_fetch(t, fname) end
+    fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index
+  end
+  local target_ptrs = core.op_ptrs(math.max(#targets, 1))
+  for i, op in ipairs(targets) do target_ptrs[i - 1] = op.ptr end
+  local callable = C.mf_session_make_callable(self.ptr, feed_ports, nfeeds, fetch_ports, nfetches,
+                                              target_ptrs, #targets, core.status)
+  if callable == nil then core.check() end
+  if self._log_placement then print_placement(self) end
+  return callable, feed_tensors
+end
+
 -- sess:make_callable(fetches, feed_list): a function taking the feed values in
 -- feed_list order and returning what run would.
 function Session:make_callable(fetches, feed_list, _unwrapped)
@@ -334,31 +370,9 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   if graph._wrap_callable and not _unwrapped then
     return graph._wrap_callable(self, fetches, feed_list, tensors, targets)
   end
-  feed_list = feed_list or {}
-  if not args.is_plain(feed_list) then
-    fail("Session:make_callable: feed_list must be a list of tensors, got " .. args.describe(feed_list))
-  end
-  local nfeeds, nfetches = #feed_list, #tensors
-  local feed_ports = core.ports(math.max(nfeeds, 1))
-  local feed_tensors = {}
-  for i, k in ipairs(feed_list) do
-    local t = resolve(graph, k, "Session:make_callable")
-    if not G.is_tensor(t) then fail("Session:make_callable: feed " .. tostring(k) .. " is not a Tensor") end
-    feed_tensors[i] = t
-    feed_ports[i - 1].op, feed_ports[i - 1].index = t.op.ptr, t.value_index
-  end
-  local fetch_ports = core.ports(math.max(nfetches, 1))
-  for i, t in ipairs(tensors) do
-    if t.graph ~= graph then foreign_fetch(t, "Session:make_callable") end
-    fetch_ports[i - 1].op, fetch_ports[i - 1].index = t.op.ptr, t.value_index
-  end
-  local target_ptrs = core.op_ptrs(math.max(#targets, 1))
-  for i, op in ipairs(targets) do target_ptrs[i - 1] = op.ptr end
-  local callable = C.mf_session_make_callable(self.ptr, feed_ports, nfeeds, fetch_ports, nfetches,
-                                              target_ptrs, #targets, core.status)
-  if callable == nil then core.check() end
+  local callable, feed_tensors = engine_callable(self, "Session:make_callable", tensors, targets, feed_list)
+  local nfeeds, nfetches = #feed_tensors, #tensors
   local log_placement = self._log_placement
-  if log_placement then print_placement(self) end
   local feed_values = core.value_ptrs(math.max(nfeeds, 1))
   local fetch_values = core.value_ptrs(math.max(nfetches, 1))
   local holds, cdata_feeds = {}, {}
@@ -427,6 +441,19 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     if single then return values[1] end
     return rebuild(template, values)
   end
+end
+
+local plan_stats = ffi.new("mf_plan_stats")
+-- sess:plan_stats(fetches, feed_list): what a run fetching fetches with the
+-- tensors of feed_list fed runs (mf_callable_plan_stats): {num_steps=,
+-- num_fused_groups=, num_fused_ops=}, a fused group counting as one step.
+function Session:plan_stats(fetches, feed_list)
+  if self.closed then fail("Session:plan_stats: " .. CLOSED) end
+  local tensors, targets = {}, {}
+  flatten(self.graph, fetches, tensors, targets, "Session:plan_stats")
+  C.mf_callable_plan_stats(engine_callable(self, "Session:plan_stats", tensors, targets, feed_list), plan_stats)
+  return {num_steps = plan_stats.num_steps, num_fused_groups = plan_stats.num_fused_groups,
+          num_fused_ops = plan_stats.num_fused_ops}
 end
 
 -- Number of execution plans cached (one per feeds/fetches/targets signature).

@@ -14,6 +14,7 @@
  * falls back to the run state's pool whenever the plan's promise fails at run
  * time (a shape larger than planned, a value some op kept: see pool.c). */
 #include "exec/exec.h"
+#include "exec/fuse.h"
 #include "core/memory.h"
 #include "core/shape.h"
 #include "core/status.h"
@@ -143,10 +144,16 @@ mf_code mf_plan_assign_buffers(mf_plan *p, int *last_use, mf_status *s) {
     p->slot_offset[i] = -1;
     buffer_of[i] = -1;
   }
+  const mf_step *group = NULL;  /* the fusion group step si belongs to: its first step */
   for (int si = 0; si < p->num_steps; si++) {
     mf_step *st = &p->steps[si];
+    if (st->fused) group = st;
+    else if (group && si - (int)(group - p->steps) >= mf_fused_num_steps(group->fused)) group = NULL;
+    /* A value a group keeps in tiles needs bytes only when the group's steps
+     * run one by one: the pool serves that rare run. */
+    bool in_tiles = group && mf_fused_in_tiles(group->fused, (int)(st - group));
     for (int k = 0; k < st->op->num_outputs; k++) {
-      size_t bytes = arena_bytes_of(st, k, escapes);
+      size_t bytes = in_tiles ? 0 : arena_bytes_of(st, k, escapes);
       int slot = st->out_slot + k;
       if (!bytes) continue;
       bufs[n] = (buffer){round_up(bytes), bytes, si, last_use[slot] > si ? last_use[slot] : si, -1};

@@ -31,6 +31,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+typedef struct mf_fused mf_fused; /* a fusion group's program (fuse.h) */
+
 typedef struct mf_step {
   mf_op *op;
   mf_kernel_fn kernel;
@@ -52,6 +54,9 @@ typedef struct mf_step {
    * taking several never deadlock; held around the kernel. */
   pthread_mutex_t **locks;
   int num_locks;
+  /* The first step of a fusion group: the group's program, owned; the group's
+   * other steps follow this one. NULL for every other step. */
+  mf_fused *fused;
 } mf_step;
 
 /* Per-op state of one graph in one session: the session's graph and each
@@ -162,6 +167,7 @@ struct mf_session {
    * its jobs (mf_worker_drain), so they stay in order with the caller's runs. */
   _Atomic(mf_worker *) worker;
   unsigned options;           /* MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT */
+  bool fuse_elementwise;      /* plans fuse elementwise ops (fuse.h); else each op is a step */
   /* Placement lines of plans built since the last mf_session_take_placement_log,
    * and the text that call last handed out. */
   char *log;

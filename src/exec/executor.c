@@ -2,6 +2,7 @@
  * inputs gathered, outputs inferred and allocated (or forwarded in place),
  * its kernel called, dead values pooled, fetches handed out. */
 #include "exec/exec.h"
+#include "exec/fuse.h"
 #include "core/memory.h"
 #include "core/shape.h"
 #include "core/status.h"
@@ -169,6 +170,15 @@ void mf_run_steps(mf_run *r, mf_status *s) {
   mf_tensor *in_inline[16];
   for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
     mf_step *st = &p->steps[si];
+    const mf_op *failed = NULL;
+    if (st->fused && mf_fused_run(r, st, &failed, s)) {  /* a fusion group's steps in one pass */
+      if (failed) {
+        node_context(s, failed);
+        break;
+      }
+      si += mf_fused_num_steps(st->fused) - 1;
+      continue;
+    }
     mf_op *op = st->op;
     mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
     if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }

@@ -1,6 +1,7 @@
 /* plan.c — building a plan: the steps a signature needs, where each op runs,
  * value slots and the step after which each slot is dead. */
 #include "exec/exec.h"
+#include "exec/fuse.h"
 #include "core/memory.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -13,6 +14,7 @@ void mf_plan_free(mf_plan *p) {
   mf_plan_drop_runs(p);
   pthread_mutex_destroy(&p->idle_lock);
   for (int i = 0; i < p->num_steps; i++) {
+    mf_fused_free(p->steps[i].fused);
     mf_free(p->steps[i].in_slots);
     mf_free(p->steps[i].dead);
     mf_free(p->steps[i].ref_states);
@@ -78,6 +80,19 @@ static bool step_states(mf_plan *p, mf_step *st) {
   return true;
 }
 
+/* For each slot, the last step that reads it, or that produces it when no
+ * step reads it; -1 for none. */
+static void last_uses(const mf_plan *p, int *last_use) {
+  for (int i = 0; i < p->num_slots; i++) last_use[i] = -1;
+  for (int i = 0; i < p->num_steps; i++) {
+    const mf_step *st = &p->steps[i];
+    for (int k = 0; k < st->op->num_inputs; k++)
+      if (st->in_slots[k] >= 0) last_use[st->in_slots[k]] = i;
+    for (int k = 0; k < st->op->num_outputs; k++)   /* an output nobody reads dies at once */
+      if (last_use[st->out_slot + k] < i) last_use[st->out_slot + k] = i;
+  }
+}
+
 static bool port_is_fed(const mf_plan *p, mf_output o) {
   for (int i = 0; i < p->nfeeds; i++)
     if (p->feeds[i].op == o.op && p->feeds[i].index == o.index) return true;
@@ -134,7 +149,6 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
       !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) ||
       !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->fetch_slots, p->nfetches))
     goto done;
-  for (int i = 0; i < num_slots; i++) last_use[i] = -1;
   for (int i = 0; i < p->nfeeds; i++) p->feed_slots[i] = slot_base[p->feeds[i].op->id] + p->feeds[i].index;
   for (int i = 0; i < p->nfetches; i++) {
     p->fetch_slots[i] = slot_base[p->fetches[i].op->id] + p->fetches[i].index;
@@ -203,14 +217,13 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
         continue;
       }
       st->in_slots[k] = slot_base[op->inputs[k].op->id] + op->inputs[k].index;
-      last_use[st->in_slots[k]] = p->num_steps;
     }
-    for (int k = 0; k < op->num_outputs; k++)   /* an output nobody reads dies at once */
-      if (last_use[st->out_slot + k] < p->num_steps) last_use[st->out_slot + k] = p->num_steps;
     if (op->num_inputs > max_in) max_in = op->num_inputs;
     if (op->num_outputs > max_out) max_out = op->num_outputs;
     p->num_steps++;
   }
+  if (sess->fuse_elementwise && mf_plan_fuse(p, s)) goto done;
+  last_uses(p, last_use);
   for (int i = 0; i < p->num_steps; i++) {
     mf_step *st = &p->steps[i];
     for (int k = 0; k < st->op->num_inputs && k < 32; k++)

@@ -52,6 +52,7 @@ mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *con
   pthread_mutex_init(&sess->lock, NULL);
   for (int i = 0; i < MF_STATE_LOCKS; i++) pthread_mutex_init(&sess->state_locks[i], NULL);
   sess->options = options;
+  sess->fuse_elementwise = !(config && config->disable_elementwise_fusion);
   return sess;
 }
 

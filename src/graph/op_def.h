@@ -121,6 +121,28 @@ typedef struct mf_build_value {
 mf_shape mf_port_shape_value(mf_output o, int depth);
 int64_t mf_port_scalar_value(mf_output o, int depth);
 
+/* Elementwise ops: output element i is a function of input element i (of
+ * each input, broadcast NumPy's way), computed by one element loop. The
+ * loops (kernels/elementwise.h writes them) take a scalar parameter alpha.
+ * mf_map_fn: y[i] = f(x[i]) over n elements. mf_zip_fn: y[i] = f(a[i], b[i]),
+ * an operand that does not step repeating its first element; returns whether
+ * some element has no result (integer division by zero). */
+typedef void (*mf_map_fn)(const void *x, void *y, int64_t n, double alpha);
+typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n,
+                          double alpha);
+/* The loop an elementwise op's kernel runs, for the executor to run it on
+ * pieces of its elements, fused with its neighbours into one pass over the
+ * data (exec/fuse.c). */
+typedef struct mf_element_loop {
+  mf_map_fn map;         /* an op of one input, or */
+  mf_zip_fn zip;         /* an op of two inputs (broadcasting) */
+  double alpha;
+  const char *fail_msg;  /* zip: what an element with no result means (static text), else NULL */
+} mf_element_loop;
+/* Fills *loop for an op with these attrs whose input 0 has dtype x_dtype; false when the
+ * op's kernel would not run one such loop (then it is no elementwise op for the executor). */
+typedef bool (*mf_element_loop_fn)(const mf_attrs *attrs, mf_dtype x_dtype, mf_element_loop *loop);
+
 struct mf_op_def {
   const char *name;
   int num_inputs;
@@ -145,6 +167,10 @@ struct mf_op_def {
   mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
   mf_grad_fn grad;
   mf_build_value build_value; /* optional: ops that shape vectors are computed with */
+  /* Optional: an elementwise op's loop. Its kernel must compute exactly what
+   * the loop computes over the whole (broadcast) output, and its inference
+   * give the output the broadcast shape of its inputs. */
+  mf_element_loop_fn element_loop;
 };
 
 static inline bool mf_def_reads_value(const mf_op_def *def, int k) {

@@ -263,6 +263,12 @@ typedef struct mf_session_config {
    * environment is also OpenBLAS's thread count, so the two never
    * oversubscribe the cores (OpenBLAS's count is process-wide). */
   int intra_op_parallelism_threads;
+  /* Plans fuse chains of elementwise ops (arithmetic, comparisons, casts,
+   * BiasAdd, activations) into one step that makes one pass over the data, keeping
+   * values that only the chain reads out of memory; results are bit for bit
+   * those of the ops run one by one, errors name the op that failed. true
+   * runs every op as its own step (to compare, or to time single ops). */
+  bool disable_elementwise_fusion;
 } mf_session_config;
 /* mf_session_new with a configuration (NULL: the defaults). Retains g. */
 mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *config, mf_status *s);
@@ -294,6 +300,15 @@ mf_code mf_callable_run(mf_callable *c, mf_tensor *const *feed_values,
  * can (else the result is copied), so a steady-state run allocates nothing. */
 mf_code mf_callable_run_into(mf_callable *c, mf_tensor *const *feed_values,
                              mf_tensor *const *outputs, mf_status *s);
+/* What the plan of a callable runs: steps (kernel calls per run, a fused
+ * group of elementwise ops counting as one), the fused groups and the ops in
+ * them (see mf_session_config.disable_elementwise_fusion). */
+typedef struct mf_plan_stats {
+  int num_steps;
+  int num_fused_groups;
+  int num_fused_ops;
+} mf_plan_stats;
+void mf_callable_plan_stats(const mf_callable *c, mf_plan_stats *out);
 /* Asynchronous runs: a callable run on its session's worker thread, so the
  * calling thread can do other work meanwhile (tf.data's prefetch runs the
  * traced map and filter functions this way). Each session has one worker

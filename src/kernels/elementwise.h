@@ -37,8 +37,8 @@ enum { MF_BLOCK = 16 };
  * Both kinds take a scalar parameter `alpha`, converted to the element type T
  * (LeakyRelu's slope; 0 where an op has none). */
 
-/* y[i] = expr over n elements; expr reads the element x (type T) and alpha. */
-typedef void (*mf_map_fn)(const void *x, void *y, int64_t n, double alpha);
+/* mf_map_fn (graph/op_def.h): y[i] = expr over n elements; expr reads the
+ * element x (type T) and alpha. */
 #define MF_MAP_FN(fn, T, R, expr)                                                          \
   static inline void fn##_typed(const T *restrict px, R *restrict py, int64_t n, T alpha) { \
     (void)alpha;                                                                           \
@@ -46,13 +46,11 @@ typedef void (*mf_map_fn)(const void *x, void *y, int64_t n, double alpha);
   }                                                                                        \
   static void fn(const void *x, void *y, int64_t n, double alpha) { fn##_typed(x, y, n, (T)alpha); }
 
-/* y[i] = expr over n elements of two operands; expr reads their elements,
- * named a and b by the caller, alpha, and out_t (R). An operand that does not
- * step repeats its first element. `fail`, an expression of the same, marks
- * elements with no result (integer division by zero); the function returns
- * whether any did. */
-typedef bool (*mf_zip_fn)(const void *a, bool a_steps, const void *b, bool b_steps, void *y, int64_t n,
-                          double alpha);
+/* mf_zip_fn (graph/op_def.h): y[i] = expr over n elements of two operands;
+ * expr reads their elements, named a and b by the caller, alpha, and out_t
+ * (R). An operand that does not step repeats its first element. `fail`, an
+ * expression of the same, marks elements with no result (integer division by
+ * zero); the function returns whether any did. */
 #define MF_ZIP_STEP(expr, fail) py[i] = (out_t)(expr); bad |= (fail);
 #define MF_ZIP_FN(fn, T, R, a, b, fail, expr)                                                      \
   static inline bool fn##_typed(const T *restrict pa, bool a_steps, const T *restrict pb,          \

@@ -212,6 +212,19 @@ static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
   return MF_OK;
 }
 
+/* The element loops the executor fuses (mf_op_def.element_loop): the ones the kernels run. */
+static bool unary_loop(const mf_unary_impl *impl, mf_dtype t, mf_element_loop *loop) {
+  if ((unsigned)t >= MF_DTYPE_SLOTS || !(impl->dtypes >> t & 1u)) return false;
+  *loop = (mf_element_loop){.map = impl->loop[t]};
+  return true;
+}
+
+static bool binary_loop(const mf_binary_impl *impl, mf_dtype t, mf_element_loop *loop) {
+  if ((unsigned)t >= MF_DTYPE_SLOTS || !(impl->dtypes >> t & 1u)) return false;
+  *loop = (mf_element_loop){.zip = impl->loop[t], .fail_msg = impl->fail_msg};
+  return true;
+}
+
 static mf_code binary_infer(mf_infer_ctx *ic, const mf_binary_impl *impl) {
   if (mf_check_same_dtype(ic, 0, "x", 1, "y") || mf_check_dtype(ic, 0, "x and y have", impl->dtypes))
     return ic->status->code;
@@ -374,6 +387,10 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
       .loop = {MF_TYPES(types)(MF_UNARY_ENTRY, name)}};                                \
   static mf_code name##_infer(mf_infer_ctx *ic) { return unary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return unary_run(ctx, &name##_impl); } \
+  static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) { \
+    (void)attrs;                                                                       \
+    return unary_loop(&name##_impl, t, loop);                                          \
+  }                                                                                    \
   MF_RULE_DEFINE(name, grad)
 MF_UNARY_OPS(MF_UNARY_DEFINE)
 
@@ -389,6 +406,10 @@ MF_UNARY_OPS(MF_UNARY_DEFINE)
       .out = {MF_TYPES(types)(MF_BINARY_OUT, sel)}, .fail_msg = msg};                   \
   static mf_code name##_infer(mf_infer_ctx *ic) { return binary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); } \
+  static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) { \
+    (void)attrs;                                                                        \
+    return binary_loop(&name##_impl, t, loop);                                          \
+  }                                                                                     \
   MF_RULE_DEFINE(name, grad)
 MF_BINARY_OPS(MF_BINARY_DEFINE)
 
@@ -408,6 +429,15 @@ static mf_code cast_infer(mf_infer_ctx *ic) {
   ic->out_dtypes[0] = dst->v.type;
   ic->out_shapes[0] = ic->in_shapes[0];
   return MF_OK;
+}
+
+static bool cast_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {
+  const mf_attr *dst = mf_attrs_find(attrs, "DstT", MF_ATTR_TYPE);
+  if (!dst || (unsigned)t >= MF_DTYPE_SLOTS || (unsigned)dst->v.type >= MF_DTYPE_SLOTS ||
+      !cast_loops[t][dst->v.type])
+    return false;
+  *loop = (mf_element_loop){.map = cast_loops[t][dst->v.type]};
+  return true;
 }
 
 static mf_code cast_kernel(mf_kernel_ctx *ctx) {
@@ -490,7 +520,7 @@ static mf_code addn_grad(mf_grad_ctx *gc) {
 /* Parameters are not called name/flags/grad: they would replace the designators. */
 #define MF_OP_DEF(op, arity, fl, rule) \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
-   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
+   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule, .element_loop = op##_element_loop},
 #define MF_UNARY_DEF(op, types, g, expr) \
   MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
 #define MF_BINARY_DEF(op, types, sel, g, fail, msg, expr) \
@@ -500,7 +530,7 @@ static const mf_op_def defs[] = {
     MF_UNARY_OPS(MF_UNARY_DEF)
     MF_BINARY_OPS(MF_BINARY_DEF)
     {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .infer = cast_infer,
-     .kernel = {[MF_CPU] = cast_kernel}, .grad = cast_grad},
+     .kernel = {[MF_CPU] = cast_kernel}, .grad = cast_grad, .element_loop = cast_element_loop},
     {.name = "AddN", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT, .infer = addn_infer,
      .kernel = {[MF_CPU] = addn_kernel}, .grad = addn_grad},

@@ -124,6 +124,15 @@ static mf_code act_run(mf_kernel_ctx *ctx, const act_impl *impl) {
   return MF_OK;
 }
 
+/* The loops the executor fuses (mf_op_def.element_loop): those the kernels run. */
+static bool act_loop(const mf_attrs *attrs, unsigned dtypes, const mf_map_fn *maps, const mf_zip_fn *zips,
+                     mf_dtype t, mf_element_loop *loop) {
+  if ((unsigned)t >= MF_DTYPE_SLOTS || !(dtypes >> t & 1u)) return false;
+  *loop = (mf_element_loop){.map = maps ? maps[t] : NULL, .zip = zips ? zips[t] : NULL,
+                            .alpha = alpha_attr(attrs)};
+  return true;
+}
+
 /* Gradient ops take (gradients, v) of one dtype and one shape, as TensorFlow's. */
 static mf_code act_grad_infer(mf_infer_ctx *ic, unsigned dtypes) {
   if (mf_check_dtype(ic, 1, "features has", dtypes) || mf_check_same_dtype(ic, 0, "gradients", 1, "features"))
@@ -195,6 +204,9 @@ static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
                                        .loop = {MF_TYPES(types)(ACT_ENTRY, name)}};              \
   static mf_code name##_infer(mf_infer_ctx *ic) { return act_infer(ic, name##_impl.dtypes); }    \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_run(ctx, &name##_impl); }        \
+  static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {    \
+    return act_loop(attrs, name##_impl.dtypes, name##_impl.loop, NULL, t, loop);                  \
+  }                                                                                              \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_rule(gc, #grad_op, READS_##reads); }
 ACTIVATIONS(ACT_DEFINE)
 
@@ -204,6 +216,9 @@ ACTIVATIONS(ACT_DEFINE)
                                             .loop = {MF_TYPES(types)(ACT_ENTRY, name)}};         \
   static mf_code name##_infer(mf_infer_ctx *ic) { return act_grad_infer(ic, name##_impl.dtypes); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_grad_run(ctx, &name##_impl); }   \
+  static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {    \
+    return act_loop(attrs, name##_impl.dtypes, NULL, name##_impl.loop, t, loop);                  \
+  }                                                                                              \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_grad_rule(gc, CURVATURE_##curvature); }
 ACTIVATION_GRADS(ACT_GRAD_DEFINE)
 
@@ -292,6 +307,13 @@ static mf_code bias_add_kernel(mf_kernel_ctx *ctx) {
   int64_t c = v->dims[v->rank - 1], rows = c ? v->size / c : 0;
   bias_add_fns[v->dtype](v->data, b->data, y->data, rows, c);
   return MF_OK;
+}
+
+/* In NHWC, the only layout here, BiasAdd is Add with the bias broadcast
+ * along the last axis, element for element: fused as Add's loop. */
+static bool bias_add_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {
+  const mf_op_def *add = mf_registry_lookup("Add");
+  return (unsigned)t < MF_DTYPE_SLOTS && (FLOAT_TYPES >> t & 1u) && add && add->element_loop(attrs, t, loop);
 }
 
 static mf_code bias_add_grad_kernel(mf_kernel_ctx *ctx) {
@@ -1268,15 +1290,18 @@ static mf_code xent_rule(mf_grad_ctx *gc) {
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
    .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
 #define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) SIZED_OP_DEF(op, arity, fl, 0, infer_fn, kernel_fn, rule)
-#define ACT_DEF(op, types, grad_op, reads, expr) \
-  OP_DEF(op, 1, MF_OP_FORWARDS_INPUT, op##_infer, op##_kernel, op##_rule)
-#define ACT_GRAD_DEF(op, types, curvature, expr) \
-  OP_DEF(op, 2, MF_OP_FORWARDS_INPUT | MF_OP_INTERNAL, op##_infer, op##_kernel, op##_rule)
+/* Activations and their gradients are elementwise: the executor may fuse them. */
+#define ELEMENT_OP_DEF(op, arity, fl) \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = op##_infer, \
+   .kernel = {[MF_CPU] = op##_kernel}, .grad = op##_rule, .element_loop = op##_element_loop},
+#define ACT_DEF(op, types, grad_op, reads, expr) ELEMENT_OP_DEF(op, 1, MF_OP_FORWARDS_INPUT)
+#define ACT_GRAD_DEF(op, types, curvature, expr) ELEMENT_OP_DEF(op, 2, MF_OP_FORWARDS_INPUT | MF_OP_INTERNAL)
 
 static const mf_op_def defs[] = {
     ACTIVATIONS(ACT_DEF)
     ACTIVATION_GRADS(ACT_GRAD_DEF)
-    OP_DEF(BiasAdd, 2, MF_OP_FORWARDS_INPUT, bias_add_infer, bias_add_kernel, bias_add_rule)
+    {.name = "BiasAdd", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_FORWARDS_INPUT, .infer = bias_add_infer,
+     .kernel = {[MF_CPU] = bias_add_kernel}, .grad = bias_add_rule, .element_loop = bias_add_element_loop},
     OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
     OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
     SIZED_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
