@@ -8,6 +8,7 @@ local C = require("moonflow.core").C
 
 local function line() return debug.getinfo(2, "l").currentline end
 local here = debug.getinfo(1, "S").short_src
+local CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 local NO_GPU = "Could not satisfy explicit device specification '/device:GPU:0' because no devices " ..
                "matching that specification are registered in this process; available devices: /device:CPU:0"
@@ -232,7 +233,7 @@ describe("placement", function()
     local sess = tf.Session({log_device_placement = true})
     assert.equal(3, sess:run(a, {[x] = 2}))
     -- The ops the plan runs (the fed placeholder does not run).
-    assert.same({"one: (Const): /device:CPU:0", "a: (Add): /device:CPU:0"}, printed)
+    assert.same({"one: (Const): " .. CPU0, "a: (Add): " .. CPU0}, printed)
     printed = {}
     assert.equal(4, sess:run(a, {[x] = 3}))  -- the cached plan: nothing new
     assert.same({}, printed)
@@ -241,12 +242,12 @@ describe("placement", function()
     assert.equal(5, f(4))
     local b = tf.multiply(a, tf.constant(2, tf.float32, nil, "two"), "b")
     local g = sess:make_callable(b, {x})
-    assert.same({"one: (Const): /device:CPU:0", "a: (Add): /device:CPU:0",
-                 "two: (Const): /device:CPU:0", "b: (Mul): /device:CPU:0"}, printed)
+    assert.same({"one: (Const): " .. CPU0, "a: (Add): " .. CPU0,
+                 "two: (Const): " .. CPU0, "b: (Mul): " .. CPU0}, printed)
     assert.equal(10, g(4))
     printed = {}
     assert.equal(3, sess:run(tf.constant(3, nil, nil, "three")))
-    assert.same({"three: (Const): /device:CPU:0"}, printed)
+    assert.same({"three: (Const): " .. CPU0}, printed)
   end)
 
   it("logs what soft placement moved", function()
@@ -255,11 +256,11 @@ describe("placement", function()
     assert.equal(1, sess:run(a))
     assert.same({
       "Soft placement: operation 'c' (Const) asked for '/device:GPU:0', which is not available in this process; " ..
-      "placed on /device:CPU:0",
-      "c: (Const): /device:CPU:0",
+      "placed on " .. CPU0,
+      "c: (Const): " .. CPU0,
       "Soft placement: operation 'a' (Identity) asked for '/device:GPU:0', which is not available in this " ..
-      "process; placed on /device:CPU:0",
-      "a: (Identity): /device:CPU:0"}, printed)
+      "process; placed on " .. CPU0,
+      "a: (Identity): " .. CPU0}, printed)
   end)
 
   it("logs the placement of ops in functions when a run builds their plans", function()
@@ -268,10 +269,10 @@ describe("placement", function()
                       function() return tf.constant(2, nil, nil, "no") end)
     local sess = tf.Session({log_device_placement = true})
     assert.equal(1, sess:run(r, {[p] = true}))
-    assert.same({"cond: (If): /device:CPU:0", "yes: (Const): /device:CPU:0"}, printed)
+    assert.same({"cond: (If): " .. CPU0, "yes: (Const): " .. CPU0}, printed)
     printed = {}
     assert.equal(2, sess:run(r, {[p] = false}))
-    assert.same({"no: (Const): /device:CPU:0"}, printed)
+    assert.same({"no: (Const): " .. CPU0}, printed)
     printed = {}
     assert.equal(1, sess:run(r, {[p] = true}))
     assert.same({}, printed)
@@ -283,9 +284,9 @@ describe("placement", function()
     printed = {}
     assert.equal(true, soft:run(q, {[p] = true}))
     assert.same({"Soft placement: operation 'cond_1' (If) asked for '/device:GPU:0', which is not available in " ..
-                 "this process; placed on /device:CPU:0", "cond_1: (If): /device:CPU:0",
+                 "this process; placed on " .. CPU0, "cond_1: (If): " .. CPU0,
                  "Soft placement: operation 'inner' (Identity) asked for '/device:GPU:0', which is not available " ..
-                 "in this process; placed on /device:CPU:0", "inner: (Identity): /device:CPU:0"}, printed)
+                 "in this process; placed on " .. CPU0, "inner: (Identity): " .. CPU0}, printed)
   end)
 
   it("prints nothing for a plan that failed, and prints before raising a run's error", function()
@@ -297,7 +298,7 @@ describe("placement", function()
     local ok, err = pcall(sess.run, sess, tf.multiply(x, tf.constant(2, tf.float32, nil, "two"), "m"))
     assert.is_false(ok)  -- x is not fed: its kernel fails after placement
     assert.matches("x", err)
-    assert.same({"x: (Placeholder): /device:CPU:0", "two: (Const): /device:CPU:0", "m: (Mul): /device:CPU:0"},
+    assert.same({"x: (Placeholder): " .. CPU0, "two: (Const): " .. CPU0, "m: (Mul): " .. CPU0},
                 printed)
   end)
 

@@ -87,6 +87,7 @@ mf_tensor *mf_tensor_view(mf_tensor *base, int rank, const int64_t *dims, mf_sta
   mf_tensor *t = header(base->dtype, rank, dims);
   if (!t) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); return NULL; }
   t->device = base->device;
+  t->device_index = base->device_index;
   t->data = base->data;
   t->base = mf_tensor_retain(base);
   return t;

@@ -11,6 +11,7 @@ struct mf_tensor {
   atomic_int refcount;
   mf_dtype dtype;
   mf_device_type device;
+  int device_index;      /* which device of that type: 0 for host memory (CPU:0) */
   int rank;
   int64_t dims[MF_MAX_RANK];
   int64_t size;          /* number of elements */

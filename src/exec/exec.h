@@ -24,15 +24,23 @@
 #include "exec/kernel_api.h"
 #include "exec/worker.h"
 #include "graph/graph.h"
-#include "device/allocator.h"
+#include "device/device.h"
 #include "exec/threadpool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
+enum { MF_MAX_DEVICES = MF_MAX_CPU_DEVICES + 8 };
+
+/* A step runs an op's kernel, or copies a value between devices (a copy
+ * step: copy_from set, kernel NULL, one input). */
 typedef struct mf_step {
-  mf_op *op;
+  mf_op *op;             /* a copy step: the op whose value it copies (named in errors) */
   mf_kernel_fn kernel;
+  mf_device *device;     /* where it runs and its outputs live; a copy's destination */
+  mf_device *copy_from;  /* a copy step: the device of in_slots[0]; NULL for an op's step */
+  int copy_in;           /* a copy step: its input slot (in_slots points here) */
+  int copy_index;        /* a copy step: which output of op it copies */
   int *in_slots;         /* one per input */
   int out_slot;          /* outputs use out_slot .. out_slot + num_outputs - 1 */
   int *dead;             /* slots whose last reader is this step */
@@ -90,7 +98,8 @@ typedef struct mf_plan {
   bool *fetch_direct;    /* a caller's buffer for fetch i can be its producer's output:
                             the first fetch of a slot a step allocates (mf_callable_run_into) */
   int *feed_slots;
-  int *fetch_slots;
+  mf_device **feed_devices; /* per feed: where its slot's value lives (a session's plans: CPU:0) */
+  int *fetch_slots;      /* on CPU:0 (a function's: anywhere): a copy's slot when computed elsewhere */
   mf_step *steps;
   int num_steps;
   int rt_cap_in, rt_cap_out; /* sizes of the run states' scratch arrays */
@@ -141,7 +150,8 @@ struct mf_session {
   int num_fn_states, cap_fn_states;
   mf_callable **fn_plans;     /* plans over function graphs */
   int num_fn_plans, cap_fn_plans;
-  mf_allocator *allocator; /* host memory for the tensors its runs make */
+  mf_device *devices[MF_MAX_DEVICES]; /* owned: CPU:0 (the host) first, then the other CPUs */
+  int num_devices;
   int num_threads;         /* of its thread pool, started by the first large kernel */
   _Atomic(mf_threadpool *) threads;
   /* The thread of mf_callable_run_async (async.c), NULL until its first job
@@ -156,6 +166,9 @@ struct mf_session {
   char *log_taken;
 };
 
+
+/* The number of inputs a step reads: an op's, or a copy's one. */
+static inline int mf_step_num_inputs(const mf_step *st) { return st->copy_from ? 1 : st->op->num_inputs; }
 
 /* calloc of count elements (at least one) into ptr; false when out of memory. */
 #define PLAN_ALLOC(ptr, count) \
@@ -185,8 +198,8 @@ void mf_plan_drop_runs(mf_plan *p);
 /* --- pool.c --- */
 /* Gives t back to r's pool (or releases it when not reusable); NULL is fine. */
 void mf_pool_put(mf_run *r, mf_tensor *t);
-/* A buffer from r's pool that fits, else one from the session's allocator. */
-mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
+/* A buffer on device d from r's pool that fits, else one from d's allocator. */
+mf_tensor *mf_pool_alloc(mf_run *r, mf_device *d, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 
 /* --- plan.c --- */
 /* Fills p's steps and slots from its graph, feeds, fetches and targets. */
@@ -213,5 +226,7 @@ mf_threadpool *mf_session_threads(mf_session *sess);
 /* Appends a formatted line to the session's placement log; false when out of memory. */
 bool mf_session_log_line(mf_session *sess, const char *fmt, ...) MF_PRINTF(2, 3);
 mf_code mf_session_closed_error(mf_status *s);
+/* The device of sess whose memory holds t (CPU:0 for host memory). */
+mf_device *mf_session_device_of(mf_session *sess, const mf_tensor *t);
 
 #endif
