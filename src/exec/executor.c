@@ -170,6 +170,11 @@ static mf_code run_copy(mf_run *r, const mf_step *st, mf_status *s) {
   mf_tensor *src = r->slots[st->copy_in], **dst = &r->slots[st->out_slot];
   if (!src) return mf_status_set(s, MF_INTERNAL, "no value of %s:%d to copy to %s", st->op->name, st->copy_index,
                                  st->device->short_name);
+  if (src->handle) {  /* a host object's handle: shared as it is */
+    mf_tensor_release(*dst);
+    *dst = mf_tensor_retain(src);
+    return MF_OK;
+  }
   mf_shape shape = mf_shape_of(src);
   if (*dst) {
     if (check_into(st->op, st->copy_index, *dst, src->dtype, &shape, s)) return s->code;
