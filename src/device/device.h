@@ -33,7 +33,9 @@ typedef struct mf_device_class {
   mf_device_type type;
   const char *type_name;   /* TensorFlow's: "CPU", "GPU" */
   /* Copies all of src's bytes into dst, which has src's dtype and size:
-   * host memory into the device's, and the device's into host memory. */
+   * host memory into the device's (which may finish later, in order with
+   * the device's kernels), and the device's into host memory (finished when
+   * it returns). */
   mf_code (*copy_from_host)(mf_device *d, mf_tensor *dst, const mf_tensor *src, mf_status *s);
   mf_code (*copy_to_host)(mf_device *d, mf_tensor *dst, const mf_tensor *src, mf_status *s);
   /* Returns once the work queued on the device is done (the CPU queues none). */

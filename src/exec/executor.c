@@ -272,6 +272,12 @@ void mf_run_steps(mf_run *r, mf_status *s) {
   }
 }
 
+/* Waits for the work a run queued on the session's devices (a GPU's
+ * stream), so that its effects (variables' updates) are done when it returns. */
+static void sync_devices(mf_session *sess, mf_status *s) {
+  for (int i = 1; i < sess->num_devices && mf_ok(s); i++) sess->devices[i]->cls->sync(sess->devices[i], s);
+}
+
 /* Notes the values fed for variables by op id, which stand-ins in functions read. */
 static void run_var_feeds(mf_run *r, mf_tensor *const *values) {
   const mf_plan *p = r->plan;
@@ -310,6 +316,7 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor *co
     if (p->fetch_direct[i] && !aliases_feed(p, feed_values, into[i]))
       r->slots[p->fetch_slots[i]] = mf_tensor_retain(into[i]);
   mf_run_steps(r, s);
+  if (p->off_host) sync_devices(p->sess, s);
   for (int i = 0; i < p->nfetches && mf_ok(s); i++) {
     mf_tensor *v = r->slots[p->fetch_slots[i]];
     if (!v) continue;

@@ -372,6 +372,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     st->op = op;
     st->device = op_dev[id];
     st->kernel = mf_device_kernel(st->device, op->def);
+    p->off_host |= !st->device->host;
     if (!st->kernel) {
       rc = mf_status_set(s, MF_UNIMPLEMENTED, "No %s kernel registered for op %s ('%s')",
                          st->device->cls->type_name, op->def->name, op->name);
