@@ -665,6 +665,32 @@ describe("a session with device_count = {CPU = 2}", function()
     for i = 1, 3 do assert.is_true(same_bits(single[i], split[i])) end
   end)
 
+  it("runs loops on CPU:0 that read and update a variable living on CPU:1", function()
+    local v = tf.device("/cpu:1", function() return tf.Variable({1, 2}, {name = "v"}) end)
+    local function loop(body)
+      return select(2, tf.while_loop(function(i) return tf.less(i, 3) end, function(i, a) return i + 1, body(a) end,
+                                     {tf.constant(0), tf.zeros({2})}))
+    end
+    local reads = loop(function(a) return a + v end)
+    local updates = loop(function(a) return a + tf.assign_add(v, {1, 1}) end)
+    local sess = two_cpus({log_device_placement = true})
+    sess:run(v.initializer)
+    printed = {}
+    assert.same({3, 6}, sess:run(reads):totable())
+    -- v goes 1,2 -> 2,3 -> 3,4 -> 4,5; each iteration adds the updated value.
+    assert.same({9, 12}, sess:run(updates):totable())
+    assert.same({4, 5}, sess:run(v):totable())
+    local placed = {}
+    for _, text in ipairs(printed) do
+      local name, dev = text:match("^(%S+): %(%a+%): (%S+)$")
+      if name then placed[name] = dev end
+    end
+    -- The update inside the loop body runs where the variable is.
+    local update
+    for name, dev in pairs(placed) do if name:match("AssignAdd$") then update = dev end end
+    assert.equal("/job:localhost/replica:0/task:0/device:CPU:1", update)
+  end)
+
   it("is an error for a device the session lacks, naming the op, the devices and its line", function()
     local x = tf.constant(1, nil, nil, "x")
     local l = line() + 1

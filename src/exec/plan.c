@@ -108,7 +108,8 @@ static mf_code log_placement(mf_session *sess, const mf_op *op, const mf_placeme
 /* Places op, once: by its device string, or, for an op taking a variable by
  * reference (Assign, AssignAdd, the optimizers' apply ops), where that
  * variable is, as TensorFlow colocates them (whatever the op's own string
- * says, as under colocate_with). */
+ * says, as under colocate_with); a variable's stand-in in a function by the
+ * variable's string. */
 static mf_code place_op(placer *pl, const mf_op *op, mf_status *s) {
   if (pl->dev[op->id]) return MF_OK;
   mf_session *sess = pl->p->sess;
@@ -133,9 +134,16 @@ static mf_code place_op(placer *pl, const mf_op *op, mf_status *s) {
       where.device = sess->devices[0];
       where.soft = true;
     }
-  } else if (mf_device_place(sess->devices, sess->num_devices, op, soft, &where, s)) {
-    mf_status_append_origin(s, op);
-    return s->code;
+  } else {
+    /* A variable's stand-in in a function is where the variable is. */
+    const mf_op *by = op;
+    int64_t var_id;
+    if (op->graph != sess->graph && mf_var_id_of(op, &var_id) && var_id >= 0 && var_id < sess->graph->num_ops)
+      by = sess->graph->ops[var_id];
+    if (mf_device_place(sess->devices, sess->num_devices, by, soft, &where, s)) {
+      mf_status_append_origin(s, by);
+      return s->code;
+    }
   }
   pl->dev[op->id] = where.device;
   if ((sess->options & MF_LOG_DEVICE_PLACEMENT) && pl->needed[op->id] && log_placement(sess, op, &where))
