@@ -91,6 +91,7 @@ typedef struct mf_plan {
   int ntargets;
   int num_slots;
   bool off_host;         /* some step runs off CPU:0: a run ends by syncing the session's devices */
+  mf_device **slot_devices; /* per slot: the device whose memory holds its value */
   mf_tensor **const_values; /* per slot: a Const's value, held for the plan's life; else NULL */
   bool *slot_fetched;
   bool *slot_read;       /* read by some step or fetched (mf_kernel_ctx.outputs_read) */

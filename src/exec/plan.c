@@ -33,6 +33,7 @@ void mf_plan_free(mf_plan *p) {
   mf_free(p->targets);
   mf_free(p->feed_slots);
   mf_free(p->feed_devices);
+  mf_free(p->slot_devices);
   mf_free(p->fetch_slots);
   mf_free(p);
 }
@@ -214,6 +215,7 @@ static void emit_copy(copier *c, mf_output o, int slot, mf_device *d) {
   st->copy_in = slot;
   st->out_slot = to;
   st->var_id = -1;
+  p->slot_devices[to] = d;
 }
 
 /* ---------- building ---------- */
@@ -345,8 +347,9 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
       !PLAN_ALLOC(p->fetch_moves, p->nfetches) || !PLAN_ALLOC(p->fetch_direct, p->nfetches) ||
       !PLAN_ALLOC(last_use, num_slots) || !PLAN_ALLOC(p->steps, num_steps) || !PLAN_ALLOC(cp.copy_made, num_slots) ||
       !PLAN_ALLOC(p->feed_slots, p->nfeeds) || !PLAN_ALLOC(p->feed_devices, p->nfeeds) ||
-      !PLAN_ALLOC(p->fetch_slots, p->nfetches))
+      !PLAN_ALLOC(p->fetch_slots, p->nfetches) || !PLAN_ALLOC(p->slot_devices, num_slots))
     goto done;
+  for (int i = 0; i < num_slots; i++) p->slot_devices[i] = i < base_slots ? cp.slot_dev[i] : NULL;
   for (int i = 0; i < p->nfeeds; i++) {
     p->feed_slots[i] = slot_base[p->feeds[i].op->id] + p->feeds[i].index;
     p->feed_devices[i] = cp.slot_dev[p->feed_slots[i]];
