@@ -44,7 +44,7 @@ local function device_count(config, counts)
       fail("tf.Session: device_count." .. key .. " must be a non-negative integer, got " .. tostring(n))
     end
     -- TensorFlow's 0 GPUs is the engine's -1 (none); its 0 is the default.
-    config.device_count[t] = (key == "GPU" and n == 0) and -1 or n
+    config.device_count[t] = (key == "GPU" and n == 0) and -1 or math.min(n, 0x7fffffff)  -- the engine checks the range
   end
 end
 

@@ -38,6 +38,7 @@ static mf_code check_device_count(const mf_session_config *config, mf_status *s)
 static mf_code make_devices(mf_session *sess, const mf_session_config *config, mf_status *s) {
   int cpus = config && config->device_count[MF_CPU] > 0 ? config->device_count[MF_CPU] : 1;
   int gpus = config && config->device_count[MF_CUDA] ? config->device_count[MF_CUDA] : mf_num_devices(MF_CUDA);
+  if (gpus > MF_MAX_DEVICES - cpus) gpus = MF_MAX_DEVICES - cpus;  /* a machine with more GPUs uses the first ones */
   for (int i = 0; i < cpus; i++)
     if (!(sess->devices[sess->num_devices++] = mf_device_new(MF_CPU, i, s))) return s->code;
   for (int i = 0; i < gpus; i++)
