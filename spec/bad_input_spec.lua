@@ -626,8 +626,19 @@ describe("bad input", function()
     case("tf.Session: graph must be a tf.Graph, got 5 (at @)",
          function() tf.Session({graph = 5}) end)
     case("tf.Session: unknown option 'bogus' (expected one of: graph, allow_soft_placement, " ..
-         "log_device_placement, intra_op_parallelism_threads, elementwise_fusion) (at @)",
+         "log_device_placement, intra_op_parallelism_threads, elementwise_fusion, device_count) (at @)",
          function() tf.Session({bogus = 1}) end)
+    local two_cpus = tf.Session({device_count = {CPU = 2}})
+    case("tf.Session: device_count: unknown device type 'TPU' (expected CPU or GPU) (at @)",
+         function() tf.Session({device_count = {TPU = 1}}) end)
+    case("device_count: CPU must be 0 (the default: 1) to 8, got 9 (at @)",
+         function() tf.Session({device_count = {CPU = 9}}) end)
+    case("Cannot assign a device for operation 'on_cpu2': Could not satisfy explicit device specification " ..
+         "'/device:CPU:2' because no devices matching that specification are registered in this process; " ..
+         "available devices: /device:CPU:0, /device:CPU:1 (op 'on_cpu2' created at @)",
+         function() two_cpus:run(tf.device("/cpu:2", function() return tf.constant(1, {name = "on_cpu2"}) end)) end)
+    case("tf.DeviceSpec: device_index must be a non-negative integer, got -1 (at @)",
+         function() tf.DeviceSpec({device_index = -1}) end)
     case("tf.Session: log_device_placement must be a boolean, got yes (at @)",
          function() tf.Session({log_device_placement = "yes"}) end)
     case("tf.Session: elementwise_fusion must be a boolean, got 0 (at @)",

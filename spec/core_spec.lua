@@ -848,7 +848,7 @@ end)
 
 describe("the FFI binding", function()
   it("has the C library's struct layouts (cdefs are generated from the header)", function()
-    for _, name in ipairs({"mf_shape", "mf_output"}) do
+    for _, name in ipairs({"mf_shape", "mf_output", "mf_session_config", "mf_device_stats"}) do
       assert.equal(tonumber(C.mf_abi_sizeof(name)), ffi.sizeof(name), name)
     end
     assert.equal(0, tonumber(C.mf_abi_sizeof("no_such_type")))

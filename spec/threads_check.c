@@ -6,7 +6,13 @@
  * callable and the callable into buffers of its own, with feeds of its own, and compares every result bit for bit with
  * the serial run of the same feed. Every run also adds 1 to a shared variable
  * (AssignAdd) and draws from a random op: at the end the variable holds
- * exactly the number of runs made, as updates of one variable are serialized. */
+ * exactly the number of runs made, as updates of one variable are serialized.
+ *
+ * The shared session has two CPU devices (device_count): the matmul and the
+ * variable (with the AssignAdd colocated with it) run on CPU:1, the rest on
+ * CPU:0, so every run copies values across devices; the serial session
+ * places everything on CPU:0 (soft placement), and the results must still
+ * match bit for bit, with exactly the copies each run plans. */
 #include "c_check.h"
 
 #include <pthread.h>
@@ -16,6 +22,21 @@
 
 enum { N = 8, THREADS = 4, FEEDS = 16 };
 static int runs = 10000;
+
+/* An op of `type` on a and b placed on `device`. */
+static mf_op *op_at(mf_graph *g, const char *type, const char *device, mf_output a, mf_output b, mf_status *s) {
+  mf_op_desc *d = mf_op_desc_new(g, type, NULL);
+  mf_op_desc_add_input(d, a);
+  mf_op_desc_add_input(d, b);
+  mf_op_desc_set_device(d, device);
+  return mf_op_desc_finish(d, s);
+}
+
+static uint64_t copies_to(mf_session *sess, int device) {
+  mf_device_stats st;
+  CHECK(mf_session_device_stats(sess, device, &st));
+  return st.copies_to;
+}
 
 static mf_tensor *matrix(float base, mf_status *s) {
   int64_t dims[2] = {N, N};
@@ -75,7 +96,7 @@ int main(int argc, char **argv) {
   mf_op_desc_set_attr_type(d, "dtype", MF_FLOAT32);
   mf_op_desc_set_attr_shape(d, "shape", dims, 2);
   mf_op *x = mf_op_desc_finish(d, s);
-  mf_op *m = op_on(g, "MatMul", (mf_output){x, 0}, (mf_output){x, 0}, s);
+  mf_op *m = op_at(g, "MatMul", "/device:CPU:1", (mf_output){x, 0}, (mf_output){x, 0}, s);
   mf_op *a = op_on(g, "Add", (mf_output){m, 0}, (mf_output){x, 0}, s);
   mf_tensor *half = mf_tensor_new(MF_FLOAT32, 0, NULL, s), *one = mf_tensor_new(MF_FLOAT32, 0, NULL, s);
   *(float *)mf_tensor_data(half) = 0.5f;
@@ -92,6 +113,7 @@ int main(int argc, char **argv) {
   d = mf_op_desc_new(g, "VariableV2", "v");
   mf_op_desc_set_attr_type(d, "dtype", MF_FLOAT32);
   mf_op_desc_set_attr_shape(d, "shape", NULL, 0);
+  mf_op_desc_set_device(d, "/cpu:1");
   mf_op *v = mf_op_desc_finish(d, s);
   mf_tensor *zero = mf_tensor_new(MF_FLOAT32, 0, NULL, s);
   *(float *)mf_tensor_data(zero) = 0.0f;
@@ -102,7 +124,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "building the graph: %s\n", mf_status_message(s));
     return 1;
   }
-  shared.sess = mf_session_new(g, s);
+  mf_session_config two_cpus = {.device_count = {[MF_CPU] = 2}};
+  shared.sess = mf_session_new_with_config(g, &two_cpus, s);
+  CHECK(mf_session_num_devices(shared.sess) == 2);
+  CHECK(strcmp(mf_session_device_name(shared.sess, 1), "/job:localhost/replica:0/task:0/device:CPU:1") == 0);
   CHECK(mf_session_run(shared.sess, NULL, NULL, 0, NULL, NULL, 0, &init, 1, s) == MF_OK);
   shared.x = (mf_output){x, 0};
   shared.fetches[0] = (mf_output){y, 0};
@@ -112,16 +137,20 @@ int main(int argc, char **argv) {
   shared.call = mf_session_make_callable(shared.sess, &shared.x, 1, shared.fetches, 3, &bump, 1, s);
   CHECK(shared.call != NULL);
   /* The serial results, from a session of its own (its variable counts apart). */
-  mf_session *serial = mf_session_new(g, s);
+  mf_session *serial = mf_session_new_with_options(g, MF_ALLOW_SOFT_PLACEMENT, s);
   CHECK(mf_session_run(serial, NULL, NULL, 0, NULL, NULL, 0, &init, 1, s) == MF_OK);
   for (int f = 0; f < FEEDS; f++) {
     shared.in[f] = matrix((float)f * 0.03125f, s);
     CHECK(mf_session_run(serial, &shared.x, &shared.in[f], 1, shared.fetches, &shared.expect[f], 1, NULL, 0, s) ==
           MF_OK);
   }
+  CHECK(copies_to(serial, 0) == 0);  /* one device: nothing crosses */
+  uint64_t before = copies_to(shared.sess, 1);
   pthread_t threads[THREADS];
   for (int t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, worker, (void *)(intptr_t)t);
   for (int t = 0; t < THREADS; t++) pthread_join(threads[t], NULL);
+  /* Each run copies x and the constant 1 onto CPU:1, the product and the variable's value back. */
+  CHECK(copies_to(shared.sess, 1) - before == 2 * (uint64_t)THREADS * (uint64_t)runs);
   mf_tensor *count = NULL;
   mf_output rd = {read, 0};
   CHECK(mf_session_run(shared.sess, NULL, NULL, 0, &rd, &count, 1, NULL, 0, s) == MF_OK);
@@ -140,6 +169,7 @@ int main(int argc, char **argv) {
   mf_graph_release(g);
   mf_status_free(s);
   if (failures) return 1;
-  printf("threads_check: ok (%d threads x %d runs on one session and one callable)\n", THREADS, runs);
+  printf("threads_check: ok (%d threads x %d runs on one session and one callable, over two devices)\n", THREADS,
+         runs);
   return 0;
 }

@@ -29,10 +29,29 @@ local function session_flags(options)
   return flags
 end
 
+-- The engine's device_count (mf_session_config) from TensorFlow's
+-- ConfigProto map {CPU = 2, GPU = 0}.
+local DEVICE_TYPES = {CPU = C.MF_CPU, GPU = C.MF_CUDA}
+local function device_count(config, counts)
+  if counts == nil then return end
+  if not args.is_options(counts, true) then
+    fail("tf.Session: device_count must be a table such as {CPU = 2}, got " .. tostring(counts))
+  end
+  for key, n in pairs(counts) do
+    local t = DEVICE_TYPES[key]
+    if not t then fail("tf.Session: device_count: unknown device type '" .. tostring(key) .. "' (expected CPU or GPU)") end
+    if type(n) ~= "number" or n < 0 or n % 1 ~= 0 then
+      fail("tf.Session: device_count." .. key .. " must be a non-negative integer, got " .. tostring(n))
+    end
+    -- TensorFlow's 0 GPUs is the engine's -1 (none); its 0 is the default.
+    config.device_count[t] = (key == "GPU" and n == 0) and -1 or math.min(n, 0x7fffffff)  -- the engine checks the range
+  end
+end
+
 -- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=,
--- intra_op_parallelism_threads=, elementwise_fusion=}).
+-- intra_op_parallelism_threads=, elementwise_fusion=, device_count=}).
 local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", "intra_op_parallelism_threads",
-                         "elementwise_fusion", positional = 0, empty = true}
+                         "elementwise_fusion", "device_count", positional = 0, empty = true}
 function M.new(arg)
   local g, options
   if getmetatable(arg) == G.Graph then g, options = arg, {}
@@ -52,6 +71,7 @@ function M.new(arg)
     fail("tf.Session: elementwise_fusion must be a boolean, got " .. tostring(fusion))
   end
   local config = ffi.new("mf_session_config", session_flags(options), threads, fusion == false)
+  device_count(config, options.device_count)
   local ptr = C.mf_session_new_with_config(g.ptr, config, core.status)
   if ptr == nil then core.check_here() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
@@ -461,13 +481,50 @@ function Session:num_plans() return C.mf_session_num_plans(self.ptr) end
 -- Buffers taken from the system by all runs so far.
 function Session:num_allocations() return tonumber(C.mf_session_num_allocations(self.ptr)) end
 
+local function memory_table(m, into)
+  into = into or {}
+  into.bytes_in_use, into.peak_bytes_in_use = tonumber(m.bytes_in_use), tonumber(m.peak_bytes_in_use)
+  into.bytes_kept, into.num_allocations = tonumber(m.bytes_kept), tonumber(m.num_allocations)
+  return into
+end
+
 local stats = ffi.new("mf_memory_stats")
--- The session's memory for tensors (mf_memory_stats): bytes in use, the peak,
--- bytes kept for reuse, buffers taken from the system.
+-- The session's memory for tensors (mf_memory_stats), summed over its
+-- devices: bytes in use, the peak, bytes kept for reuse, buffers taken from
+-- the system.
 function Session:memory_stats()
   C.mf_session_memory_stats(self.ptr, stats)
-  return {bytes_in_use = tonumber(stats.bytes_in_use), peak_bytes_in_use = tonumber(stats.peak_bytes_in_use),
-          bytes_kept = tonumber(stats.bytes_kept), num_allocations = tonumber(stats.num_allocations)}
+  return memory_table(stats)
+end
+
+-- The session's devices, as TensorFlow's Session.list_devices:
+-- {{name = "/job:localhost/replica:0/task:0/device:CPU:0", device_type = "CPU",
+-- memory_limit = bytes}, ...}, CPU:0 first.
+function Session:list_devices()
+  local out = {}
+  for i = 0, C.mf_session_num_devices(self.ptr) - 1 do
+    local name = ffi.string(C.mf_session_device_name(self.ptr, i))
+    local kind = name:match("/device:(%u+):%d+$")
+    out[#out + 1] = {name = name, device_type = kind,
+                     memory_limit = tonumber(C.mf_device_memory_limit(DEVICE_TYPES[kind], 0))}
+  end
+  return out
+end
+
+local device_stats = ffi.new("mf_device_stats")
+-- Per device (in list_devices' order): its memory (as memory_stats) and the
+-- values runs copied onto and off it (copies_to, copies_from, bytes_to,
+-- bytes_from; mf_device_stats).
+function Session:device_stats()
+  local out = {}
+  for i = 0, C.mf_session_num_devices(self.ptr) - 1 do
+    C.mf_session_device_stats(self.ptr, i, device_stats)
+    local d = memory_table(device_stats.memory, {name = ffi.string(C.mf_session_device_name(self.ptr, i))})
+    d.copies_to, d.copies_from = tonumber(device_stats.copies_to), tonumber(device_stats.copies_from)
+    d.bytes_to, d.bytes_from = tonumber(device_stats.bytes_to), tonumber(device_stats.bytes_from)
+    out[i + 1] = d
+  end
+  return out
 end
 
 return M

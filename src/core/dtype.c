@@ -6,6 +6,8 @@
 size_t mf_abi_sizeof(const char *type_name) {
   if (strcmp(type_name, "mf_shape") == 0) return sizeof(mf_shape);
   if (strcmp(type_name, "mf_output") == 0) return sizeof(mf_output);
+  if (strcmp(type_name, "mf_session_config") == 0) return sizeof(mf_session_config);
+  if (strcmp(type_name, "mf_device_stats") == 0) return sizeof(mf_device_stats);
   return 0;
 }
 

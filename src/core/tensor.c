@@ -92,6 +92,7 @@ mf_tensor *mf_tensor_view_at(mf_tensor *base, size_t offset, mf_dtype dtype, int
   mf_tensor *t = header(dtype, rank, dims);
   if (!t) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); return NULL; }
   t->device = base->device;
+  t->device_index = base->device_index;
   t->data = (char *)base->data + offset;
   t->base = mf_tensor_retain(base);
   return t;

@@ -11,6 +11,7 @@ struct mf_tensor {
   atomic_int refcount;
   mf_dtype dtype;
   mf_device_type device;
+  int device_index;      /* which device of that type: 0 for host memory (CPU:0) */
   int rank;
   int64_t dims[MF_MAX_RANK];
   int64_t size;          /* number of elements */
@@ -18,6 +19,8 @@ struct mf_tensor {
   size_t capacity;       /* bytes at data when owned; an arena view's room (exec/pool.c) */
   bool owned;            /* data came from mf_aligned_alloc (not a view, not wrapped) */
   mf_tensor *base;       /* a view keeps its base alive */
+  bool handle;           /* stands for a host object (a loop's stash), which it names by identity:
+                            it crosses devices as it is, never copied */
   void (*release)(void *data, void *arg);
   void *release_arg;
   /* When set, a dying tensor goes here whole (header and buffer) instead of

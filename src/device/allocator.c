@@ -13,6 +13,8 @@
 
 struct mf_allocator {
   atomic_int refcount;
+  mf_device_type type;   /* the device whose memory this is, stamped on its tensors */
+  int index;
   pthread_mutex_t lock;
   mf_tensor **kept;      /* dead tensors, theirs to reuse */
   int num_kept, cap_kept;
@@ -21,9 +23,11 @@ struct mf_allocator {
   mf_memory_stats stats;
 };
 
-mf_allocator *mf_allocator_new(void) {
+mf_allocator *mf_allocator_new(mf_device_type type, int index) {
   mf_allocator *a = mf_calloc(1, sizeof *a);
   if (!a) return NULL;
+  a->type = type;
+  a->index = index;
   atomic_init(&a->refcount, 1);
   pthread_mutex_init(&a->lock, NULL);
   return a;
@@ -102,6 +106,8 @@ mf_tensor *mf_allocator_tensor(mf_allocator *a, mf_dtype dtype, int rank, const 
   } else if (!(t = mf_tensor_new_uninit(dtype, rank, dims, s))) {
     return NULL;
   }
+  t->device = a->type;
+  t->device_index = a->index;
   t->recycle = take_back;
   t->recycle_arg = a;
   atomic_fetch_add_explicit(&a->refcount, 1, memory_order_relaxed);

@@ -8,8 +8,10 @@
 #include "core/base.h"
 
 typedef struct mf_allocator mf_allocator;
-/* New (one reference), for host memory; NULL when out of memory. */
-mf_allocator *mf_allocator_new(void);
+/* New (one reference), for the memory of device `index` of `type`: its
+ * tensors carry that device. NULL when out of memory. The buffers are host
+ * memory (CPU devices); a CUDA backend brings its own allocation. */
+mf_allocator *mf_allocator_new(mf_device_type type, int index);
 void mf_allocator_release(mf_allocator *a); /* NULL is fine */
 /* A tensor of this shape (data uninitialized) whose buffer belongs to a: a
  * dead tensor of a fitting size when one is kept, else a new one (counted).

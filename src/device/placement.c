@@ -1,5 +1,5 @@
-/* device.c — the devices of this process, TensorFlow device strings, and
- * where an op runs (its placement, decided once per plan by session.c).
+/* placement.c — TensorFlow device strings, and where an op runs among a
+ * session's devices (its placement, decided once per plan by exec/plan.c).
  *
  * A device string names any of job, replica, task and device (type and
  * index), e.g. "/job:localhost/replica:0/task:0/device:GPU:1". TensorFlow's
@@ -7,12 +7,10 @@
  * (any GPU), "/gpu:*". The normal form, written by mf_device_merge, lists the
  * fields that are set in that order, e.g. "/device:CPU:0".
  *
- * The devices: CPU:0 always; GPUs only when a CUDA backend is compiled in and
- * reports them. This build has none, so mf_num_devices(MF_CUDA) is 0 and an
- * op asking for a GPU is an error unless the session allows soft placement. */
-#define _DEFAULT_SOURCE 1 /* sysconf(_SC_PHYS_PAGES) */
+ * An op asking for a device the session lacks (a GPU in this build, CPU:1 in
+ * a session with one CPU) is an error unless the session allows soft
+ * placement. */
 #include "core/status.h"
-#include "core/tensor.h"
 #include "graph/graph.h"
 #include "device/device.h"
 
@@ -21,26 +19,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-int mf_num_devices(mf_device_type type) {
-  switch (type) {
-    case MF_CPU: return 1;
-    case MF_CUDA: return 0; /* no CUDA backend in this build */
-    case MF_NUM_DEVICE_TYPES: break;
-  }
-  return 0;
-}
-
-int64_t mf_device_memory_limit(mf_device_type type, int index) {
-  if (index < 0 || index >= mf_num_devices(type)) return -1;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return 0;
-  return (int64_t)pages * (int64_t)page;
-}
-
-/* The TensorFlow name of a device type ("CPU", "GPU"). */
-static const char *type_name(mf_device_type type) { return type == MF_CUDA ? "GPU" : "CPU"; }
 
 /* ---------- parsing ---------- */
 
@@ -173,19 +151,28 @@ static bool device_type_of(const char *type, mf_device_type *out) {
   return true;
 }
 
-/* Lists the devices of this process: "/device:CPU:0, /device:GPU:0". */
-static void list_devices(char *buf, size_t cap) {
+/* Lists the devices: "/device:CPU:0, /device:CPU:1". */
+static void list_devices(mf_device *const *devices, int n, char *buf, size_t cap) {
   size_t len = 0;
   if (cap) buf[0] = '\0';
-  for (int t = 0; t < MF_NUM_DEVICE_TYPES; t++)
-    for (int i = 0; i < mf_num_devices((mf_device_type)t); i++)
-      put(buf, cap, &len, "%s/device:%s:%d", len ? ", " : "", type_name((mf_device_type)t), i);
+  for (int i = 0; i < n; i++) put(buf, cap, &len, "%s%s", len ? ", " : "", devices[i]->short_name);
 }
 
-mf_code mf_device_place(const mf_op *op, bool allow_soft, mf_placement *out, mf_status *s) {
+/* The device of devices[0..n) that spec d names: the first of its type when
+ * it names no index; NULL when none matches. */
+static mf_device *find_device(mf_device *const *devices, int n, const mf_device_spec *d) {
+  mf_device_type type = MF_CPU;
+  if (d->type[0] && !device_type_of(d->type, &type)) return NULL;
+  if ((d->job[0] && strcmp(d->job, "localhost") != 0) || d->replica > 0 || d->task > 0) return NULL;
+  for (int i = 0; i < n; i++)
+    if (devices[i]->type == type && (d->index < 0 || devices[i]->index == d->index)) return devices[i];
+  return NULL;
+}
+
+mf_code mf_device_place(mf_device *const *devices, int n, const mf_op *op, bool allow_soft, mf_placement *out,
+                        mf_status *s) {
   mf_device_spec d;
-  out->type = MF_CPU;
-  out->index = 0;
+  out->device = devices[0];
   out->soft = false;
   out->requested[0] = '\0';
   if (!op->device[0]) return MF_OK;
@@ -194,23 +181,18 @@ mf_code mf_device_place(const mf_op *op, bool allow_soft, mf_placement *out, mf_
     return s->code;
   }
   mf_device_spec_str(&d, out->requested, sizeof out->requested);
-  mf_device_type type = MF_CPU;
-  bool known = !d.type[0] || device_type_of(d.type, &type);
-  bool present = known && (!d.job[0] || strcmp(d.job, "localhost") == 0) && d.replica <= 0 &&
-                 d.task <= 0 && (d.index < 0 || d.index < mf_num_devices(type)) && mf_num_devices(type) > 0;
-  bool has_kernel = present && op->def->kernel[type] != NULL;
-  if (has_kernel) {
-    out->type = type;
-    out->index = d.index < 0 ? 0 : d.index;
+  mf_device *dev = find_device(devices, n, &d);
+  if (dev && mf_device_kernel(dev, op->def)) {
+    out->device = dev;
     return MF_OK;
   }
   if (allow_soft) {
     out->soft = true;
     return MF_OK;
   }
-  if (!present) {
+  if (!dev) {
     char avail[256];
-    list_devices(avail, sizeof avail);
+    list_devices(devices, n, avail, sizeof avail);
     return mf_status_set(s, MF_INVALID_ARGUMENT,
                          "Cannot assign a device for operation '%s': Could not satisfy explicit device "
                          "specification '%s' because no devices matching that specification are registered "
@@ -220,9 +202,5 @@ mf_code mf_device_place(const mf_op *op, bool allow_soft, mf_placement *out, mf_
   return mf_status_set(s, MF_INVALID_ARGUMENT,
                        "Cannot assign a device for operation '%s': Could not satisfy explicit device "
                        "specification '%s' because no supported kernel for %s devices is available",
-                       op->name, out->requested, type_name(type));
-}
-
-void mf_device_placement_name(const mf_placement *p, char *buf, size_t cap) {
-  snprintf(buf, cap, "/device:%s:%d", type_name(p->type), p->index);
+                       op->name, out->requested, dev->cls->type_name);
 }

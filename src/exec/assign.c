@@ -42,7 +42,7 @@ static void follow_handed_on(const mf_plan *p, int *last, bool *escapes) {
   for (int i = 0; i < p->num_slots; i++) escapes[i] = p->slot_fetched[i];
   for (int si = p->num_steps - 1; si >= 0; si--) {
     const mf_step *st = &p->steps[si];
-    if (!(st->op->def->flags & MF_OP_SETS_OUTPUTS)) continue;
+    if (st->copy_from || !(st->op->def->flags & MF_OP_SETS_OUTPUTS)) continue;
     bool out_escapes = false;
     int out_last = si;
     for (int k = 0; k < st->op->num_outputs; k++) {
@@ -58,9 +58,11 @@ static void follow_handed_on(const mf_plan *p, int *last, bool *escapes) {
   }
 }
 
-/* Bytes of output k of the step's op when the plan can give it arena space, else 0. */
-static size_t arena_bytes_of(const mf_step *st, int k, const bool *escapes) {
+/* Bytes of output k of the step's op when the plan can give it arena space
+ * (host memory), else 0. Copies between devices keep to the pool. */
+static size_t arena_bytes_of(const mf_plan *p, const mf_step *st, int k, const bool *escapes) {
   const mf_op *op = st->op;
+  if (st->copy_from || !p->slot_devices[st->out_slot + k]->host) return 0;
   if ((op->def->flags & (MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS)) || st->has_fed_output ||
       escapes[st->out_slot + k] || !mf_shape_fully_defined(&op->out_shapes[k]))
     return 0;
@@ -73,7 +75,7 @@ static size_t arena_bytes_of(const mf_step *st, int k, const bool *escapes) {
 static int inplace_input(const mf_step *st, const int *buffer_of, const buffer *bufs,
                          int step_index) {
   const mf_op *op = st->op;
-  if (!(op->def->flags & MF_OP_FORWARDS_INPUT) || buffer_of[st->out_slot] < 0) return -1;
+  if (st->copy_from || !(op->def->flags & MF_OP_FORWARDS_INPUT) || buffer_of[st->out_slot] < 0) return -1;
   size_t out_bytes = bufs[buffer_of[st->out_slot]].exact;
   for (int k = 0; k < op->num_inputs && k < 32; k++) {
     int slot = st->in_slots[k];
@@ -153,7 +155,7 @@ mf_code mf_plan_assign_buffers(mf_plan *p, int *last_use, mf_status *s) {
      * run one by one: the pool serves that rare run. */
     bool in_tiles = group && mf_fused_in_tiles(group->fused, (int)(st - group));
     for (int k = 0; k < st->op->num_outputs; k++) {
-      size_t bytes = in_tiles ? 0 : arena_bytes_of(st, k, escapes);
+      size_t bytes = in_tiles ? 0 : arena_bytes_of(p, st, k, escapes);
       int slot = st->out_slot + k;
       if (!bytes) continue;
       bufs[n] = (buffer){round_up(bytes), bytes, si, last_use[slot] > si ? last_use[slot] : si, -1};

@@ -25,7 +25,7 @@
 #include "exec/kernel_api.h"
 #include "exec/worker.h"
 #include "graph/graph.h"
-#include "device/allocator.h"
+#include "device/device.h"
 #include "exec/threadpool.h"
 
 #include <pthread.h>
@@ -33,9 +33,17 @@
 
 typedef struct mf_fused mf_fused; /* a fusion group's program (fuse.h) */
 
+enum { MF_MAX_DEVICES = MF_MAX_CPU_DEVICES + 8 };
+
+/* A step runs an op's kernel, or copies a value between devices (a copy
+ * step: copy_from set, kernel NULL, one input). */
 typedef struct mf_step {
-  mf_op *op;
+  mf_op *op;             /* a copy step: the op whose value it copies (named in errors) */
   mf_kernel_fn kernel;
+  mf_device *device;     /* where it runs and its outputs live; a copy's destination */
+  mf_device *copy_from;  /* a copy step: the device of in_slots[0]; NULL for an op's step */
+  int copy_in;           /* a copy step: its input slot (in_slots points here) */
+  int copy_index;        /* a copy step: which output of op it copies */
   int *in_slots;         /* one per input */
   int out_slot;          /* outputs use out_slot .. out_slot + num_outputs - 1 */
   int *dead;             /* slots whose last reader is this step */
@@ -89,6 +97,8 @@ typedef struct mf_plan {
   mf_op **targets;
   int ntargets;
   int num_slots;
+  bool off_host;         /* some step runs off CPU:0: a run ends by syncing the session's devices */
+  mf_device **slot_devices; /* per slot: the device whose memory holds its value */
   mf_tensor **const_values; /* per slot: a Const's value, held for the plan's life; else NULL */
   bool *slot_fetched;
   bool *slot_read;       /* read by some step or fetched (mf_kernel_ctx.outputs_read) */
@@ -99,7 +109,8 @@ typedef struct mf_plan {
   int64_t *slot_offset;  /* per slot: its offset in a run state's arena, or -1 (assign.c) */
   size_t arena_bytes;
   int *feed_slots;
-  int *fetch_slots;
+  mf_device **feed_devices; /* per feed: where its slot's value lives (a session's plans: CPU:0) */
+  int *fetch_slots;      /* on CPU:0 (a function's: anywhere): a copy's slot when computed elsewhere */
   mf_step *steps;
   int num_steps;
   int rt_cap_in, rt_cap_out; /* sizes of the run states' scratch arrays */
@@ -159,7 +170,8 @@ struct mf_session {
   int num_fn_states, cap_fn_states;
   mf_callable **fn_plans;     /* plans over function graphs */
   int num_fn_plans, cap_fn_plans;
-  mf_allocator *allocator; /* host memory for the tensors its runs make */
+  mf_device *devices[MF_MAX_DEVICES]; /* owned: CPU:0 (the host) first, then the other CPUs */
+  int num_devices;
   int num_threads;         /* of its thread pool, started by the first large kernel */
   _Atomic(mf_threadpool *) threads;
   /* The thread of mf_callable_run_async (async.c), NULL until its first job
@@ -175,6 +187,11 @@ struct mf_session {
   char *log_taken;
 };
 
+
+/* The number of inputs a step reads: an op's, or a copy's one. */
+static inline int mf_step_num_inputs(const mf_step *st) { return st->copy_from ? 1 : st->op->num_inputs; }
+/* Outputs a step writes: an op's, or a copy's one. */
+static inline int mf_step_num_outputs(const mf_step *st) { return st->copy_from ? 1 : st->op->num_outputs; }
 
 /* calloc of count elements (at least one) into ptr; false when out of memory. */
 #define PLAN_ALLOC(ptr, count) \
@@ -216,8 +233,8 @@ void mf_pool_pin_if_held(mf_run *r, const mf_tensor *t, int references);
 /* Slot's arena header, shaped as asked and with a new reference, when the
  * plan gave the slot arena bytes that fit and are free; else NULL. */
 mf_tensor *mf_pool_arena_output(mf_run *r, int slot, mf_dtype dtype, int rank, const int64_t *dims);
-/* A buffer from r's pool that fits, else one from the session's allocator. */
-mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
+/* A buffer on device d from r's pool that fits, else one from d's allocator. */
+mf_tensor *mf_pool_alloc(mf_run *r, mf_device *d, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 
 /* --- plan.c --- */
 /* Fills p's steps and slots from its graph, feeds, fetches and targets. */
@@ -244,5 +261,7 @@ mf_threadpool *mf_session_threads(mf_session *sess);
 /* Appends a formatted line to the session's placement log; false when out of memory. */
 bool mf_session_log_line(mf_session *sess, const char *fmt, ...) MF_PRINTF(2, 3);
 mf_code mf_session_closed_error(mf_status *s);
+/* The device of sess whose memory holds t (CPU:0 for host memory). */
+mf_device *mf_session_device_of(mf_session *sess, const mf_tensor *t);
 
 #endif

@@ -37,8 +37,9 @@ static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_
                          mf_shape_str_tf(&have, a, sizeof a), o.op->name, o.index,
                          mf_shape_str_tf(static_shape, b, sizeof b));
   }
-  if (v->device != MF_CPU)
-    return mf_status_set(s, MF_UNIMPLEMENTED, "feeding a value that lives on a device is not supported");
+  if (v->device != MF_CPU || v->device_index != 0)
+    return mf_status_set(s, MF_UNIMPLEMENTED, "feeding a value that lives on a device is not supported: "
+                         "feed host memory");
   return MF_OK;
 }
 
@@ -137,7 +138,7 @@ static mf_code check_into(const mf_op *op, int k, const mf_tensor *t, mf_dtype d
   mf_shape have = mf_shape_of(t);
   bool same = t->dtype == dtype && have.rank == shape->rank;
   for (int d = 0; same && d < have.rank; d++) same = have.dims[d] == shape->dims[d];
-  if (same && t->device == MF_CPU) return MF_OK;
+  if (same && t->device == MF_CPU && t->device_index == 0) return MF_OK;
   char a[128], b[128];
   return mf_status_set(s, MF_INVALID_ARGUMENT,
                        "the buffer given for %s:%d is a %s %s value, but the result is a %s %s value",
@@ -164,6 +165,34 @@ void mf_run_release_slots(mf_run *r) {
     }
 }
 
+/* A copy step: the value in its input slot onto its device, into the
+ * caller's buffer when one waits in the slot (a fetch, mf_callable_run_into). */
+static mf_code run_copy(mf_run *r, const mf_step *st, mf_status *s) {
+  mf_tensor *src = r->slots[st->copy_in], **dst = &r->slots[st->out_slot];
+  if (!src) return mf_status_set(s, MF_INTERNAL, "no value of %s:%d to copy to %s", st->op->name, st->copy_index,
+                                 st->device->short_name);
+  if (src->handle) {  /* a host object's handle: shared as it is */
+    mf_tensor_release(*dst);
+    *dst = mf_tensor_retain(src);
+    return MF_OK;
+  }
+  mf_shape shape = mf_shape_of(src);
+  if (*dst) {
+    if (check_into(st->op, st->copy_index, *dst, src->dtype, &shape, s)) return s->code;
+  } else if (!(*dst = mf_pool_alloc(r, st->device, src->dtype, shape.rank, shape.dims, s))) {
+    return s->code;
+  }
+  return mf_device_copy(st->copy_from, src, st->device, *dst, s);
+}
+
+/* The values whose last reader was step st go back to the pool. */
+static void release_dead(mf_run *r, const mf_step *st) {
+  for (int k = 0; k < st->num_dead; k++) {
+    mf_pool_put(r, r->slots[st->dead[k]]);
+    r->slots[st->dead[k]] = NULL;
+  }
+}
+
 void mf_run_steps(mf_run *r, mf_status *s) {
   const mf_plan *p = r->plan;
   mf_session *sess = p->sess;
@@ -180,6 +209,14 @@ void mf_run_steps(mf_run *r, mf_status *s) {
       continue;
     }
     mf_op *op = st->op;
+    if (st->copy_from) {
+      if (run_copy(r, st, s)) {
+        node_context(s, op);
+        break;
+      }
+      release_dead(r, st);
+      continue;
+    }
     mf_tensor **inputs = op->num_inputs <= 16 ? in_inline : mf_malloc((size_t)op->num_inputs * sizeof *inputs);
     if (!inputs) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory"); break; }
     for (int k = 0; k < op->num_inputs; k++) inputs[k] = st->in_slots[k] >= 0 ? r->slots[st->in_slots[k]] : NULL;
@@ -219,7 +256,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
       if (p->slot_offset[st->out_slot + k] >= 0)  /* the plan's bytes, when this run can keep its promise */
         outputs[k] = mf_pool_arena_output(r, st->out_slot + k, op->out_dtypes[k], out_shapes[k].rank,
                                           out_shapes[k].dims);
-      if (!outputs[k]) outputs[k] = mf_pool_alloc(r, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
+      if (!outputs[k]) outputs[k] = mf_pool_alloc(r, st->device, op->out_dtypes[k], out_shapes[k].rank, out_shapes[k].dims, s);
     }
     if (mf_ok(s)) {
       mf_state_slot *state = st->state, fed_var;
@@ -231,7 +268,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
           .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
           .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
           .status = s, .session = sess,
-          .state = state, .ref_states = st->ref_states, .run = r, .dying_inputs = st->dying,
+          .state = state, .ref_states = st->ref_states, .run = r, .device = st->device, .dying_inputs = st->dying,
           .outputs_read = &p->slot_read[st->out_slot]};
       if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
       for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
@@ -249,11 +286,14 @@ void mf_run_steps(mf_run *r, mf_status *s) {
       if (!strstr(s->msg, "[[node ")) node_context(s, op);
       break;
     }
-    for (int k = 0; k < st->num_dead; k++) {
-      mf_pool_put(r, r->slots[st->dead[k]]);
-      r->slots[st->dead[k]] = NULL;
-    }
+    release_dead(r, st);
   }
+}
+
+/* Waits for the work a run queued on the session's devices (a GPU's
+ * stream), so that its effects (variables' updates) are done when it returns. */
+static void sync_devices(mf_session *sess, mf_status *s) {
+  for (int i = 1; i < sess->num_devices && mf_ok(s); i++) sess->devices[i]->cls->sync(sess->devices[i], s);
 }
 
 /* Notes the values fed for variables by op id, which stand-ins in functions read. */
@@ -294,6 +334,7 @@ static mf_code run_plan(mf_plan *p, mf_tensor *const *feed_values, mf_tensor *co
     if (p->fetch_direct[i] && !aliases_feed(p, feed_values, into[i]))
       r->slots[p->fetch_slots[i]] = mf_tensor_retain(into[i]);
   mf_run_steps(r, s);
+  if (p->off_host) sync_devices(p->sess, s);
   for (int i = 0; i < p->nfetches && mf_ok(s); i++) {
     mf_tensor *v = r->slots[p->fetch_slots[i]];
     if (!v) continue;

@@ -24,6 +24,23 @@ void mf_function_recycle(mf_callable *c, mf_tensor *t) {
   mf_run_return(r);
 }
 
+/* v on device d: v itself when it lives there, else a copy there (counted);
+ * takes the caller's reference to v. NULL with s set on error. */
+static mf_tensor *onto(mf_run *r, mf_tensor *v, mf_device *d, mf_status *s) {
+  mf_device *from = mf_session_device_of(r->plan->sess, v);
+  if (from == d || v->handle) return v;  /* a host object's handle crosses as it is */
+  mf_tensor *t = mf_pool_alloc(r, d, v->dtype, v->rank, v->dims, s);
+  if (t && mf_device_copy(from, v, d, t, s)) {
+    mf_tensor_release(t);
+    t = NULL;
+  }
+  mf_tensor_release(v);
+  return t;
+}
+
+/* A function's feeds arrive where the plan placed the ops it feeds, and its
+ * results go to the device of the kernel that called it: values crossing
+ * devices there are copied, as a plan's copy steps copy them inside it. */
 mf_code mf_function_run(mf_kernel_ctx *ctx, mf_callable *c, mf_tensor **feed_values, mf_tensor **fetch_values) {
   mf_plan *p = &c->plan;
   mf_status *s = ctx->status;
@@ -35,8 +52,11 @@ mf_code mf_function_run(mf_kernel_ctx *ctx, mf_callable *c, mf_tensor **feed_val
   }
   r->var_feeds = ctx->run->var_feeds;
   r->num_var_feeds = ctx->run->num_var_feeds;
-  for (int i = 0; i < p->nfeeds; i++) r->slots[p->feed_slots[i]] = feed_values[i];
-  mf_run_steps(r, s);
+  for (int i = 0; i < p->nfeeds; i++) {
+    if (mf_ok(s)) r->slots[p->feed_slots[i]] = onto(r, feed_values[i], p->feed_devices[i], s);
+    else mf_tensor_release(feed_values[i]);
+  }
+  if (mf_ok(s)) mf_run_steps(r, s);
   for (int i = 0; i < p->nfetches; i++) {
     int slot = p->fetch_slots[i];
     mf_tensor *v = r->slots[slot];
@@ -47,6 +67,7 @@ mf_code mf_function_run(mf_kernel_ctx *ctx, mf_callable *c, mf_tensor **feed_val
     } else {
       fetch_values[i] = mf_tensor_retain(v);
     }
+    fetch_values[i] = onto(r, fetch_values[i], ctx->device, s);
   }
   mf_run_release_slots(r);
   mf_run_return(r);

@@ -127,12 +127,13 @@ static bool from_set(const grouping *gr, int from, const int *set, int n) {
 
 /* Whether step q reads a value of the groups of set: an input or a control input. */
 static bool reads_set(const grouping *gr, int q, const int *set, int n) {
-  const mf_op *op = gr->p->steps[q].op;
-  for (int k = 0; k < op->num_inputs; k++) {
-    int slot = gr->p->steps[q].in_slots[k];
+  const mf_step *st = &gr->p->steps[q];
+  const mf_op *op = st->op;
+  for (int k = 0; k < mf_step_num_inputs(st); k++) {
+    int slot = st->in_slots[k];
     if (slot >= 0 && from_set(gr, gr->producer[slot], set, n)) return true;
   }
-  for (int k = 0; k < op->num_control; k++)
+  for (int k = 0; k < op->num_control && !st->copy_from; k++)
     if (from_set(gr, gr->step_of_op[op->control_inputs[k]->id], set, n)) return true;
   return false;
 }
@@ -187,7 +188,7 @@ static void group_steps(grouping *gr, mf_element_loop *loops) {
       gr->size[i] = 1;
       gr->last[i] = i;
     }
-    for (int k = 0; k < st->op->num_inputs; k++) gr->slot_reader[st->in_slots[k]] = i;
+    for (int k = 0; k < mf_step_num_inputs(st); k++) gr->slot_reader[st->in_slots[k]] = i;
   }
 }
 
@@ -271,7 +272,7 @@ static bool order_groups(const mf_plan *p, const int *group, const int *last, co
                          int *reader_group, mf_step *order) {
   for (int i = 0; i < p->num_slots; i++) reader_group[i] = -2;
   for (int i = 0; i < p->num_steps; i++)
-    for (int k = 0; k < p->steps[i].op->num_inputs; k++) {
+    for (int k = 0; k < mf_step_num_inputs(&p->steps[i]); k++) {
       int slot = p->steps[i].in_slots[k];
       if (slot < 0) continue;
       if (reader_group[slot] == -2) reader_group[slot] = group[i];
@@ -318,8 +319,8 @@ mf_code mf_plan_fuse(mf_plan *p, mf_status *s) {
   for (int i = 0; i < p->num_slots; i++) gr.producer[i] = gr.slot_reader[i] = -1;
   for (int i = 0; i < p->graph->num_ops; i++) gr.step_of_op[i] = -1;
   for (int i = 0; i < n; i++) {
-    gr.step_of_op[p->steps[i].op->id] = i;
-    for (int k = 0; k < p->steps[i].op->num_outputs; k++) gr.producer[p->steps[i].out_slot + k] = i;
+    if (!p->steps[i].copy_from) gr.step_of_op[p->steps[i].op->id] = i;  /* a copy's op has its own step */
+    for (int k = 0; k < mf_step_num_outputs(&p->steps[i]); k++) gr.producer[p->steps[i].out_slot + k] = i;
   }
   group_steps(&gr, loops);
   /* group[i]: the first step of i's group, -1 when i runs alone. */
@@ -330,7 +331,11 @@ mf_code mf_plan_fuse(mf_plan *p, mf_status *s) {
     groups += group[i] == i;
   }
   if (groups && !order_groups(p, group, gr.last, loops, reader_group, order)) goto done;
-  if (groups) memcpy(p->steps, order, (size_t)n * sizeof *order);
+  if (groups) {
+    memcpy(p->steps, order, (size_t)n * sizeof *order);
+    for (int i = 0; i < n; i++)  /* a copy step's input list is its own field, which moved */
+      if (p->steps[i].copy_from) p->steps[i].in_slots = &p->steps[i].copy_in;
+  }
   rc = MF_OK;
 done:
   if (rc != MF_OK) mf_status_set(s, rc, "out of memory building a plan");
@@ -554,7 +559,7 @@ static mf_tensor *output_buffer(mf_run *r, const mf_step *st, const mf_fused *f,
   mf_tensor *t = r->plan->slot_offset[o->slot] >= 0
                     ? mf_pool_arena_output(r, o->slot, o->dtype, shape->rank, shape->dims)
                     : NULL;
-  return t ? t : mf_pool_alloc(r, o->dtype, shape->rank, shape->dims, s);
+  return t ? t : mf_pool_alloc(r, st->device, o->dtype, shape->rank, shape->dims, s);
 }
 
 bool mf_fused_run(mf_run *r, const mf_step *first, const mf_op **failed_op, mf_status *s) {

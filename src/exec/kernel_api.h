@@ -16,7 +16,7 @@ void *mf_kernel_state(mf_kernel_ctx *ctx, void *(*make)(mf_kernel_ctx *ctx), voi
  * (kept for later runs, so steady-state runs allocate nothing); NULL with
  * ctx->status set when out of memory. */
 void *mf_kernel_scratch(mf_kernel_ctx *ctx, size_t bytes);
-/* A new tensor (data uninitialized) from the session's memory, for values
+/* A new tensor (data uninitialized) from the memory of the kernel's device, for values
  * that outlive the run (a variable's copy-on-write value, a loop's
  * accumulator): it goes back to that memory when it dies. */
 mf_tensor *mf_kernel_new_tensor(mf_kernel_ctx *ctx, mf_dtype dtype, int rank, const int64_t *dims);
@@ -25,7 +25,7 @@ mf_tensor *mf_kernel_new_tensor(mf_kernel_ctx *ctx, mf_dtype dtype, int rank, co
  * the calling thread included; returns when all are done. fn must not fail. */
 void mf_kernel_parallel_for(mf_kernel_ctx *ctx, int64_t n, int64_t grain,
                             void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
-/* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i, recycled when possible. */
+/* For MF_OP_SETS_OUTPUTS kernels: a buffer for output i on the kernel's device, recycled when possible. */
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims);
 

@@ -30,7 +30,7 @@ void mf_pool_put(mf_run *r, mf_tensor *t) {
     mf_tensor_release(t);
     t = base;
   }
-  bool reusable = mf_tensor_refcount(t) == 1 && t->owned && t->device == MF_CPU;
+  bool reusable = mf_tensor_refcount(t) == 1 && t->owned;
   if (reusable && r->pool_len < r->pool_cap) r->pool[r->pool_len++] = t;
   else mf_tensor_release(t);
 }
@@ -51,13 +51,14 @@ mf_tensor *mf_pool_arena_output(mf_run *r, int slot, mf_dtype dtype, int rank, c
   return mf_tensor_retain(t);
 }
 
-mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
+mf_tensor *mf_pool_alloc(mf_run *r, mf_device *d, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
   int64_t n = mf_shape_num_elements(rank, dims);
   size_t bytes = (size_t)(n > 0 ? n : 0) * mf_dtype_size(dtype);
   int best = -1;
   for (int i = 0; i < r->pool_len; i++) {
     size_t cap = r->pool[i]->capacity;
-    if (cap >= bytes && cap <= 2 * bytes + MF_ALIGNMENT &&
+    if (cap >= bytes && cap <= 2 * bytes + MF_ALIGNMENT && r->pool[i]->device == d->type &&
+        r->pool[i]->device_index == d->index &&
         (best < 0 || cap < r->pool[best]->capacity))
       best = i;
   }
@@ -67,12 +68,12 @@ mf_tensor *mf_pool_alloc(mf_run *r, mf_dtype dtype, int rank, const int64_t *dim
     mf_tensor_reshape_owned(t, dtype, rank, dims);
     return t;
   }
-  return mf_allocator_tensor(r->plan->sess->allocator, dtype, rank, dims, s);
+  return mf_allocator_tensor(d->allocator, dtype, rank, dims, s);
 }
 
 mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int rank,
                                   const int64_t *dims) {
-  mf_tensor *t = mf_pool_alloc(ctx->run, dtype, rank, dims, ctx->status);
+  mf_tensor *t = mf_pool_alloc(ctx->run, ctx->device, dtype, rank, dims, ctx->status);
   if (t) {
     mf_tensor_release(ctx->outputs[i]);
     ctx->outputs[i] = t;
@@ -81,5 +82,5 @@ mf_tensor *mf_kernel_alloc_output(mf_kernel_ctx *ctx, int i, mf_dtype dtype, int
 }
 
 mf_tensor *mf_kernel_new_tensor(mf_kernel_ctx *ctx, mf_dtype dtype, int rank, const int64_t *dims) {
-  return mf_allocator_tensor(ctx->session->allocator, dtype, rank, dims, ctx->status);
+  return mf_allocator_tensor(ctx->device->allocator, dtype, rank, dims, ctx->status);
 }

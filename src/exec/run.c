@@ -31,11 +31,11 @@ static mf_code arena_ready(mf_run *r, mf_status *s) {
     drop_arena(r);
   }
   int64_t n = (int64_t)p->arena_bytes;
-  r->arena = mf_allocator_tensor(p->sess->allocator, MF_UINT8, 1, &n, s);
+  r->arena = mf_allocator_tensor(p->sess->devices[0]->allocator, MF_UINT8, 1, &n, s);  /* host memory */
   if (!r->arena) return s->code;
   for (int si = 0; si < p->num_steps; si++) {
     const mf_step *st = &p->steps[si];
-    for (int k = 0; k < st->op->num_outputs; k++) {
+    for (int k = 0; k < st->op->num_outputs && !st->copy_from; k++) {
       int slot = st->out_slot + k;
       if (p->slot_offset[slot] < 0) continue;
       const mf_shape *shape = &st->op->out_shapes[k];

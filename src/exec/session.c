@@ -22,6 +22,30 @@ static int config_threads(const mf_session_config *config, bool *asked) {
   return n < 1 ? 1 : n > 256 ? 256 : n;
 }
 
+/* The device_count a config asks for, checked (TensorFlow's ConfigProto.device_count). */
+static mf_code check_device_count(const mf_session_config *config, mf_status *s) {
+  int cpus = config->device_count[MF_CPU], gpus = config->device_count[MF_CUDA];
+  if (cpus < 0 || cpus > MF_MAX_CPU_DEVICES)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "device_count: CPU must be 0 (the default: 1) to %d, got %d",
+                         MF_MAX_CPU_DEVICES, cpus);
+  if (gpus < -1 || gpus > mf_num_devices(MF_CUDA))
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "device_count: GPU must be -1 (none), 0 (the default: all) or "
+                         "at most the %d GPUs present, got %d", mf_num_devices(MF_CUDA), gpus);
+  return MF_OK;
+}
+
+/* The session's devices: CPU:0 .. CPU:n-1, then the GPUs it asked for. */
+static mf_code make_devices(mf_session *sess, const mf_session_config *config, mf_status *s) {
+  int cpus = config && config->device_count[MF_CPU] > 0 ? config->device_count[MF_CPU] : 1;
+  int gpus = config && config->device_count[MF_CUDA] ? config->device_count[MF_CUDA] : mf_num_devices(MF_CUDA);
+  if (gpus > MF_MAX_DEVICES - cpus) gpus = MF_MAX_DEVICES - cpus;  /* a machine with more GPUs uses the first ones */
+  for (int i = 0; i < cpus; i++)
+    if (!(sess->devices[sess->num_devices++] = mf_device_new(MF_CPU, i, s))) return s->code;
+  for (int i = 0; i < gpus; i++)
+    if (!(sess->devices[sess->num_devices++] = mf_device_new(MF_CUDA, i, s))) return s->code;
+  return MF_OK;
+}
+
 mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *config, mf_status *s) {
   mf_status_clear(s);
   unsigned options = config ? config->options : 0;
@@ -34,14 +58,15 @@ mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *con
                   config->intra_op_parallelism_threads);
     return NULL;
   }
+  if (config && check_device_count(config, s)) return NULL;
   mf_session *sess = mf_calloc(1, sizeof *sess);
   if (!sess) {
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
     return NULL;
   }
-  if (!(sess->allocator = mf_allocator_new())) {
+  if (make_devices(sess, config, s)) {
+    for (int i = 0; i < sess->num_devices; i++) mf_device_free(sess->devices[i]);
     mf_free(sess);
-    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory creating a session");
     return NULL;
   }
   bool asked;
@@ -134,7 +159,7 @@ void mf_session_close(mf_session *sess) {
   plans_drop_buffers(sess->fn_plans, sess->num_fn_plans);
   for (int i = 0; i < sess->num_fn_states; i++) mf_states_clear(sess->fn_states[i]);
   mf_states_clear(&sess->states);
-  mf_allocator_close(sess->allocator);
+  for (int i = 0; i < sess->num_devices; i++) mf_allocator_close(sess->devices[i]->allocator);
 }
 
 void mf_session_free(mf_session *sess) {
@@ -148,7 +173,7 @@ void mf_session_free(mf_session *sess) {
   mf_free(sess->fn_states);
   mf_free(sess->log);
   mf_free(sess->log_taken);
-  mf_allocator_release(sess->allocator);
+  for (int i = 0; i < sess->num_devices; i++) mf_device_free(sess->devices[i]);
   pthread_mutex_destroy(&sess->lock);
   for (int i = 0; i < MF_STATE_LOCKS; i++) pthread_mutex_destroy(&sess->state_locks[i]);
   mf_graph_release(sess->graph);
@@ -176,7 +201,39 @@ uint64_t mf_session_num_allocations(const mf_session *sess) {
 
 void mf_session_memory_stats(mf_session *sess, mf_memory_stats *out) {
   mf_worker_drain(sess->worker);
-  mf_allocator_stats(sess->allocator, out);
+  *out = (mf_memory_stats){0};
+  for (int i = 0; i < sess->num_devices; i++) {
+    mf_memory_stats m;
+    mf_allocator_stats(sess->devices[i]->allocator, &m);
+    out->bytes_in_use += m.bytes_in_use;
+    out->peak_bytes_in_use += m.peak_bytes_in_use;
+    out->bytes_kept += m.bytes_kept;
+    out->num_allocations += m.num_allocations;
+  }
+}
+
+int mf_session_num_devices(const mf_session *sess) { return sess->num_devices; }
+
+mf_device *mf_session_device_of(mf_session *sess, const mf_tensor *t) {
+  for (int i = 1; i < sess->num_devices; i++)
+    if (sess->devices[i]->type == t->device && sess->devices[i]->index == t->device_index) return sess->devices[i];
+  return sess->devices[0];
+}
+
+const char *mf_session_device_name(const mf_session *sess, int i) {
+  return i >= 0 && i < sess->num_devices ? sess->devices[i]->name : NULL;
+}
+
+bool mf_session_device_stats(mf_session *sess, int i, mf_device_stats *out) {
+  if (i < 0 || i >= sess->num_devices) return false;
+  mf_worker_drain(sess->worker);
+  mf_device *d = sess->devices[i];
+  mf_allocator_stats(d->allocator, &out->memory);
+  out->copies_to = atomic_load_explicit(&d->copies_to, memory_order_relaxed);
+  out->copies_from = atomic_load_explicit(&d->copies_from, memory_order_relaxed);
+  out->bytes_to = atomic_load_explicit(&d->bytes_to, memory_order_relaxed);
+  out->bytes_from = atomic_load_explicit(&d->bytes_from, memory_order_relaxed);
+  return true;
 }
 
 /* ---------- the plan cache ---------- */

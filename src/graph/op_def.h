@@ -68,6 +68,8 @@ typedef struct mf_kernel_ctx {
   mf_state_slot *state;      /* this op's per-session state */
   mf_state_slot *const *ref_states; /* per input: the state a ref input names, else NULL */
   struct mf_run *run;        /* the run this kernel is part of (exec/): for the kernel API */
+  struct mf_device *device;  /* where it runs (device/device.h): its inputs and outputs live
+                                there, host-memory inputs (mf_def_host_input) on the host */
   /* Bit k: input k is read by no later op of the run and not fetched. When
    * its refcount is 1 as well (and no other input is the same value), the
    * kernel may take its buffer over: write it in place and forward it. */

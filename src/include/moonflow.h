@@ -95,7 +95,8 @@ mf_code mf_file_write_atomic(const char *path, const void *const *data, const si
                              mf_status *s);
 
 /* --- devices --- */
-/* Devices of this process of a type: 1 for MF_CPU; for MF_CUDA the GPUs a
+/* Devices of this process of a type: 1 for MF_CPU (a session may split it
+ * into several, mf_session_config.device_count); for MF_CUDA the GPUs a
  * compiled-in CUDA backend reports (0 in a build without one, like this). */
 int mf_num_devices(mf_device_type type);
 /* Memory of device `index` of `type` in bytes (the CPU: physical RAM); -1
@@ -228,12 +229,15 @@ mf_code mf_gradients(mf_graph *g, const mf_output *ys, int ny, const mf_output *
 mf_session *mf_session_new(mf_graph *g, mf_status *s); /* retains g */
 /* Session options (TensorFlow's ConfigProto fields), or-ed together.
  * Placement, decided once per plan: each op runs on the device its device
- * string names (none: CPU:0). A device that is not present, or lacks a kernel
- * for the op, is an error when the plan is built, unless
- * MF_ALLOW_SOFT_PLACEMENT puts the op on CPU:0 instead.
- * MF_LOG_DEVICE_PLACEMENT records a line per op of each new plan,
- * "a: (Add): /device:CPU:0" (and a line for each op soft placement moved),
- * for the host to print: mf_session_take_placement_log. */
+ * string names (none: CPU:0), among the session's devices. An op taking a
+ * variable by reference (Assign, AssignAdd, the optimizers' apply ops) runs
+ * where its variable is, as TensorFlow colocates them, whatever its own
+ * string says. A device that is not present, or lacks a kernel for the op,
+ * is an error when the plan is built, unless MF_ALLOW_SOFT_PLACEMENT puts
+ * the op on CPU:0 instead. MF_LOG_DEVICE_PLACEMENT records a line per op of
+ * each new plan, "a: (Add): /job:localhost/replica:0/task:0/device:CPU:0"
+ * (and a line for each op soft placement moved), for the host to print:
+ * mf_session_take_placement_log. */
 /* Threads (TensorFlow's contract):
  * - Safe from several threads at once on one session: mf_session_run,
  *   mf_session_make_callable, mf_callable_run (also one callable from many
@@ -269,7 +273,16 @@ typedef struct mf_session_config {
    * those of the ops run one by one, errors name the op that failed. true
    * runs every op as its own step (to compare, or to time single ops). */
   bool disable_elementwise_fusion;
+  /* The devices the session makes of each type (TensorFlow's ConfigProto
+   * device_count), indexed by mf_device_type; 0 takes the default: one CPU,
+   * every GPU present. CPU: 1 to MF_MAX_CPU_DEVICES. CPU:0 is the host;
+   * each further CPU device has an allocator and buffers of its own that
+   * the host does not read directly: values reach it and leave it by copies,
+   * as with a GPU, so placement and copies can be tested on any machine.
+   * GPU: -1 for none, else at most mf_num_devices(MF_CUDA). */
+  int device_count[MF_NUM_DEVICE_TYPES];
 } mf_session_config;
+enum { MF_MAX_CPU_DEVICES = 8 };
 /* mf_session_new with a configuration (NULL: the defaults). Retains g. */
 mf_session *mf_session_new_with_config(mf_graph *g, const mf_session_config *config, mf_status *s);
 /* The placement lines ('\n'-terminated) recorded since the last call, "" if
@@ -345,8 +358,28 @@ typedef struct mf_memory_stats {
   uint64_t bytes_kept;
   uint64_t num_allocations;
 } mf_memory_stats;
-/* Fills out, after the session's asynchronous jobs. */
+/* Fills out with the sum over the session's devices, after its asynchronous jobs. */
 void mf_session_memory_stats(mf_session *sess, mf_memory_stats *out);
+/* A session's devices: CPU:0 (index 0, the host) first, then its other CPU
+ * devices, then GPUs (mf_session_config.device_count). */
+int mf_session_num_devices(const mf_session *sess);
+/* The full name of device i, "/job:localhost/replica:0/task:0/device:CPU:1";
+ * owned by sess; NULL when i is out of range. */
+const char *mf_session_device_name(const mf_session *sess, int i);
+/* What one device of a session holds and what crossed it. Where a value
+ * computed on one device is read on another (an input of an op placed there,
+ * a fetch, which leaves from CPU:0, a feed, which arrives there), the plan
+ * copies it once per run for each device that reads it, however many ops
+ * read it there; values placed on CPU:0 and read there are never copied. */
+typedef struct mf_device_stats {
+  mf_memory_stats memory;   /* the device's allocator */
+  uint64_t copies_to;       /* values copied onto this device by runs */
+  uint64_t copies_from;     /* values copied off it */
+  uint64_t bytes_to, bytes_from;
+} mf_device_stats;
+/* Fills out for device i after the session's asynchronous jobs; false when
+ * i is out of range. */
+bool mf_session_device_stats(mf_session *sess, int i, mf_device_stats *out);
 /* Number of cached plans (for tests of plan caching). */
 int mf_session_num_plans(const mf_session *sess);
 /* Buffers allocated by the session's runs so far (for tests of buffer reuse). */

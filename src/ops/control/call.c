@@ -332,7 +332,8 @@ mf_code mf_set_stash_output(mf_kernel_ctx *ctx, int i, stash *st) {
   mf_tensor *h;
   if (st) {
     h = mf_tensor_wrap(MF_INT64, 0, NULL, &st->bytes, stash_release, st, ctx->status);
-    if (!h) mf_stash_free(st);
+    if (h) h->handle = true;  /* the stash itself must reach the gradient op, on whatever device */
+    else mf_stash_free(st);
   } else {
     h = mf_kernel_alloc_output(ctx, i, MF_INT64, 0, NULL);
     if (h) *(int64_t *)h->data = 0;

@@ -282,7 +282,9 @@ static mf_tensor *zeros_like_input(mf_kernel_ctx *ctx, int k, mf_dtype dtype) {
     mf_status_set(ctx->status, MF_FAILED_PRECONDITION, "%s: a variable the loop reads has no value", ctx->op->name);
     return NULL;
   }
-  return mf_tensor_new(dtype, like->rank, like->dims, ctx->status);
+  mf_tensor *z = mf_kernel_new_tensor(ctx, dtype, like->rank, like->dims);  /* on the kernel's device */
+  if (z) memset(z->data, 0, mf_tensor_nbytes(z));
+  return z;
 }
 
 static mf_code while_grad_kernel(mf_kernel_ctx *ctx) {
