@@ -37,10 +37,12 @@
 --   structure.lua  element structures: templates, flatten and pack
 --   component.lua  one component's value: Row views, shapes, conversion
 --   dataset.lua    the Dataset class
+--   block.lua      blocks of rows: stacking, slicing, exact batch sizes
 --   sources.lua    from_tensor_slices, range, from_generator
 --   csv.lua        CsvDataset: the CSV parser
 --   trace.lua      map and filter functions traced into a private graph
 --   prefetch.lua   their runs, read ahead on a worker thread
+--   rowwise.lua    map-and-batch fusion: elementwise functions run per block
 --   transforms.lua map, filter, batch, shuffle, repeat_, take, skip, cache, prefetch
 --   iterator.lua   iterators, get_next and the session hooks that feed it
 local dataset = require("moonflow.data.dataset")
