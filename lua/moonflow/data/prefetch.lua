@@ -24,12 +24,36 @@
 -- advanced the stateful ops of the function (random ops), as in TensorFlow.
 -- A function with tf.lua_func or tf.Print calls back into Lua, so it runs on
 -- the calling thread, unprefetched.
+--
+-- Handing a run to the worker costs the consumer a few microseconds (waking
+-- the thread, more on a loaded machine, where it may also wait for a core),
+-- and only pays when the run takes longer. So the first runs are timed on
+-- the calling thread, and reading ahead starts only if they take at least
+-- M.min_async_seconds on average (TensorFlow's autotuning picks its
+-- prefetch depths from measurements likewise); a map-and-batch over small
+-- rows usually stays on the calling thread, an expensive map goes ahead.
+-- And a job the consumer reaches before the worker started it runs on the
+-- consumer's thread (mf_async_wait), so reading ahead never costs a wait for
+-- the worker's thread to be scheduled.
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local Session = require("moonflow.session")
 local materialize = require("moonflow.data.component").materialize
+local run_traced = require("moonflow.data.trace").run
 local C = core.C
 local fail = core.fail
+
+-- The monotonic clock, under its own names (a script may declare clock_gettime itself).
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } mf_data_timespec;
+int mf_data_clock_gettime(int clock_id, mf_data_timespec *ts) __asm__("clock_gettime");
+]]
+local CLOCK_MONOTONIC = 1
+local ts = ffi.new("mf_data_timespec")
+local function now()
+  C.mf_data_clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
 
 local to_lua, to_value, release_holds = Session.to_lua, Session.to_value, Session.release_holds
 
@@ -37,6 +61,9 @@ local M = {}
 
 -- Jobs submitted to worker threads so far (for tests: tf.data._async_runs).
 M.async_runs = 0
+-- Runs timed before deciding, and the mean time from which they go ahead.
+M.probe_runs = 4
+M.min_async_seconds = 30e-6
 
 -- Submits the run of `async` (trace's) over element e; returns the job (a
 -- cdata whose finalizer cancels or waits for it, keeping the fed values
@@ -124,6 +151,36 @@ function M.read_ahead(ctx, next_in, depth, async, n, what)
     if entry.err ~= nil then stopped = false; error(entry.err, 0) end
     if entry.finished then stopped = false; return nil end
     return entry.elem, entry.job
+  end
+end
+
+-- next() over next_in, each input's traced run done (t: trace's prepare;
+-- n inputs, nout results): returns input, ok, results (a list) or the
+-- run's error ("what: ..."); nil at the end. Errors of next_in are raised.
+-- Given `ahead`, the runs are read ahead that deep once timing says they
+-- are worth it (see the top of this file).
+function M.runs(ctx, next_in, ahead, t, n, nout, what)
+  local timed, spent = 0, 0  -- runs timed here, and their seconds
+  local function run_here()
+    local e = next_in()
+    if e == nil then return nil end
+    if timed >= M.probe_runs then return e, pcall(run_traced, t.call, e, n, what) end
+    local t0 = now()
+    local ok, r = pcall(run_traced, t.call, e, n, what)
+    timed, spent = timed + 1, spent + (now() - t0)
+    return e, ok, r
+  end
+  if not ahead or not t.async then return run_here end
+  local next_job = nil
+  local fetches = core.value_ptrs(math.max(nout, 1))
+  return function()
+    if not next_job then
+      if timed < M.probe_runs or (timed > 0 and spent / timed < M.min_async_seconds) then return run_here() end
+      next_job = M.read_ahead(ctx, next_in, ahead, t.async, n, what)
+    end
+    local e, job = next_job()
+    if e == nil then return nil end
+    return e, pcall(M.finish, job, fetches, nout, what)
   end
 end
 

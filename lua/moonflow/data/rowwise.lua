@@ -27,8 +27,7 @@ local row_reader = require("moonflow.data.component").row_reader
 local C = core.C
 
 local rows, stack = block.rows, block.stack
-local run_traced, prepare = traced.run, traced.prepare
-local read_ahead, finish = prefetch.read_ahead, prefetch.finish
+local run_traced, prepare, runs = traced.run, traced.prepare, prefetch.runs
 
 local M = {}
 
@@ -207,23 +206,7 @@ function M.open_blocks(parent, t, depth, what)
   return function(ctx, ahead, n)
     fused = fused or prepare(copy.graph, copy.args, copy.outs)
     if depth then ahead = math.max(ahead or 0, math.ceil(depth / n)) end
-    local next_in = block.open(parent, ctx, ahead, n)
-    local run  -- the next input block, whether its run went well, and its results or error
-    if ahead and fused.async then
-      local next_job = read_ahead(ctx, next_in, ahead, fused.async, nin, what)
-      local fetches = core.value_ptrs(math.max(nout, 1))
-      run = function()
-        local b, job = next_job()
-        if b == nil then return nil end
-        return b, pcall(finish, job, fetches, nout, what)
-      end
-    else
-      run = function()
-        local b = next_in()
-        if b == nil then return nil end
-        return b, pcall(run_traced, fused.call, b, nin, what)
-      end
-    end
+    local run = runs(ctx, block.open(parent, ctx, ahead, n), ahead, fused, nin, nout, what)
     local row, i, m = nil, 0, 0  -- a failed block's rows, replayed one at a time
     return function()
       while i >= m do

@@ -20,8 +20,7 @@ local fail = core.fail
 local Dataset, new_dataset = dataset.Dataset, dataset.new
 local check_dataset, check_count = dataset.check, dataset.check_count
 local shape_str = component.shape_str
-local trace, run_traced = traced.trace, traced.run
-local read_ahead, finish = prefetch.read_ahead, prefetch.finish
+local trace, runs = traced.trace, prefetch.runs
 local options = args.options
 
 -- ds:batch(n, drop_remainder) and ds:shuffle(buffer_size, seed,
@@ -30,30 +29,19 @@ local BATCH_OPTIONS = {"drop_remainder", empty = true}
 local MAP_OPTIONS = {"num_parallel_calls", empty = true}
 local SHUFFLE_OPTIONS = {"seed", "reshuffle_each_iteration", empty = true}
 
--- The elements of parent with the results of a traced function (trace's call
--- and async) on each: open(ctx, ahead) returns next() -> element, results (a
--- fresh list of nout values), or nil at the end. Given `ahead`, the runs are
--- read ahead on the worker thread (data/prefetch.lua).
-local function traced_results(parent, call, async, nout, what)
+-- The elements of parent with the results of traced function t on each:
+-- open(ctx, ahead) returns next() -> element, results (a list of nout
+-- values), or nil at the end; a run's error is raised. Given `ahead`, the
+-- runs may be read ahead on the worker thread (data/prefetch.lua).
+local function traced_results(parent, t, nout)
   local nin = #parent.spec
-  return function(ctx, ahead)
-    local next_in = parent.open(ctx, ahead)
-    if ahead and async then
-      local next_job = read_ahead(ctx, next_in, ahead, async, nin, what)
-      local fetches = core.value_ptrs(math.max(nout, 1))
-      return function()
-        local e, job = next_job()
-        if e == nil then return nil end
-        return e, finish(job, fetches, nout, what)
-      end
-    end
+  return function(ctx, ahead, what)
+    local next_run = runs(ctx, parent.open(ctx, ahead), ahead, t, nin, nout, what)
     return function()
-      local e = next_in()
+      local e, ok, r = next_run()
       if e == nil then return nil end
-      local r = run_traced(call, e, nin, what)
-      local out = {}
-      for i = 1, nout do out[i] = r[i] end
-      return e, out
+      if not ok then error(r, 0) end
+      return e, r
     end
   end
 end
@@ -77,9 +65,9 @@ function Dataset:map(fn, ...)
   local parallel = options("Dataset:map", MAP_OPTIONS, ...).num_parallel_calls
   local depth = parallel ~= nil and depth_of(parallel, "Dataset:map", "num_parallel_calls") or nil
   local t = trace(self, fn, "Dataset:map")
-  local open = traced_results(self, t.call, t.async, #t.spec, "Dataset:map")
+  local open = traced_results(self, t, #t.spec)
   local ds = new_dataset("MapDataset", t.template, t.spec, function(ctx, ahead)
-    local next_result = open(ctx, depth and math.max(ahead or 0, depth) or ahead)
+    local next_result = open(ctx, depth and math.max(ahead or 0, depth) or ahead, "Dataset:map")
     return function()
       local e, r = next_result()
       if e == nil then return nil end
@@ -102,9 +90,9 @@ function Dataset:filter(pred)
          (type(t.template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
           or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)")
   end
-  local open = traced_results(self, t.call, t.async, 1, "Dataset:filter")
+  local open = traced_results(self, t, 1)
   return new_dataset("FilterDataset", self.template, self.spec, function(ctx, ahead)
-    local next_result = open(ctx, ahead)
+    local next_result = open(ctx, ahead, "Dataset:filter")
     return function()
       while true do
         local e, r = next_result()
