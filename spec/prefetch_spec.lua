@@ -56,12 +56,12 @@ end
 
 describe("Dataset:prefetch", function()
   -- Every run goes ahead, however short (see "times its first runs" below).
-  local probe_runs = prefetch.probe_runs
+  local probe_runs, min_async_seconds = prefetch.probe_runs, prefetch.min_async_seconds
   before_each(function()
     tf.reset_default_graph()
     prefetch.probe_runs = 0
   end)
-  after_each(function() prefetch.probe_runs = probe_runs end)
+  after_each(function() prefetch.probe_runs, prefetch.min_async_seconds = probe_runs, min_async_seconds end)
 
   it("gives the same elements as no prefetch for map pipelines", function()
     local got = same_with_prefetch(function(p)
@@ -140,6 +140,58 @@ describe("Dataset:prefetch", function()
     assert.is_string(got[3].error)
     assert.equal(2, #got[1])
     assert.equal(1, #got[4])  -- e4 went with the failing e5; e6 is alone
+  end)
+
+  it("reads the blocks of a fused map-and-batch ahead: same batches, errors and end", function()
+    local fused = tf.data._fused_blocks
+    local got = same_with_prefetch(function(p)
+      local ds = Dataset.from_tensor_slices(rows(23, 4)):map(function(x) return tf.tanh(x) * 3 + 1 end):batch(5)
+      return p and ds:prefetch(2) or ds
+    end)
+    assert.same({5, 5, 5, 5, 3}, {#got[1], #got[2], #got[3], #got[4], #got[5]})
+    assert.equal(fused + 10, tf.data._fused_blocks)
+    -- An error inside the function loses its batch; the rows after it go on.
+    got = same_with_prefetch(function(p)
+      local ds = Dataset.from_tensor_slices(tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}, {0, 1}, {7, 7}}, tf.int32))
+        :map(function(x) return tf.floordiv(10, x) end):batch(2)
+      return p and ds:prefetch(3) or ds
+    end)
+    assert.equal(4, #got)
+    assert.matches("Dataset:map: FloorDiv: Integer division by zero", got[1].error, 1, true)
+    assert.same({{10, 10}, {2, 2}}, got[2])
+    assert.matches("Integer division by zero", got[3].error, 1, true)
+    assert.same({{1, 1}}, got[4])
+  end)
+
+  it("discards the blocks read ahead when the iterator is re-initialized", function()
+    local it = Dataset.from_tensor_slices(rows(20, 3)):map(function(x) return x * 2 end):batch(4):prefetch(3)
+      :make_initializable_iterator()
+    local x = it:get_next()
+    local sess = tf.Session()
+    sess:run(it.initializer)
+    local first = sess:run(x):totable()
+    sess:run(x)
+    sess:run(it.initializer)
+    local all = outcomes(sess, x)
+    assert.equal(5, #all)
+    assert.same(first, all[1])
+    assert.same({10, -6, 0}, all[1][1])  -- row 1 is {5, -3, 0}
+  end)
+
+  it("times its first runs and reads ahead only runs long enough to pay for a thread hand-off", function()
+    prefetch.probe_runs = 2
+    local function make()
+      return Dataset.from_tensor_slices(rows(12, 4)):map(function(x) return x + 1 end):prefetch(2)
+    end
+    prefetch.min_async_seconds = 1  -- no run of this map takes a second
+    local before = tf.data._async_runs
+    local slow = run_all(make())
+    assert.equal(12, #slow)
+    assert.equal(before, tf.data._async_runs)
+    prefetch.min_async_seconds = 0
+    local ahead = run_all(make())
+    assert.same(slow, ahead)
+    assert.equal(before + 10, tf.data._async_runs)  -- all but the two timed
   end)
 
   it("raises an error of the input at its element, and reads no further ahead before it", function()

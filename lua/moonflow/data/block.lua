@@ -12,33 +12,48 @@
 local ffi = require("ffi")
 local Array = require("moonflow.array")
 local component = require("moonflow.data.component")
-local new_array = require("moonflow.data.recycler").new_array
+local recycler = require("moonflow.data.recycler")
 local core = require("moonflow.core")
 
 local fail = core.fail
 local shape_of, shape_str, row_reader = component.shape_of, component.shape_str, component.row_reader
+local new_array, new_array_key = recycler.new_array, recycler.key
 
 local M = {}
 
 local function rows(block) return block[1]._dims[1] end
 M.rows = rows
 
--- Rows [first, first + count) of arrays (equal first dimensions) copied into
--- new arrays: a block.
-local function slice(arrays, first, count)
-  local out = {}
+-- slice(first, count): rows [first, first + count) of arrays (equal first
+-- dimensions) copied into new arrays, a block. Each array's row layout, and
+-- the shapes of the blocks it makes, are worked out once.
+local function slicer(arrays)
+  local layouts = {}
   for c, x in ipairs(arrays) do
-    local dims = {count, unpack(x._dims, 2)}
     local total = x._dims[1]
     local row_size = total > 0 and x._size / total or 0
-    local a = new_array(x.dtype, dims, count * row_size)
-    local row_bytes = row_size * x.dtype.size
-    ffi.copy(a._data, ffi.cast("uint8_t*", x._data) + first * row_bytes, count * row_bytes)
-    out[c] = a
+    layouts[c] = {x = x, row_size = row_size, row_bytes = row_size * x.dtype.size,
+                  base = ffi.cast("uint8_t*", x._data), shapes = {}}
   end
-  return out
+  return function(first, count)
+    local out = {}
+    for c, l in ipairs(layouts) do
+      local shape = l.shapes[count]
+      if not shape then
+        local dims = {count, unpack(l.x._dims, 2)}
+        shape = {dims = dims, key = new_array_key(l.x.dtype, dims)}
+        l.shapes[count] = shape
+      end
+      local a = new_array(l.x.dtype, shape.dims, count * l.row_size, shape.key)
+      ffi.copy(a._data, l.base + first * l.row_bytes, count * l.row_bytes)
+      out[c] = a
+    end
+    return out
+  end
 end
-M.slice = slice
+M.slicer = slicer
+
+local function slice(arrays, first, count) return slicer(arrays)(first, count) end
 
 -- Blocks of the same components one after the other, as one block.
 local function concat(parts)

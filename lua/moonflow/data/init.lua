@@ -51,6 +51,7 @@ local csv = require("moonflow.data.csv")
 require("moonflow.data.transforms")
 local iterator = require("moonflow.data.iterator")
 local prefetch = require("moonflow.data.prefetch")
+local rowwise = require("moonflow.data.rowwise")
 
 return function(tf)
   local data = tf.data or {}
@@ -61,6 +62,10 @@ return function(tf)
   data.Iterator = iterator.Iterator
   data.experimental.CsvDataset = csv.CsvDataset
   data._before_run, data._wrap_callable = iterator.before_run, iterator.wrap_callable
-  -- tf.data._async_runs: the jobs prefetch has submitted to worker threads (for tests).
-  setmetatable(data, {__index = function(_, k) if k == "_async_runs" then return prefetch.async_runs end end})
+  -- For tests: tf.data._async_runs, the jobs prefetch has submitted to worker
+  -- threads; tf.data._fused_blocks, the blocks a fused map-and-batch ran.
+  setmetatable(data, {__index = function(_, k)
+    if k == "_async_runs" then return prefetch.async_runs end
+    if k == "_fused_blocks" then return rowwise.fused_blocks end
+  end})
 end

@@ -5,7 +5,7 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local dataset = require("moonflow.data.dataset")
-local slice = require("moonflow.data.block").slice
+local slicer = require("moonflow.data.block").slicer
 local new_array = require("moonflow.data.recycler").new_array
 local structure = require("moonflow.data.structure")
 local component_ = require("moonflow.data.component")
@@ -107,12 +107,12 @@ function Dataset.from_tensor_slices(value)
   -- Blocks: consecutive rows, copied at once.
   ds.open_blocks = function(ctx, _, size)
     local values = values_of(ctx)
-    local n, i = values[1]._dims[1], 0
+    local n, i, slice = values[1]._dims[1], 0, slicer(values)
     return function()
       if i >= n then return nil end
       local m = math.min(size, n - i)
       i = i + m
-      return slice(values, i - m, m)
+      return slice(i - m, m)
     end
   end
   return ds
