@@ -509,6 +509,92 @@ section("input pipeline: 256x256 matmul map -> step", function()
       string.format("default: %d OpenBLAS threads, shared by both threads", threads))
 end)
 
+-- 13: tf.data throughput, each pipeline repeating and consumed by a run that
+-- fetches its batch's size. map: x * 2 + 1 over rows of 8 float32, batched by
+-- 1024, fused (an elementwise function runs once per batch) against the same
+-- function run per element (a Reshape of its result keeps it per element);
+-- batch: rows of 64 float32 and an int32 label, batched by 128, against the
+-- same rows shuffled first (then each row is an element of its own).
+local function batch_sizes(ds)
+  local nxt = ds:make_one_shot_iterator():get_next()
+  local sess = tf.Session()
+  return sess:make_callable(tf.size(tf.is_tensor(nxt) and nxt or nxt[1]))
+end
+section("tf.data map", function()
+  tf.reset_default_graph()
+  local n, rows_per_batch = 65536, 1024
+  local x = tf.Array.new(tf.float32, {n, 8})
+  for i = 0, n * 8 - 1 do x._data[i] = (i % 1000) / 100 end
+  local function f(v) return v * 2 + 1 end
+  local fused = batch_sizes(tf.data.Dataset.from_tensor_slices(x):map(f):batch(rows_per_batch):repeat_())
+  local plain = batch_sizes(tf.data.Dataset.from_tensor_slices(x):map(function(v)
+    local y = f(v)
+    return tf.reshape(y, tf.shape(y))
+  end):batch(rows_per_batch):repeat_())
+  local tf_, tp = best_pair(fused, plain, 4, 7)
+  row("tf.data map(x*2+1):batch(1024), rows of 8 float32", string.format("%.2f", rows_per_batch / tf_ / 1e6),
+      "M rows/s", "map per element", string.format("%.3f", rows_per_batch / tp / 1e6), fmt_ratio(tf_ / tp),
+      "map-and-batch fusion: one run per batch (time ratio)")
+end)
+section("tf.data batch", function()
+  tf.reset_default_graph()
+  local n, rows_per_batch = 65536, 128
+  local x, y = tf.Array.new(tf.float32, {n, 64}), tf.Array.new(tf.int32, {n})
+  for i = 0, n * 64 - 1 do x._data[i] = i % 17 end
+  for i = 0, n - 1 do y._data[i] = i % 10 end
+  local slices = tf.data.Dataset.from_tensor_slices({x, y})
+  local plain = batch_sizes(slices:batch(rows_per_batch):repeat_())
+  local shuffled = batch_sizes(slices:shuffle(10000, {seed = 1}):batch(rows_per_batch):repeat_())
+  local tb, ts = best_pair(plain, shuffled, 50, 7)
+  row("tf.data batch(128), rows of 64 float32 + int32", string.format("%.2f", rows_per_batch / tb / 1e6),
+      "M rows/s", "shuffle(10000) first", string.format("%.2f", rows_per_batch / ts / 1e6), fmt_ratio(tb / ts),
+      "consecutive rows are copied as one block; shuffled ones one element at a time")
+end)
+
+-- 14: the digits MLP (64-128-10, Adam, batch 32) trained from a tf.data
+-- pipeline (shuffle, a map scaling the pixels, batch, repeat) with and
+-- without prefetch(2), timed in alternating batches of steps.
+section("digits training from tf.data", function()
+  local name = "digits MLP from tf.data (shuffle, map, batch 32)"
+  local pipe = io.popen("gzip -dc " .. DIGITS_DATA .. " 2>/dev/null")
+  local lines = {}
+  for line in pipe:lines() do if line:find("%d") then lines[#lines + 1] = line end end
+  pipe:close()
+  if #lines == 0 then
+    row(name, "skipped", "", "", "", "", "no " .. DIGITS_DATA .. " (apt-get install python3-sklearn)")
+    return
+  end
+  local n = #lines
+  local images, labels = tf.Array.new(tf.float32, {n, 64}), tf.Array.new(tf.int32, {n})
+  for r, line in ipairs(lines) do
+    local c = 0
+    for field in line:gmatch("[^,]+") do
+      if c < 64 then images._data[(r - 1) * 64 + c] = tonumber(field) else labels._data[r - 1] = tonumber(field) end
+      c = c + 1
+    end
+  end
+  local function training_step(prefetch)
+    return tf.Graph():as_default(function()
+      tf.set_random_seed(1)
+      local ds = tf.data.Dataset.from_tensor_slices({images, labels}):shuffle(n, {seed = 1})
+        :map(function(x, y) return x / 16, y end):batch(32):repeat_()
+      if prefetch then ds = ds:prefetch(2) end
+      local x, y = unpack(ds:make_one_shot_iterator():get_next())
+      local h = tf.layers.dense(x, 128, {activation = tf.nn.relu})
+      local logits = tf.layers.dense(h, 10)
+      local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = logits}))
+      local train = tf.train.AdamOptimizer(0.01):minimize(loss)
+      local sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      return sess:make_callable({loss, train})
+    end)
+  end
+  local ahead, plain = training_step(true), training_step(false)
+  local ta, tp = best_pair(ahead, plain, 100, 9)
+  row(name, string.format("%.0f", 1 / ta), "steps/s", "no prefetch", string.format("%.0f", 1 / tp), fmt_ratio(ta / tp),
+      "prefetch(2) (time ratio); its map stays on this thread while it is too cheap to hand off")
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}

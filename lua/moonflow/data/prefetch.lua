@@ -61,8 +61,10 @@ local M = {}
 
 -- Jobs submitted to worker threads so far (for tests: tf.data._async_runs).
 M.async_runs = 0
--- Runs timed before deciding, and the mean time from which they go ahead.
-M.probe_runs = 4
+-- Runs per trial of each way (0: always ahead), runs between trials, and
+-- the mean run time below which runs stay on the consumer's thread.
+M.probe_runs = 8
+M.retrial_runs = 500
 M.min_async_seconds = 30e-6
 
 -- Submits the run of `async` (trace's) over element e; returns the job (a
@@ -140,7 +142,7 @@ function M.read_ahead(ctx, next_in, depth, async, n, what)
   -- Weak: a reader dropped (a finished repeat pass) takes its entry along;
   -- its jobs' finalizers cancel them.
   if ctx.readers then ctx.readers[discard] = true end
-  return function()
+  local function next_entry()
     local _ = discard
     if head > tail then pull() end
     local entry = queue[head]
@@ -152,35 +154,93 @@ function M.read_ahead(ctx, next_in, depth, async, n, what)
     if entry.finished then stopped = false; return nil end
     return entry.elem, entry.job
   end
+  -- set_depth(d) changes how far it reads ahead (0: no further than asked);
+  -- pending() is how many inputs it holds, pulled but not handed on.
+  return next_entry, function(d) depth = d end, function() return tail - head + 1 end
+end
+
+-- The median of a list of numbers (sorted in place); nil when empty.
+local function median(list)
+  table.sort(list)
+  return list[math.floor((#list + 1) / 2)]
 end
 
 -- next() over next_in, each input's traced run done (t: trace's prepare;
 -- n inputs, nout results): returns input, ok, results (a list) or the
 -- run's error ("what: ..."); nil at the end. Errors of next_in are raised.
--- Given `ahead`, the runs are read ahead that deep once timing says they
--- are worth it (see the top of this file).
+-- Given `ahead`, the runs are read ahead that deep when measurements say it
+-- pays (see the top of this file): a trial of M.probe_runs runs here, timing
+-- the runs and the consumer's cycle (from one call of next() to the next:
+-- the run or the wait for it, and whatever the consumer did meanwhile);
+-- unless the runs are too short to hand off, a trial of as many read ahead;
+-- then the way of the shorter median cycle (ahead only if 10% shorter, and
+-- only while the median of each M.probe_runs cycles ahead stays below the
+-- trial's here), tried again every M.retrial_runs runs (the machine's load
+-- changes). M.probe_runs = 0 reads ahead always (tests).
 function M.runs(ctx, next_in, ahead, t, n, nout, what)
-  local timed, spent = 0, 0  -- runs timed here, and their seconds
   local function run_here()
     local e = next_in()
     if e == nil then return nil end
-    if timed >= M.probe_runs then return e, pcall(run_traced, t.call, e, n, what) end
-    local t0 = now()
-    local ok, r = pcall(run_traced, t.call, e, n, what)
-    timed, spent = timed + 1, spent + (now() - t0)
-    return e, ok, r
+    return e, pcall(run_traced, t.call, e, n, what)
   end
   if not ahead or not t.async then return run_here end
-  local next_job = nil
+  local reader, set_depth, pending = nil, nil, nil
   local fetches = core.value_ptrs(math.max(nout, 1))
-  return function()
-    if not next_job then
-      if timed < M.probe_runs or (timed > 0 and spent / timed < M.min_async_seconds) then return run_here() end
-      next_job = M.read_ahead(ctx, next_in, ahead, t.async, n, what)
-    end
-    local e, job = next_job()
+  local function run_ahead()
+    if not reader then reader, set_depth, pending = M.read_ahead(ctx, next_in, ahead, t.async, n, what) end
+    local e, job = reader()
     if e == nil then return nil end
     return e, pcall(M.finish, job, fetches, nout, what)
+  end
+  if M.probe_runs == 0 then return run_ahead end
+  -- The way of each run (HERE or AHEAD), while a trial lasts (`left` runs)
+  -- or since the last one (`since`); the trial's cycle seconds per way.
+  local HERE, AHEAD = 1, 2
+  local way, left, since, chosen = HERE, M.probe_runs, 0, nil
+  local cycles, run_seconds, timed, last, last_way = {{}, {}}, 0, 0, nil, nil
+  local here_cycle, window = nil, {}  -- the last trial's median cycle here; cycles ahead since
+  return function()
+    local t0 = now()
+    if last_way then table.insert(cycles[last_way], t0 - last) end
+    if chosen == AHEAD and last then
+      -- Watched: ahead turning slower than the trial here ends at once.
+      window[#window + 1] = t0 - last
+      if #window == M.probe_runs then
+        if median(window) > here_cycle then chosen = HERE end
+        window = {}
+      end
+    end
+    last = t0
+    if not chosen and left == 0 then  -- a trial is over
+      if way == HERE and timed > 0 and run_seconds / timed >= M.min_async_seconds then
+        way, left = AHEAD, M.probe_runs
+      else
+        -- Ahead only when clearly faster: a wrong choice lasts until the next trial.
+        local ahead_cycle = median(cycles[AHEAD])
+        here_cycle = median(cycles[HERE])
+        local faster = way == AHEAD and ahead_cycle and here_cycle and ahead_cycle < 0.9 * here_cycle
+        chosen, since, window = faster and AHEAD or HERE, 0, {}
+      end
+    end
+    if chosen then
+      since = since + 1
+      if since > M.retrial_runs then
+        chosen, way, left, cycles, run_seconds, timed = nil, HERE, M.probe_runs, {{}, {}}, 0, 0
+      end
+    end
+    local this = chosen or way
+    last_way = not chosen and this or nil
+    if not chosen then left = left - 1 end
+    if reader then set_depth((chosen or way) == AHEAD and ahead or 0) end
+    -- Inputs already read ahead go first, whichever way is chosen.
+    if this == AHEAD or (reader and pending() > 0) then return run_ahead() end
+    if chosen then return run_here() end
+    local e = next_in()
+    if e == nil then return nil end
+    local r0 = now()
+    local ok, r = pcall(run_traced, t.call, e, n, what)
+    run_seconds, timed = run_seconds + (now() - r0), timed + 1
+    return e, ok, r
   end
 end
 
