@@ -295,25 +295,9 @@ describe("tf.data transformations", function()
   end)
 end)
 
--- Every outcome of get_next until the end of the sequence: a value (tables for
--- arrays) or {error = message} for a run that failed (iteration goes on).
+-- Every outcome of ds's get_next until the end (H.outcomes).
 local function outcomes(ds, limit)
-  local sess = tf.Session()
-  local nxt = ds:make_one_shot_iterator():get_next()
-  local out = {}
-  for _ = 1, limit or 1000 do
-    local ok, v = pcall(sess.run, sess, nxt)
-    if not ok then
-      if tostring(v):find("End of sequence", 1, true) then return out end
-      v = {error = tostring(v)}
-    elseif type(v) == "table" then
-      local t = {}
-      for k, x in pairs(v) do t[k] = tf.Array.is(x) and x:totable() or x end
-      v = tf.Array.is(v) and v:totable() or t
-    end
-    out[#out + 1] = v
-  end
-  return out
+  return H.outcomes(tf.Session(), ds:make_one_shot_iterator():get_next(), limit)
 end
 
 -- The batches of source():map(f):batch(n, opts), and of the same pipeline
@@ -331,14 +315,7 @@ local function fused_and_plain(source, f, n, opts)
   return fused, plain, blocks
 end
 
-local function rows(n, width, scale)
-  local t = {}
-  for i = 1, n do
-    t[i] = {}
-    for j = 1, width do t[i][j] = ((i * 7 + j * 3) % 11 - 5) * (scale or 1) end
-  end
-  return tf.array(t)
-end
+local rows = H.rows
 
 describe("tf.data map-and-batch fusion", function()
   before_each(function() tf.reset_default_graph() end)

@@ -9,24 +9,7 @@ local prefetch = require("moonflow.data.prefetch")
 
 local Dataset = tf.data.Dataset
 
--- Every outcome of get_next runs until the end of the sequence: a value, or
--- {error = message} for a run that failed (iteration goes on after it).
-local function outcomes(sess, nxt, limit)
-  local out = {}
-  for _ = 1, limit or 1000 do
-    local ok, v = pcall(sess.run, sess, nxt)
-    if not ok then
-      if tostring(v):find("End of sequence", 1, true) then return out end
-      v = {error = tostring(v)}
-    elseif type(v) == "table" then
-      local t = {}
-      for k, x in pairs(v) do t[k] = tf.Array.is(x) and x:totable() or x end
-      v = tf.Array.is(v) and v:totable() or t
-    end
-    out[#out + 1] = v
-  end
-  return out
-end
+local outcomes, rows = H.outcomes, H.rows
 
 local function run_all(ds, limit)
   local sess = tf.Session()
@@ -45,14 +28,6 @@ local function same_with_prefetch(make, limit)
   return plain
 end
 
-local function rows(n, width)
-  local t = {}
-  for i = 1, n do
-    t[i] = {}
-    for j = 1, width do t[i][j] = (i * 7 + j * 3) % 11 - 5 end
-  end
-  return tf.array(t)
-end
 
 describe("Dataset:prefetch", function()
   -- Every run goes ahead, however short (see "times its first runs" below).
