@@ -514,7 +514,7 @@ end)
 -- 1024, fused (an elementwise function runs once per batch) against the same
 -- function run per element (a Reshape of its result keeps it per element);
 -- batch: rows of 64 float32 and an int32 label, batched by 128, against the
--- same rows shuffled first (then each row is an element of its own).
+-- same rows shuffled first (then the rows are gathered one by one).
 local function batch_sizes(ds)
   local nxt = ds:make_one_shot_iterator():get_next()
   local sess = tf.Session()
@@ -548,7 +548,7 @@ section("tf.data batch", function()
   local tb, ts = best_pair(plain, shuffled, 50, 7)
   row("tf.data batch(128), rows of 64 float32 + int32", string.format("%.2f", rows_per_batch / tb / 1e6),
       "M rows/s", "shuffle(10000) first", string.format("%.2f", rows_per_batch / ts / 1e6), fmt_ratio(tb / ts),
-      "consecutive rows are copied as one block; shuffled ones one element at a time")
+      "consecutive rows are copied as one block; shuffled ones gathered by shuffled row index")
 end)
 
 -- 14: the digits MLP (64-128-10, Adam, batch 32) trained from a tf.data

@@ -407,6 +407,29 @@ describe("tf.data map-and-batch fusion", function()
     assert.is_true(tf.data._fused_blocks > before)
   end)
 
+  it("batches a shuffled from_tensor_slices by gathering rows, in the order of its elements", function()
+    local labels = tf.array({10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, tf.int32)
+    local function shuffled() return Dataset.from_tensor_slices({rows(11, 3), labels}):shuffle(4, {seed = 3}):repeat_(2) end
+    local one = outcomes(shuffled())
+    assert.equal(22, #one)
+    local want = {}
+    for i, e in ipairs(one) do
+      local b = math.floor((i - 1) / 5) + 1
+      want[b] = want[b] or {{}, {}}
+      table.insert(want[b][1], e[1])
+      table.insert(want[b][2], e[2])
+    end
+    assert.same(want, outcomes(shuffled():batch(5)))
+    -- and a fused map after the shuffle
+    local mapped = outcomes(shuffled():map(function(x, y) return x * 2, y end):batch(5))
+    for b, batch in ipairs(want) do
+      for r, row in ipairs(batch[1]) do
+        for c, v in ipairs(row) do assert.equal(v * 2, mapped[b][1][r][c]) end
+      end
+      assert.same(batch[2], mapped[b][2])
+    end
+  end)
+
   it("restarts with the iterator's initializer", function()
     local it = Dataset.from_tensor_slices(rows(7, 2)):map(function(v) return v - 1 end):batch(3)
       :make_initializable_iterator()

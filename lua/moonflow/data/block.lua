@@ -3,7 +3,8 @@
 -- dimensions), the unit in which batch works. A dataset may stream blocks
 -- itself (ds.open_blocks(ctx, ahead, n) returning next_block(), blocks of at
 -- most n rows, nil at the end; `ahead` counts blocks in flight): sources
--- copy contiguous rows at once, a map whose function is elementwise along
+-- copy contiguous rows at once, a shuffle of a from_tensor_slices gathers
+-- its rows by shuffled index, a map whose function is elementwise along
 -- the rows runs it once per block (map-and-batch fusion, data/rowwise.lua).
 -- Any other dataset's elements are stacked here, one at a time, as batch
 -- always did. Either way batch sees the same rows in the same order, and an
@@ -24,10 +25,9 @@ local M = {}
 local function rows(block) return block[1]._dims[1] end
 M.rows = rows
 
--- slice(first, count): rows [first, first + count) of arrays (equal first
--- dimensions) copied into new arrays, a block. Each array's row layout, and
--- the shapes of the blocks it makes, are worked out once.
-local function slicer(arrays)
+-- Per array (equal first dimensions): its row layout, and the shapes of the
+-- blocks it makes, worked out once.
+local function layouts_of(arrays)
   local layouts = {}
   for c, x in ipairs(arrays) do
     local total = x._dims[1]
@@ -35,23 +35,52 @@ local function slicer(arrays)
     layouts[c] = {x = x, row_size = row_size, row_bytes = row_size * x.dtype.size,
                   base = ffi.cast("uint8_t*", x._data), shapes = {}}
   end
+  return layouts
+end
+
+-- A new array for count rows of layout l; its bytes as a uint8_t*.
+local function rows_array(l, count)
+  local shape = l.shapes[count]
+  if not shape then
+    local dims = {count, unpack(l.x._dims, 2)}
+    shape = {dims = dims, key = new_array_key(l.x.dtype, dims)}
+    l.shapes[count] = shape
+  end
+  local a = new_array(l.x.dtype, shape.dims, count * l.row_size, shape.key)
+  return a, ffi.cast("uint8_t*", a._data)
+end
+
+-- slice(first, count): rows [first, first + count) of arrays (equal first
+-- dimensions) copied into new arrays, a block.
+local function slicer(arrays)
+  local layouts = layouts_of(arrays)
   return function(first, count)
     local out = {}
     for c, l in ipairs(layouts) do
-      local shape = l.shapes[count]
-      if not shape then
-        local dims = {count, unpack(l.x._dims, 2)}
-        shape = {dims = dims, key = new_array_key(l.x.dtype, dims)}
-        l.shapes[count] = shape
-      end
-      local a = new_array(l.x.dtype, shape.dims, count * l.row_size, shape.key)
-      ffi.copy(a._data, l.base + first * l.row_bytes, count * l.row_bytes)
+      local a, dst = rows_array(l, count)
+      ffi.copy(dst, l.base + first * l.row_bytes, count * l.row_bytes)
       out[c] = a
     end
     return out
   end
 end
 M.slicer = slicer
+
+-- gather(rows): the rows of arrays whose indices (0-based) the list rows
+-- holds, in its order, copied into new arrays: a block.
+function M.gatherer(arrays)
+  local layouts = layouts_of(arrays)
+  return function(rows)
+    local out, count = {}, #rows
+    for c, l in ipairs(layouts) do
+      local a, dst = rows_array(l, count)
+      local base, bytes = l.base, l.row_bytes
+      for k = 1, count do ffi.copy(dst + (k - 1) * bytes, base + rows[k] * bytes, bytes) end
+      out[c] = a
+    end
+    return out
+  end
+end
 
 local function slice(arrays, first, count) return slicer(arrays)(first, count) end
 

@@ -104,6 +104,8 @@ function Dataset.from_tensor_slices(value)
       return row(i - 1)
     end
   end)
+  -- The arrays whose rows are the elements (for a shuffle to gather by index).
+  ds.open_rows = values_of
   -- Blocks: consecutive rows, copied at once.
   ds.open_blocks = function(ctx, _, size)
     local values = values_of(ctx)

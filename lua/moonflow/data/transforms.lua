@@ -177,13 +177,13 @@ function Dataset:shuffle(buffer_size, ...)
   local base = mix(seed % 4294967296, 0x5eed)
   local parent = self
   local ds
-  ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx, ahead)
+  -- next() over next_in's values shuffled, this pass's order.
+  local function shuffled(ctx, next_in)
     local st = ctx.node[ds] or {passes = 0}
     ctx.node[ds] = st
     local pass = reshuffle and st.passes or 0
     st.passes = st.passes + 1
     local rand = xorshift(mix(base, pass))
-    local next_in = parent.open(ctx, ahead)
     local buf, exhausted = {}, false
     return function()
       while not exhausted and #buf < buffer_size do
@@ -204,7 +204,33 @@ function Dataset:shuffle(buffer_size, ...)
       end
       return e
     end
+  end
+  ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx, ahead)
+    return shuffled(ctx, parent.open(ctx, ahead))
   end)
+  if parent.open_rows then
+    -- Blocks: the rows' indices shuffled (the elements' order), their rows gathered.
+    ds.open_blocks = function(ctx, _, n)
+      local arrays = parent.open_rows(ctx)
+      local count, i = arrays[1]._dims[1], 0
+      local next_row = shuffled(ctx, function()
+        if i >= count then return nil end
+        i = i + 1
+        return i - 1
+      end)
+      local gather = block.gatherer(arrays)
+      return function()
+        local rows = {}
+        for k = 1, n do
+          local r = next_row()
+          if r == nil then break end
+          rows[k] = r
+        end
+        if #rows == 0 then return nil end
+        return gather(rows)
+      end
+    end
+  end
   return ds
 end
 
