@@ -165,6 +165,9 @@ local function median(list)
   return list[math.floor((#list + 1) / 2)]
 end
 
+-- The ways a run goes: on the consumer's thread, or read ahead.
+local HERE, AHEAD = 1, 2
+
 -- next() over next_in, each input's traced run done (t: trace's prepare;
 -- n inputs, nout results): returns input, ok, results (a list) or the
 -- run's error ("what: ..."); nil at the end. Errors of next_in are raised.
@@ -176,8 +179,10 @@ end
 -- then the way of the shorter median cycle (ahead only if 10% shorter, and
 -- only while the median of each M.probe_runs cycles ahead stays below the
 -- trial's here), tried again every M.retrial_runs runs (the machine's load
--- changes). M.probe_runs = 0 reads ahead always (tests).
-function M.runs(ctx, next_in, ahead, t, n, nout, what)
+-- changes). `tuning` keeps the measurements and the choice from one pass
+-- over the input to the next (a table the caller keeps per iterator, in
+-- ctx.node). M.probe_runs = 0 reads ahead always (tests).
+function M.runs(ctx, next_in, ahead, t, n, nout, what, tuning)
   local function run_here()
     local e = next_in()
     if e == nil then return nil end
@@ -193,53 +198,54 @@ function M.runs(ctx, next_in, ahead, t, n, nout, what)
     return e, pcall(M.finish, job, fetches, nout, what)
   end
   if M.probe_runs == 0 then return run_ahead end
-  -- The way of each run (HERE or AHEAD), while a trial lasts (`left` runs)
-  -- or since the last one (`since`); the trial's cycle seconds per way.
-  local HERE, AHEAD = 1, 2
-  local way, left, since, chosen = HERE, M.probe_runs, 0, nil
-  local cycles, run_seconds, timed, last, last_way = {{}, {}}, 0, 0, nil, nil
-  local here_cycle, window = nil, {}  -- the last trial's median cycle here; cycles ahead since
+  -- way: of the trial under way, `left` runs long; chosen: after it, for
+  -- `since` runs; cycles: the trial's, per way; here_cycle: the last trial's
+  -- median here; window: the cycles ahead since the last watch.
+  local s = tuning
+  if not s.way then
+    s.way, s.left, s.since, s.cycles, s.run_seconds, s.timed, s.window = HERE, M.probe_runs, 0, {{}, {}}, 0, 0, {}
+  end
   return function()
     local t0 = now()
-    if last_way then table.insert(cycles[last_way], t0 - last) end
-    if chosen == AHEAD and last then
+    if s.last_way then table.insert(s.cycles[s.last_way], t0 - s.last) end
+    if s.chosen == AHEAD and s.last then
       -- Watched: ahead turning slower than the trial here ends at once.
-      window[#window + 1] = t0 - last
-      if #window == M.probe_runs then
-        if median(window) > here_cycle then chosen = HERE end
-        window = {}
+      s.window[#s.window + 1] = t0 - s.last
+      if #s.window == M.probe_runs then
+        if median(s.window) > s.here_cycle then s.chosen = HERE end
+        s.window = {}
       end
     end
-    last = t0
-    if not chosen and left == 0 then  -- a trial is over
-      if way == HERE and timed > 0 and run_seconds / timed >= M.min_async_seconds then
-        way, left = AHEAD, M.probe_runs
+    s.last = t0
+    if not s.chosen and s.left == 0 then  -- a trial is over
+      if s.way == HERE and s.timed > 0 and s.run_seconds / s.timed >= M.min_async_seconds then
+        s.way, s.left = AHEAD, M.probe_runs
       else
         -- Ahead only when clearly faster: a wrong choice lasts until the next trial.
-        local ahead_cycle = median(cycles[AHEAD])
-        here_cycle = median(cycles[HERE])
-        local faster = way == AHEAD and ahead_cycle and here_cycle and ahead_cycle < 0.9 * here_cycle
-        chosen, since, window = faster and AHEAD or HERE, 0, {}
+        local ahead_cycle = median(s.cycles[AHEAD])
+        s.here_cycle = median(s.cycles[HERE])
+        local faster = s.way == AHEAD and ahead_cycle and s.here_cycle and ahead_cycle < 0.9 * s.here_cycle
+        s.chosen, s.since, s.window = faster and AHEAD or HERE, 0, {}
       end
     end
-    if chosen then
-      since = since + 1
-      if since > M.retrial_runs then
-        chosen, way, left, cycles, run_seconds, timed = nil, HERE, M.probe_runs, {{}, {}}, 0, 0
+    if s.chosen then
+      s.since = s.since + 1
+      if s.since > M.retrial_runs then
+        s.chosen, s.way, s.left, s.cycles, s.run_seconds, s.timed = nil, HERE, M.probe_runs, {{}, {}}, 0, 0
       end
     end
-    local this = chosen or way
-    last_way = not chosen and this or nil
-    if not chosen then left = left - 1 end
-    if reader then set_depth((chosen or way) == AHEAD and ahead or 0) end
+    local this = s.chosen or s.way
+    s.last_way = not s.chosen and this or nil
+    if not s.chosen then s.left = s.left - 1 end
+    if reader then set_depth((s.chosen or s.way) == AHEAD and ahead or 0) end
     -- Inputs already read ahead go first, whichever way is chosen.
     if this == AHEAD or (reader and pending() > 0) then return run_ahead() end
-    if chosen then return run_here() end
+    if s.chosen then return run_here() end
     local e = next_in()
     if e == nil then return nil end
     local r0 = now()
     local ok, r = pcall(run_traced, t.call, e, n, what)
-    run_seconds, timed = run_seconds + (now() - r0), timed + 1
+    s.run_seconds, s.timed = s.run_seconds + (now() - r0), s.timed + 1
     return e, ok, r
   end
 end

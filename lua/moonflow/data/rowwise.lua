@@ -209,7 +209,9 @@ function M.open_blocks(parent, t, depth, what)
   return function(ctx, ahead, n)
     fused = fused or prepare(copy.graph, copy.args, copy.outs)
     if depth then ahead = math.max(ahead or 0, math.ceil(depth / n)) end
-    local run = runs(ctx, block.open(parent, ctx, ahead, n), ahead, fused, nin, nout, what)
+    local tuning = ctx.node[copy] or {}
+    ctx.node[copy] = tuning
+    local run = runs(ctx, block.open(parent, ctx, ahead, n), ahead, fused, nin, nout, what, tuning)
     local row, i, m = nil, 0, 0  -- a failed block's rows, replayed one at a time
     return function()
       while i >= m do

@@ -36,7 +36,9 @@ local SHUFFLE_OPTIONS = {"seed", "reshuffle_each_iteration", empty = true}
 local function traced_results(parent, t, nout)
   local nin = #parent.spec
   return function(ctx, ahead, what)
-    local next_run = runs(ctx, parent.open(ctx, ahead), ahead, t, nin, nout, what)
+    local tuning = ctx.node[t] or {}
+    ctx.node[t] = tuning
+    local next_run = runs(ctx, parent.open(ctx, ahead), ahead, t, nin, nout, what, tuning)
     return function()
       local e, ok, r = next_run()
       if e == nil then return nil end
