@@ -332,8 +332,9 @@ describe("tf.data map-and-batch fusion", function()
     assert.same(plain_dropped, dropped)
     assert.same({fused[1], fused[2]}, dropped)
     -- Transcendental kernels too: the same float32 bits, batched or not.
-    local fused_t, plain_t, blocks_t = fused_and_plain(function() return Dataset.from_tensor_slices(rows(9, 5, 0.37)) end,
-                                             function(v) return tf.tanh(v * 0.5 + 1) / 3 + tf.exp(-v * v) end, 4)
+    local fused_t, plain_t, blocks_t = fused_and_plain(
+      function() return Dataset.from_tensor_slices(rows(9, 5, 0.37)) end,
+      function(v) return tf.tanh(v * 0.5 + 1) / 3 + tf.exp(-v * v) end, 4)
     assert.same(plain_t, fused_t)
     assert.equal(3, #fused_t)
     assert.equal(3, blocks_t)
@@ -341,7 +342,8 @@ describe("tf.data map-and-batch fusion", function()
 
   it("fuses scalar elements, int64 ranges, several components and returned arguments", function()
     local before = tf.data._fused_blocks
-    assert.same({{1, 3, 5}, {7, 9, 11}, {13}}, outcomes(Dataset.range(7):map(function(x) return x * 2 + 1 end):batch(3)))
+    assert.same({{1, 3, 5}, {7, 9, 11}, {13}},
+                outcomes(Dataset.range(7):map(function(x) return x * 2 + 1 end):batch(3)))
     local a = tf.array({{1, 2}, {3, 4}, {5, 6}})
     local b = tf.array({7, 8, 9}, tf.int32)
     assert.same({{{{2, 4}, {6, 8}}, {8, 9}}, {{{10, 12}}, {10}}},
@@ -384,7 +386,8 @@ describe("tf.data map-and-batch fusion", function()
   end)
 
   it("raises an error inside the function at its element, naming the user's line, and goes on after it", function()
-    local src = function() return Dataset.from_tensor_slices(tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}}, tf.int32)) end
+    local values = tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}}, tf.int32)
+    local src = function() return Dataset.from_tensor_slices(values) end
     local f = function(x)
       local y = tf.floordiv(10, x)  -- (not a tail call: the line stays on the stack)
       return y
@@ -409,7 +412,9 @@ describe("tf.data map-and-batch fusion", function()
 
   it("batches a shuffled from_tensor_slices by gathering rows, in the order of its elements", function()
     local labels = tf.array({10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, tf.int32)
-    local function shuffled() return Dataset.from_tensor_slices({rows(11, 3), labels}):shuffle(4, {seed = 3}):repeat_(2) end
+    local function shuffled()
+      return Dataset.from_tensor_slices({rows(11, 3), labels}):shuffle(4, {seed = 3}):repeat_(2)
+    end
     local one = outcomes(shuffled())
     assert.equal(22, #one)
     local want = {}

@@ -127,7 +127,8 @@ describe("Dataset:prefetch", function()
     assert.equal(fused + 10, tf.data._fused_blocks)
     -- An error inside the function loses its batch; the rows after it go on.
     got = same_with_prefetch(function(p)
-      local ds = Dataset.from_tensor_slices(tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}, {0, 1}, {7, 7}}, tf.int32))
+      local values = tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}, {0, 1}, {7, 7}}, tf.int32)
+      local ds = Dataset.from_tensor_slices(values)
         :map(function(x) return tf.floordiv(10, x) end):batch(2)
       return p and ds:prefetch(3) or ds
     end)
