@@ -7,12 +7,14 @@
 -- though, is usually its traced map and filter functions, and those run in C:
 -- prefetch runs them ahead on a worker thread. Every dataset's open(ctx,
 -- ahead) passes on `ahead`, how many of its elements its consumer wants in
--- flight (prefetch asks for n; batch(b) asks its input for n*b; shuffle,
--- repeat, take, skip, cache and filter pass it on). A map or filter given
--- `ahead` reads that many elements ahead of its consumer: it pulls the raw
--- input elements (Lua, memcpy) at once and submits the runs of its traced
--- function, one job per element, run in order; handing an element on waits
--- for its job (usually long finished: it ran while the training step did).
+-- flight (prefetch asks for n; batch(b) asks its input for n*b elements, or
+-- n blocks of b rows (data/block.lua); shuffle, repeat, take, skip, cache and
+-- filter pass it on; map's num_parallel_calls asks for that many). A map or
+-- filter given `ahead` reads that many elements (a fused map-and-batch that
+-- many blocks, data/rowwise.lua) ahead of its consumer: it pulls the raw
+-- inputs (Lua, memcpy) at once and submits the runs of its traced function,
+-- one job per input, run in order; handing an input's results on waits for
+-- its job (usually long finished: it ran while the training step did).
 -- So the worker runs exactly the traced functions' C kernels; everything
 -- else stays on the calling thread, and a pipeline without map or filter is
 -- passed through. Results are those of the synchronous pipeline, element for
@@ -25,16 +27,18 @@
 -- A function with tf.lua_func or tf.Print calls back into Lua, so it runs on
 -- the calling thread, unprefetched.
 --
--- Handing a run to the worker costs the consumer a few microseconds (waking
--- the thread, more on a loaded machine, where it may also wait for a core),
--- and only pays when the run takes longer. So the first runs are timed on
--- the calling thread, and reading ahead starts only if they take at least
--- M.min_async_seconds on average (TensorFlow's autotuning picks its
--- prefetch depths from measurements likewise); a map-and-batch over small
--- rows usually stays on the calling thread, an expensive map goes ahead.
--- And a job the consumer reaches before the worker started it runs on the
--- consumer's thread (mf_async_wait), so reading ahead never costs a wait for
--- the worker's thread to be scheduled.
+-- Reading ahead pays only where it is faster. Handing a run to the worker
+-- costs the consumer a few microseconds (waking the thread, more on a loaded
+-- machine), and the worker's kernels compete with the consumer's for the
+-- cores (with OpenBLAS's own threads on two cores, a matmul map read ahead
+-- made training steps slower). So the runs are measured (M.runs): runs
+-- shorter on average than M.min_async_seconds stay on the calling thread
+-- (a map-and-batch over small rows usually does), and longer ones are tried
+-- both ways, read ahead only while the consumer's cycle is measurably
+-- shorter that way (TensorFlow's autotuning likewise picks prefetch depths
+-- and parallelism from measurements). And a job the consumer reaches before
+-- the worker started it runs on the consumer's thread (mf_async_wait), so
+-- reading ahead never waits for the worker's thread to be scheduled.
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local Session = require("moonflow.session")
