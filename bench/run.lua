@@ -466,33 +466,41 @@ end)
 
 -- 12: an input pipeline whose map is expensive (a 256x256 float32 matmul and
 -- tanh per element) feeding a training-like step (a 256x256 matmul against a
--- variable and a gradient-descent update), with and without prefetch(2): with
--- it the map runs on its session's worker thread while the step runs here.
+-- variable and a gradient-descent update), with and without prefetch(2),
+-- timed in alternating batches: with it the map runs on its session's worker
+-- thread while the step runs here, when prefetch measures that to be faster.
 -- Both threads call OpenBLAS, whose own threads they then share, so the
 -- pipeline is also measured with OpenBLAS on one thread per call.
-local function pipeline_steps_per_s(prefetch)
-  tf.reset_default_graph()
-  tf.set_random_seed(1)
-  local n = 256
-  local src = tf.Array.new(tf.float32, {16, n, n})
-  for i = 0, 16 * n * n - 1 do src._data[i] = ((i * 7919) % 1000) / 1000 - 0.5 end
-  local ds = tf.data.Dataset.from_tensor_slices(src)
-    :map(function(x) return tf.tanh(x:matmul(x) * (1 / n)) end):repeat_()
-  if prefetch then ds = ds:prefetch(2) end
-  local x = ds:make_one_shot_iterator():get_next()
-  local w = tf.Variable(tf.random_normal({n, n}, {stddev = 0.05}))
-  local loss = tf.reduce_mean(tf.square(x:matmul(w)))
-  local train = tf.train.GradientDescentOptimizer(0.01):minimize(loss)
-  local sess = tf.Session()
-  sess:run(tf.global_variables_initializer())
-  return 1 / best(sess:make_callable(train), 100, 5)
+local function pipeline_step(prefetch)
+  return tf.Graph():as_default(function()
+    tf.set_random_seed(1)
+    local n = 256
+    local src = tf.Array.new(tf.float32, {16, n, n})
+    for i = 0, 16 * n * n - 1 do src._data[i] = ((i * 7919) % 1000) / 1000 - 0.5 end
+    local ds = tf.data.Dataset.from_tensor_slices(src)
+      :map(function(x) return tf.tanh(x:matmul(x) * (1 / n)) end):repeat_()
+    if prefetch then ds = ds:prefetch(2) end
+    local x = ds:make_one_shot_iterator():get_next()
+    local w = tf.Variable(tf.random_normal({n, n}, {stddev = 0.05}))
+    local loss = tf.reduce_mean(tf.square(x:matmul(w)))
+    local train = tf.train.GradientDescentOptimizer(0.01):minimize(loss)
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    return sess:make_callable(train)
+  end)
+end
+-- Steps per second without and with prefetch, timed in alternating batches.
+local function pipeline_steps_per_s()
+  local ta, ts = best_pair(pipeline_step(true), pipeline_step(false), 50, 7)
+  return 1 / ts, 1 / ta
 end
 
 section("input pipeline: 256x256 matmul map -> step", function()
   local name = "input pipeline: 256x256 matmul map -> step"
-  local sync, ahead = pipeline_steps_per_s(false), pipeline_steps_per_s(true)
+  local sync, ahead = pipeline_steps_per_s()
   row(name, string.format("%.0f", ahead), "steps/s", "no prefetch", string.format("%.0f", sync),
-      fmt_ratio(sync / ahead), "prefetch(2): the map runs on a worker thread during the step (time ratio)")
+      fmt_ratio(sync / ahead),
+      "prefetch(2): the map runs on a worker thread during the step when that is faster (time ratio)")
   local blas = load_blas()
   if not blas then return end
   ffi.cdef[[
@@ -501,7 +509,7 @@ section("input pipeline: 256x256 matmul map -> step", function()
   ]]
   local threads = blas.openblas_get_num_threads()
   blas.openblas_set_num_threads(1)
-  local ok, s1, a1 = pcall(function() return pipeline_steps_per_s(false), pipeline_steps_per_s(true) end)
+  local ok, s1, a1 = pcall(pipeline_steps_per_s)
   blas.openblas_set_num_threads(threads)
   assert(ok, s1)
   row(name .. " (OpenBLAS 1 thread)", string.format("%.0f", a1), "steps/s", "no prefetch",
@@ -530,6 +538,92 @@ section("elementwise fusion, 10M float32", function()
         string.format("%.2f", tp * 1e3), fmt_ratio(tf_ / tp),
         string.format("%d step(s) fused, %d unfused", stats.num_steps, plain:plan_stats(y, {x}).num_steps))
   end
+end)
+
+-- 13: tf.data throughput, each pipeline repeating and consumed by a run that
+-- fetches its batch's size. map: x * 2 + 1 over rows of 8 float32, batched by
+-- 1024, fused (an elementwise function runs once per batch) against the same
+-- function run per element (a Reshape of its result keeps it per element);
+-- batch: rows of 64 float32 and an int32 label, batched by 128, against the
+-- same rows shuffled first (then the rows are gathered one by one).
+local function batch_sizes(ds)
+  local nxt = ds:make_one_shot_iterator():get_next()
+  local sess = tf.Session()
+  return sess:make_callable(tf.size(tf.is_tensor(nxt) and nxt or nxt[1]))
+end
+section("tf.data map", function()
+  tf.reset_default_graph()
+  local n, rows_per_batch = 65536, 1024
+  local x = tf.Array.new(tf.float32, {n, 8})
+  for i = 0, n * 8 - 1 do x._data[i] = (i % 1000) / 100 end
+  local function f(v) return v * 2 + 1 end
+  local fused = batch_sizes(tf.data.Dataset.from_tensor_slices(x):map(f):batch(rows_per_batch):repeat_())
+  local plain = batch_sizes(tf.data.Dataset.from_tensor_slices(x):map(function(v)
+    local y = f(v)
+    return tf.reshape(y, tf.shape(y))
+  end):batch(rows_per_batch):repeat_())
+  local tf_, tp = best_pair(fused, plain, 4, 7)
+  row("tf.data map(x*2+1):batch(1024), rows of 8 float32", string.format("%.2f", rows_per_batch / tf_ / 1e6),
+      "M rows/s", "map per element", string.format("%.3f", rows_per_batch / tp / 1e6), fmt_ratio(tf_ / tp),
+      "map-and-batch fusion: one run per batch (time ratio)")
+end)
+section("tf.data batch", function()
+  tf.reset_default_graph()
+  local n, rows_per_batch = 65536, 128
+  local x, y = tf.Array.new(tf.float32, {n, 64}), tf.Array.new(tf.int32, {n})
+  for i = 0, n * 64 - 1 do x._data[i] = i % 17 end
+  for i = 0, n - 1 do y._data[i] = i % 10 end
+  local slices = tf.data.Dataset.from_tensor_slices({x, y})
+  local plain = batch_sizes(slices:batch(rows_per_batch):repeat_())
+  local shuffled = batch_sizes(slices:shuffle(10000, {seed = 1}):batch(rows_per_batch):repeat_())
+  local tb, ts = best_pair(plain, shuffled, 50, 7)
+  row("tf.data batch(128), rows of 64 float32 + int32", string.format("%.2f", rows_per_batch / tb / 1e6),
+      "M rows/s", "shuffle(10000) first", string.format("%.2f", rows_per_batch / ts / 1e6), fmt_ratio(tb / ts),
+      "consecutive rows are copied as one block; shuffled ones gathered by shuffled row index")
+end)
+
+-- 14: the digits MLP (64-128-10, Adam, batch 32) trained from a tf.data
+-- pipeline (shuffle, a map scaling the pixels, batch, repeat) with and
+-- without prefetch(2), timed in alternating batches of steps.
+section("digits training from tf.data", function()
+  local name = "digits MLP from tf.data (shuffle, map, batch 32)"
+  local pipe = io.popen("gzip -dc " .. DIGITS_DATA .. " 2>/dev/null")
+  local lines = {}
+  for line in pipe:lines() do if line:find("%d") then lines[#lines + 1] = line end end
+  pipe:close()
+  if #lines == 0 then
+    row(name, "skipped", "", "", "", "", "no " .. DIGITS_DATA .. " (apt-get install python3-sklearn)")
+    return
+  end
+  local n = #lines
+  local images, labels = tf.Array.new(tf.float32, {n, 64}), tf.Array.new(tf.int32, {n})
+  for r, line in ipairs(lines) do
+    local c = 0
+    for field in line:gmatch("[^,]+") do
+      if c < 64 then images._data[(r - 1) * 64 + c] = tonumber(field) else labels._data[r - 1] = tonumber(field) end
+      c = c + 1
+    end
+  end
+  local function training_step(prefetch)
+    return tf.Graph():as_default(function()
+      tf.set_random_seed(1)
+      local ds = tf.data.Dataset.from_tensor_slices({images, labels}):shuffle(n, {seed = 1})
+        :map(function(x, y) return x / 16, y end):batch(32):repeat_()
+      if prefetch then ds = ds:prefetch(2) end
+      local x, y = unpack(ds:make_one_shot_iterator():get_next())
+      local h = tf.layers.dense(x, 128, {activation = tf.nn.relu})
+      local logits = tf.layers.dense(h, 10)
+      local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = logits}))
+      local train = tf.train.AdamOptimizer(0.01):minimize(loss)
+      local sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      return sess:make_callable({loss, train})
+    end)
+  end
+  local ahead, plain = training_step(true), training_step(false)
+  local ta, tp = best_pair(ahead, plain, 100, 9)
+  row(name, string.format("%.0f", 1 / ta), "steps/s", "no prefetch", string.format("%.0f", 1 / tp), fmt_ratio(ta / tp),
+      "prefetch(2) (time ratio); its map stays on this thread while it is too cheap to hand off")
 end)
 
 -- Table ------------------------------------------------------------------------

@@ -4,8 +4,9 @@
  *      -lopenblas -lm -lpthread -o /tmp/async_check && /tmp/async_check
  * Exits 0 when every check passes. It runs two sessions at once (one on the
  * main thread, one on a worker), compares asynchronous results with
- * synchronous ones bit for bit, cancels queued jobs, frees jobs mid-flight,
- * and closes a session with jobs queued. */
+ * synchronous ones bit for bit, waits for jobs the worker has not started
+ * (which then run on the waiting thread), cancels queued jobs, frees jobs
+ * mid-flight, and closes a session with jobs queued. */
 #include "c_check.h"
 
 #include <stdio.h>
@@ -69,6 +70,22 @@ int main(void) {
     CHECK(mf_async_wait(jobs[j], &o, s) == MF_FAILED_PRECONDITION);
     mf_tensor_release(o);
     mf_async_free(jobs[j]);
+  }
+  /* Waited for at once: a job the worker has not started runs on this thread
+   * instead, the next one behind it, in order (the worker holds back meanwhile). */
+  for (int round = 0; round < 200; round++) {
+    int j = round % (JOBS - 1);
+    mf_async *first = mf_callable_run_async(call[0], &in[j], s);
+    mf_async *second = mf_callable_run_async(call[0], &in[j + 1], s);
+    mf_tensor *o1 = NULL, *o2 = NULL;
+    CHECK(mf_async_wait(first, &o1, s) == MF_OK);
+    CHECK(mf_async_wait(second, &o2, s) == MF_OK);
+    CHECK(o1 && memcmp(mf_tensor_data(o1), mf_tensor_data(sync_out[j]), mf_tensor_nbytes(o1)) == 0);
+    CHECK(o2 && memcmp(mf_tensor_data(o2), mf_tensor_data(sync_out[j + 1]), mf_tensor_nbytes(o2)) == 0);
+    mf_tensor_release(o1);
+    mf_tensor_release(o2);
+    mf_async_free(first);
+    mf_async_free(second);
   }
   /* A job finishes with no help from this thread. */
   mf_async *a = mf_callable_run_async(call[0], &in[0], s);

@@ -295,6 +295,173 @@ describe("tf.data transformations", function()
   end)
 end)
 
+-- Every outcome of ds's get_next until the end (H.outcomes).
+local function outcomes(ds, limit)
+  return H.outcomes(tf.Session(), ds:make_one_shot_iterator():get_next(), limit)
+end
+
+-- The batches of source():map(f):batch(n, opts), and of the same pipeline
+-- with f's result reshaped to its own shape (a Reshape is not elementwise, so
+-- that map runs per element); returns both and how many blocks ran fused.
+local function fused_and_plain(source, f, n, opts)
+  local before = tf.data._fused_blocks
+  local fused = outcomes(source():map(f):batch(n, opts))
+  local blocks = tf.data._fused_blocks - before
+  local plain = outcomes(source():map(function(...)
+    local r = f(...)
+    return tf.reshape(r, tf.shape(r))
+  end):batch(n, opts))
+  assert.equal(before + blocks, tf.data._fused_blocks, "the reshaped map runs per element")
+  return fused, plain, blocks
+end
+
+local rows = H.rows
+
+describe("tf.data map-and-batch fusion", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("runs an elementwise map once per batch, with the elements of the per-element path", function()
+    local src = function() return Dataset.from_tensor_slices(rows(10, 3)) end
+    local fused, plain, blocks = fused_and_plain(src, function(v) return v * 2 + 1 end, 4)
+    assert.equal(3, blocks)
+    assert.same(plain, fused)
+    -- rows(10, 3)[1] = {5, -3, 0} -> {11, -5, 1}; 4, 4 and a final partial batch of 2
+    assert.same({11, -5, 1}, fused[1][1])
+    assert.same({4, 4, 2}, {#fused[1], #fused[2], #fused[3]})
+    local dropped, plain_dropped = fused_and_plain(src, function(v) return v * 2 + 1 end, 4, {drop_remainder = true})
+    assert.same(plain_dropped, dropped)
+    assert.same({fused[1], fused[2]}, dropped)
+    -- Transcendental kernels too: the same float32 bits, batched or not.
+    local fused_t, plain_t, blocks_t = fused_and_plain(
+      function() return Dataset.from_tensor_slices(rows(9, 5, 0.37)) end,
+      function(v) return tf.tanh(v * 0.5 + 1) / 3 + tf.exp(-v * v) end, 4)
+    assert.same(plain_t, fused_t)
+    assert.equal(3, #fused_t)
+    assert.equal(3, blocks_t)
+  end)
+
+  it("fuses scalar elements, int64 ranges, several components and returned arguments", function()
+    local before = tf.data._fused_blocks
+    assert.same({{1, 3, 5}, {7, 9, 11}, {13}},
+                outcomes(Dataset.range(7):map(function(x) return x * 2 + 1 end):batch(3)))
+    local a = tf.array({{1, 2}, {3, 4}, {5, 6}})
+    local b = tf.array({7, 8, 9}, tf.int32)
+    assert.same({{{{2, 4}, {6, 8}}, {8, 9}}, {{{10, 12}}, {10}}},
+                outcomes(Dataset.from_tensor_slices({a, b}):map(function(x, y) return x * 2, y + 1 end):batch(2)))
+    assert.same({{s = {{2, 3}, {4, 5}, {6, 7}}, y = {7, 8, 9}}},
+                outcomes(Dataset.from_tensor_slices({x = a, y = b})
+                  :map(function(e) return {s = e.x + 1, y = e.y} end):batch(3)))
+    assert.equal(before + 6, tf.data._fused_blocks)
+  end)
+
+  it("runs functions that are not elementwise along the batch per element, with the same results", function()
+    local v3 = function() return Dataset.from_tensor_slices(tf.array({{1, 2, 3}, {4, 5, 6}, {7, 8, 9}})) end
+    local cases = {
+      -- a reduction over the element's own axis
+      {v3, function(v) return tf.reduce_sum(v) end, {{6, 15}, {24}}},
+      -- a constant of higher rank than the element: broadcasting adds axes in front
+      {v3, function(v) return v + tf.constant({{0, 0, 0}, {10, 10, 10}}) end,
+       {{{{1, 2, 3}, {11, 12, 13}}, {{4, 5, 6}, {14, 15, 16}}}, {{{7, 8, 9}, {17, 18, 19}}}}},
+      -- a scalar element and a vector constant
+      {function() return Dataset.range(3) end,
+       function(x) return tf.cast(x, tf.float32) + tf.constant({10, 20}) end, {{{10, 20}, {11, 21}}, {{12, 22}}}},
+      -- TensorFlow 1.x's Select with a vector condition picks rows once batched
+      {v3, function(v) return tf.where(tf.constant({true, false, true}), v, -v) end,
+       {{{1, -2, 3}, {4, -5, 6}}, {{7, -8, 9}}}},
+      -- a matmul
+      {v3, function(v) return tf.matmul(tf.reshape(v, {1, 3}), tf.constant({{1}, {1}, {1}})) end,
+       {{{{6}}, {{15}}}, {{{24}}}}},
+    }
+    for i, c in ipairs(cases) do
+      local before = tf.data._fused_blocks
+      assert.same(c[3], outcomes(c[1]():map(c[2]):batch(2)), "case " .. i)
+      assert.equal(before, tf.data._fused_blocks, "case " .. i .. " runs per element")
+    end
+    -- A random op draws per element: not fused either.
+    local before = tf.data._fused_blocks
+    local drawn = outcomes(v3():map(function(v) return v + tf.random_uniform({3}, {seed = 1}) end):batch(3))
+    assert.equal(before, tf.data._fused_blocks)
+    assert.equal(3, #drawn[1])
+    assert.are_not.same(drawn[1][1][1] - 1, drawn[1][2][1] - 4)
+  end)
+
+  it("raises an error inside the function at its element, naming the user's line, and goes on after it", function()
+    local values = tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}}, tf.int32)
+    local src = function() return Dataset.from_tensor_slices(values) end
+    local f = function(x)
+      local y = tf.floordiv(10, x)  -- (not a tail call: the line stays on the stack)
+      return y
+    end
+    local line = debug.getinfo(1, "l").currentline - 3
+    local fused, plain, blocks = fused_and_plain(src, f, 2)
+    -- The batch holding the failing element is lost; the rows after it make the next batches.
+    assert.same({{error = fused[1].error}, {{10, 10}, {2, 2}}, {{5, 10}}}, fused)
+    assert.matches("^Dataset:map: FloorDiv: Integer division by zero %[%[node FloorDiv %(defined at " ..
+                   "[^)]*data_spec.lua:" .. line .. "%)%]%]", fused[1].error)
+    assert.same(plain, fused)
+    assert.is_true(blocks >= 2)
+  end)
+
+  it("joins the passes of a repeat between map and batch into full batches", function()
+    local before = tf.data._fused_blocks
+    local got = outcomes(Dataset.from_tensor_slices(tf.array({1, 2, 3, 4, 5})):map(function(x) return x * 10 end)
+      :repeat_(2):batch(4))
+    assert.same({{10, 20, 30, 40}, {50, 10, 20, 30}, {40, 50}}, got)
+    assert.is_true(tf.data._fused_blocks > before)
+  end)
+
+  it("batches a shuffled from_tensor_slices by gathering rows, in the order of its elements", function()
+    local labels = tf.array({10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, tf.int32)
+    local function shuffled()
+      return Dataset.from_tensor_slices({rows(11, 3), labels}):shuffle(4, {seed = 3}):repeat_(2)
+    end
+    local one = outcomes(shuffled())
+    assert.equal(22, #one)
+    local want = {}
+    for i, e in ipairs(one) do
+      local b = math.floor((i - 1) / 5) + 1
+      want[b] = want[b] or {{}, {}}
+      table.insert(want[b][1], e[1])
+      table.insert(want[b][2], e[2])
+    end
+    assert.same(want, outcomes(shuffled():batch(5)))
+    -- and a fused map after the shuffle
+    local mapped = outcomes(shuffled():map(function(x, y) return x * 2, y end):batch(5))
+    for b, batch in ipairs(want) do
+      for r, row in ipairs(batch[1]) do
+        for c, v in ipairs(row) do assert.equal(v * 2, mapped[b][1][r][c]) end
+      end
+      assert.same(batch[2], mapped[b][2])
+    end
+  end)
+
+  it("restarts with the iterator's initializer", function()
+    local it = Dataset.from_tensor_slices(rows(7, 2)):map(function(v) return v - 1 end):batch(3)
+      :make_initializable_iterator()
+    local x = it:get_next()
+    local sess = tf.Session()
+    sess:run(it.initializer)
+    local first = sess:run(x):totable()
+    sess:run(x)
+    sess:run(it.initializer)
+    local again = drain(sess, x)
+    assert.same(first, again[1])
+    assert.same({3, 3, 1}, {#again[1], #again[2], #again[3]})
+  end)
+
+  it("map takes num_parallel_calls", function()
+    local src = tf.array({1, 2, 3, 4, 5})
+    for _, p in ipairs({2, tf.data.experimental.AUTOTUNE}) do
+      assert.same({{2, 4}, {6, 8}, {10}},
+                  outcomes(Dataset.from_tensor_slices(src):map(function(x) return x * 2 end, p):batch(2)))
+      assert.same({2, 4, 6, 8, 10},
+                  outcomes(Dataset.from_tensor_slices(src):map(function(x) return x * 2 end, {num_parallel_calls = p})))
+    end
+    assert.matches("Dataset:map: num_parallel_calls must be a positive integer or tf.data.experimental.AUTOTUNE, got 0",
+                   H.error_of(function() return Dataset.range(3):map(function(x) return x end, 0) end))
+  end)
+end)
+
 describe("tf.data iterators", function()
   before_each(function() tf.reset_default_graph() end)
 

@@ -80,6 +80,37 @@ function H.run(t, feeds)
 end
 
 -- The line of the spec that calls it.
+-- Every outcome of running a dataset's get_next tensors until the end of
+-- the sequence: a value (Arrays as tables), or {error = message} for a run
+-- that failed (iteration goes on after it).
+function H.outcomes(sess, nxt, limit)
+  local out = {}
+  for _ = 1, limit or 1000 do
+    local ok, v = pcall(sess.run, sess, nxt)
+    if not ok then
+      if tostring(v):find("End of sequence", 1, true) then return out end
+      v = {error = tostring(v)}
+    elseif type(v) == "table" then
+      local t = {}
+      for k, x in pairs(v) do t[k] = tf.Array.is(x) and x:totable() or x end
+      v = tf.Array.is(v) and v:totable() or t
+    end
+    out[#out + 1] = v
+  end
+  return out
+end
+
+-- An n x width float32 array of small integers (times scale), row i column j
+-- ((7i + 3j) mod 11) - 5 counting from 1.
+function H.rows(n, width, scale)
+  local t = {}
+  for i = 1, n do
+    t[i] = {}
+    for j = 1, width do t[i][j] = ((i * 7 + j * 3) % 11 - 5) * (scale or 1) end
+  end
+  return tf.array(t)
+end
+
 function H.this_line() return debug.getinfo(2, "l").currentline end
 
 -- setup(H.growth_off) and teardown(H.growth_restore) in a spec file: no

@@ -5,27 +5,11 @@ local tf = require("moonflow")
 local ffi = require("ffi")
 local H = require("spec.helpers")
 local C = require("moonflow.core").C
+local prefetch = require("moonflow.data.prefetch")
 
 local Dataset = tf.data.Dataset
 
--- Every outcome of get_next runs until the end of the sequence: a value, or
--- {error = message} for a run that failed (iteration goes on after it).
-local function outcomes(sess, nxt, limit)
-  local out = {}
-  for _ = 1, limit or 1000 do
-    local ok, v = pcall(sess.run, sess, nxt)
-    if not ok then
-      if tostring(v):find("End of sequence", 1, true) then return out end
-      v = {error = tostring(v)}
-    elseif type(v) == "table" then
-      local t = {}
-      for k, x in pairs(v) do t[k] = tf.Array.is(x) and x:totable() or x end
-      v = tf.Array.is(v) and v:totable() or t
-    end
-    out[#out + 1] = v
-  end
-  return out
-end
+local outcomes, rows = H.outcomes, H.rows
 
 local function run_all(ds, limit)
   local sess = tf.Session()
@@ -44,17 +28,15 @@ local function same_with_prefetch(make, limit)
   return plain
 end
 
-local function rows(n, width)
-  local t = {}
-  for i = 1, n do
-    t[i] = {}
-    for j = 1, width do t[i][j] = (i * 7 + j * 3) % 11 - 5 end
-  end
-  return tf.array(t)
-end
 
 describe("Dataset:prefetch", function()
-  before_each(function() tf.reset_default_graph() end)
+  -- Every run goes ahead, however short (see "times its first runs" below).
+  local probe_runs, min_async_seconds = prefetch.probe_runs, prefetch.min_async_seconds
+  before_each(function()
+    tf.reset_default_graph()
+    prefetch.probe_runs = 0
+  end)
+  after_each(function() prefetch.probe_runs, prefetch.min_async_seconds = probe_runs, min_async_seconds end)
 
   it("gives the same elements as no prefetch for map pipelines", function()
     local got = same_with_prefetch(function(p)
@@ -133,6 +115,76 @@ describe("Dataset:prefetch", function()
     assert.is_string(got[3].error)
     assert.equal(2, #got[1])
     assert.equal(1, #got[4])  -- e4 went with the failing e5; e6 is alone
+  end)
+
+  it("reads the blocks of a fused map-and-batch ahead: same batches, errors and end", function()
+    local fused = tf.data._fused_blocks
+    local got = same_with_prefetch(function(p)
+      local ds = Dataset.from_tensor_slices(rows(23, 4)):map(function(x) return tf.tanh(x) * 3 + 1 end):batch(5)
+      return p and ds:prefetch(2) or ds
+    end)
+    assert.same({5, 5, 5, 5, 3}, {#got[1], #got[2], #got[3], #got[4], #got[5]})
+    assert.equal(fused + 10, tf.data._fused_blocks)
+    -- An error inside the function loses its batch; the rows after it go on.
+    got = same_with_prefetch(function(p)
+      local values = tf.array({{4, 2}, {3, 0}, {1, 1}, {5, 5}, {2, 1}, {0, 1}, {7, 7}}, tf.int32)
+      local ds = Dataset.from_tensor_slices(values)
+        :map(function(x) return tf.floordiv(10, x) end):batch(2)
+      return p and ds:prefetch(3) or ds
+    end)
+    assert.equal(4, #got)
+    assert.matches("Dataset:map: FloorDiv: Integer division by zero", got[1].error, 1, true)
+    assert.same({{10, 10}, {2, 2}}, got[2])
+    assert.matches("Integer division by zero", got[3].error, 1, true)
+    assert.same({{1, 1}}, got[4])
+  end)
+
+  it("maps num_parallel_calls elements ahead as prefetch does, fused or not", function()
+    local got = same_with_prefetch(function(p)
+      return Dataset.from_tensor_slices(rows(9, 3)):map(function(x) return tf.reduce_sum(x * x) end, p and 3 or nil)
+    end)
+    assert.equal(9, #got)
+    assert.equal(5 * 5 + 3 * 3, got[1])  -- row 1 is {5, -3, 0}
+    got = same_with_prefetch(function(p)
+      return Dataset.from_tensor_slices(rows(9, 3))
+        :map(function(x) return x * x end, {num_parallel_calls = p and tf.data.experimental.AUTOTUNE or nil}):batch(4)
+    end)
+    assert.same({25, 9, 0}, got[1][1])
+    assert.equal(1, #got[3])
+  end)
+
+  it("discards the blocks read ahead when the iterator is re-initialized", function()
+    local it = Dataset.from_tensor_slices(rows(20, 3)):map(function(x) return x * 2 end):batch(4):prefetch(3)
+      :make_initializable_iterator()
+    local x = it:get_next()
+    local sess = tf.Session()
+    sess:run(it.initializer)
+    local first = sess:run(x):totable()
+    sess:run(x)
+    sess:run(it.initializer)
+    local all = outcomes(sess, x)
+    assert.equal(5, #all)
+    assert.same(first, all[1])
+    assert.same({10, -6, 0}, all[1][1])  -- row 1 is {5, -3, 0}
+  end)
+
+  it("times its first runs and reads ahead only runs long enough to pay for a thread hand-off", function()
+    -- (its choice between the two ways, by the consumer's cycle times, depends on the machine's load)
+    prefetch.probe_runs = 2
+    local function make()
+      return Dataset.from_tensor_slices(rows(12, 4)):map(function(x) return x + 1 end):prefetch(2)
+    end
+    prefetch.min_async_seconds = 1  -- no run of this map takes a second
+    local before = tf.data._async_runs
+    local slow = run_all(make())
+    assert.equal(12, #slow)
+    assert.equal(before, tf.data._async_runs)
+    -- Any run is worth handing off: after two runs here, two go ahead (more
+    -- if the consumer's cycles were shorter that way).
+    prefetch.min_async_seconds = 0
+    local ahead = run_all(make())
+    assert.same(slow, ahead)
+    assert.is_true(tf.data._async_runs >= before + 2)
   end)
 
   it("raises an error of the input at its element, and reads no further ahead before it", function()

@@ -6,8 +6,12 @@
  * run state, see run.c), so the queue is about order, not safety: the
  * session's other entry points wait for it to empty first (mf_worker_drain,
  * called by session.c and executor.c), so a caller's runs see its
- * asynchronous runs' effects in the order it made them. Nothing here is
- * global: the worker, its queue and its lock belong to the session.
+ * asynchronous runs' effects in the order it made them. A job that
+ * mf_async_wait finds next in line and not started runs on the waiting
+ * thread, the worker holding the queue back meanwhile (worker.c): on a busy
+ * machine the worker's thread may wait long for a core, and a consumer
+ * (prefetch) must never be slower than running the job itself. Nothing here
+ * is global: the worker, its queue and its lock belong to the session.
  *
  * A job is owned by its caller (see worker.h for when the worker touches it).
  * Feed values are retained by the job and released by whoever waits for or

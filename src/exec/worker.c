@@ -12,7 +12,9 @@ struct mf_worker {
   pthread_cond_t idle;    /* waiters: a job finished */
   pthread_t thread;
   mf_job *head, *tail;    /* queued jobs, oldest first */
-  mf_job *running;
+  mf_job *running;        /* on the worker's thread, or on a waiter's (mf_job_wait) */
+  bool waiter_runs;       /* running is on thread `waiter` */
+  pthread_t waiter;
   bool stop;
 };
 
@@ -25,7 +27,8 @@ static void *worker_main(void *arg) {
   mf_worker *w = arg;
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    while (!w->head && !w->stop) pthread_cond_wait(&w->work, &w->mu);
+    /* A job a waiter runs itself (mf_job_wait) holds the queue back until it ends. */
+    while ((!w->head || w->running) && !w->stop) pthread_cond_wait(&w->work, &w->mu);
     if (!w->head) break;  /* stop, and nothing left (mf_worker_free cancels the queue first) */
     mf_job *j = w->head;
     w->head = j->next;
@@ -81,12 +84,39 @@ void mf_worker_submit(mf_worker *w, mf_job *j) {
   pthread_mutex_unlock(&w->mu);
 }
 
+/* Whether the calling thread is running w's current job (under w->mu). */
+static bool runs_job(const mf_worker *w) {
+  pthread_t self = pthread_self();
+  return pthread_equal(self, w->thread) || (w->waiter_runs && pthread_equal(self, w->waiter));
+}
+
 bool mf_job_done(const mf_job *j) { return atomic_load_explicit(&j->done, memory_order_acquire); }
 
+/* A job next in line that the worker has not started is run here: waiting
+ * for the worker's thread to be scheduled would only add a thread switch
+ * (on a busy machine, many times the job). The worker takes no other job
+ * meanwhile, so the jobs still run one at a time, first in first out. */
 void mf_job_wait(mf_job *j) {
   if (mf_job_done(j)) return;
   mf_worker *w = j->worker;  /* not done: the worker still exists */
   pthread_mutex_lock(&w->mu);
+  if (j->state == MF_JOB_QUEUED && w->head == j && !w->running && !pthread_equal(pthread_self(), w->thread)) {
+    w->head = j->next;
+    if (!w->head) w->tail = NULL;
+    j->next = NULL;
+    j->state = MF_JOB_RUNNING;
+    w->running = j;
+    w->waiter_runs = true;
+    w->waiter = pthread_self();
+    pthread_mutex_unlock(&w->mu);
+    j->run(j);
+    pthread_mutex_lock(&w->mu);
+    mark_done(j);
+    w->running = NULL;
+    w->waiter_runs = false;
+    pthread_cond_broadcast(&w->idle);
+    if (w->head) pthread_cond_signal(&w->work);
+  }
   while (j->state != MF_JOB_DONE) pthread_cond_wait(&w->idle, &w->mu);
   pthread_mutex_unlock(&w->mu);
 }
@@ -111,12 +141,11 @@ void mf_job_withdraw(mf_job *j) {
   pthread_mutex_unlock(&w->mu);
 }
 
-static bool on_worker(const mf_worker *w) { return pthread_equal(pthread_self(), w->thread); }
-
 void mf_worker_drain(mf_worker *w) {
-  if (!w || on_worker(w)) return;
+  if (!w) return;
   pthread_mutex_lock(&w->mu);
-  while (w->head || w->running) pthread_cond_wait(&w->idle, &w->mu);
+  if (!runs_job(w))
+    while (w->head || w->running) pthread_cond_wait(&w->idle, &w->mu);
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -133,8 +162,9 @@ void mf_worker_free(mf_worker *w) {
   w->head = w->tail = NULL;
   w->stop = true;
   pthread_cond_signal(&w->work);
+  while (w->running) pthread_cond_wait(&w->idle, &w->mu);  /* a waiter's, or the thread's */
   pthread_mutex_unlock(&w->mu);
-  pthread_join(w->thread, NULL);  /* it finishes the running job first */
+  pthread_join(w->thread, NULL);
   pthread_cond_destroy(&w->idle);
   pthread_cond_destroy(&w->work);
   pthread_mutex_destroy(&w->mu);

@@ -31,12 +31,14 @@ mf_worker *mf_worker_start(mf_status *s);
 /* Queues j (its run set, the rest zeroed) behind the jobs already there. */
 void mf_worker_submit(mf_worker *w, mf_job *j);
 bool mf_job_done(const mf_job *j);
-/* Blocks until j is done. */
+/* Blocks until j is done. When j is next in line and the worker has not
+ * started it, the calling thread runs it itself (the worker waits meanwhile). */
 void mf_job_wait(mf_job *j);
 /* Takes j off the queue when it has not started, else waits for it; then j is done. */
 void mf_job_withdraw(mf_job *j);
 /* Returns once w has no job queued or running; NULL is fine, and so is a
- * call from w's own thread (it returns at once: a job must not wait for itself). */
+ * call from the thread running w's job (it returns at once: a job must not
+ * wait for itself). */
 void mf_worker_drain(mf_worker *w);
 /* Cancels the jobs not started yet, waits for the running one, ends the
  * thread and frees w; NULL is fine. */

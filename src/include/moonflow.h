@@ -330,8 +330,10 @@ void mf_callable_plan_stats(const mf_callable *c, mf_plan_stats *out);
  * other use of its session (a run, make_callable, the counters below, close)
  * first waits for the session's jobs, so a caller's runs see its
  * asynchronous runs' effects in order; other sessions are independent and may
- * run meanwhile. The host callbacks of the graph (mf_host) run on the worker
- * thread. */
+ * run meanwhile. A job that mf_async_wait finds next in line and not started
+ * yet runs on the waiting thread instead (waiting for the worker's thread to
+ * be scheduled would cost more), still in order. The host callbacks of the
+ * graph (mf_host) run on whichever of the two threads runs the job. */
 typedef struct mf_async mf_async;
 /* Starts running c with feed_values (one per feed, retained until the job is
  * waited for or freed, and released on the thread that does that). New; free

@@ -16,6 +16,37 @@ local M = {}
 local Row = {}
 M.Row = Row
 
+-- The rows of arrays sliced along their first axis (equal first
+-- dimensions): returns row(i), element i (0-based) as a flat list with a Row
+-- per component of rank >= 2 (pointing into the array, which it keeps) and a
+-- Lua number (boolean for bool) per component of rank 1.
+function M.row_reader(arrays)
+  local n = #arrays
+  local rows = arrays[1]._dims[1]
+  local row_dims, row_size, row_bytes, ptrs = {}, {}, {}, {}
+  for c, x in ipairs(arrays) do
+    row_dims[c] = {unpack(x._dims, 2)}
+    row_size[c] = x._size / math.max(rows, 1)
+    row_bytes[c] = row_size[c] * x.dtype.size
+    ptrs[c] = ffi.cast("uint8_t*", x._data)
+  end
+  return function(i)
+    local elem = {}
+    for c = 1, n do
+      local x = arrays[c]
+      if #row_dims[c] == 0 then
+        local v = x._data[i]
+        if x.dtype.name ~= "bool" then v = tonumber(v) end
+        elem[c] = v
+      else
+        elem[c] = setmetatable({dtype = x.dtype, _dims = row_dims[c], _size = row_size[c],
+                                _bytes = row_bytes[c], _data = ptrs[c] + i * row_bytes[c], _keep = x}, Row)
+      end
+    end
+    return elem
+  end
+end
+
 -- v as a value that can be fed: a Row copied into its own Array, else v.
 function M.materialize(v)
   if getmetatable(v) ~= Row then return v end

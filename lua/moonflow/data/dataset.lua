@@ -4,7 +4,8 @@
 -- shape=}), open(ctx, ahead) returning next() (the next flat element, or nil
 -- at the end). ctx belongs to one iterator in one session: ctx.session,
 -- ctx.feeds (the feeds of the run that started the epoch), ctx.node[ds]
--- (state a dataset keeps across epochs: caches, shuffle counters),
+-- (state a dataset keeps across epochs: caches, shuffle counters; and
+-- ctx.node[traced function]: prefetch's timings),
 -- ctx.readers (weak: what to cancel on a re-initialization). `ahead` is how
 -- many elements the consumer wants in flight (data/prefetch.lua).
 -- Sources (data/sources.lua, data/csv.lua), transformations

@@ -37,10 +37,12 @@
 --   structure.lua  element structures: templates, flatten and pack
 --   component.lua  one component's value: Row views, shapes, conversion
 --   dataset.lua    the Dataset class
+--   block.lua      blocks of rows: stacking, slicing, exact batch sizes
 --   sources.lua    from_tensor_slices, range, from_generator
 --   csv.lua        CsvDataset: the CSV parser
 --   trace.lua      map and filter functions traced into a private graph
 --   prefetch.lua   their runs, read ahead on a worker thread
+--   rowwise.lua    map-and-batch fusion: elementwise functions run per block
 --   transforms.lua map, filter, batch, shuffle, repeat_, take, skip, cache, prefetch
 --   iterator.lua   iterators, get_next and the session hooks that feed it
 local dataset = require("moonflow.data.dataset")
@@ -49,6 +51,7 @@ local csv = require("moonflow.data.csv")
 require("moonflow.data.transforms")
 local iterator = require("moonflow.data.iterator")
 local prefetch = require("moonflow.data.prefetch")
+local rowwise = require("moonflow.data.rowwise")
 
 return function(tf)
   local data = tf.data or {}
@@ -59,6 +62,10 @@ return function(tf)
   data.Iterator = iterator.Iterator
   data.experimental.CsvDataset = csv.CsvDataset
   data._before_run, data._wrap_callable = iterator.before_run, iterator.wrap_callable
-  -- tf.data._async_runs: the jobs prefetch has submitted to worker threads (for tests).
-  setmetatable(data, {__index = function(_, k) if k == "_async_runs" then return prefetch.async_runs end end})
+  -- For tests: tf.data._async_runs, the jobs prefetch has submitted to worker
+  -- threads; tf.data._fused_blocks, the blocks a fused map-and-batch ran.
+  setmetatable(data, {__index = function(_, k)
+    if k == "_async_runs" then return prefetch.async_runs end
+    if k == "_fused_blocks" then return rowwise.fused_blocks end
+  end})
 end

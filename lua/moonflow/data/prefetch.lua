@@ -7,12 +7,14 @@
 -- though, is usually its traced map and filter functions, and those run in C:
 -- prefetch runs them ahead on a worker thread. Every dataset's open(ctx,
 -- ahead) passes on `ahead`, how many of its elements its consumer wants in
--- flight (prefetch asks for n; batch(b) asks its input for n*b; shuffle,
--- repeat, take, skip, cache and filter pass it on). A map or filter given
--- `ahead` reads that many elements ahead of its consumer: it pulls the raw
--- input elements (Lua, memcpy) at once and submits the runs of its traced
--- function, one job per element, run in order; handing an element on waits
--- for its job (usually long finished: it ran while the training step did).
+-- flight (prefetch asks for n; batch(b) asks its input for n*b elements, or
+-- n blocks of b rows (data/block.lua); shuffle, repeat, take, skip, cache and
+-- filter pass it on; map's num_parallel_calls asks for that many). A map or
+-- filter given `ahead` reads that many elements (a fused map-and-batch that
+-- many blocks, data/rowwise.lua) ahead of its consumer: it pulls the raw
+-- inputs (Lua, memcpy) at once and submits the runs of its traced function,
+-- one job per input, run in order; handing an input's results on waits for
+-- its job (usually long finished: it ran while the training step did).
 -- So the worker runs exactly the traced functions' C kernels; everything
 -- else stays on the calling thread, and a pipeline without map or filter is
 -- passed through. Results are those of the synchronous pipeline, element for
@@ -24,12 +26,38 @@
 -- advanced the stateful ops of the function (random ops), as in TensorFlow.
 -- A function with tf.lua_func or tf.Print calls back into Lua, so it runs on
 -- the calling thread, unprefetched.
+--
+-- Reading ahead pays only where it is faster. Handing a run to the worker
+-- costs the consumer a few microseconds (waking the thread, more on a loaded
+-- machine), and the worker's kernels compete with the consumer's for the
+-- cores (with OpenBLAS's own threads on two cores, a matmul map read ahead
+-- made training steps slower). So the runs are measured (M.runs): runs
+-- shorter on average than M.min_async_seconds stay on the calling thread
+-- (a map-and-batch over small rows usually does), and longer ones are tried
+-- both ways, read ahead only while the consumer's cycle is measurably
+-- shorter that way (TensorFlow's autotuning likewise picks prefetch depths
+-- and parallelism from measurements). And a job the consumer reaches before
+-- the worker started it runs on the consumer's thread (mf_async_wait), so
+-- reading ahead never waits for the worker's thread to be scheduled.
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local Session = require("moonflow.session")
 local materialize = require("moonflow.data.component").materialize
+local run_traced = require("moonflow.data.trace").run
 local C = core.C
 local fail = core.fail
+
+-- The monotonic clock, under its own names (a script may declare clock_gettime itself).
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } mf_data_timespec;
+int mf_data_clock_gettime(int clock_id, mf_data_timespec *ts) __asm__("clock_gettime");
+]]
+local CLOCK_MONOTONIC = 1
+local ts = ffi.new("mf_data_timespec")
+local function now()
+  C.mf_data_clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
 
 local to_lua, to_value, release_holds = Session.to_lua, Session.to_value, Session.release_holds
 
@@ -37,6 +65,11 @@ local M = {}
 
 -- Jobs submitted to worker threads so far (for tests: tf.data._async_runs).
 M.async_runs = 0
+-- Runs per trial of each way (0: always ahead), runs between trials, and
+-- the mean run time below which runs stay on the consumer's thread.
+M.probe_runs = 8
+M.retrial_runs = 500
+M.min_async_seconds = 30e-6
 
 -- Submits the run of `async` (trace's) over element e; returns the job (a
 -- cdata whose finalizer cancels or waits for it, keeping the fed values
@@ -113,7 +146,7 @@ function M.read_ahead(ctx, next_in, depth, async, n, what)
   -- Weak: a reader dropped (a finished repeat pass) takes its entry along;
   -- its jobs' finalizers cancel them.
   if ctx.readers then ctx.readers[discard] = true end
-  return function()
+  local function next_entry()
     local _ = discard
     if head > tail then pull() end
     local entry = queue[head]
@@ -124,6 +157,100 @@ function M.read_ahead(ctx, next_in, depth, async, n, what)
     if entry.err ~= nil then stopped = false; error(entry.err, 0) end
     if entry.finished then stopped = false; return nil end
     return entry.elem, entry.job
+  end
+  -- set_depth(d) changes how far it reads ahead (0: no further than asked);
+  -- pending() is how many inputs it holds, pulled but not handed on.
+  return next_entry, function(d) depth = d end, function() return tail - head + 1 end
+end
+
+-- The median of a list of numbers (sorted in place); nil when empty.
+local function median(list)
+  table.sort(list)
+  return list[math.floor((#list + 1) / 2)]
+end
+
+-- The ways a run goes: on the consumer's thread, or read ahead.
+local HERE, AHEAD = 1, 2
+
+-- next() over next_in, each input's traced run done (t: trace's prepare;
+-- n inputs, nout results): returns input, ok, results (a list) or the
+-- run's error ("what: ..."); nil at the end. Errors of next_in are raised.
+-- Given `ahead`, the runs are read ahead that deep when measurements say it
+-- pays (see the top of this file): a trial of M.probe_runs runs here, timing
+-- the runs and the consumer's cycle (from one call of next() to the next:
+-- the run or the wait for it, and whatever the consumer did meanwhile);
+-- unless the runs are too short to hand off, a trial of as many read ahead;
+-- then the way of the shorter median cycle (ahead only if 10% shorter, and
+-- only while the median of each M.probe_runs cycles ahead stays below the
+-- trial's here), tried again every M.retrial_runs runs (the machine's load
+-- changes). `tuning` keeps the measurements and the choice from one pass
+-- over the input to the next (a table the caller keeps per iterator, in
+-- ctx.node). M.probe_runs = 0 reads ahead always (tests).
+function M.runs(ctx, next_in, ahead, t, n, nout, what, tuning)
+  local function run_here()
+    local e = next_in()
+    if e == nil then return nil end
+    return e, pcall(run_traced, t.call, e, n, what)
+  end
+  if not ahead or not t.async then return run_here end
+  local reader, set_depth, pending = nil, nil, nil
+  local fetches = core.value_ptrs(math.max(nout, 1))
+  local function run_ahead()
+    if not reader then reader, set_depth, pending = M.read_ahead(ctx, next_in, ahead, t.async, n, what) end
+    local e, job = reader()
+    if e == nil then return nil end
+    return e, pcall(M.finish, job, fetches, nout, what)
+  end
+  if M.probe_runs == 0 then return run_ahead end
+  -- way: of the trial under way, `left` runs long; chosen: after it, for
+  -- `since` runs; cycles: the trial's, per way; here_cycle: the last trial's
+  -- median here; window: the cycles ahead since the last watch.
+  local s = tuning
+  if not s.way then
+    s.way, s.left, s.since, s.cycles, s.run_seconds, s.timed, s.window = HERE, M.probe_runs, 0, {{}, {}}, 0, 0, {}
+  end
+  return function()
+    local t0 = now()
+    if s.last_way then table.insert(s.cycles[s.last_way], t0 - s.last) end
+    if s.chosen == AHEAD and s.last then
+      -- Watched: ahead turning slower than the trial here ends at once.
+      s.window[#s.window + 1] = t0 - s.last
+      if #s.window == M.probe_runs then
+        if median(s.window) > s.here_cycle then s.chosen = HERE end
+        s.window = {}
+      end
+    end
+    s.last = t0
+    if not s.chosen and s.left == 0 then  -- a trial is over
+      if s.way == HERE and s.timed > 0 and s.run_seconds / s.timed >= M.min_async_seconds then
+        s.way, s.left = AHEAD, M.probe_runs
+      else
+        -- Ahead only when clearly faster: a wrong choice lasts until the next trial.
+        local ahead_cycle = median(s.cycles[AHEAD])
+        s.here_cycle = median(s.cycles[HERE])
+        local faster = s.way == AHEAD and ahead_cycle and s.here_cycle and ahead_cycle < 0.9 * s.here_cycle
+        s.chosen, s.since, s.window = faster and AHEAD or HERE, 0, {}
+      end
+    end
+    if s.chosen then
+      s.since = s.since + 1
+      if s.since > M.retrial_runs then
+        s.chosen, s.way, s.left, s.cycles, s.run_seconds, s.timed = nil, HERE, M.probe_runs, {{}, {}}, 0, 0
+      end
+    end
+    local this = s.chosen or s.way
+    s.last_way = not s.chosen and this or nil
+    if not s.chosen then s.left = s.left - 1 end
+    if reader then set_depth((s.chosen or s.way) == AHEAD and ahead or 0) end
+    -- Inputs already read ahead go first, whichever way is chosen.
+    if this == AHEAD or (reader and pending() > 0) then return run_ahead() end
+    if s.chosen then return run_here() end
+    local e = next_in()
+    if e == nil then return nil end
+    local r0 = now()
+    local ok, r = pcall(run_traced, t.call, e, n, what)
+    s.run_seconds, s.timed = s.run_seconds + (now() - r0), s.timed + 1
+    return e, ok, r
   end
 end
 

@@ -26,6 +26,7 @@ local pool = {}            -- "dtype:d1,d2" -> list of mf_tensor* (plain, no fin
 local POOL_MAX = 64
 local tensor_ptr = ffi.typeof("mf_tensor*")
 local function pool_key(dtype, dims) return dtype.name .. ":" .. table.concat(dims, ",") end
+M.key = pool_key
 
 -- When the Lua state closes, every finalizer runs once, in no set order, and
 -- finalizers set meanwhile never run. So the pool's buffers are released by
@@ -53,9 +54,10 @@ end
 local recyclers = {}
 
 -- A new Array of dtype and dims (size elements), its buffer from the pool
--- when one of that shape is free; its contents are undefined.
-function M.new_array(dtype, dims, size)
-  local key = pool_key(dtype, dims)
+-- when one of that shape is free; its contents are undefined. `key` is
+-- M.key(dtype, dims), for callers that keep it.
+function M.new_array(dtype, dims, size, key)
+  key = key or pool_key(dtype, dims)
   local list = pool[key]
   local a
   if list and #list > 0 then

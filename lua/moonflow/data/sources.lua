@@ -1,18 +1,19 @@
 -- data/sources.lua — the datasets a pipeline starts from:
 -- Dataset.from_tensor_slices, Dataset.range and Dataset.from_generator (the
 -- CSV reader is data/csv.lua).
-local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local dataset = require("moonflow.data.dataset")
+local slicer = require("moonflow.data.block").slicer
+local new_array = require("moonflow.data.recycler").new_array
 local structure = require("moonflow.data.structure")
 local component_ = require("moonflow.data.component")
 local fail = core.fail
 
 local Dataset, new_dataset = dataset.Dataset, dataset.new
 local flatten, ordered_keys = structure.flatten, structure.ordered_keys
-local Row, component, static_shape = component_.Row, component_.component, component_.static_shape
+local row_reader, component, static_shape = component_.row_reader, component_.component, component_.static_shape
 local shape_of, shape_fits, shape_str = component_.shape_of, component_.shape_fits, component_.shape_str
 
 -- Dataset.from_tensor_slices(x | {x, y} | {a = x}) -----------------------------
@@ -60,7 +61,8 @@ function Dataset.from_tensor_slices(value)
   end
   local has_tensors = false
   for _, v in ipairs(flat) do if G.is_tensor(v) then has_tensors = true end end
-  return new_dataset("TensorSliceDataset", template, spec, function(ctx)
+  -- The arrays sliced, evaluated with the feeds of the run starting the epoch.
+  local function values_of(ctx)
     local values = flat
     if has_tensors then
       local fetch = {}
@@ -90,37 +92,32 @@ function Dataset.from_tensor_slices(value)
         n = r
       end
     end
-    local n = values[1]._dims[1]
-    local ncomp = #values
-    -- Per component: the row's shape, bytes and element count.
-    local row_dims, row_bytes, row_size, dtypes, ptrs = {}, {}, {}, {}, {}
-    for i, x in ipairs(values) do
-      row_dims[i] = {unpack(x._dims, 2)}
-      row_size[i] = x._size / math.max(n, 1)
-      row_bytes[i] = row_size[i] * x.dtype.size
-      dtypes[i] = x.dtype
-      ptrs[i] = ffi.cast("uint8_t*", x._data)
-    end
+    return values
+  end
+  local ds = new_dataset("TensorSliceDataset", template, spec, function(ctx)
+    local values = values_of(ctx)
+    local n, row = values[1]._dims[1], row_reader(values)
     local i = 0
     return function()
       if i >= n then return nil end
-      local elem = {}
-      for c = 1, ncomp do
-        local x = values[c]
-        if #row_dims[c] == 0 then
-          local v = x._data[i]
-          if dtypes[c].name ~= "bool" then v = tonumber(v) end
-          elem[c] = v
-        else
-          elem[c] = setmetatable({dtype = dtypes[c], _dims = row_dims[c], _size = row_size[c],
-                                  _bytes = row_bytes[c], _data = ptrs[c] + i * row_bytes[c],
-                                  _keep = x}, Row)
-        end
-      end
       i = i + 1
-      return elem
+      return row(i - 1)
     end
   end)
+  -- The arrays whose rows are the elements (for a shuffle to gather by index).
+  ds.open_rows = values_of
+  -- Blocks: consecutive rows, copied at once.
+  ds.open_blocks = function(ctx, _, size)
+    local values = values_of(ctx)
+    local n, i, slice = values[1]._dims[1], 0, slicer(values)
+    return function()
+      if i >= n then return nil end
+      local m = math.min(size, n - i)
+      i = i + m
+      return slice(i - m, m)
+    end
+  end
+  return ds
 end
 
 -- Dataset.range(stop) / (start, stop[, step]): int64 scalars --------------------
@@ -134,15 +131,30 @@ function Dataset.range(a, b, step)
     end
   end
   if step == 0 then fail("Dataset.range: step must not be 0") end
-  return new_dataset("RangeDataset", 1, {{dtype = core.dtypes.int64, shape = {}}}, function()
-    local v = start
+  local int64 = core.dtypes.int64
+  local count = math.max(0, math.ceil((stop - start) / step))
+  local ds = new_dataset("RangeDataset", 1, {{dtype = int64, shape = {}}}, function()
+    local i = 0
     return function()
-      if (step > 0 and v >= stop) or (step < 0 and v <= stop) then return nil end
-      local out = v
-      v = v + step
-      return {out}
+      if i >= count then return nil end
+      i = i + 1
+      return {start + (i - 1) * step}
     end
   end)
+  -- Blocks: the values of up to `size` elements written into one array.
+  ds.open_blocks = function(_, _, size)
+    local i = 0
+    return function()
+      if i >= count then return nil end
+      local m = math.min(size, count - i)
+      local a = new_array(int64, {m}, m)
+      local d = a._data
+      for k = 0, m - 1 do d[k] = start + (i + k) * step end
+      i = i + m
+      return {a}
+    end
+  end
+  return ds
 end
 
 -- Dataset.from_generator(fn, dtypes, shapes): fn() is called at the start of

@@ -17,10 +17,9 @@ local materialize, static_shape = component.materialize, component.static_shape
 
 local M = {}
 
--- Traces fn over the elements of ds. Returns the callable, the template and
--- spec of its results, its session, and for read-ahead the C callable
--- ({callable=, session=, args=, nout=}) unless fn calls back into Lua.
--- `what` ("Dataset:map") opens the messages.
+-- Traces fn over the elements of ds. Returns what prepare returns, and
+-- template and spec (of its results), graph, args (its placeholders) and
+-- outs (its result tensors). `what` ("Dataset:map") opens the messages.
 function M.trace(ds, fn, what)
   if type(fn) ~= "function" then fail(what .. ": expected a function") end
   local outer = G.get_default_graph()
@@ -62,12 +61,22 @@ function M.trace(ds, fn, what)
     if err:sub(1, #what) ~= what then err = what .. ": " .. err end
     fail(err)
   end
+  local traced = M.prepare(g, args, outs)
+  traced.template = template
+  traced.spec = {}
+  for i, t in ipairs(outs) do traced.spec[i] = {dtype = t.dtype, shape = static_shape(t)} end
+  traced.graph, traced.args, traced.outs = g, args, outs
+  return traced
+end
+
+-- The runs of outs (tensors of private graph g) fed args: {call = a prepared
+-- callable of a private session, session =, async = for read-ahead
+-- (data/prefetch.lua) the C callable itself ({callable=, session=, args=,
+-- nout=}), the plan make_callable made (same signature), unless the graph
+-- calls back into Lua}.
+function M.prepare(g, args, outs)
   local sess = Session.new(g)
   local call = sess:make_callable(outs, args)
-  local spec = {}
-  for i, t in ipairs(outs) do spec[i] = {dtype = t.dtype, shape = static_shape(t)} end
-  -- For read-ahead (prefetch): the C callable itself (the plan make_callable
-  -- made: same signature), unless the function calls back into Lua.
   local async = nil
   if not g._host_ops then
     local feed_ports, fetch_ports = core.ports(math.max(#args, 1)), core.ports(math.max(#outs, 1))
@@ -77,7 +86,7 @@ function M.trace(ds, fn, what)
     if c == nil then core.check() end
     async = {callable = c, session = sess, args = args, nout = #outs}
   end
-  return call, template, spec, sess, async
+  return {call = call, session = sess, async = async}
 end
 
 

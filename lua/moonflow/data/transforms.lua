@@ -1,92 +1,100 @@
 -- data/transforms.lua — the transformations of a dataset, each a new Dataset
 -- over its input: map, filter, batch, shuffle, repeat_, take, skip, cache and
 -- prefetch. map and filter run traced functions (data/trace.lua), read ahead
--- when a consumer asks for it (data/prefetch.lua).
-local ffi = require("ffi")
+-- when a consumer asks for it (data/prefetch.lua); batch gathers blocks of
+-- rows (data/block.lua), over which an elementwise map runs once per block
+-- (data/rowwise.lua).
 local bit = require("bit")
 local core = require("moonflow.core")
-local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local dataset = require("moonflow.data.dataset")
 local component = require("moonflow.data.component")
-local new_array = require("moonflow.data.recycler").new_array
+local block = require("moonflow.data.block")
 local traced = require("moonflow.data.trace")
 local prefetch = require("moonflow.data.prefetch")
+local rowwise = require("moonflow.data.rowwise")
 local args = require("moonflow.args")
 local C = core.C
 local fail = core.fail
 
 local Dataset, new_dataset = dataset.Dataset, dataset.new
 local check_dataset, check_count = dataset.check, dataset.check_count
-local shape_of, shape_str = component.shape_of, component.shape_str
-local trace, run_traced = traced.trace, traced.run
-local read_ahead, finish = prefetch.read_ahead, prefetch.finish
+local shape_str = component.shape_str
+local trace, runs = traced.trace, prefetch.runs
 local options = args.options
 
 -- ds:batch(n, drop_remainder) and ds:shuffle(buffer_size, seed,
 -- reshuffle_each_iteration), or those as an options table.
 local BATCH_OPTIONS = {"drop_remainder", empty = true}
+local MAP_OPTIONS = {"num_parallel_calls", empty = true}
 local SHUFFLE_OPTIONS = {"seed", "reshuffle_each_iteration", empty = true}
 
--- The elements of parent with the results of a traced function (trace's call
--- and async) on each: open(ctx, ahead) returns next() -> element, results (a
--- fresh list of nout values), or nil at the end. Given `ahead`, the runs are
--- read ahead on the worker thread (data/prefetch.lua).
-local function traced_results(parent, call, async, nout, what)
+-- The elements of parent with the results of traced function t on each:
+-- open(ctx, ahead) returns next() -> element, results (a list of nout
+-- values), or nil at the end; a run's error is raised. Given `ahead`, the
+-- runs may be read ahead on the worker thread (data/prefetch.lua).
+local function traced_results(parent, t, nout)
   local nin = #parent.spec
-  return function(ctx, ahead)
-    local next_in = parent.open(ctx, ahead)
-    if ahead and async then
-      local next_job = read_ahead(ctx, next_in, ahead, async, nin, what)
-      local fetches = core.value_ptrs(math.max(nout, 1))
-      return function()
-        local e, job = next_job()
-        if e == nil then return nil end
-        return e, finish(job, fetches, nout, what)
-      end
-    end
+  return function(ctx, ahead, what)
+    local tuning = ctx.node[t] or {}
+    ctx.node[t] = tuning
+    local next_run = runs(ctx, parent.open(ctx, ahead), ahead, t, nin, nout, what, tuning)
     return function()
-      local e = next_in()
+      local e, ok, r = next_run()
       if e == nil then return nil end
-      local r = run_traced(call, e, nin, what)
-      local out = {}
-      for i = 1, nout do out[i] = r[i] end
-      return e, out
+      if not ok then error(r, 0) end
+      return e, r
     end
   end
 end
 
--- ds:map(fn): fn gets the element's tensors (a list spread as arguments, a
--- map or single tensor as one) and returns tensors: one, several (a list),
--- or a table (list or map).
-function Dataset:map(fn)
+-- A count of elements in flight: a positive integer or AUTOTUNE (2).
+local function depth_of(n, what, name)
+  if type(n) ~= "number" or n % 1 ~= 0 or (n < 1 and n ~= dataset.AUTOTUNE) then
+    fail(what .. ": " .. name .. " must be a positive integer or tf.data.experimental.AUTOTUNE, got " ..
+         tostring(n))
+  end
+  return n == dataset.AUTOTUNE and 2 or n
+end
+
+-- ds:map(fn, {num_parallel_calls=}): fn gets the element's tensors (a list
+-- spread as arguments, a map or single tensor as one) and returns tensors:
+-- one, several (a list), or a table (list or map). With num_parallel_calls
+-- that many elements are mapped ahead on the worker thread. Batched, a
+-- function elementwise along the batch runs once per batch (rowwise.lua).
+function Dataset:map(fn, ...)
   check_dataset(self, "Dataset:map")
-  local call, template, spec, _, async = trace(self, fn, "Dataset:map")
-  local open = traced_results(self, call, async, #spec, "Dataset:map")
-  return new_dataset("MapDataset", template, spec, function(ctx, ahead)
-    local next_result = open(ctx, ahead)
+  local parallel = options("Dataset:map", MAP_OPTIONS, ...).num_parallel_calls
+  local depth = parallel ~= nil and depth_of(parallel, "Dataset:map", "num_parallel_calls") or nil
+  local t = trace(self, fn, "Dataset:map")
+  local open = traced_results(self, t, #t.spec)
+  local ds = new_dataset("MapDataset", t.template, t.spec, function(ctx, ahead)
+    local next_result = open(ctx, depth and math.max(ahead or 0, depth) or ahead, "Dataset:map")
     return function()
       local e, r = next_result()
       if e == nil then return nil end
       return r
     end
   end)
+  if block.fully_defined(self.spec) then ds.open_blocks = rowwise.open_blocks(self, t, depth, "Dataset:map") end
+  return ds
 end
 
 -- ds:filter(pred): keeps the elements for which pred (traced like map)
 -- returns true; pred must return a scalar bool tensor.
 function Dataset:filter(pred)
   check_dataset(self, "Dataset:filter")
-  local call, template, spec, _, async = trace(self, pred, "Dataset:filter")
-  if type(template) ~= "number" or spec[1].dtype.name ~= "bool" or
+  local t = trace(self, pred, "Dataset:filter")
+  local spec = t.spec
+  if type(t.template) ~= "number" or spec[1].dtype.name ~= "bool" or
      (spec[1].shape and #spec[1].shape ~= 0) then
     fail("Dataset:filter: the predicate must return a scalar bool tensor, got " ..
-         (type(template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
+         (type(t.template) == "number" and (spec[1].dtype.name .. " of shape " .. shape_str(spec[1].shape))
           or "a table") .. " (use tf.equal, tf.less, … and reduce to a scalar)")
   end
-  local open = traced_results(self, call, async, 1, "Dataset:filter")
+  local open = traced_results(self, t, 1)
   return new_dataset("FilterDataset", self.template, self.spec, function(ctx, ahead)
-    local next_result = open(ctx, ahead)
+    local next_result = open(ctx, ahead, "Dataset:filter")
     return function()
       while true do
         local e, r = next_result()
@@ -102,7 +110,8 @@ function Dataset:filter(pred)
 end
 
 -- ds:batch(n, {drop_remainder=}): stacks n consecutive elements along a new
--- first axis (the last batch may be smaller unless drop_remainder).
+-- first axis (the last batch may be smaller unless drop_remainder), from the
+-- blocks of rows its input streams (data/block.lua).
 function Dataset:batch(n, ...)
   check_dataset(self, "Dataset:batch")
   if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
@@ -114,63 +123,13 @@ function Dataset:batch(n, ...)
   for i, c in ipairs(self.spec) do
     spec[i] = {dtype = c.dtype, shape = c.shape and {drop and n or -1, unpack(c.shape)} or nil}
   end
-  local parent, ncomp = self, #self.spec
+  local parent, rows = self, block.rows
   return new_dataset("BatchDataset", self.template, spec, function(ctx, ahead)
-    local next_in = parent.open(ctx, ahead and ahead * n)
-    local done = false
+    local next_block = block.exact(block.open(parent, ctx, ahead, n), n)
     return function()
-      if done then return nil end
-      local elems = {}
-      while #elems < n do
-        local e = next_in()
-        if e == nil then done = true; break end
-        elems[#elems + 1] = e
-      end
-      local m = #elems
-      if m == 0 or (drop and m < n) then return nil end
-      local out = {}
-      for c = 1, ncomp do
-        local dtype = parent.spec[c].dtype
-        local first = elems[1][c]
-        local dims = shape_of(first)
-        local rest = #dims
-        local bdims = {m}
-        for d = 1, rest do bdims[d + 1] = dims[d] end
-        local b = new_array(dtype, bdims, m * (rest == 0 and 1 or first._size))
-        if rest == 0 then
-          local bd = b._data
-          for k = 1, m do
-            local v = elems[k][c]
-            if Array.is(v) then
-              if v:rank() ~= 0 then
-                fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
-                                   "batching needs equal shapes", k, shape_str(v._dims)))
-              end
-              v = v._data[0]
-            end
-            if type(v) == "boolean" and dtype.name ~= "bool" then v = v and 1 or 0 end
-            bd[k - 1] = v
-          end
-        else
-          local size = first._size
-          local bytes = size * dtype.size
-          local dst = ffi.cast("uint8_t*", b._data)
-          for k = 1, m do
-            local v = elems[k][c]
-            local vd = shape_of(v)
-            local same = #vd == rest
-            for d = 1, rest do if vd[d] ~= dims[d] then same = false end end
-            if not same then
-              fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
-                                 "batching needs equal shapes (reshape or pad them in a map)",
-                                 k, shape_str(vd), shape_str(dims)))
-            end
-            ffi.copy(dst + (k - 1) * bytes, v._data, bytes)
-          end
-        end
-        out[c] = b
-      end
-      return out
+      local b = next_block()
+      if b == nil or (drop and rows(b) < n) then return nil end
+      return b
     end
   end)
 end
@@ -220,13 +179,13 @@ function Dataset:shuffle(buffer_size, ...)
   local base = mix(seed % 4294967296, 0x5eed)
   local parent = self
   local ds
-  ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx, ahead)
+  -- next() over next_in's values shuffled, this pass's order.
+  local function shuffled(ctx, next_in)
     local st = ctx.node[ds] or {passes = 0}
     ctx.node[ds] = st
     local pass = reshuffle and st.passes or 0
     st.passes = st.passes + 1
     local rand = xorshift(mix(base, pass))
-    local next_in = parent.open(ctx, ahead)
     local buf, exhausted = {}, false
     return function()
       while not exhausted and #buf < buffer_size do
@@ -247,7 +206,33 @@ function Dataset:shuffle(buffer_size, ...)
       end
       return e
     end
+  end
+  ds = new_dataset("ShuffleDataset", self.template, self.spec, function(ctx, ahead)
+    return shuffled(ctx, parent.open(ctx, ahead))
   end)
+  if parent.open_rows then
+    -- Blocks: the rows' indices shuffled (the elements' order), their rows gathered.
+    ds.open_blocks = function(ctx, _, n)
+      local arrays = parent.open_rows(ctx)
+      local count, i = arrays[1]._dims[1], 0
+      local next_row = shuffled(ctx, function()
+        if i >= count then return nil end
+        i = i + 1
+        return i - 1
+      end)
+      local gather = block.gatherer(arrays)
+      return function()
+        local rows = {}
+        for k = 1, n do
+          local r = next_row()
+          if r == nil then break end
+          rows[k] = r
+        end
+        if #rows == 0 then return nil end
+        return gather(rows)
+      end
+    end
+  end
   return ds
 end
 
@@ -258,7 +243,8 @@ function Dataset:repeat_(count)
   if count == nil then count = -1 end
   check_count(count, "Dataset:repeat_", true)
   local parent = self
-  return new_dataset("RepeatDataset", self.template, self.spec, function(ctx, ahead)
+  -- next() over the passes: open_pass() starts one (elements or blocks).
+  local function passes(open_pass)
     local pass, next_in, produced = 0, nil, false
     return function()
       while true do
@@ -266,7 +252,7 @@ function Dataset:repeat_(count)
           if count >= 0 and pass >= count then return nil end
           pass = pass + 1
           produced = false
-          next_in = parent.open(ctx, ahead)
+          next_in = open_pass()
         end
         local e = next_in()
         if e ~= nil then produced = true; return e end
@@ -275,7 +261,14 @@ function Dataset:repeat_(count)
         if not produced then return nil end
       end
     end
+  end
+  local ds = new_dataset("RepeatDataset", self.template, self.spec, function(ctx, ahead)
+    return passes(function() return parent.open(ctx, ahead) end)
   end)
+  ds.open_blocks = function(ctx, ahead, n)
+    return passes(function() return block.open(parent, ctx, ahead, n) end)
+  end
+  return ds
 end
 Dataset["repeat"] = Dataset.repeat_
 
@@ -355,15 +348,15 @@ end
 -- AUTOTUNE reads 2 ahead. Elements pass through unchanged.
 function Dataset:prefetch(n)
   check_dataset(self, "Dataset:prefetch")
-  if type(n) ~= "number" or n % 1 ~= 0 or (n < 1 and n ~= dataset.AUTOTUNE) then
-    fail("Dataset:prefetch: buffer_size must be a positive integer or tf.data.experimental.AUTOTUNE, got " ..
-         tostring(n))
-  end
+  local depth = depth_of(n, "Dataset:prefetch", "buffer_size")
   local parent = self
-  local depth = n == dataset.AUTOTUNE and 2 or n
-  return new_dataset("PrefetchDataset", self.template, self.spec, function(ctx, ahead)
+  local ds = new_dataset("PrefetchDataset", self.template, self.spec, function(ctx, ahead)
     return parent.open(ctx, math.max(ahead or 0, depth))
   end)
+  ds.open_blocks = function(ctx, ahead, n_rows)  -- (depth counts rows here)
+    return block.open(parent, ctx, math.max(ahead or 0, math.ceil(depth / n_rows)), n_rows)
+  end
+  return ds
 end
 
 return Dataset
