@@ -2,20 +2,25 @@
 #ifndef MF_GRAPH_GRAPH_H
 #define MF_GRAPH_GRAPH_H
 
+#include "core/arena.h"
 #include "core/strmap.h"
 #include "graph/attrs.h"
+#include "graph/names.h"
 #include "graph/op_def.h"
 
 #include <stdatomic.h>
 
+/* An op and every array it points to live in its graph's arena, freed with
+ * the graph; only the values of tensor and graph attributes are references
+ * of their own. */
 struct mf_op {
   mf_graph *graph;
   int id;
-  char *name;
-  char *origin;
-  char *device;
+  const char *name;
+  const char *origin;        /* interned: ops of one line share it */
+  const char *device;        /* interned */
   const mf_op_def *def;
-  mf_attrs attrs;
+  mf_attrs attrs;            /* attribute names interned */
   int num_inputs;
   mf_output *inputs;
   int num_control;
@@ -31,11 +36,13 @@ struct mf_op {
 
 struct mf_graph {
   atomic_int refcount;
-  mf_op **ops;
+  mf_op **ops;               /* owned array of ops owned by the arena */
   int num_ops, cap_ops;
-  mf_strmap *names;          /* op name -> op */
-  mf_strmap *name_counts;    /* base name -> next suffix (TensorFlow's unique_name) */
-  char **scopes;             /* name scope stack; each entry "a/b/" */
+  mf_arena arena;            /* owned: ops, their names and arrays, interned strings */
+  mf_names names;            /* owned: names in use (ops, scopes, unique_name counters) */
+  mf_strmap *interned;       /* owned: string -> its copy in the arena (origins, devices, attr names) */
+  mf_strmap *defs;           /* owned: op type -> its registered mf_op_def (a cache) */
+  char **scopes;             /* owned name scope stack; each entry "a/b/" */
   int num_scopes, cap_scopes;
   bool finalized;
   int64_t seed;
