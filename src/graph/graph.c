@@ -246,6 +246,11 @@ void mf_op_desc_add_input(mf_op_desc *d, mf_output in) {
   d->inputs[d->num_inputs++] = in;
 }
 
+void mf_op_desc_add_input_id(mf_op_desc *d, int op_id, int index) {
+  mf_output in = {mf_graph_op(d->graph, op_id), index};  /* no op: finish reports the input missing */
+  mf_op_desc_add_input(d, in);
+}
+
 void mf_op_desc_add_control_input(mf_op_desc *d, mf_op *op) {
   if (!grow_array((void **)&d->control, &d->cap_control, d->num_control + 1, sizeof op)) {
     d->oom = true;
@@ -317,6 +322,15 @@ void mf_op_desc_set_attr_string(mf_op_desc *d, const char *name, const char *v) 
 void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v) {
   mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
   if (at) at->v.tensor = mf_tensor_retain(v);
+}
+void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v) {
+  mf_status s;
+  mf_tensor *t = mf_tensor_new_uninit(dtype, 0, NULL, &s);
+  if (!t) { d->oom = true; return; }
+  mf_store_double(t->data, dtype, 0, v);
+  mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
+  if (at) at->v.tensor = t;
+  else mf_tensor_release(t);
 }
 void mf_op_desc_set_attr_graph(mf_op_desc *d, const char *name, mf_graph *v) {
   mf_attr *at = new_attr(d, name, MF_ATTR_GRAPH);
