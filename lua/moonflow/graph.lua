@@ -727,12 +727,21 @@ end
 -- x as a tensor for the API function the user called (a Lua value becomes a
 -- constant); errors name that function and its parameter holding x, found on
 -- the call stack (args.argument_of).
+--
+-- The value being converted waits in `converting` for convert_who, which
+-- only an error calls: no closure per call, which would keep LuaJIT from
+-- compiling the loops that build ops.
+local converting
+local function convert_who()
+  local fname, pname = args.argument_of(converting, M.convert, "tf.convert_to_tensor")
+  return pname and fname .. ": argument " .. pname or fname
+end
 function M.convert(x, dtype, graph)
   if is_tensor(x) then return x end
-  local t = to_tensor(x, dtype, graph, function()
-    local fname, pname = args.argument_of(x, M.convert, "tf.convert_to_tensor")
-    return pname and fname .. ": argument " .. pname or fname
-  end)
+  local outer = converting
+  converting = x
+  local t = to_tensor(x, dtype, graph, convert_who)
+  converting = outer
   return t  -- not a tail call: argument_of looks above this frame
 end
 
