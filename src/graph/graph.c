@@ -76,6 +76,7 @@ static void op_release_refs(mf_op *op) {
 void mf_graph_release(mf_graph *g) {
   if (!g || atomic_fetch_sub(&g->refcount, 1) != 1) return;
   for (int i = 0; i < g->num_ops; i++) op_release_refs(g->ops[i]);
+  for (size_t i = 0; i < MF_ARRAY_LEN(g->scalars); i++) mf_tensor_release(g->scalars[i]);
   mf_free(g->ops);
   mf_names_free(&g->names);
   mf_strmap_free(g->interned);
@@ -323,11 +324,27 @@ void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v) {
   mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
   if (at) at->v.tensor = mf_tensor_retain(v);
 }
-void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v) {
+/* The graph's scalar of dtype holding the bytes at `value` (a new reference). */
+static mf_tensor *shared_scalar(mf_graph *g, mf_dtype dtype, const unsigned char value[8]) {
+  size_t size = mf_dtype_size(dtype);
+  uint64_t h = (uint64_t)dtype * 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < size; i++) h = (h ^ value[i]) * 1099511628211ull;
+  mf_tensor **slot = &g->scalars[(h >> 32) % MF_ARRAY_LEN(g->scalars)];
+  if (*slot && (*slot)->dtype == dtype && memcmp((*slot)->data, value, size) == 0) return mf_tensor_retain(*slot);
   mf_status s;
   mf_tensor *t = mf_tensor_new_uninit(dtype, 0, NULL, &s);
+  if (!t) return NULL;
+  memcpy(t->data, value, size);
+  mf_tensor_release(*slot);
+  *slot = mf_tensor_retain(t);
+  return t;
+}
+
+void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v) {
+  unsigned char value[8] = {0};
+  mf_store_double(value, dtype, 0, v);
+  mf_tensor *t = shared_scalar(d->graph, dtype, value);
   if (!t) { d->oom = true; return; }
-  mf_store_double(t->data, dtype, 0, v);
   mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
   if (at) at->v.tensor = t;
   else mf_tensor_release(t);
@@ -467,6 +484,35 @@ mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
   return mf_shape_unknown();
 }
 
+/* Points op's out_dtypes and out_shapes at arrays in the arena holding
+ * dtypes and shapes (n of each): the arrays of an earlier op of the same
+ * signature when the cache has them. false when out of memory. */
+static bool set_signature(mf_graph *g, mf_op *op, int n, const mf_dtype *dtypes, const mf_shape *shapes) {
+  op->num_outputs = n;
+  if (n == 0) return true;
+  uint64_t h = (uint64_t)n;
+  for (int i = 0; i < n; i++) {
+    h = (h ^ (uint64_t)dtypes[i]) * 1099511628211ull;
+    h = (h ^ (uint64_t)(int64_t)shapes[i].rank) * 1099511628211ull;
+    for (int k = 0; k < shapes[i].rank; k++) h = (h ^ (uint64_t)shapes[i].dims[k]) * 1099511628211ull;
+  }
+  struct mf_signature *slot = &g->signatures[(h >> 32) % MF_ARRAY_LEN(g->signatures)];
+  bool same = slot->n == n && memcmp(slot->dtypes, dtypes, (size_t)n * sizeof *dtypes) == 0;
+  for (int i = 0; same && i < n; i++) {
+    same = slot->shapes[i].rank == shapes[i].rank;
+    for (int k = 0; same && k < shapes[i].rank; k++) same = slot->shapes[i].dims[k] == shapes[i].dims[k];
+  }
+  if (!same) {
+    mf_dtype *d = mf_arena_dup(&g->arena, dtypes, (size_t)n * sizeof *dtypes);
+    mf_shape *sh = mf_arena_dup(&g->arena, shapes, (size_t)n * sizeof *shapes);
+    if (!d || !sh) return false;
+    *slot = (struct mf_signature){n, d, sh};
+  }
+  op->out_dtypes = slot->dtypes;
+  op->out_shapes = slot->shapes;
+  return true;
+}
+
 /* Moves a description's attributes into the graph's arena for its op:
  * ints and strings copied, the references of tensors and
  * graphs taken over. false when out of memory (the description keeps all). */
@@ -571,13 +617,9 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
     /* Everything that can be wrong with the op is known now: what follows
      * fails only when out of memory. */
     op = mf_arena_alloc(&g->arena, sizeof *op);
-    if (op) {
-      memset(op, 0, sizeof *op);
-      op->num_outputs = ic.num_outputs;
-      op->out_dtypes = mf_arena_dup(&g->arena, ic.out_dtypes, (size_t)ic.num_outputs * sizeof(mf_dtype));
-      op->out_shapes = mf_arena_dup(&g->arena, ic.out_shapes, (size_t)ic.num_outputs * sizeof(mf_shape));
-    }
-    if (!op || !op->out_dtypes || !op->out_shapes) mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
+    if (op) memset(op, 0, sizeof *op);
+    if (!op || !set_signature(g, op, ic.num_outputs, ic.out_dtypes, ic.out_shapes))
+      mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
   }
   if (ic.num_outputs > MF_MAX_OUTPUTS_INLINE) {
     mf_free(ic.out_dtypes);
@@ -596,10 +638,12 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   op->origin = d->origin ? d->origin : "";
   op->device = d->device ? d->device : "";
   op->num_inputs = d->num_inputs;
-  op->inputs = mf_arena_dup(&g->arena, d->inputs, (size_t)d->num_inputs * sizeof *d->inputs);
+  if (op->num_inputs) op->inputs = mf_arena_dup(&g->arena, d->inputs, (size_t)d->num_inputs * sizeof *d->inputs);
   op->num_control = d->num_control;
-  op->control_inputs = mf_arena_dup(&g->arena, d->control, (size_t)d->num_control * sizeof *d->control);
-  if (!op->inputs || !op->control_inputs || !move_attrs(g, d, &op->attrs)) goto oom;
+  if (op->num_control)
+    op->control_inputs = mf_arena_dup(&g->arena, d->control, (size_t)d->num_control * sizeof *d->control);
+  if ((op->num_inputs && !op->inputs) || (op->num_control && !op->control_inputs) || !move_attrs(g, d, &op->attrs))
+    goto oom;
   op->outputs_fully_defined = true;
   for (int i = 0; i < op->num_outputs; i++)
     if (!mf_shape_fully_defined(&op->out_shapes[i])) op->outputs_fully_defined = false;
@@ -645,7 +689,7 @@ mf_dtype mf_op_output_dtype(const mf_op *op, int i) { return op->out_dtypes[i]; 
 void mf_op_output_shape(const mf_op *op, int i, mf_shape *out) { *out = op->out_shapes[i]; }
 
 mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_status *s) {
-  mf_shape *cur = &op->out_shapes[i];
+  const mf_shape *cur = &op->out_shapes[i];
   if (shape->rank > MF_MAX_RANK)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "shapes have at most %d dimensions", MF_MAX_RANK);
   if (mf_shape_known_elements(op->name, shape, NULL, s)) return s->code;
@@ -661,8 +705,12 @@ mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_statu
   for (int k = 0; cur->rank >= 0 && k < cur->rank; k++)
     if (merged.dims[k] < 0) merged.dims[k] = cur->dims[k];
   /* outputs_fully_defined stays as inference left it: a promised shape is no
-   * reason to skip run-time inference of this op. */
-  *cur = merged;
+   * reason to skip run-time inference of this op. The shapes may be shared
+   * with other ops (set_signature): this op gets its own copy. */
+  mf_shape *own = mf_arena_dup(&op->graph->arena, op->out_shapes, (size_t)op->num_outputs * sizeof *own);
+  if (!own) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting the shape of '%s'", op->name);
+  own[i] = merged;
+  op->out_shapes = own;
   return MF_OK;
 }
 

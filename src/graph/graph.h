@@ -15,23 +15,23 @@
  * of their own. */
 struct mf_op {
   mf_graph *graph;
-  int id;
   const char *name;
   const char *origin;        /* interned: ops of one line share it */
   const char *device;        /* interned */
   const mf_op_def *def;
   mf_attrs attrs;            /* attribute names interned */
-  int num_inputs;
-  mf_output *inputs;
-  int num_control;
-  mf_op **control_inputs;
-  int num_outputs;
-  mf_dtype *out_dtypes;
-  mf_shape *out_shapes;
-  bool outputs_fully_defined; /* inference gave every output a fully defined shape */
+  mf_output *inputs;         /* NULL when there are none */
+  mf_op **control_inputs;    /* NULL when there are none */
+  mf_dtype *out_dtypes;      /* shared with ops of the same output signature */
+  mf_shape *out_shapes;      /* likewise: copy before writing */
   /* Per-op ref inputs, from the ints attr "_ref_inputs" (control flow takes
    * the variables its functions use as refs); NULL: the def's ref_inputs. */
   bool *ref_mask;
+  int id;
+  int num_inputs;
+  int num_control;
+  int num_outputs;
+  bool outputs_fully_defined; /* inference gave every output a fully defined shape */
 };
 
 struct mf_graph {
@@ -42,6 +42,14 @@ struct mf_graph {
   mf_names names;            /* owned: names in use (ops, scopes, unique_name counters) */
   mf_strmap *interned;       /* owned: string -> its copy in the arena (origins, devices, attr names) */
   mf_strmap *defs;           /* owned: op type -> its registered mf_op_def (a cache) */
+  /* References to recent scalar constants' values, shared by the Const ops
+   * of equal value and dtype (y = y + 1 in a loop makes one value, not one
+   * per op); a slot holds the latest value hashed to it. */
+  mf_tensor *scalars[64];
+  /* Recent output signatures (dtypes and shapes), in the arena: ops of equal
+   * signature share the arrays (mf_op_set_output_shape copies before it
+   * writes). A slot holds the latest signature hashed to it. */
+  struct mf_signature { int n; mf_dtype *dtypes; mf_shape *shapes; } signatures[256];
   char **scopes;             /* owned name scope stack; each entry "a/b/" */
   int num_scopes, cap_scopes;
   bool finalized;
