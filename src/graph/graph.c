@@ -9,6 +9,7 @@
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -207,8 +208,10 @@ static const mf_op_def *lookup_def(mf_graph *g, const char *type) {
 }
 
 mf_op_desc *mf_op_desc_new(mf_graph *g, const char *type, const char *name) {
-  mf_op_desc *d = mf_calloc(1, sizeof *d);
+  /* The inline arrays are filled as items come: only the fields before them are cleared. */
+  mf_op_desc *d = mf_malloc(sizeof *d);
   if (!d) return NULL;
+  memset(d, 0, offsetof(mf_op_desc, inline_inputs));
   d->graph = g;
   d->def = lookup_def(g, type);
   d->type = d->def ? (char *)d->def->name : mf_strdup(type);
@@ -227,9 +230,10 @@ static bool grow_array_from(void **arr, int *cap, int need, size_t elem, const v
   if (need <= *cap) return true;
   int cap2 = *cap ? *cap * 2 : 4;
   while (cap2 < need) cap2 *= 2;
-  void *p = mf_realloc(*arr == inline_items ? NULL : *arr, (size_t)cap2 * elem);
+  bool was_inline = inline_items && *arr == inline_items;
+  void *p = mf_realloc(was_inline ? NULL : *arr, (size_t)cap2 * elem);
   if (!p) return false;
-  if (*arr == inline_items) memcpy(p, inline_items, (size_t)*cap * elem);
+  if (was_inline) memcpy(p, inline_items, (size_t)*cap * elem);
   *arr = p;
   *cap = cap2;
   return true;
