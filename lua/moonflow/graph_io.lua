@@ -335,6 +335,17 @@ end
 
 local NONE = {}
 
+-- A label for error messages, joined only when one is raised: importing
+-- 100k ops would otherwise make 100k strings that no one reads.
+local Label = {}
+Label.__tostring = function(l)
+  local parts = {}
+  for i = 1, #l do parts[i] = tostring(l[i]) end
+  return table.concat(parts)
+end
+Label.__concat = function(a, b) return tostring(a) .. tostring(b) end
+local function label(a, b, c, d) return setmetatable({a, b, c, d}, Label) end
+
 -- Rebuilds the ops `list` into graph pointer gp (empty, at the root scope).
 local function ops_in(gp, list, fgraphs, where)
   if type(list) ~= "table" then fail(where .. ": 'ops' must be a list") end
@@ -343,7 +354,7 @@ local function ops_in(gp, list, fgraphs, where)
     if type(e) ~= "table" or type(e.name) ~= "string" or type(e.type) ~= "string" then
       fail(string.format("%s: op %d: expected {name, type, ...}", where, id - 1))
     end
-    local what = where .. ": op '" .. e.name .. "'"
+    local what = label(where, ": op '", e.name, "'")
     -- Everything is checked and decoded first: a desc, once made, must be finished.
     -- Inputs are kept as op ids and output indices (ids[2k-1], ids[2k]).
     local inputs, controls, setters, shapes = {}, {}, {}, {}
@@ -360,7 +371,7 @@ local function ops_in(gp, list, fgraphs, where)
       controls[#controls + 1] = src
     end
     for name, enc in pairs(e.attrs or NONE) do
-      setters[#setters + 1] = attr_in(name, enc, fgraphs, keep, what .. ", attribute " .. name)
+      setters[#setters + 1] = attr_in(name, enc, fgraphs, keep, label(what, ", attribute ", name))
     end
     for i, dims in ipairs(e.shapes or NONE) do
       dims = dims_of(dims, what)
