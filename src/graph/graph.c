@@ -105,9 +105,14 @@ const char *mf_graph_name_scope(const mf_graph *g) {
 /* The graph's one copy of s: origins, devices and attribute names repeat
  * over many ops. NULL when out of memory. */
 static const char *intern(mf_graph *g, const char *s) {
+  /* Ops built in a loop repeat the last few strings: compare those first. */
+  for (size_t i = 0; i < MF_ARRAY_LEN(g->recent_interned); i++)
+    if (g->recent_interned[i] && strcmp(g->recent_interned[i], s) == 0) return g->recent_interned[i];
   void **slot = mf_strmap_slot(g->interned, s, true);
   if (slot && !*slot) *slot = mf_arena_strdup(&g->arena, s);
-  return slot ? *slot : NULL;
+  if (!slot || !*slot) return NULL;
+  g->recent_interned[g->next_recent++ % MF_ARRAY_LEN(g->recent_interned)] = *slot;
+  return *slot;
 }
 
 /* a followed by b, in buf when it fits `size` bytes, else in memory from
@@ -145,11 +150,11 @@ const char *mf_graph_push_name_scope(mf_graph *g, const char *name, mf_status *s
     /* A new scope takes a unique name as an op would, then gets its "/". */
     char base_buf[256], name_buf[256];
     char *base = concat(mf_graph_name_scope(g), name, base_buf, sizeof base_buf);
-    int64_t suffix;
-    char *unique = base ? mf_names_unique(&g->names, base, name_buf, sizeof name_buf, &suffix) : NULL;
-    const char *claimed = unique ? mf_names_claim(&g->names, &g->arena, base, unique, suffix, NULL) : NULL;
+    mf_unique_name unique = {0};
+    bool made = base && mf_names_unique(&g->names, base, name_buf, sizeof name_buf, &unique);
+    const char *claimed = made ? mf_names_claim(&g->names, &g->arena, base, &unique, NULL) : NULL;
     scope = claimed ? concat(claimed, "/", NULL, 0) : NULL;
-    if (unique) free_unless(unique, base, name_buf);
+    if (made) free_unless(unique.name, base, name_buf);
     if (base) free_unless(base, base_buf, NULL);
   }
   if (!scope) goto oom;
@@ -200,10 +205,12 @@ int mf_attr_ints(const mf_attrs *a, const char *name, const int64_t **out) {
 /* The registered op of `type`, looked up once per graph and type (the
  * registry's own look-up walks every table). */
 static const mf_op_def *lookup_def(mf_graph *g, const char *type) {
+  for (size_t i = 0; i < MF_ARRAY_LEN(g->recent_defs); i++)
+    if (g->recent_defs[i] && strcmp(g->recent_defs[i]->name, type) == 0) return g->recent_defs[i];
   void **slot = mf_strmap_slot(g->defs, type, false);
-  if (slot) return *slot;
-  const mf_op_def *def = mf_registry_lookup(type);
-  if (def && (slot = mf_strmap_slot(g->defs, type, true))) *slot = (void *)def;
+  const mf_op_def *def = slot ? *slot : mf_registry_lookup(type);
+  if (def && !slot && (slot = mf_strmap_slot(g->defs, type, true))) *slot = (void *)def;
+  if (def) g->recent_defs[g->next_recent_def++ % MF_ARRAY_LEN(g->recent_defs)] = def;
   return def;
 }
 
@@ -561,7 +568,8 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   mf_op *op = NULL;
   /* Most names fit these; longer ones go to the heap. */
   char scoped_buf[256], name_buf[256];
-  char *scoped = NULL, *name = NULL;
+  char *scoped = NULL;
+  mf_unique_name unique = {0};
   mf_status_clear(s);
   if (d->oom) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op"); goto fail; }
   const char *base = d->name ? d->name : d->type;
@@ -582,9 +590,8 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
     goto fail;
   }
   scoped = concat(mf_graph_name_scope(g), base, scoped_buf, sizeof scoped_buf);
-  int64_t suffix;
-  name = scoped ? mf_names_unique(&g->names, scoped, name_buf, sizeof name_buf, &suffix) : NULL;
-  if (!name) goto oom;
+  if (!scoped || !mf_names_unique(&g->names, scoped, name_buf, sizeof name_buf, &unique)) goto oom;
+  const char *name = unique.name;
   if (check_inputs(d, def, name, s)) goto fail;
   const int64_t *refs;
   int nrefs;
@@ -657,11 +664,11 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
     memset(op->ref_mask, 0, (size_t)op->num_inputs * sizeof *op->ref_mask);
     for (int i = 0; i < nrefs; i++) op->ref_mask[refs[i]] = true;
   }
-  op->name = mf_names_claim(&g->names, &g->arena, scoped, name, suffix, op);
+  op->name = mf_names_claim(&g->names, &g->arena, scoped, &unique, op);
   if (!op->name) goto oom;
   op->id = g->num_ops;
   g->ops[g->num_ops++] = op;
-  free_unless(name, scoped, name_buf);
+  free_unless(unique.name, scoped, name_buf);
   free_unless(scoped, scoped_buf, NULL);
   mf_op_desc_discard(d);
   return op;
@@ -670,7 +677,7 @@ oom:
 fail:
   desc_error(d, s);
   if (op) op_release_refs(op);
-  if (name) free_unless(name, scoped, name_buf);
+  if (unique.name) free_unless(unique.name, scoped, name_buf);
   if (scoped) free_unless(scoped, scoped_buf, NULL);
   mf_op_desc_discard(d);
   return NULL;

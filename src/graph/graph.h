@@ -41,7 +41,11 @@ struct mf_graph {
   mf_arena arena;            /* owned: ops, their names and arrays, interned strings */
   mf_names names;            /* owned: names in use (ops, scopes, unique_name counters) */
   mf_strmap *interned;       /* owned: string -> its copy in the arena (origins, devices, attr names) */
+  const char *recent_interned[4]; /* borrowed from interned: the latest strings interned */
+  unsigned next_recent;
   mf_strmap *defs;           /* owned: op type -> its registered mf_op_def (a cache) */
+  const mf_op_def *recent_defs[4]; /* the latest looked up, compared first */
+  unsigned next_recent_def;
   /* References to recent scalar constants' values, shared by the Const ops
    * of equal value and dtype (y = y + 1 in a loop makes one value, not one
    * per op); a slot holds the latest value hashed to it. */

@@ -25,19 +25,26 @@ typedef struct mf_names {
 /* The op named `name`, or NULL. */
 mf_op *mf_names_op(const mf_names *t, const char *name);
 
-/* TensorFlow's unique_name: `base` when it is free (*suffix 0), else base_i
- * for the first i from the base's counter on whose name is free (*suffix i).
- * Returns `base`, `buf` (when the name fits its `size` bytes) or a string
- * from mf_malloc that the caller frees; NULL when out of memory. Claims
- * nothing. */
-char *mf_names_unique(const mf_names *t, const char *base, char *buf, size_t size, int64_t *suffix);
+/* A name mf_names_unique made, for mf_names_claim. */
+typedef struct mf_unique_name {
+  char *name;          /* the base, the caller's buffer or from mf_malloc (see mf_names_unique) */
+  int64_t suffix;      /* 0: the base itself */
+  uint32_t base_hash;  /* the hashes, not computed again by claim */
+  uint32_t name_hash;
+} mf_unique_name;
 
-/* Marks `name`, made by mf_names_unique from `base` with `suffix`, as taken
- * (by `op`, or by a name scope when op is NULL): the base's counter moves
- * past the suffix. Returns the copy of name in `arena` that the graph keeps,
- * or NULL when out of memory (nothing claimed then). */
-const char *mf_names_claim(mf_names *t, mf_arena *arena, const char *base, const char *name, int64_t suffix,
-                           mf_op *op);
+/* TensorFlow's unique_name: `base` when it is free (suffix 0), else base_i
+ * for the first i from the base's counter on whose name is free (suffix i).
+ * out->name is `base`, `buf` (when the name fits its `size` bytes) or a
+ * string from mf_malloc that the caller frees. false when out of memory.
+ * Claims nothing. */
+bool mf_names_unique(const mf_names *t, const char *base, char *buf, size_t size, mf_unique_name *out);
+
+/* Marks the name u, made by mf_names_unique from `base`, as taken (by `op`,
+ * or by a name scope when op is NULL): the base's counter moves past its
+ * suffix. Returns the copy of the name in `arena` that the graph keeps, or
+ * NULL when out of memory (nothing claimed then). */
+const char *mf_names_claim(mf_names *t, mf_arena *arena, const char *base, const mf_unique_name *u, mf_op *op);
 
 /* Whether `name` matches TensorFlow's pattern for op names
  * ([A-Za-z0-9.][A-Za-z0-9_.\-/>]*) or, with `scope`, for name scopes
