@@ -10,14 +10,14 @@ local M = {}
 local here = debug.getinfo(1, "S").source:match("^@(.*)[/\\]") or "."
 M.module_dir = here
 
--- moonflow's own code runs in an environment of its own, a copy of the
--- globals: user_location tells its frames from the user's with
--- getfenv(level), which costs a fifth of debug.getinfo and makes no table.
--- core takes it here, init.lua when it has loaded core, and every other
--- moonflow.* module of this directory through a loader put in front of
--- package.loaders' file searcher (once, however often core is loaded).
+-- moonflow's own code runs in an environment of its own, which reads the
+-- globals through (a user's later print = ... is seen): user_location tells
+-- its frames from the user's with getfenv(level), which costs a fifth of
+-- debug.getinfo and makes no table. core takes it here, init.lua when it has
+-- loaded core, and every other moonflow.* module of this directory through
+-- a loader put in front of package.loaders' file searcher (once, however
+-- often core is loaded).
 local own_env = setmetatable({}, {__index = _G})
-for k, v in pairs(_G) do own_env[k] = v end
 M.own_env = own_env
 setfenv(1, own_env)
 
