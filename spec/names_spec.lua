@@ -156,4 +156,14 @@ describe("Operation and Tensor objects", function()
     assert.equal(y.op.origin, y.op.inputs[2].op.origin)
     assert.equal(g, y.graph)
   end)
+
+  it("name the line in a coroutine too, and build with no user's frame at all", function()
+    local co = coroutine.wrap(function()
+      coroutine.yield(tf.constant(1))
+    end)
+    local where = H.this_line() - 2
+    assert.equal("spec/names_spec.lua:" .. where, co().op.origin)
+    -- A coroutine running tf.constant itself has no line of the user's above it.
+    assert.equal("?", coroutine.wrap(tf.constant)(2).op.origin)
+  end)
 end)

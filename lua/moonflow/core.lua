@@ -66,26 +66,37 @@ local function lines_for(fn)
   return lines
 end
 
+-- getfenv raises past the last frame, where getinfo returns nil, so the
+-- walk asks getfenv only while a frame of another kind is sure to lie below:
+-- in the main thread the stack of a script ends in the C frame of the host
+-- that ran it. In a coroutine, and once the walk has passed a C frame, it
+-- asks getinfo alone. (A pcall per frame would guard every case but doubles
+-- the cost of the walk: it keeps LuaJIT from compiling the loops that build.)
+local running = coroutine.running
+
 function M.user_location()
+  local fenv_safe = running() == nil
   for level = 3, 50 do
-    if getfenv(level) == own_env then goto continue end
-    local info = getinfo(level, "fl")
-    if not info then break end
-    local line = info.currentline
-    if line > 0 then
-      local fn = info.func
-      local lines = lines_of[fn]
-      if lines == nil then lines = lines_for(fn) end
-      if lines then
-        local where = lines[line]
-        if not where then
-          where = lines[0] .. ":" .. line
-          lines[line] = where
+    if not (fenv_safe and getfenv(level) == own_env) then
+      local info = getinfo(level, "fl")
+      if not info then break end
+      local line = info.currentline
+      if line <= 0 then
+        fenv_safe = false  -- a C frame: it may be the last
+      else
+        local fn = info.func
+        local lines = lines_of[fn]
+        if lines == nil then lines = lines_for(fn) end
+        if lines then
+          local where = lines[line]
+          if not where then
+            where = lines[0] .. ":" .. line
+            lines[line] = where
+          end
+          return where
         end
-        return where
       end
     end
-    ::continue::
   end
   return "?"
 end

@@ -147,8 +147,9 @@ void mf_op_desc_set_attr_shape(mf_op_desc *d, const char *name, const int64_t *d
 void mf_op_desc_set_attr_string(mf_op_desc *d, const char *name, const char *v);
 void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v); /* retains v */
 void mf_op_desc_set_attr_graph(mf_op_desc *d, const char *name, mf_graph *v);   /* retains v */
-/* A tensor attribute holding a new scalar of `dtype` with value v (converted
- * as C converts a double): constants made from numbers. */
+/* A tensor attribute holding a scalar of `dtype` with value v (converted as
+ * C converts a double): constants made from numbers. Values are immutable, so
+ * constants of one value and dtype in a graph may share one tensor. */
 void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v);
 /* Where the op was created, e.g. "train.lua:12"; quoted in its errors. */
 void mf_op_desc_set_origin(mf_op_desc *d, const char *where);
