@@ -658,12 +658,23 @@ local function const_op(a, name, graph)
   return t
 end
 
+-- A Const op holding the number x as a scalar of dtype, made in C with no
+-- tf.Array in between (constants of one value share it); `who` names the
+-- caller in the error for a number the dtype cannot hold exactly.
+local function scalar_const(x, dtype, name, graph, who)
+  if dtype.is_integer then Array.check_exact(x, dtype, who) end
+  return M.op{"Const", attrs = {value = {kind = "scalar", v = x, dtype = dtype}}, name = name, graph = graph}
+end
+
 -- tf.constant(value, dtype, shape, name) or (value, {dtype=, shape=, name=});
 -- the option graph (internal) is the graph it joins, else the default one.
 local CONSTANT_OPTIONS = {"dtype", "shape", "name", "graph", positional = 3, empty = true}
 function M.constant(value, ...)
   local opts = args.options("tf.constant", CONSTANT_OPTIONS, ...)
   local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
+  if type(value) == "number" and not opts.shape and dtype ~= core.dtypes.bool then
+    return scalar_const(value, dtype or core.dtypes.float32, opts.name, opts.graph, "tf.constant")
+  end
   local a = Array.from(value, dtype, true, "tf.constant")
   if opts.shape then
     local want = opts.shape
@@ -705,10 +716,7 @@ local function to_tensor(x, dtype, graph, who)
   if Array.is(x) then return const_op(x, nil, graph) end
   local kind = type(x)
   if kind == "number" and (dtype == nil or (getmetatable(dtype) == core.DType and dtype ~= core.dtypes.bool)) then
-    -- The common case (y + 1): the scalar is made in C.
-    dtype = dtype or core.dtypes.float32
-    if dtype.is_integer then Array.check_exact(x, dtype, who) end
-    return M.op{"Const", attrs = {value = {kind = "scalar", v = x, dtype = dtype}}, graph = graph}
+    return scalar_const(x, dtype or core.dtypes.float32, nil, graph, who)  -- the common case: y + 1
   end
   if kind ~= "number" and kind ~= "boolean" and not args.is_plain(x) then
     fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
