@@ -70,7 +70,9 @@ end
 -- walk asks getfenv only while a frame of another kind is sure to lie below:
 -- in the main thread the stack of a script ends in the C frame of the host
 -- that ran it. In a coroutine, and once the walk has passed a C frame, it
--- asks getinfo alone. (A pcall per frame would guard every case but doubles
+-- asks getinfo alone. (Not covered: a C host that lua_pcalls a moonflow
+-- function itself on the main thread, outside any C function: the walk
+-- would pass the last frame. Hosts run Lua code that calls moonflow.) (A pcall per frame would guard every case but doubles
 -- the cost of the walk: it keeps LuaJIT from compiling the loops that build.)
 local running = coroutine.running
 
