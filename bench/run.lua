@@ -626,6 +626,219 @@ section("digits training from tf.data", function()
       "prefetch(2) (time ratio); its map stays on this thread while it is too cheap to hand off")
 end)
 
+-- Graph building (issue 16), a self-contained section: creating ops from
+-- Lua (y = y + 1: a Const and an Add per step) at 10k, 100k and 1M ops, the
+-- same through the C API (FFI calls from LuaJIT, no Lua objects), gradient
+-- construction on a 100-layer MLP (tf.gradients and minimize) and importing
+-- a graph file of 100k ops; each against TensorFlow 1.x graph mode
+-- (tensorflow.compat.v1) building the same graph in this run when it can be
+-- imported. Times are medians of GRAPH_REPS runs; bytes per op are the growth
+-- of the resident size over the first run of each size (sizes go up, so
+-- memory freed by a smaller graph is not counted for a larger one).
+local GRAPH_REPS = 7
+local GRAPH_SIZES = {10000, 100000, 1000000}
+local MLP_DEPTH, MLP_WIDTH, IMPORT_OPS = 100, 32, 100000
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
+end
+
+local TF_GRAPH_SCRIPT = [[
+import time, statistics, tempfile, os
+import tensorflow.compat.v1 as tf
+tf.disable_eager_execution()
+REPS, SIZES, DEPTH, WIDTH, IMPORT_OPS = %d, %s, %d, %d, %d
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def chain(n):
+    # Counted here: get_operations() copies the graph's list at every call.
+    y, ops = tf.constant(0.0), 1
+    while ops < n:
+        y, ops = y + 1, ops + 2
+    return y
+for n in SIZES:
+    reps = REPS if n <= 100000 else 1
+    times = []
+    for r in range(reps):
+        with tf.Graph().as_default() as g:
+            r0 = rss()
+            t0 = time.perf_counter()
+            chain(n)
+            times.append((time.perf_counter() - t0) / len(g.get_operations()))
+            if r == 0:
+                print("tf_bytes_%%d %%.1f" %% (n, (rss() - r0) / len(g.get_operations())))
+    print("tf_us_%%d %%.3f" %% (n, statistics.median(times) * 1e6))
+    print("tf_reps_%%d %%d" %% (n, reps))
+def mlp():
+    x = tf.placeholder(tf.float32, [None, WIDTH])
+    h = x
+    for i in range(DEPTH):
+        w = tf.Variable(tf.zeros([WIDTH, WIDTH]))
+        b = tf.Variable(tf.zeros([WIDTH]))
+        h = tf.nn.relu(tf.matmul(h, w) + b)
+    return tf.reduce_mean(tf.square(h))
+grads, mins = [], []
+for r in range(REPS):
+    with tf.Graph().as_default():
+        loss = mlp()
+        t0 = time.perf_counter()
+        tf.gradients(loss, tf.trainable_variables())
+        grads.append(time.perf_counter() - t0)
+    with tf.Graph().as_default():
+        loss = mlp()
+        t0 = time.perf_counter()
+        tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        mins.append(time.perf_counter() - t0)
+print("tf_grad_ms %%.3f" %% (statistics.median(grads) * 1e3))
+print("tf_minimize_ms %%.3f" %% (statistics.median(mins) * 1e3))
+with tf.Graph().as_default() as g:
+    x = tf.placeholder(tf.float32, [], name="x")
+    c = tf.constant(1.0)
+    y, ops = x, 2
+    while ops < IMPORT_OPS:
+        y, ops = y + c, ops + 1
+    gd = g.as_graph_def()
+path = os.path.join(tempfile.mkdtemp(), "g.pb")
+with open(path, "wb") as f:
+    f.write(gd.SerializeToString())
+times = []
+for r in range(REPS):
+    with tf.Graph().as_default():
+        t0 = time.perf_counter()
+        d = tf.GraphDef()
+        with open(path, "rb") as f:
+            d.ParseFromString(f.read())
+        tf.import_graph_def(d, name="")
+        times.append(time.perf_counter() - t0)
+os.remove(path)
+print("tf_import_s %%.4f" %% statistics.median(times))
+]]
+
+section("graph building", function()
+  local sizes = {}
+  for i, n in ipairs(GRAPH_SIZES) do sizes[i] = tostring(n) end
+  local peer, peer_why = python_peer(string.format(TF_GRAPH_SCRIPT, GRAPH_REPS, "[" .. table.concat(sizes, ", ") .. "]",
+                                                   MLP_DEPTH, MLP_WIDTH, IMPORT_OPS))
+  local skipped = "skipped: " .. tostring(peer_why)
+  local function vs(key, ours, fmt)
+    if not peer or not peer[key] then return skipped, "", "" end
+    return "TensorFlow 1.x graph mode", string.format(fmt, peer[key]), fmt_ratio(ours / peer[key])
+  end
+
+  -- Ops from Lua: y = y + 1 until the graph holds n ops.
+  for _, n in ipairs(GRAPH_SIZES) do
+    local times, bytes = {}, nil
+    for r = 1, GRAPH_REPS do
+      tf.reset_default_graph()
+      collectgarbage()
+      collectgarbage()
+      local g = tf.get_default_graph()
+      local rss0 = rss_bytes()
+      local t0 = now()
+      local y = tf.constant(0)
+      while g:num_ops() < n do y = y + 1 end
+      times[r] = (now() - t0) / g:num_ops()
+      if r == 1 then
+        collectgarbage()
+        bytes = (rss_bytes() - rss0) / g:num_ops()
+      end
+    end
+    local t = median(times)
+    local name = string.format("creating %dk ops from Lua (y = y + 1)", n / 1000)
+    local peer_name, peer_value, ratio = vs("tf_us_" .. n, t * 1e6, "%.2f")
+    row(name, us(t), "us/op", peer_name, peer_value, ratio,
+        string.format("%.0f bytes/op resident%s", bytes,
+                      peer and peer["tf_bytes_" .. n] and string.format(" (TensorFlow: %.0f; its time from %d run%s)",
+                        peer["tf_bytes_" .. n], peer["tf_reps_" .. n], peer["tf_reps_" .. n] == 1 and "" or "s") or ""))
+  end
+  tf.reset_default_graph()
+  collectgarbage()
+
+  -- Ops through the C API, called from LuaJIT's FFI: the engine's own cost.
+  local C = require("moonflow.core").C
+  local status = require("moonflow.core").status
+  local times = {}
+  local N = 100000
+  for r = 1, GRAPH_REPS do
+    local g = ffi.gc(C.mf_graph_new(), C.mf_graph_release)
+    local t0 = now()
+    local y
+    for i = 1, N / 2 do
+      local d = C.mf_op_desc_new(g, "Const", nil)
+      C.mf_op_desc_set_attr_scalar(d, "value", C.MF_FLOAT32, 1)
+      C.mf_op_desc_set_origin(d, "bench/run.lua:1")
+      local c = C.mf_op_id(C.mf_op_desc_finish(d, status))
+      if y then
+        d = C.mf_op_desc_new(g, "Add", nil)
+        C.mf_op_desc_add_input_id(d, y, 0)
+        C.mf_op_desc_add_input_id(d, c, 0)
+        C.mf_op_desc_set_origin(d, "bench/run.lua:1")
+        c = C.mf_op_id(C.mf_op_desc_finish(d, status))
+      end
+      y = c
+    end
+    times[r] = (now() - t0) / C.mf_graph_num_ops(g)
+    g = nil
+    collectgarbage()
+  end
+  row("creating 100k ops through the C API", us(median(times)), "us/op", "", "", "",
+      "FFI calls from LuaJIT: a Const and an Add per step, no Lua objects")
+
+  -- Gradients of a 100-layer MLP: tf.gradients, and minimize (gradients and updates).
+  local function mlp()
+    tf.reset_default_graph()
+    local h = tf.placeholder(tf.float32, {-1, MLP_WIDTH})
+    for _ = 1, MLP_DEPTH do
+      local w = tf.Variable(tf.zeros({MLP_WIDTH, MLP_WIDTH}))
+      local b = tf.Variable(tf.zeros({MLP_WIDTH}))
+      h = tf.nn.relu(tf.matmul(h, w) + b)
+    end
+    return tf.reduce_mean(tf.square(h))
+  end
+  local grads, mins = {}, {}
+  for r = 1, GRAPH_REPS do
+    local loss = mlp()
+    local t0 = now()
+    tf.gradients(loss, tf.trainable_variables())
+    grads[r] = now() - t0
+    loss = mlp()
+    t0 = now()
+    tf.train.GradientDescentOptimizer(0.1):minimize(loss)
+    mins[r] = now() - t0
+  end
+  local t = median(grads)
+  row(string.format("tf.gradients of a %d-layer MLP", MLP_DEPTH), string.format("%.2f", t * 1e3), "ms",
+      vs("tf_grad_ms", t * 1e3, "%.2f"))
+  t = median(mins)
+  row(string.format("minimize of a %d-layer MLP (SGD)", MLP_DEPTH), string.format("%.2f", t * 1e3), "ms",
+      vs("tf_minimize_ms", t * 1e3, "%.2f"))
+
+  -- Importing a graph file of 100k ops (x + c, chained).
+  tf.reset_default_graph()
+  local g = tf.get_default_graph()
+  local y, c = tf.placeholder(tf.float32, {}, "x"), tf.constant(1)
+  while g:num_ops() < IMPORT_OPS do y = y + c end
+  local path = os.tmpname()
+  tf.train.write_graph(g, path)
+  local imports = {}
+  for r = 1, GRAPH_REPS do
+    collectgarbage()
+    local t0 = now()
+    tf.train.import_graph(path)
+    imports[r] = now() - t0
+  end
+  os.remove(path)
+  tf.reset_default_graph()
+  collectgarbage()
+  t = median(imports)
+  local peer_name, peer_value, ratio = vs("tf_import_s", t, "%.3f")
+  row("importing a graph file of 100k ops", string.format("%.3f", t), "s", peer_name, peer_value, ratio,
+      "moonflow reads its JSON graph file, TensorFlow a binary GraphDef")
+end)
+
 -- Table ------------------------------------------------------------------------
 local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
 local widths = {}

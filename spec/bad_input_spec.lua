@@ -417,7 +417,7 @@ describe("bad input", function()
          function() tf.Variable("abc") end)
     case("tf.Variable: trainable must be a boolean, got 3 (at @)",
          function() tf.Variable(1, {trainable = 3}) end)
-    case("VariableV2: 'x y' is not a valid op name: use letters, digits and _.-/, not starting with _, - or / " ..
+    case("VariableV2: 'x y' is not a valid op name: TensorFlow's op names match [A-Za-z0-9.][A-Za-z0-9_.\\-/>]* " ..
          "(at @)",
          function() tf.Variable(1, {name = "x y"}) end)
     case("tf.Variable: the initial value has dtype float32 but dtype int32 was asked for; use tf.cast (at @)",
@@ -451,7 +451,7 @@ describe("bad input", function()
          function() tf.name_scope("a", 5) end)
     case("tf.name_scope(name, fn): name must be a string, got 5 (at @)",
          function() tf.name_scope(5, function() end) end)
-    case("tf.name_scope: 'a b' is not a valid scope name: use letters, digits and _.-/ (at @)",
+    case("tf.name_scope: 'a b' is not a valid scope name: TensorFlow's scope names match [A-Za-z0-9_.\\-/>]* (at @)",
          function() tf.name_scope("a b", function() end) end)
     case("tf.variable_scope: reuse must be true, false, nil or tf.AUTO_REUSE, got 5 (at @)",
          function() tf.variable_scope("s", {reuse = 5}, function() end) end)
@@ -464,7 +464,7 @@ describe("bad input", function()
          function() tf.control_dependencies({x}, 5) end)
     case("tf.group: element 1 is not a Tensor or an Operation: 5 (at @)",
          function() tf.group(5) end)
-    case("Const: 'bad name!' is not a valid op name: use letters, digits and _.-/, not starting with _, - or / " ..
+    case("Const: 'bad name!' is not a valid op name: TensorFlow's op names match [A-Za-z0-9.][A-Za-z0-9_.\\-/>]* " ..
          "(at @)",
          function() tf.constant(1, {name = "bad name!"}) end)
     case("tf.make_template(name, fn): a name and a function are required (at @)",

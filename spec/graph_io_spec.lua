@@ -216,6 +216,22 @@ describe("graph files", function()
     assert.is_truthy(H.error_of(tf.train.import_graph, dir .. "/none.json"):find("NotFound", 1, true))
   end)
 
+  it("name the file, the op and the attribute in errors", function()
+    local path = dir .. "/bad.json"
+    local function import(text)
+      local f = assert(io.open(path, "wb"))
+      f:write(text)
+      f:close()
+      return H.without_line(H.error_of(tf.train.import_graph, path))
+    end
+    assert.equal("tf.train.import_graph: graph file " .. path .. ": op 'a': input b:0 is not an earlier op's output",
+                 import('{"format": "moonflow.graph", "version": 1, "ops": [{"name": "a", "type": "Identity", ' ..
+                        '"inputs": ["b:0"]}]}'))
+    assert.equal("tf.train.import_graph: graph file " .. path .. ": op 'p', attribute dtype: unknown dtype float99",
+                 import('{"format": "moonflow.graph", "version": 1, "ops": [{"name": "p", "type": "Placeholder", ' ..
+                        '"attrs": {"dtype": {"type": "float99"}}}]}'))
+  end)
+
   it("keep tf.Print printing through Lua, and refuse tf.lua_func (a Lua function)", function()
     local x = tf.placeholder(tf.float32, {2}, "x")
     local y = tf.cond(tf.constant(true), function() return tf.Print(x * 2, {x}, "x = ") end, function() return x end)

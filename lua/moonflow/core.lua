@@ -10,20 +10,94 @@ local M = {}
 local here = debug.getinfo(1, "S").source:match("^@(.*)[/\\]") or "."
 M.module_dir = here
 
+-- moonflow's own code runs in an environment of its own, which reads the
+-- globals through (a user's later print = ... is seen): user_location tells
+-- its frames from the user's with getfenv(level), which costs a fifth of
+-- debug.getinfo and makes no table. core takes it here, init.lua when it has
+-- loaded core, and every other moonflow.* module of this directory through
+-- a loader put in front of package.loaders' file searcher (once, however
+-- often core is loaded).
+local own_env = setmetatable({}, {__index = _G})
+M.own_env = own_env
+setfenv(1, own_env)
+
+local function own_loader(name)
+  local rest = name:match("^moonflow%.(.+)$")
+  if not rest then return nil end
+  local base = here .. "/" .. rest:gsub("%.", "/")
+  for _, path in ipairs({base .. ".lua", base .. "/init.lua"}) do
+    local f = io.open(path, "rb")
+    if f then
+      f:close()
+      local chunk, err = loadfile(path)
+      if not chunk then error(err, 0) end
+      return setfenv(chunk, M.own_env)
+    end
+  end
+  return "\n\tno file '" .. base .. ".lua' (moonflow's loader)"
+end
+local installed = false
+for _, loader in ipairs(package.loaders) do
+  if debug.getinfo(loader, "S").source == debug.getinfo(1, "S").source then installed = true end
+end
+if not installed then table.insert(package.loaders, 2, own_loader) end
+
 -- Source locations -----------------------------------------------------------
 -- The first stack frame outside moonflow's own modules: the user's line that
 -- built an op, quoted in every error about that op. Code from a file shows
 -- its path; code from a string (luajit -e, stdin, a REPL, load()) its short
 -- source, such as `[string "..."]:1` or `stdin:3`. C frames and the frames
 -- that LuaJIT's tail calls drop (`(tail call)`) have no line and are skipped.
+--
+-- It runs for every op built, so it asks each frame only for its function and
+-- line (debug.getinfo's cheapest question) and keeps per function whether it
+-- is moonflow's and the "file:line" strings of its lines: a loop building ops
+-- makes no new strings.
 local own_prefix = here .. "/"
+local getinfo = debug.getinfo
+-- function -> false (moonflow's own) or a table line -> "file:line" with
+-- [0] = the short source. Weak keys: functions can go.
+local lines_of = setmetatable({}, {__mode = "k"})
+
+local function lines_for(fn)
+  local info = getinfo(fn, "S")
+  local lines = info.source:sub(2, #own_prefix + 1) ~= own_prefix and {[0] = info.short_src}
+  lines_of[fn] = lines
+  return lines
+end
+
+-- getfenv raises past the last frame, where getinfo returns nil, so the
+-- walk asks getfenv only while a frame of another kind is sure to lie below:
+-- in the main thread the stack of a script ends in the C frame of the host
+-- that ran it. In a coroutine, and once the walk has passed a C frame, it
+-- asks getinfo alone. (Not covered: a C host that lua_pcalls a moonflow
+-- function itself on the main thread, outside any C function: the walk
+-- would pass the last frame. Hosts run Lua code that calls moonflow.) (A pcall per frame would guard every case but doubles
+-- the cost of the walk: it keeps LuaJIT from compiling the loops that build.)
+local running = coroutine.running
+
 function M.user_location()
+  local fenv_safe = running() == nil
   for level = 3, 50 do
-    local info = debug.getinfo(level, "Sl")
-    if not info then break end
-    local src = info.source
-    if info.currentline > 0 and src:sub(2, #own_prefix + 1) ~= own_prefix then
-      return info.short_src .. ":" .. info.currentline
+    if not (fenv_safe and getfenv(level) == own_env) then
+      local info = getinfo(level, "fl")
+      if not info then break end
+      local line = info.currentline
+      if line <= 0 then
+        fenv_safe = false  -- a C frame: it may be the last
+      else
+        local fn = info.func
+        local lines = lines_of[fn]
+        if lines == nil then lines = lines_for(fn) end
+        if lines then
+          local where = lines[line]
+          if not where then
+            where = lines[0] .. ":" .. line
+            lines[line] = where
+          end
+          return where
+        end
+      end
     end
   end
   return "?"

@@ -104,12 +104,21 @@ end
 -- Graph ----------------------------------------------------------------------------
 Graph.__index = Graph
 
+-- The graph keeps its ops in C; Lua objects for them (Operation, Tensor)
+-- are made when asked for and kept only while in use: the weak caches give
+-- the same object for an op or output while one exists, so identity holds
+-- (tables keyed by tensors, ==). An object given fields of its own (a
+-- variable's `initializer`) is kept for the graph's life (`_kept`).
+local WEAK_VALUES = {__mode = "v"}
+
 function Graph.new()
   local ptr = C.mf_graph_new()
   if ptr == nil then fail("tf.Graph: out of memory creating a graph") end
   return setmetatable({
     ptr = ffi.gc(ptr, C.mf_graph_release),
-    _ops = {},            -- Operation objects by op id, so identity holds
+    _ops = setmetatable({}, WEAK_VALUES),      -- Operation by op id
+    _tensors = setmetatable({}, WEAK_VALUES),  -- Tensor by op id (output 0) or id + index * 2^32
+    _kept = {},           -- set of Operations and Tensors holding fields of their own
     _control_deps = {},   -- stack of lists of ops (tf.control_dependencies)
     _devices = {},        -- stack of device strings (tf.device)
     collections = {},
@@ -154,15 +163,31 @@ function M.in_name_scope(g, scope, fn, ...)
   return unpack(results, 2, table.maxn(results))
 end
 
-function Graph:_op(ptr)
-  local id = C.mf_op_id(ptr)
-  local op = self._ops[id]
+-- The Operation of op `id` of graph g (ptr: its mf_op*, when at hand).
+local function operation(g, id, ptr)
+  local op = g._ops[id]
   if not op then
-    op = setmetatable({ptr = ptr, graph = self}, Operation)
-    self._ops[id] = op
+    op = setmetatable({graph = g, _id = id, ptr = ptr or C.mf_graph_op(g.ptr, id)}, Operation)
+    g._ops[id] = op
   end
   return op
 end
+
+-- The Tensor of output i of op `id` of graph g (ptr: its mf_op*, when at hand).
+local function tensor(g, id, i, ptr)
+  local key = i == 0 and id or id + i * 2 ^ 32  -- exact: ids and indices stay below 2^31 and 2^20
+  local cache = g._tensors
+  local t = cache[key]
+  if not t then
+    ptr = ptr or C.mf_graph_op(g.ptr, id)
+    t = setmetatable({graph = g, _id = id, value_index = i,
+                      dtype = core.by_enum[tonumber(C.mf_op_output_dtype(ptr, i))]}, Tensor)
+    cache[key] = t
+  end
+  return t
+end
+
+function Graph:_op(ptr) return operation(self, C.mf_op_id(ptr), ptr) end
 
 function Graph:get_operations()
   local out = {}
@@ -283,16 +308,7 @@ function Operation.__index(op, k)
   if p then return p(op) end
 end
 
-function op_methods.output(op, i)
-  op._outputs = op._outputs or {}
-  local t = op._outputs[i]
-  if not t then
-    t = setmetatable({op = op, value_index = i,
-                      dtype = core.by_enum[tonumber(C.mf_op_output_dtype(op.ptr, i))]}, Tensor)
-    op._outputs[i] = t
-  end
-  return t
-end
+function op_methods.output(op, i) return tensor(op.graph, op._id, i, op.ptr) end
 
 function op_methods.get_attr(op, name)
   local i64 = ffi.new("int64_t[1]")
@@ -324,12 +340,21 @@ function Operation.__tostring(op)
   return "<tf.Operation '" .. op.name .. "' type=" .. op.type .. ">"
 end
 
+-- An Operation or Tensor given a field of its own is kept (see Graph.new).
+local function keep_and_set(x, k, v)
+  x.graph._kept[x] = true
+  rawset(x, k, v)
+end
+Operation.__newindex = keep_and_set
+
 -- Tensor -------------------------------------------------------------------------
+local function op_ptr(t) return C.mf_graph_op(t.graph.ptr, t._id) end
+
 local tensor_props = {
-  name = function(t) return t.op.name .. ":" .. t.value_index end,
-  graph = function(t) return t.op.graph end,
+  op = function(t) return operation(t.graph, t._id) end,
+  name = function(t) return ffi.string(C.mf_op_name(op_ptr(t))) .. ":" .. t.value_index end,
   shape = function(t) return t:get_shape() end,
-  device = function(t) return t.op.device end,
+  device = function(t) return ffi.string(C.mf_op_device(op_ptr(t))) end,
 }
 local tensor_methods = {}
 M.tensor_methods = tensor_methods
@@ -342,21 +367,22 @@ function Tensor.__index(t, k)
   if type(k) == "number" then return M.ops.index_first_axis(t, k) end
   return M.ops[k]
 end
+Tensor.__newindex = keep_and_set
 
 function tensor_methods.get_shape(t)
   local s = ffi.new("mf_shape")
-  C.mf_op_output_shape(t.op.ptr, t.value_index, s)
+  C.mf_op_output_shape(op_ptr(t), t.value_index, s)
   return TensorShape.from_c(s)
 end
 
 function tensor_methods.set_shape(t, shape)
   local dims = getmetatable(shape) == TensorShape and shape.dims or shape
-  if C.mf_op_set_output_shape(t.op.ptr, t.value_index, M.c_shape(dims, "Tensor:set_shape"), core.status) ~= 0 then
+  if C.mf_op_set_output_shape(op_ptr(t), t.value_index, M.c_shape(dims, "Tensor:set_shape"), core.status) ~= 0 then
     fail("Tensor:set_shape: " .. ffi.string(C.mf_status_message(core.status)))
   end
 end
 
-function tensor_methods.port(t) return ffi.new("mf_output", t.op.ptr, t.value_index) end
+function tensor_methods.port(t) return ffi.new("mf_output", op_ptr(t), t.value_index) end
 
 function tensor_methods.consumers(t)
   local out = {}
@@ -390,44 +416,56 @@ Tensor.__unm = function(a) return M.ops.negative(a) end
 -- Attributes ---------------------------------------------------------------------------
 -- Op wrappers tag numbers and lists with their kind: attr.int(3), attr.ints{0, 1},
 -- attr.float(0.5), attr.shape{-1, 3}, attr.value(array). Booleans, strings and
--- dtypes need no tag.
+-- dtypes need no tag. {kind = "scalar", v = number, dtype = DType} is the
+-- value of a constant made from a Lua number, with no tf.Array in between.
 local attr = {}
 M.attr = attr
 for _, kind in ipairs({"int", "float", "ints", "shape", "value", "graph"}) do
   attr[kind] = function(v) return {kind = kind, v = v} end
 end
 
--- The call that sets attribute `name` to `a` on an op description, with
--- everything that can fail (checks, conversions to C) done first: once a
--- description exists nothing may raise, or it would never be finished (and
--- freed).
-local function attr_setter(op_type, name, a)
-  local function bad() fail(op_type .. ": attr '" .. name .. "' has an unsupported value " .. tostring(a)) end
-  if type(a) == "boolean" then return function(desc) C.mf_op_desc_set_attr_bool(desc, name, a) end end
-  if type(a) == "string" then return function(desc) C.mf_op_desc_set_attr_string(desc, name, a) end end
-  if getmetatable(a) == core.DType then return function(desc) C.mf_op_desc_set_attr_type(desc, name, a.enum) end end
-  if type(a) ~= "table" then bad() end
+-- Attribute values are checked (check_attr) before an op description exists
+-- and set (set_attr) after: once a description exists nothing may raise, or
+-- it would never be finished (and freed).
+local function bad_attr(op_type, name, a)
+  fail(op_type .. ": attr '" .. name .. "' has an unsupported value " .. tostring(a))
+end
+
+local function check_attr(op_type, name, a)
+  local kind = type(a)
+  if kind == "boolean" or kind == "string" or getmetatable(a) == core.DType then return end
+  if kind ~= "table" then bad_attr(op_type, name, a) end
   local v = a.v
   if a.kind == "int" or a.kind == "float" then
-    if type(v) ~= "number" then bad() end
-    local set = a.kind == "int" and C.mf_op_desc_set_attr_int or C.mf_op_desc_set_attr_float
-    return function(desc) set(desc, name, v) end
+    if type(v) ~= "number" then bad_attr(op_type, name, a) end
   elseif a.kind == "ints" then
-    local n = #v
-    local buf = core.dims_buffer(n > 0 and n or 1)
-    for i = 1, n do
-      if type(v[i]) ~= "number" then bad() end
-      buf[i - 1] = v[i]
-    end
-    return function(desc) C.mf_op_desc_set_attr_ints(desc, name, buf, n) end
+    for i = 1, #v do if type(v[i]) ~= "number" then bad_attr(op_type, name, a) end end
   elseif a.kind == "shape" then
-    local shape = M.c_shape(v, op_type .. ": attr '" .. name .. "'")
-    return function(desc) C.mf_op_desc_set_attr_shape(desc, name, shape.dims, shape.rank) end
-  elseif (a.kind == "value" and Array.is(v)) or (a.kind == "graph" and getmetatable(v) == Graph) then
-    local set = a.kind == "value" and C.mf_op_desc_set_attr_tensor or C.mf_op_desc_set_attr_graph
-    return function(desc) set(desc, name, v.ptr) end
+    M.c_shape(v, op_type .. ": attr '" .. name .. "'")
+  elseif not ((a.kind == "value" and Array.is(v)) or (a.kind == "graph" and getmetatable(v) == Graph) or
+              a.kind == "scalar") then
+    bad_attr(op_type, name, a)
   end
-  bad()
+end
+
+local function set_attr(desc, name, a)
+  local kind = type(a)
+  if kind == "boolean" then C.mf_op_desc_set_attr_bool(desc, name, a)
+  elseif kind == "string" then C.mf_op_desc_set_attr_string(desc, name, a)
+  elseif getmetatable(a) == core.DType then C.mf_op_desc_set_attr_type(desc, name, a.enum)
+  elseif a.kind == "int" then C.mf_op_desc_set_attr_int(desc, name, a.v)
+  elseif a.kind == "float" then C.mf_op_desc_set_attr_float(desc, name, a.v)
+  elseif a.kind == "ints" then
+    local v, n = a.v, #a.v
+    local buf = core.dims_buffer(n > 0 and n or 1)
+    for i = 1, n do buf[i - 1] = v[i] end
+    C.mf_op_desc_set_attr_ints(desc, name, buf, n)
+  elseif a.kind == "shape" then
+    local shape = M.c_shape(a.v)
+    C.mf_op_desc_set_attr_shape(desc, name, shape.dims, shape.rank)
+  elseif a.kind == "value" then C.mf_op_desc_set_attr_tensor(desc, name, a.v.ptr)
+  elseif a.kind == "scalar" then C.mf_op_desc_set_attr_scalar(desc, name, a.dtype.enum, a.v)
+  else C.mf_op_desc_set_attr_graph(desc, name, a.v.ptr) end
 end
 
 -- Function graphs ---------------------------------------------------------------------
@@ -525,72 +563,83 @@ function M.current_device(g)
   end
 end
 
+local NONE = {}
+
 -- Creates an op. spec = {type, inputs = {tensors}, attrs = {name = value},
--- name = "optional", control_inputs = {ops}, graph = g}. Returns the Operation.
-function M.build(spec)
-  local inputs = spec.inputs or {}
-  local g = spec.graph and target_graph(spec.graph) or M.graph_of(inputs, spec[1])
-  local origin = core.user_location()
-  for _, t in ipairs(inputs) do
+-- name = "optional", control_inputs = {ops}, graph = g}. Returns the graph
+-- and the new op's mf_op* (M.build and M.op make the Lua objects).
+local function build(spec)
+  local op_type = spec[1]
+  local inputs = spec.inputs or NONE
+  local g = spec.graph and target_graph(spec.graph) or M.graph_of(inputs, op_type)
+  for i = 1, #inputs do
+    local t = inputs[i]
     if not is_tensor(t) then
-      fail(spec[1] .. ": expected a Tensor input, got " .. tostring(t))
+      fail(op_type .. ": expected a Tensor input, got " .. tostring(t))
     end
-    if t.graph ~= g and not is_ancestor(t.graph, g) then
-      fail(string.format('%s: Tensor("%s") must be from the same graph as the op it feeds; ' ..
-                         "build all ops of a computation inside one graph", spec[1], t.name))
-    end
-  end
-  local control = spec.control_inputs or {}
-  for _, op in ipairs(control) do
-    if op.graph ~= g and not is_ancestor(op.graph, g) then
-      fail(string.format("%s: control input '%s' is not an op of this graph", spec[1], op.name))
-    end
-  end
-  -- Tensors and control inputs of ancestors: the function being traced captures them.
-  for i, t in ipairs(inputs) do
-    if t.graph ~= g then
+    local tg = t.graph
+    if tg ~= g then
+      if not is_ancestor(tg, g) then
+        fail(string.format('%s: Tensor("%s") must be from the same graph as the op it feeds; ' ..
+                           "build all ops of a computation inside one graph", op_type, t.name))
+      end
+      -- A tensor of an ancestor: the function being traced captures it.
       if inputs == spec.inputs then inputs = {unpack(inputs)} end
       inputs[i] = g:capture(t)
     end
   end
-  if spec.name ~= nil and type(spec.name) ~= "string" then
-    fail(spec[1] .. ": name must be a string, got " .. args.describe(spec.name))
+  local control = spec.control_inputs or NONE
+  for _, op in ipairs(control) do
+    if op.graph ~= g and not is_ancestor(op.graph, g) then
+      fail(string.format("%s: control input '%s' is not an op of this graph", op_type, op.name))
+    end
   end
-  local setters = {}
-  for name, a in pairs(spec.attrs or {}) do setters[#setters + 1] = attr_setter(spec[1], name, a) end
+  local name = spec.name
+  if name ~= nil and type(name) ~= "string" then
+    fail(op_type .. ": name must be a string, got " .. args.describe(name))
+  end
+  local attrs = spec.attrs
+  if attrs then for k, a in pairs(attrs) do check_attr(op_type, k, a) end end
   local device = spec.device or M.current_device(g)
   if device ~= nil and type(device) ~= "string" then
-    fail(spec[1] .. ": the device must be a string, got " .. args.describe(device))
+    fail(op_type .. ": the device must be a string, got " .. args.describe(device))
   end
+  local origin = core.user_location()
   -- From here on nothing raises until the description is finished.
-  local desc = C.mf_op_desc_new(g.ptr, spec[1], spec.name)
-  if desc == nil then fail(spec[1] .. ": out of memory building an op") end
-  for _, t in ipairs(inputs) do
-    C.mf_op_desc_add_input(desc, ffi.new("mf_output", t.op.ptr, t.value_index))
+  local desc = C.mf_op_desc_new(g.ptr, op_type, name)
+  if desc == nil then fail(op_type .. ": out of memory building an op") end
+  for i = 1, #inputs do
+    local t = inputs[i]
+    C.mf_op_desc_add_input_id(desc, t._id, t.value_index)
   end
   for _, op in ipairs(control) do
     if op.graph == g then C.mf_op_desc_add_control_input(desc, op.ptr) else g:capture_control(op) end
   end
-  for _, deps in ipairs(g._control_deps) do
-    for _, op in ipairs(deps) do C.mf_op_desc_add_control_input(desc, op.ptr) end
+  local deps = g._control_deps
+  for i = 1, #deps do
+    for _, op in ipairs(deps[i]) do C.mf_op_desc_add_control_input(desc, op.ptr) end
   end
-  for _, set in ipairs(setters) do set(desc) end
+  if attrs then for k, a in pairs(attrs) do set_attr(desc, k, a) end end
   if device and device ~= "" then C.mf_op_desc_set_device(desc, device) end
   C.mf_op_desc_set_origin(desc, origin)
   local ptr = C.mf_op_desc_finish(desc, core.status)
   if ptr == nil then core.check() end
-  local op = g:_op(ptr)
-  if g.on_op_created then g.on_op_created(op, origin) end
-  return op
+  return g, ptr
+end
+
+-- Builds an op and returns its Operation.
+function M.build(spec)
+  local g, ptr = build(spec)
+  return operation(g, C.mf_op_id(ptr), ptr)
 end
 
 -- Builds an op and returns its outputs as multiple values.
 function M.op(spec)
-  local op = M.build(spec)
-  local n = C.mf_op_num_outputs(op.ptr)
-  if n == 1 then return op:output(0) end
+  local g, ptr = build(spec)
+  local id, n = C.mf_op_id(ptr), C.mf_op_num_outputs(ptr)
+  if n == 1 then return tensor(g, id, 0, ptr) end
   local outs = {}
-  for i = 1, n do outs[i] = op:output(i - 1) end
+  for i = 1, n do outs[i] = tensor(g, id, i - 1, ptr) end
   return unpack(outs, 1, n)
 end
 
@@ -609,12 +658,23 @@ local function const_op(a, name, graph)
   return t
 end
 
+-- A Const op holding the number x as a scalar of dtype, made in C with no
+-- tf.Array in between (constants of one value share it); `who` names the
+-- caller in the error for a number the dtype cannot hold exactly.
+local function scalar_const(x, dtype, name, graph, who)
+  if dtype.is_integer then Array.check_exact(x, dtype, who) end
+  return M.op{"Const", attrs = {value = {kind = "scalar", v = x, dtype = dtype}}, name = name, graph = graph}
+end
+
 -- tf.constant(value, dtype, shape, name) or (value, {dtype=, shape=, name=});
 -- the option graph (internal) is the graph it joins, else the default one.
 local CONSTANT_OPTIONS = {"dtype", "shape", "name", "graph", positional = 3, empty = true}
 function M.constant(value, ...)
   local opts = args.options("tf.constant", CONSTANT_OPTIONS, ...)
   local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
+  if type(value) == "number" and not opts.shape and dtype ~= core.dtypes.bool then
+    return scalar_const(value, dtype or core.dtypes.float32, opts.name, opts.graph, "tf.constant")
+  end
   local a = Array.from(value, dtype, true, "tf.constant")
   if opts.shape then
     local want = opts.shape
@@ -655,6 +715,9 @@ local function to_tensor(x, dtype, graph, who)
   if is_tensor(x) then return x end
   if Array.is(x) then return const_op(x, nil, graph) end
   local kind = type(x)
+  if kind == "number" and (dtype == nil or (getmetatable(dtype) == core.DType and dtype ~= core.dtypes.bool)) then
+    return scalar_const(x, dtype or core.dtypes.float32, nil, graph, who)  -- the common case: y + 1
+  end
   if kind ~= "number" and kind ~= "boolean" and not args.is_plain(x) then
     fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
   end
@@ -672,12 +735,21 @@ end
 -- x as a tensor for the API function the user called (a Lua value becomes a
 -- constant); errors name that function and its parameter holding x, found on
 -- the call stack (args.argument_of).
+--
+-- The value being converted waits in `converting` for convert_who, which
+-- only an error calls: no closure per call, which would keep LuaJIT from
+-- compiling the loops that build ops.
+local converting
+local function convert_who()
+  local fname, pname = args.argument_of(converting, M.convert, "tf.convert_to_tensor")
+  return pname and fname .. ": argument " .. pname or fname
+end
 function M.convert(x, dtype, graph)
   if is_tensor(x) then return x end
-  local t = to_tensor(x, dtype, graph, function()
-    local fname, pname = args.argument_of(x, M.convert, "tf.convert_to_tensor")
-    return pname and fname .. ": argument " .. pname or fname
-  end)
+  local outer = converting
+  converting = x
+  local t = to_tensor(x, dtype, graph, convert_who)
+  converting = outer
   return t  -- not a tail call: argument_of looks above this frame
 end
 

@@ -333,46 +333,60 @@ local function attr_in(name, enc, fgraphs, keep, what)
   fail(what .. ": unknown attribute kind " .. tostring(kind))
 end
 
+local NONE = {}
+
+-- A label for error messages, joined only when one is raised: importing
+-- 100k ops would otherwise make 100k strings that no one reads.
+local Label = {}
+Label.__tostring = function(l)
+  local parts = {}
+  for i = 1, #l do parts[i] = tostring(l[i]) end
+  return table.concat(parts)
+end
+Label.__concat = function(a, b) return tostring(a) .. tostring(b) end
+local function label(a, b, c, d) return setmetatable({a, b, c, d}, Label) end
+
 -- Rebuilds the ops `list` into graph pointer gp (empty, at the root scope).
 local function ops_in(gp, list, fgraphs, where)
   if type(list) ~= "table" then fail(where .. ": 'ops' must be a list") end
   local keep = {}
   for id, e in ipairs(list) do
-    local what = string.format("%s: op %d", where, id - 1)
     if type(e) ~= "table" or type(e.name) ~= "string" or type(e.type) ~= "string" then
-      fail(what .. ": expected {name, type, ...}")
+      fail(string.format("%s: op %d: expected {name, type, ...}", where, id - 1))
     end
-    what = string.format("%s: op '%s'", where, e.name)
+    local what = label(where, ": op '", e.name, "'")
     -- Everything is checked and decoded first: a desc, once made, must be finished.
+    -- Inputs are kept as op ids and output indices (ids[2k-1], ids[2k]).
     local inputs, controls, setters, shapes = {}, {}, {}, {}
-    for _, input in ipairs(e.inputs or {}) do
+    for _, input in ipairs(e.inputs or NONE) do
       local opname, index = tostring(input):match("^(.*):(%d+)$")
       local src = opname and C.mf_graph_op_by_name(gp, opname)
       if src == nil then fail(what .. ": input " .. tostring(input) .. " is not an earlier op's output") end
-      inputs[#inputs + 1] = ffi.new("mf_output", src, tonumber(index))
+      inputs[#inputs + 1] = C.mf_op_id(src)
+      inputs[#inputs + 1] = tonumber(index)
     end
-    for _, name in ipairs(e.control_inputs or {}) do
+    for _, name in ipairs(e.control_inputs or NONE) do
       local src = C.mf_graph_op_by_name(gp, tostring(name))
       if src == nil then fail(what .. ": control input " .. tostring(name) .. " is not an earlier op") end
       controls[#controls + 1] = src
     end
-    for name, enc in pairs(e.attrs or {}) do
-      setters[#setters + 1] = attr_in(name, enc, fgraphs, keep, what .. ", attribute " .. name)
+    for name, enc in pairs(e.attrs or NONE) do
+      setters[#setters + 1] = attr_in(name, enc, fgraphs, keep, label(what, ", attribute ", name))
     end
-    for i, dims in ipairs(e.shapes or {}) do
+    for i, dims in ipairs(e.shapes or NONE) do
       dims = dims_of(dims, what)
       if dims and #dims > C.MF_MAX_RANK then fail(what .. ": shapes have at most " .. C.MF_MAX_RANK .. " dimensions") end
       shapes[i] = G.c_shape(dims)
     end
     local d = C.mf_op_desc_new(gp, e.type, e.name)
-    for _, o in ipairs(inputs) do C.mf_op_desc_add_input(d, o) end
+    for k = 1, #inputs, 2 do C.mf_op_desc_add_input_id(d, inputs[k], inputs[k + 1]) end
     for _, c in ipairs(controls) do C.mf_op_desc_add_control_input(d, c) end
     for _, set in ipairs(setters) do set(d) end
     if e.device then C.mf_op_desc_set_device(d, tostring(e.device)) end
     if e.origin then C.mf_op_desc_set_origin(d, tostring(e.origin)) end
     local op = C.mf_op_desc_finish(d, core.status)
     if op == nil then fail(what .. ": " .. ffi.string(C.mf_status_message(core.status))) end
-    if ffi.string(C.mf_op_name(op)) ~= e.name or C.mf_op_id(op) ~= id - 1 then
+    if C.mf_op_id(op) ~= id - 1 or C.mf_graph_op_by_name(gp, e.name) ~= op then
       fail(what .. ": came back as '" .. ffi.string(C.mf_op_name(op)) .. "' (duplicate names in the file?)")
     end
     for i, want in ipairs(shapes) do

@@ -1,6 +1,7 @@
 -- moonflow — symbolic tensor graphs for LuaJIT, in the manner of TensorFlow 1.x.
 --   local tf = require("moonflow")
 local core = require("moonflow.core")
+setfenv(1, core.own_env)  -- see core.lua: moonflow's functions are told apart by their environment
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 local S = require("moonflow.session")

@@ -321,9 +321,10 @@ return function(tf, ops)
         if spec.validate_shape and not spec.shape then var:set_shape(dims) end
         return initial, ops.assign(var, initial, {validate_shape = spec.validate_shape, name = "Assign"})
       end)
-      rawset(var, "initializer", assign.op)
-      rawset(var, "initial_value", initial)
-      rawset(var, "trainable", spec.trainable)
+      -- Fields of its own: the graph keeps this Tensor object (graph.lua).
+      var.initializer = assign.op
+      var.initial_value = initial
+      var.trainable = spec.trainable
       local keys = spec.collections or {GraphKeys.GLOBAL_VARIABLES}
       local listed = {}
       for _, key in ipairs(keys) do listed[key] = true; g:add_to_collection(key, var) end

@@ -9,23 +9,30 @@
 #include "graph/attrs.h"
 #include "graph/op_def.h"
 
-#include <ctype.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+/* Most ops have few inputs and attributes: a description holds that many
+ * itself and goes to the heap only beyond. */
+enum { DESC_INLINE = 4 };
+
 struct mf_op_desc {
   mf_graph *graph;
-  char *type;
-  char *name;
-  char *origin;
-  char *device;
-  mf_output *inputs;
+  const mf_op_def *def;      /* NULL: the type is not registered */
+  char *type;                /* the def's name, or owned when there is no def */
+  char *name;                /* owned, or NULL */
+  const char *origin;        /* interned in the graph, or NULL */
+  const char *device;        /* interned in the graph, or NULL */
+  mf_output *inputs;         /* inline_inputs or owned */
   int num_inputs, cap_inputs;
-  mf_op **control;
+  mf_op **control;           /* owned */
   int num_control, cap_control;
-  mf_attrs attrs;
+  mf_attrs attrs;            /* items inline_attrs or owned; names interned */
   int cap_attrs;
   bool oom;
+  mf_output inline_inputs[DESC_INLINE];
+  mf_attr inline_attrs[DESC_INLINE];
 };
 
 /* ---------- errors about ops ---------- */
@@ -41,10 +48,10 @@ mf_graph *mf_graph_new(void) {
   mf_graph *g = mf_calloc(1, sizeof *g);
   if (!g) return NULL;
   atomic_init(&g->refcount, 1);
-  g->names = mf_strmap_new();
-  g->name_counts = mf_strmap_new();
+  g->interned = mf_strmap_new();
+  g->defs = mf_strmap_new();
   g->seed = -1;
-  if (!g->names || !g->name_counts) { mf_graph_release(g); return NULL; }
+  if (!g->interned || !g->defs) { mf_graph_release(g); return NULL; }
   return g;
 }
 
@@ -53,41 +60,29 @@ mf_graph *mf_graph_retain(mf_graph *g) {
   return g;
 }
 
-static void attr_clear_value(mf_attr *at) {
-  if (at->kind == MF_ATTR_INTS) mf_free(at->v.ints.v);
-  else if (at->kind == MF_ATTR_STRING) mf_free(at->v.s);
+/* Values a description owns (on the heap) or an op holds references to. */
+static void attr_clear_value(mf_attr *at, bool heap) {
+  if (heap && at->kind == MF_ATTR_INTS) mf_free(at->v.ints.v);
+  else if (heap && at->kind == MF_ATTR_STRING) mf_free(at->v.s);
   else if (at->kind == MF_ATTR_TENSOR) mf_tensor_release(at->v.tensor);
   else if (at->kind == MF_ATTR_GRAPH) mf_graph_release(at->v.graph);
   memset(&at->v, 0, sizeof at->v);
 }
 
-static void attrs_free(mf_attrs *a) {
-  for (int i = 0; i < a->n; i++) {
-    attr_clear_value(&a->items[i]);
-    mf_free(a->items[i].name);
-  }
-  mf_free(a->items);
-}
-
-static void op_free(mf_op *op) {
-  mf_free(op->name);
-  mf_free(op->origin);
-  mf_free(op->device);
-  attrs_free(&op->attrs);
-  mf_free(op->inputs);
-  mf_free(op->control_inputs);
-  mf_free(op->out_dtypes);
-  mf_free(op->out_shapes);
-  mf_free(op->ref_mask);
-  mf_free(op);
+/* An op's memory is the arena's: only its references go. */
+static void op_release_refs(mf_op *op) {
+  for (int i = 0; i < op->attrs.n; i++) attr_clear_value(&op->attrs.items[i], false);
 }
 
 void mf_graph_release(mf_graph *g) {
   if (!g || atomic_fetch_sub(&g->refcount, 1) != 1) return;
-  for (int i = 0; i < g->num_ops; i++) op_free(g->ops[i]);
+  for (int i = 0; i < g->num_ops; i++) op_release_refs(g->ops[i]);
+  for (size_t i = 0; i < MF_ARRAY_LEN(g->scalars); i++) mf_tensor_release(g->scalars[i]);
   mf_free(g->ops);
-  mf_strmap_free(g->names);
-  mf_strmap_free(g->name_counts);
+  mf_names_free(&g->names);
+  mf_strmap_free(g->interned);
+  mf_strmap_free(g->defs);
+  mf_arena_free(&g->arena);
   for (int i = 0; i < g->num_scopes; i++) mf_free(g->scopes[i]);
   mf_free(g->scopes);
   mf_free(g);
@@ -96,10 +91,7 @@ void mf_graph_release(mf_graph *g) {
 int mf_graph_num_ops(const mf_graph *g) { return g->num_ops; }
 mf_op *mf_graph_op(const mf_graph *g, int i) { return i >= 0 && i < g->num_ops ? g->ops[i] : NULL; }
 
-mf_op *mf_graph_op_by_name(const mf_graph *g, const char *name) {
-  void **slot = mf_strmap_slot(g->names, name, false);
-  return slot ? *slot : NULL;
-}
+mf_op *mf_graph_op_by_name(const mf_graph *g, const char *name) { return mf_names_op(&g->names, name); }
 
 void mf_graph_finalize(mf_graph *g) { g->finalized = true; }
 bool mf_graph_finalized(const mf_graph *g) { return g->finalized; }
@@ -110,57 +102,39 @@ const char *mf_graph_name_scope(const mf_graph *g) {
   return g->num_scopes ? g->scopes[g->num_scopes - 1] : "";
 }
 
-static bool name_in_use(mf_graph *g, const char *name) {
-  return mf_strmap_slot(g->names, name, false) || mf_strmap_slot(g->name_counts, name, false);
+/* The graph's one copy of s: origins, devices and attribute names repeat
+ * over many ops. NULL when out of memory. */
+static const char *intern(mf_graph *g, const char *s) {
+  /* Ops built in a loop repeat the last few strings: compare those first. */
+  for (size_t i = 0; i < MF_ARRAY_LEN(g->recent_interned); i++)
+    if (g->recent_interned[i] && strcmp(g->recent_interned[i], s) == 0) return g->recent_interned[i];
+  void **slot = mf_strmap_slot(g->interned, s, true);
+  if (slot && !*slot) *slot = mf_arena_strdup(&g->arena, s);
+  if (!slot || !*slot) return NULL;
+  g->recent_interned[g->next_recent++ % MF_ARRAY_LEN(g->recent_interned)] = *slot;
+  return *slot;
 }
 
-/* TensorFlow's rule for names: letters, digits and "_.-/>", an op's not
- * starting with one of "_-/>" (a scope may start with '_'). */
-static bool valid_name(const char *name, bool scope) {
-  if (!scope && (!name[0] || strchr("_-/>", name[0]))) return false;
-  for (const char *p = name; *p; p++)
-    if (!isalnum((unsigned char)*p) && !strchr("_.-/>", *p)) return false;
-  return true;
+/* a followed by b, in buf when it fits `size` bytes, else in memory from
+ * mf_malloc (the caller frees what is not buf); NULL when out of memory. */
+static char *concat(const char *a, const char *b, char *buf, size_t size) {
+  size_t la = strlen(a), lb = strlen(b);
+  char *out = la + lb + 1 <= size ? buf : mf_malloc(la + lb + 1);
+  if (!out) return NULL;
+  memcpy(out, a, la);
+  memcpy(out + la, b, lb + 1);
+  return out;
 }
 
-/* TensorFlow's unique_name: "x", then "x_1", "x_2", skipping names taken.
- * Writes into buf; returns false when out of memory. */
-static bool unique_name(mf_graph *g, const char *base, char *buf, size_t n, bool reserve) {
-  void **count = mf_strmap_slot(g->name_counts, base, false);
-  intptr_t i = count ? (intptr_t)*count : 0;
-  snprintf(buf, n, "%s", base);
-  if (i > 0 || mf_strmap_slot(g->names, base, false)) {
-    if (i == 0) i = 1;
-    do snprintf(buf, n, "%s_%ld", base, (long)i++);
-    while (name_in_use(g, buf));
-  } else {
-    i = 1;
-  }
-  if (!reserve) return true;
-  void **c = mf_strmap_slot(g->name_counts, base, true);
-  if (!c) return false;
-  *c = (void *)i;
-  if (strcmp(buf, base) != 0) {
-    void **taken = mf_strmap_slot(g->name_counts, buf, true);
-    if (!taken) return false;
-    if (!*taken) *taken = (void *)(intptr_t)1;
-  }
-  return true;
+static void free_unless(char *p, const char *a, const char *b) {
+  if (p != a && p != b) mf_free(p);
 }
 
 const char *mf_graph_push_name_scope(mf_graph *g, const char *name, mf_status *s) {
-  char buf[1024];
-  if (name && !valid_name(name, true)) {
-    mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' is not a valid scope name: use letters, digits and _.-/", name);
+  if (name && !mf_names_valid(name, true)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT,
+                  "'%s' is not a valid scope name: TensorFlow's scope names match " MF_SCOPE_NAME_PATTERN, name);
     return NULL;
-  }
-  if (!name || !name[0]) buf[0] = '\0';
-  else if (name[strlen(name) - 1] == '/') snprintf(buf, sizeof buf, "%s", name);
-  else {
-    char base[1024];
-    snprintf(base, sizeof base, "%s%s", mf_graph_name_scope(g), name);
-    if (!unique_name(g, base, buf, sizeof buf - 1, true)) goto oom;
-    strcat(buf, "/");
   }
   if (g->num_scopes == g->cap_scopes) {
     int cap = g->cap_scopes ? g->cap_scopes * 2 : 8;
@@ -169,10 +143,23 @@ const char *mf_graph_push_name_scope(mf_graph *g, const char *name, mf_status *s
     g->scopes = scopes;
     g->cap_scopes = cap;
   }
-  char *copy = mf_strdup(buf);
-  if (!copy) goto oom;
-  g->scopes[g->num_scopes++] = copy;
-  return copy;
+  char *scope;
+  if (!name || !name[0]) scope = mf_strdup("");
+  else if (name[strlen(name) - 1] == '/') scope = mf_strdup(name);
+  else {
+    /* A new scope takes a unique name as an op would, then gets its "/". */
+    char base_buf[256], name_buf[256];
+    char *base = concat(mf_graph_name_scope(g), name, base_buf, sizeof base_buf);
+    mf_unique_name unique = {0};
+    bool made = base && mf_names_unique(&g->names, base, name_buf, sizeof name_buf, &unique);
+    const char *claimed = made ? mf_names_claim(&g->names, &g->arena, base, &unique, NULL) : NULL;
+    scope = claimed ? concat(claimed, "/", NULL, 0) : NULL;
+    if (made) free_unless(unique.name, base, name_buf);
+    if (base) free_unless(base, base_buf, NULL);
+  }
+  if (!scope) goto oom;
+  g->scopes[g->num_scopes++] = scope;
+  return scope;
 oom:
   mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory entering name scope");
   return NULL;
@@ -215,33 +202,65 @@ int mf_attr_ints(const mf_attrs *a, const char *name, const int64_t **out) {
 
 /* ---------- op descriptions ---------- */
 
+/* The registered op of `type`, looked up once per graph and type (the
+ * registry's own look-up walks every table). */
+static const mf_op_def *lookup_def(mf_graph *g, const char *type) {
+  for (size_t i = 0; i < MF_ARRAY_LEN(g->recent_defs); i++)
+    if (g->recent_defs[i] && strcmp(g->recent_defs[i]->name, type) == 0) return g->recent_defs[i];
+  void **slot = mf_strmap_slot(g->defs, type, false);
+  const mf_op_def *def = slot ? *slot : mf_registry_lookup(type);
+  if (def && !slot && (slot = mf_strmap_slot(g->defs, type, true))) *slot = (void *)def;
+  if (def) g->recent_defs[g->next_recent_def++ % MF_ARRAY_LEN(g->recent_defs)] = def;
+  return def;
+}
+
 mf_op_desc *mf_op_desc_new(mf_graph *g, const char *type, const char *name) {
-  mf_op_desc *d = mf_calloc(1, sizeof *d);
+  /* The inline arrays are filled as items come: only the fields before them are cleared. */
+  mf_op_desc *d = mf_malloc(sizeof *d);
   if (!d) return NULL;
+  memset(d, 0, offsetof(mf_op_desc, inline_inputs));
   d->graph = g;
-  d->type = mf_strdup(type);
+  d->def = lookup_def(g, type);
+  d->type = d->def ? (char *)d->def->name : mf_strdup(type);
   d->name = name ? mf_strdup(name) : NULL;
+  d->inputs = d->inline_inputs;
+  d->cap_inputs = DESC_INLINE;
+  d->attrs.items = d->inline_attrs;
+  d->cap_attrs = DESC_INLINE;
   d->oom = !d->type || (name && !d->name);
   return d;
 }
 
-static bool grow_array(void **arr, int *cap, int need, size_t elem) {
+/* Room for `need` items of `elem` bytes at *arr (capacity *cap), which is
+ * `inline_items` or owned. */
+static bool grow_array_from(void **arr, int *cap, int need, size_t elem, const void *inline_items) {
   if (need <= *cap) return true;
   int cap2 = *cap ? *cap * 2 : 4;
   while (cap2 < need) cap2 *= 2;
-  void *p = mf_realloc(*arr, (size_t)cap2 * elem);
+  bool was_inline = inline_items && *arr == inline_items;
+  void *p = mf_realloc(was_inline ? NULL : *arr, (size_t)cap2 * elem);
   if (!p) return false;
+  if (was_inline) memcpy(p, inline_items, (size_t)*cap * elem);
   *arr = p;
   *cap = cap2;
   return true;
 }
 
+static bool grow_array(void **arr, int *cap, int need, size_t elem) {
+  return grow_array_from(arr, cap, need, elem, NULL);
+}
+
 void mf_op_desc_add_input(mf_op_desc *d, mf_output in) {
-  if (!grow_array((void **)&d->inputs, &d->cap_inputs, d->num_inputs + 1, sizeof in)) {
+  if (!grow_array_from((void **)&d->inputs, &d->cap_inputs, d->num_inputs + 1, sizeof in, d->inline_inputs)) {
     d->oom = true;
     return;
   }
   d->inputs[d->num_inputs++] = in;
+}
+
+void mf_op_desc_add_input_id(mf_op_desc *d, int op_id, int index) {
+  mf_output in = {mf_graph_op(d->graph, op_id), index};  /* no op: finish reports the input missing */
+  mf_op_desc_add_input(d, in);
 }
 
 void mf_op_desc_add_control_input(mf_op_desc *d, mf_op *op) {
@@ -257,18 +276,18 @@ static mf_attr *new_attr(mf_op_desc *d, const char *name, mf_attr_kind kind) {
   for (int i = 0; i < d->attrs.n; i++) {
     mf_attr *at = &d->attrs.items[i];
     if (strcmp(at->name, name) == 0) {
-      attr_clear_value(at);
+      attr_clear_value(at, true);
       at->kind = kind;
       return at;
     }
   }
-  if (!grow_array((void **)&d->attrs.items, &d->cap_attrs, d->attrs.n + 1, sizeof(mf_attr))) {
+  if (!grow_array_from((void **)&d->attrs.items, &d->cap_attrs, d->attrs.n + 1, sizeof(mf_attr), d->inline_attrs)) {
     d->oom = true;
     return NULL;
   }
   mf_attr *at = &d->attrs.items[d->attrs.n];
   memset(at, 0, sizeof *at);
-  at->name = mf_strdup(name);
+  at->name = (char *)intern(d->graph, name);
   if (!at->name) { d->oom = true; return NULL; }
   at->kind = kind;
   d->attrs.n++;
@@ -316,26 +335,49 @@ void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v) {
   mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
   if (at) at->v.tensor = mf_tensor_retain(v);
 }
+/* The graph's scalar of dtype holding the bytes at `value` (a new reference). */
+static mf_tensor *shared_scalar(mf_graph *g, mf_dtype dtype, const unsigned char value[8]) {
+  size_t size = mf_dtype_size(dtype);
+  uint64_t h = (uint64_t)dtype * 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < size; i++) h = (h ^ value[i]) * 1099511628211ull;
+  mf_tensor **slot = &g->scalars[(h >> 32) % MF_ARRAY_LEN(g->scalars)];
+  if (*slot && (*slot)->dtype == dtype && memcmp((*slot)->data, value, size) == 0) return mf_tensor_retain(*slot);
+  mf_status s;
+  mf_tensor *t = mf_tensor_new_uninit(dtype, 0, NULL, &s);
+  if (!t) return NULL;
+  memcpy(t->data, value, size);
+  mf_tensor_release(*slot);
+  *slot = mf_tensor_retain(t);
+  return t;
+}
+
+void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v) {
+  unsigned char value[8] = {0};
+  mf_store_double(value, dtype, 0, v);
+  mf_tensor *t = shared_scalar(d->graph, dtype, value);
+  if (!t) { d->oom = true; return; }
+  mf_attr *at = new_attr(d, name, MF_ATTR_TENSOR);
+  if (at) at->v.tensor = t;
+  else mf_tensor_release(t);
+}
 void mf_op_desc_set_attr_graph(mf_op_desc *d, const char *name, mf_graph *v) {
   mf_attr *at = new_attr(d, name, MF_ATTR_GRAPH);
   if (at) at->v.graph = mf_graph_retain(v);
 }
-static void set_string(mf_op_desc *d, char **field, const char *v) {
-  mf_free(*field);
-  *field = v ? mf_strdup(v) : NULL;
+static void set_interned(mf_op_desc *d, const char **field, const char *v) {
+  *field = v ? intern(d->graph, v) : NULL;
   if (v && !*field) d->oom = true;
 }
-void mf_op_desc_set_origin(mf_op_desc *d, const char *where) { set_string(d, &d->origin, where); }
-void mf_op_desc_set_device(mf_op_desc *d, const char *device) { set_string(d, &d->device, device); }
+void mf_op_desc_set_origin(mf_op_desc *d, const char *where) { set_interned(d, &d->origin, where); }
+void mf_op_desc_set_device(mf_op_desc *d, const char *device) { set_interned(d, &d->device, device); }
 
 void mf_op_desc_discard(mf_op_desc *d) {
-  mf_free(d->type);
+  if (!d->def) mf_free(d->type);
   mf_free(d->name);
-  mf_free(d->origin);
-  mf_free(d->device);
-  mf_free(d->inputs);
+  if (d->inputs != d->inline_inputs) mf_free(d->inputs);
   mf_free(d->control);
-  attrs_free(&d->attrs);
+  for (int i = 0; i < d->attrs.n; i++) attr_clear_value(&d->attrs.items[i], true);
+  if (d->attrs.items != d->inline_attrs) mf_free(d->attrs.items);
   mf_free(d);
 }
 
@@ -453,16 +495,88 @@ mf_shape mf_infer_shape_value(const mf_infer_ctx *ic, int i) {
   return mf_shape_unknown();
 }
 
+/* Points op's out_dtypes and out_shapes at arrays in the arena holding
+ * dtypes and shapes (n of each): the arrays of an earlier op of the same
+ * signature when the cache has them. false when out of memory. */
+static bool set_signature(mf_graph *g, mf_op *op, int n, const mf_dtype *dtypes, const mf_shape *shapes) {
+  op->num_outputs = n;
+  if (n == 0) return true;
+  uint64_t h = (uint64_t)n;
+  for (int i = 0; i < n; i++) {
+    h = (h ^ (uint64_t)dtypes[i]) * 1099511628211ull;
+    h = (h ^ (uint64_t)(int64_t)shapes[i].rank) * 1099511628211ull;
+    for (int k = 0; k < shapes[i].rank; k++) h = (h ^ (uint64_t)shapes[i].dims[k]) * 1099511628211ull;
+  }
+  struct mf_signature *slot = &g->signatures[(h >> 32) % MF_ARRAY_LEN(g->signatures)];
+  bool same = slot->n == n && memcmp(slot->dtypes, dtypes, (size_t)n * sizeof *dtypes) == 0;
+  for (int i = 0; same && i < n; i++) {
+    same = slot->shapes[i].rank == shapes[i].rank;
+    for (int k = 0; same && k < shapes[i].rank; k++) same = slot->shapes[i].dims[k] == shapes[i].dims[k];
+  }
+  if (!same) {
+    mf_dtype *d = mf_arena_dup(&g->arena, dtypes, (size_t)n * sizeof *dtypes);
+    mf_shape *sh = mf_arena_dup(&g->arena, shapes, (size_t)n * sizeof *shapes);
+    if (!d || !sh) return false;
+    *slot = (struct mf_signature){n, d, sh};
+  }
+  op->out_dtypes = slot->dtypes;
+  op->out_shapes = slot->shapes;
+  return true;
+}
+
+/* Moves a description's attributes into the graph's arena for its op:
+ * ints and strings copied, the references of tensors and
+ * graphs taken over. false when out of memory (the description keeps all). */
+static bool move_attrs(mf_graph *g, mf_op_desc *d, mf_attrs *out) {
+  int n = d->attrs.n;
+  mf_attr *items = n ? mf_arena_alloc(&g->arena, (size_t)n * sizeof *items) : NULL;
+  if (n && !items) return false;
+  for (int i = 0; i < n; i++) {
+    const mf_attr *src = &d->attrs.items[i];
+    mf_attr *dst = &items[i];
+    *dst = *src;
+    if (src->kind == MF_ATTR_INTS)
+      dst->v.ints.v = mf_arena_dup(&g->arena, src->v.ints.v, (size_t)src->v.ints.n * sizeof(int64_t));
+    else if (src->kind == MF_ATTR_STRING)
+      dst->v.s = mf_arena_strdup(&g->arena, src->v.s);
+    if ((src->kind == MF_ATTR_INTS && !dst->v.ints.v) || (src->kind == MF_ATTR_STRING && !dst->v.s))
+      return false;
+  }
+  for (int i = 0; i < n; i++) {
+    mf_attr *src = &d->attrs.items[i];
+    if (src->kind == MF_ATTR_TENSOR || src->kind == MF_ATTR_GRAPH) memset(&src->v, 0, sizeof src->v);
+  }
+  out->items = items;
+  out->n = n;
+  return true;
+}
+
+/* The inputs that control flow takes as refs (the ints attr "_ref_inputs"),
+ * checked against the number of inputs. */
+static mf_code check_ref_inputs(const mf_op_desc *d, const char *name, const int64_t **refs, int *n,
+                                mf_status *s) {
+  *n = mf_attr_ints(&d->attrs, "_ref_inputs", refs);
+  for (int i = 0; i < *n; i++)
+    if ((*refs)[i] < 0 || (*refs)[i] >= d->num_inputs)
+      return mf_status_set(s, MF_INVALID_ARGUMENT, "%s: _ref_inputs names input %lld of %d", name,
+                           (long long)(*refs)[i], d->num_inputs);
+  return MF_OK;
+}
+
 mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   mf_graph *g = d->graph;
   mf_op *op = NULL;
-  char name[1024];
+  /* Most names fit these; longer ones go to the heap. */
+  char scoped_buf[256], name_buf[256];
+  char *scoped = NULL;
+  mf_unique_name unique = {0};
   mf_status_clear(s);
   if (d->oom) { mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op"); goto fail; }
   const char *base = d->name ? d->name : d->type;
-  if (d->name && !valid_name(d->name, false)) {
-    mf_status_set(s, MF_INVALID_ARGUMENT, "%s: '%s' is not a valid op name: use letters, digits and _.-/, "
-                  "not starting with _, - or /", d->type, d->name);
+  if (d->name && !mf_names_valid(d->name, false)) {
+    mf_status_set(s, MF_INVALID_ARGUMENT,
+                  "%s: '%s' is not a valid op name: TensorFlow's op names match " MF_OP_NAME_PATTERN,
+                  d->type, d->name);
     goto fail;
   }
   if (g->finalized) {
@@ -470,15 +584,18 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
                   "Graph is finalized and cannot be modified (creating %s op '%s')", d->type, base);
     goto fail;
   }
-  const mf_op_def *def = mf_registry_lookup(d->type);
+  const mf_op_def *def = d->def;
   if (!def) {
     mf_status_set(s, MF_NOT_FOUND, "Op type not registered '%s'", d->type);
     goto fail;
   }
-  char scoped[1024];
-  snprintf(scoped, sizeof scoped, "%s%s", mf_graph_name_scope(g), base);
-  if (!unique_name(g, scoped, name, sizeof name, false)) goto oom;
+  scoped = concat(mf_graph_name_scope(g), base, scoped_buf, sizeof scoped_buf);
+  if (!scoped || !mf_names_unique(&g->names, scoped, name_buf, sizeof name_buf, &unique)) goto oom;
+  const char *name = unique.name;
   if (check_inputs(d, def, name, s)) goto fail;
+  const int64_t *refs;
+  int nrefs;
+  if (check_ref_inputs(d, name, &refs, &nrefs, s)) goto fail;
 
   int n_in = d->num_inputs;
   mf_dtype in_dtypes_inline[8];
@@ -508,18 +625,12 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   }
   for (int i = 0; mf_ok(s) && i < ic.num_outputs; i++) mf_shape_known_elements(name, &ic.out_shapes[i], NULL, s);
   if (mf_ok(s)) {
-    op = mf_calloc(1, sizeof *op);
-    if (op) {
-      op->num_outputs = ic.num_outputs;
-      op->out_dtypes = mf_malloc((size_t)(ic.num_outputs ? ic.num_outputs : 1) * sizeof(mf_dtype));
-      op->out_shapes = mf_malloc((size_t)(ic.num_outputs ? ic.num_outputs : 1) * sizeof(mf_shape));
-    }
-    if (!op || !op->out_dtypes || !op->out_shapes) {
+    /* Everything that can be wrong with the op is known now: what follows
+     * fails only when out of memory. */
+    op = mf_arena_alloc(&g->arena, sizeof *op);
+    if (op) memset(op, 0, sizeof *op);
+    if (!op || !set_signature(g, op, ic.num_outputs, ic.out_dtypes, ic.out_shapes))
       mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
-    } else {
-      memcpy(op->out_dtypes, ic.out_dtypes, (size_t)ic.num_outputs * sizeof(mf_dtype));
-      memcpy(op->out_shapes, ic.out_shapes, (size_t)ic.num_outputs * sizeof(mf_shape));
-    }
   }
   if (ic.num_outputs > MF_MAX_OUTPUTS_INLINE) {
     mf_free(ic.out_dtypes);
@@ -535,49 +646,39 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   if (!grow_array((void **)&g->ops, &g->cap_ops, g->num_ops + 1, sizeof *g->ops)) goto oom;
   op->graph = g;
   op->def = def;
-  op->name = mf_strdup(name);
-  op->origin = mf_strdup(d->origin ? d->origin : "");
-  op->device = mf_strdup(d->device ? d->device : "");
-  if (!op->name || !op->origin || !op->device) goto oom;
-  op->attrs = d->attrs;
-  d->attrs.items = NULL;
-  d->attrs.n = 0;
+  op->origin = d->origin ? d->origin : "";
+  op->device = d->device ? d->device : "";
   op->num_inputs = d->num_inputs;
-  op->inputs = d->inputs;
-  d->inputs = NULL;
+  if (op->num_inputs) op->inputs = mf_arena_dup(&g->arena, d->inputs, (size_t)d->num_inputs * sizeof *d->inputs);
   op->num_control = d->num_control;
-  op->control_inputs = d->control;
-  d->control = NULL;
+  if (op->num_control)
+    op->control_inputs = mf_arena_dup(&g->arena, d->control, (size_t)d->num_control * sizeof *d->control);
+  if ((op->num_inputs && !op->inputs) || (op->num_control && !op->control_inputs) || !move_attrs(g, d, &op->attrs))
+    goto oom;
   op->outputs_fully_defined = true;
   for (int i = 0; i < op->num_outputs; i++)
     if (!mf_shape_fully_defined(&op->out_shapes[i])) op->outputs_fully_defined = false;
-  const int64_t *refs;
-  int nrefs = mf_attr_ints(&op->attrs, "_ref_inputs", &refs);
   if (nrefs > 0) {
-    op->ref_mask = mf_calloc((size_t)op->num_inputs, sizeof *op->ref_mask);
+    op->ref_mask = mf_arena_alloc(&g->arena, (size_t)op->num_inputs * sizeof *op->ref_mask);
     if (!op->ref_mask) goto oom;
-    for (int i = 0; i < nrefs; i++) {
-      if (refs[i] < 0 || refs[i] >= op->num_inputs) {
-        mf_status_set(s, MF_INVALID_ARGUMENT, "%s: _ref_inputs names input %lld of %d", name,
-                      (long long)refs[i], op->num_inputs);
-        goto fail;
-      }
-      op->ref_mask[refs[i]] = true;
-    }
+    memset(op->ref_mask, 0, (size_t)op->num_inputs * sizeof *op->ref_mask);
+    for (int i = 0; i < nrefs; i++) op->ref_mask[refs[i]] = true;
   }
-  if (!unique_name(g, scoped, name, sizeof name, true)) goto oom;
-  void **slot = mf_strmap_slot(g->names, name, true);
-  if (!slot) goto oom;
-  *slot = op;
+  op->name = mf_names_claim(&g->names, &g->arena, scoped, &unique, op);
+  if (!op->name) goto oom;
   op->id = g->num_ops;
   g->ops[g->num_ops++] = op;
+  free_unless(unique.name, scoped, name_buf);
+  free_unless(scoped, scoped_buf, NULL);
   mf_op_desc_discard(d);
   return op;
 oom:
   mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an op");
 fail:
   desc_error(d, s);
-  if (op) op_free(op);
+  if (op) op_release_refs(op);
+  if (unique.name) free_unless(unique.name, scoped, name_buf);
+  if (scoped) free_unless(scoped, scoped_buf, NULL);
   mf_op_desc_discard(d);
   return NULL;
 }
@@ -599,7 +700,7 @@ mf_dtype mf_op_output_dtype(const mf_op *op, int i) { return op->out_dtypes[i]; 
 void mf_op_output_shape(const mf_op *op, int i, mf_shape *out) { *out = op->out_shapes[i]; }
 
 mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_status *s) {
-  mf_shape *cur = &op->out_shapes[i];
+  const mf_shape *cur = &op->out_shapes[i];
   if (shape->rank > MF_MAX_RANK)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "shapes have at most %d dimensions", MF_MAX_RANK);
   if (mf_shape_known_elements(op->name, shape, NULL, s)) return s->code;
@@ -615,32 +716,35 @@ mf_code mf_op_set_output_shape(mf_op *op, int i, const mf_shape *shape, mf_statu
   for (int k = 0; cur->rank >= 0 && k < cur->rank; k++)
     if (merged.dims[k] < 0) merged.dims[k] = cur->dims[k];
   /* outputs_fully_defined stays as inference left it: a promised shape is no
-   * reason to skip run-time inference of this op. */
-  *cur = merged;
+   * reason to skip run-time inference of this op. The shapes may be shared
+   * with other ops (set_signature): this op gets its own copy. */
+  mf_shape *own = mf_arena_dup(&op->graph->arena, op->out_shapes, (size_t)op->num_outputs * sizeof *own);
+  if (!own) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting the shape of '%s'", op->name);
+  own[i] = merged;
+  op->out_shapes = own;
   return MF_OK;
 }
 
 mf_code mf_op_set_attr_ints(mf_op *op, const char *name, const int64_t *v, int n, mf_status *s) {
-  int64_t *copy = mf_malloc((size_t)(n > 0 ? n : 1) * sizeof *copy);
+  mf_graph *g = op->graph;
+  int64_t *copy = mf_arena_dup(&g->arena, v, (size_t)(n > 0 ? n : 0) * sizeof *v);
   if (!copy) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting attribute %s", name);
-  if (n > 0) memcpy(copy, v, (size_t)n * sizeof *v);
   mf_attr *at = NULL;
   for (int i = 0; i < op->attrs.n && !at; i++)
     if (strcmp(op->attrs.items[i].name, name) == 0) at = &op->attrs.items[i];
   if (!at) {
-    mf_attr *items = mf_realloc(op->attrs.items, (size_t)(op->attrs.n + 1) * sizeof *items);
-    char *dup = mf_strdup(name);
-    if (items) op->attrs.items = items;
-    if (!items || !dup) {
-      mf_free(copy);
-      mf_free(dup);
+    /* A new array in the arena; the old one stays there until the graph goes. */
+    mf_attr *items = mf_arena_alloc(&g->arena, (size_t)(op->attrs.n + 1) * sizeof *items);
+    const char *interned = intern(g, name);
+    if (!items || !interned)
       return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory setting attribute %s", name);
-    }
+    if (op->attrs.n) memcpy(items, op->attrs.items, (size_t)op->attrs.n * sizeof *items);
+    op->attrs.items = items;
     at = &op->attrs.items[op->attrs.n++];
     memset(at, 0, sizeof *at);
-    at->name = dup;
+    at->name = (char *)interned;
   } else {
-    attr_clear_value(at);
+    attr_clear_value(at, false);
   }
   at->kind = MF_ATTR_INTS;
   at->v.ints.v = copy;

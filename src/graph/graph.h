@@ -2,40 +2,59 @@
 #ifndef MF_GRAPH_GRAPH_H
 #define MF_GRAPH_GRAPH_H
 
+#include "core/arena.h"
 #include "core/strmap.h"
 #include "graph/attrs.h"
+#include "graph/names.h"
 #include "graph/op_def.h"
 
 #include <stdatomic.h>
 
+/* An op and every array it points to live in its graph's arena, freed with
+ * the graph; only the values of tensor and graph attributes are references
+ * of their own. */
 struct mf_op {
   mf_graph *graph;
-  int id;
-  char *name;
-  char *origin;
-  char *device;
+  const char *name;
+  const char *origin;        /* interned: ops of one line share it */
+  const char *device;        /* interned */
   const mf_op_def *def;
-  mf_attrs attrs;
-  int num_inputs;
-  mf_output *inputs;
-  int num_control;
-  mf_op **control_inputs;
-  int num_outputs;
-  mf_dtype *out_dtypes;
-  mf_shape *out_shapes;
-  bool outputs_fully_defined; /* inference gave every output a fully defined shape */
+  mf_attrs attrs;            /* attribute names interned */
+  mf_output *inputs;         /* NULL when there are none */
+  mf_op **control_inputs;    /* NULL when there are none */
+  mf_dtype *out_dtypes;      /* shared with ops of the same output signature */
+  mf_shape *out_shapes;      /* likewise: copy before writing */
   /* Per-op ref inputs, from the ints attr "_ref_inputs" (control flow takes
    * the variables its functions use as refs); NULL: the def's ref_inputs. */
   bool *ref_mask;
+  int id;
+  int num_inputs;
+  int num_control;
+  int num_outputs;
+  bool outputs_fully_defined; /* inference gave every output a fully defined shape */
 };
 
 struct mf_graph {
   atomic_int refcount;
-  mf_op **ops;
+  mf_op **ops;               /* owned array of ops owned by the arena */
   int num_ops, cap_ops;
-  mf_strmap *names;          /* op name -> op */
-  mf_strmap *name_counts;    /* base name -> next suffix (TensorFlow's unique_name) */
-  char **scopes;             /* name scope stack; each entry "a/b/" */
+  mf_arena arena;            /* owned: ops, their names and arrays, interned strings */
+  mf_names names;            /* owned: names in use (ops, scopes, unique_name counters) */
+  mf_strmap *interned;       /* owned: string -> its copy in the arena (origins, devices, attr names) */
+  const char *recent_interned[4]; /* borrowed from interned: the latest strings interned */
+  unsigned next_recent;
+  mf_strmap *defs;           /* owned: op type -> its registered mf_op_def (a cache) */
+  const mf_op_def *recent_defs[4]; /* the latest looked up, compared first */
+  unsigned next_recent_def;
+  /* References to recent scalar constants' values, shared by the Const ops
+   * of equal value and dtype (y = y + 1 in a loop makes one value, not one
+   * per op); a slot holds the latest value hashed to it. */
+  mf_tensor *scalars[64];
+  /* Recent output signatures (dtypes and shapes), in the arena: ops of equal
+   * signature share the arrays (mf_op_set_output_shape copies before it
+   * writes). A slot holds the latest signature hashed to it. */
+  struct mf_signature { int n; mf_dtype *dtypes; mf_shape *shapes; } signatures[256];
+  char **scopes;             /* owned name scope stack; each entry "a/b/" */
   int num_scopes, cap_scopes;
   bool finalized;
   int64_t seed;

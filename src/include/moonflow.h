@@ -135,6 +135,9 @@ int64_t mf_graph_seed(const mf_graph *g);
  * name scope and made unique. */
 mf_op_desc *mf_op_desc_new(mf_graph *g, const char *type, const char *name);
 void mf_op_desc_add_input(mf_op_desc *d, mf_output in);
+/* The same for output `index` of the op numbered `op_id` (mf_op_id) of the
+ * description's graph: no struct passed by value, which LuaJIT compiles. */
+void mf_op_desc_add_input_id(mf_op_desc *d, int op_id, int index);
 void mf_op_desc_add_control_input(mf_op_desc *d, mf_op *op);
 void mf_op_desc_set_attr_int(mf_op_desc *d, const char *name, int64_t v);
 void mf_op_desc_set_attr_float(mf_op_desc *d, const char *name, double v);
@@ -145,6 +148,10 @@ void mf_op_desc_set_attr_shape(mf_op_desc *d, const char *name, const int64_t *d
 void mf_op_desc_set_attr_string(mf_op_desc *d, const char *name, const char *v);
 void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v); /* retains v */
 void mf_op_desc_set_attr_graph(mf_op_desc *d, const char *name, mf_graph *v);   /* retains v */
+/* A tensor attribute holding a scalar of `dtype` with value v (converted as
+ * C converts a double): constants made from numbers. Values are immutable, so
+ * constants of one value and dtype in a graph may share one tensor. */
+void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v);
 /* Where the op was created, e.g. "train.lua:12"; quoted in its errors. */
 void mf_op_desc_set_origin(mf_op_desc *d, const char *where);
 void mf_op_desc_set_device(mf_op_desc *d, const char *device);
