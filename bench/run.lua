@@ -1,387 +1,226 @@
--- bench/run.lua — moonflow's benchmarks, each beside a peer measured in the
--- same run. `make bench` runs it (LUA_PATH, MOONFLOW_LIB, CC, CFLAGS and
--- BENCH_BUILD set by the Makefile). Peers that are not installed are skipped
--- with a note; the bench itself never fails on a missing peer.
---
--- Timing: best of REPS repetitions of a batch, per call, with
--- clock_gettime(CLOCK_MONOTONIC); the best repetition is the one least
--- disturbed by other processes.
+-- bench/run.lua — moonflow's benchmarks, each measured interleaved with its
+-- peers in the same run (bench/harness.lua), reported as a table on stdout
+-- and as docs/bench.md and docs/bench.svg (bench/report.lua). `make bench`
+-- runs it (LUA_PATH, MOONFLOW_LIB, CC, CFLAGS, BENCH_BUILD and BENCH_PYTHON
+-- set by the Makefile); BENCH_QUICK=1 shortens every count for a smoke run
+-- and writes its report into the build folder instead of docs/. A peer that
+-- cannot run is a row saying why; the bench itself never fails on one.
+package.path = "bench/?.lua;" .. package.path
 local ffi = require("ffi")
 local tf = require("moonflow")
+local H = require("harness")
+local report = require("report")
 
-ffi.cdef[[
-typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
-int clock_gettime(int clock_id, bench_timespec *ts);
-void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
-                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
-void peer_axpb(const float *x, float *y, int64_t n);
-]]
-
-local CLOCK_MONOTONIC = 1
-local ts = ffi.new("bench_timespec")
-local function now()
-  ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
-
--- Seconds per call of fn: best of `reps` batches of `iters` calls.
-local function best(fn, iters, reps)
-  fn()  -- warm up: plans, buffers, JIT traces
-  local t_best = math.huge
-  for _ = 1, reps do
-    local t0 = now()
-    for _ = 1, iters do fn() end
-    local t = (now() - t0) / iters
-    if t < t_best then t_best = t end
-  end
-  return t_best
-end
-
--- Seconds per call of fa and of fb, timed in alternating batches so that a
--- load change on the machine hits both sides alike.
-local function best_pair(fa, fb, iters, reps)
-  fa(); fb()
-  local ta, tb = math.huge, math.huge
-  for _ = 1, reps do
-    ta = math.min(ta, best(fa, iters, 1))
-    tb = math.min(tb, best(fb, iters, 1))
-  end
-  return ta, tb
-end
-
+local section, compare, ours_fn, py = H.section, H.compare, H.lua_contender, H.python_contender
+local quick = H.quick
 local build = os.getenv("BENCH_BUILD") or "build"
 local cc = os.getenv("CC") or "cc"
 local cflags = os.getenv("CFLAGS") or "-O2"
+local out_dir = os.getenv("BENCH_OUT") or (quick and build or "docs")
 
--- Peers ------------------------------------------------------------------------
--- The C peers, compiled now with the library's compiler and flags.
-local function load_c_peers()
-  local so = build .. "/bench_peers.so"
-  os.remove(so)
-  -- LuaJIT's popen close does not report the exit status: the echo does.
-  local p = io.popen(string.format("%s %s -shared -fPIC -o %s bench/peers.c 2>&1 && echo BENCH_CC_OK",
-                                   cc, cflags, so))
-  local out = p:read("*a")
-  p:close()
-  if not out:find("BENCH_CC_OK") then return nil, "cannot compile bench/peers.c: " .. out:gsub("\n", " ") end
-  local loaded, lib = pcall(ffi.load, so:find("/") == 1 and so or "./" .. so)
-  if not loaded then return nil, tostring(lib) end
-  return lib
-end
-
-local function load_blas()
-  for _, name in ipairs({"openblas", "libopenblas.so.0"}) do
-    local ok, lib = pcall(ffi.load, name)
-    if ok then return lib end
-  end
-  return nil, "libopenblas not found"
-end
-
--- Runs a Python peer script; returns a table of "key value" lines it printed,
--- or nil and why. Debian's python3 first: a pyenv shim may lack the packages.
-local function python_peer(script)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(script)
-  f:close()
-  local why = "python3 not found"
-  for _, py in ipairs({"/usr/bin/python3", "python3"}) do
-    local p = io.popen(py .. " " .. path .. " 2>&1")
-    local out = p:read("*a")
-    p:close()
-    local results = {}
-    for k, v in out:gmatch("(%S+) ([%d%.eE+-]+)\n") do results[k] = tonumber(v) end
-    if next(results) then os.remove(path); return results end
-    local err = out:match("(%w*Error[^\n]*)") or out:match("([^\n]+)")
-    if err then why = err end
-  end
-  os.remove(path)
-  return nil, why
-end
-
-local PY_TIMER = [[
-import time
-def best(fn, iters, reps):
-    fn()
-    b = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        b = min(b, (time.perf_counter() - t0) / iters)
-    return b
-]]
-
-local TORCH_SCRIPT = PY_TIMER .. [[
-import torch
-torch.set_num_threads(1)
-x = torch.tensor(3.0)
-print("torch_add", best(lambda: x + 1, 20000, 7))
-]]
-
-local NUMPY_SCRIPT = PY_TIMER .. [[
-import numpy as np
-x = np.random.rand(10_000_000).astype(np.float32)
-y = np.empty_like(x)
-def inplace():
-    np.multiply(x, 2, out=y)
-    np.add(y, 1, out=y)
-print("numpy_expr", best(lambda: x * 2 + 1, 5, 5))
-print("numpy_inplace", best(inplace, 5, 5))
-]]
-
--- Rows -------------------------------------------------------------------------
-local rows = {}
-local function row(name, ours, unit, peer, peer_value, ratio, note)
-  rows[#rows + 1] = {name, ours, unit, peer or "", peer_value or "", ratio or "", note or ""}
-end
 local function us(t) return string.format("%.2f", t * 1e6) end
-local function fmt_ratio(r) return string.format(r < 0.1 and "%.3fx" or "%.2fx", r) end
+local function ms(t) return string.format("%.2f", t * 1e3) end
+local function per_second(t) return string.format("%.0f", 1 / t) end
 
--- Runs a benchmark body; a moonflow op missing or failing becomes a row saying so.
-local function section(name, fn)
-  local ok, err = pcall(fn)
-  if not ok then row(name, "n/a", "", "", "", "", "failed: " .. tostring(err):gsub("\n.*", "")) end
+local c_peers, c_peers_why = H.c_peers(cc, cflags, build)
+local blas, blas_why = H.blas()
+local function c_contender(label, fn, options)
+  if not c_peers then return {label = label, why = c_peers_why} end
+  return ours_fn(label, fn, options)
 end
 
-local torch, torch_why = python_peer(TORCH_SCRIPT)
+-- PyTorch at its best thread count on this machine for a workload: each
+-- count is a contender, the fastest stands for PyTorch.
+local function torch_best(label, workload, args, options)
+  local choices = {}
+  for _, threads in ipairs({1, 2}) do
+    local a = {}
+    for i, v in ipairs(args) do a[i] = v end
+    a[#a + 1] = threads
+    choices[#choices + 1] = py("torch", threads .. " thread" .. (threads > 1 and "s" or ""), workload, a)
+  end
+  return H.best_of(label, choices, options)
+end
 
--- 1, 2: per-run overhead of a one-op graph with a scalar feed.
-local run_t, call_t
-section("sess:run y = x + 1 (scalar feed)", function()
+-- Per-run overhead of a one-op graph with a scalar feed ----------------------
+section("run overhead", function()
   tf.reset_default_graph()
   local x = tf.placeholder(tf.float32, {})
   local y = x + 1
   local sess = tf.Session()
   assert(sess:run(y, {[x] = 2}) == 3, "y = x + 1 gave a wrong value")
-  local feeds = {[x] = 2}
-  run_t = best(function() sess:run(y, feeds) end, 20000, 7)
   local f = sess:make_callable(y, {x})
   assert(f(2) == 3, "callable gave a wrong value")
-  call_t = best(function() f(2) end, 50000, 7)
+  compare{name = "make_callable call, 1-op graph y = x + 1", unit = "us/call", figure = us, goal = 0.2e-6,
+          ours = ours_fn("moonflow", function() f(2) end),
+          peers = {py("tensorflow", "TF1 Session.make_callable", "tf1_callable_scalar"),
+                   py("torch", "PyTorch eager x + 1 (1 thread)", "torch_add_scalar")}}
+  local feeds = {[x] = 2}
+  compare{name = "sess:run y = x + 1 (scalar feed)", unit = "us/call", figure = us, goal = 0.5e-6,
+          ours = ours_fn("moonflow", function() sess:run(y, feeds) end),
+          peers = {py("tensorflow", "TF1 Session.run", "tf1_run_scalar"),
+                   py("torch", "PyTorch eager x + 1 (1 thread)", "torch_add_scalar")}}
 end)
-local TF1_RUN_US = 90
-if run_t then
-  row("sess:run y = x + 1 (scalar feed)", us(run_t), "us/call", "TF 1.x session.run (published)",
-      "~" .. TF1_RUN_US, fmt_ratio(run_t * 1e6 / TF1_RUN_US), "TF not installed: not measured here")
-  if torch then
-    row("", "", "", "PyTorch eager x + 1", us(torch.torch_add), fmt_ratio(run_t / torch.torch_add))
-  else
-    row("", "", "", "PyTorch eager x + 1", "skipped", "", torch_why)
-  end
-end
-if call_t then
-  row("make_callable y = x + 1", us(call_t), "us/call", torch and "PyTorch eager x + 1" or "",
-      torch and us(torch.torch_add) or "", torch and fmt_ratio(call_t / torch.torch_add) or "")
-end
 
--- 3: matmul 1024x1024 float32 against cblas_sgemm on the same data.
-section("matmul 1024x1024 float32", function()
-  local N = 1024
-  local flops = 2 * N * N * N
+-- tf.while_loop's executor: one iteration of a scalar loop whose body is two
+-- ops (i + 1, v + 1; the condition i < n is a third).
+section("while_loop, scalar body of two ops", function()
+  local N = quick and 100000 or 1000000
   tf.reset_default_graph()
-  local a = tf.Array.new(tf.float32, {N, N})
-  local b = tf.Array.new(tf.float32, {N, N})
-  for i = 0, N * N - 1 do a._data[i] = (i % 7) * 0.25; b._data[i] = (i % 5) * 0.5 end
-  local pa, pb = tf.placeholder(tf.float32, {N, N}), tf.placeholder(tf.float32, {N, N})
-  local c = tf.matmul(pa, pb)
-  local f = tf.Session():make_callable(c, {pa, pb})
-  local blas, why = load_blas()
-  if not blas then
-    local ours = best(function() f(a, b) end, 10, 7)
-    row("matmul 1024x1024 float32", string.format("%.1f", flops / ours * 1e-9), "GFLOP/s", "cblas_sgemm",
-        "skipped", "", why)
-    return
-  end
-  -- The peer's buffers are C memory too, so the Lua heap stays as small as ours.
-  local out_array = tf.Array.new(tf.float32, {N, N})
-  local out = out_array._data
-  local CblasRowMajor, CblasNoTrans = 101, 111
-  local ours, peer = best_pair(function() f(a, b) end, function()
-    blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
-  end, 10, 7)
-  local ours_gf = flops / ours * 1e-9
-  local got = f(a, b)
-  local k = 12345
-  assert(math.abs(got._data[k] - out[k]) <= 1e-3 * math.abs(out[k]), "matmul disagrees with sgemm")
-  assert(out_array:size() == N * N)  -- keeps `out` alive until here
-  row("matmul 1024x1024 float32", string.format("%.1f", ours_gf), "GFLOP/s", "cblas_sgemm (same BLAS, direct)",
-      string.format("%.1f", flops / peer * 1e-9), fmt_ratio(ours / peer), "time ratio; 1.00x = no overhead")
+  local n = tf.placeholder(tf.int32, {})
+  local _, v = tf.while_loop(function(i) return tf.less(i, n) end, function(i, w) return i + 1, w + 1 end,
+                             {tf.constant(0, tf.int32), tf.constant(0.0)})
+  local run = tf.Session():make_callable(v, {n})
+  assert(run(1000) == 1000, "the loop went astray")
+  local PEER_N = 10000
+  compare{name = "while_loop, scalar body of two ops", unit = "us/iteration", figure = us, goal = 0.05e-6,
+          ours = ours_fn("moonflow", function() run(N) end, {units = N}),
+          note = string.format("%d iterations per run", N),
+          peers = {py("tensorflow", "TF1 tf.while_loop", "tf1_while", {PEER_N}, {units = PEER_N}),
+                   py("torch", "PyTorch eager Python loop (1 thread)", "torch_scalar_loop", {PEER_N},
+                      {units = PEER_N})}}
 end)
 
--- 4: y = x * 2 + 1 over 10M float32.
+-- matmul against cblas_sgemm called directly on the same data in this process.
+local CblasRowMajor, CblasNoTrans = 101, 111
+for _, N in ipairs({256, 1024}) do
+  local name = string.format("matmul %dx%d float32", N, N)
+  section(name, function()
+    local flops = 2 * N * N * N
+    tf.reset_default_graph()
+    local a, b = tf.Array.new(tf.float32, {N, N}), tf.Array.new(tf.float32, {N, N})
+    for i = 0, N * N - 1 do a._data[i] = (i % 7) * 0.25; b._data[i] = (i % 5) * 0.5 end
+    local pa, pb = tf.placeholder(tf.float32, {N, N}), tf.placeholder(tf.float32, {N, N})
+    local f = tf.Session():make_callable(tf.matmul(pa, pb), {pa, pb})
+    -- The peer's output is C memory too, so the Lua heap stays as small as ours.
+    local out_array = tf.Array.new(tf.float32, {N, N})
+    local out = out_array._data
+    local sgemm = blas and ours_fn("cblas_sgemm (same BLAS, direct)", function()
+      blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
+    end, {target = 0.95}) or {label = "cblas_sgemm", why = blas_why}
+    compare{name = name, unit = "GFLOP/s", figure = function(t) return string.format("%.1f", flops / t * 1e-9) end,
+            ours = ours_fn("moonflow", function() f(a, b) end),
+            peers = {sgemm, py("numpy", "NumPy matmul (out=)", "numpy_matmul", {N})}}
+    if blas then
+      local k = N * N - 1 - N
+      assert(math.abs(f(a, b)._data[k] - out[k]) <= 1e-3 * math.abs(out[k]), "matmul disagrees with sgemm")
+    end
+  end)
+end
+
+-- y = x * 2 + 1 over 10M float32, then again while the script holds 100 MB of
+-- other arrays (which once made every run's fresh 40 MB buffers come from
+-- mmap and page-fault).
 section("y = x * 2 + 1, 10M float32", function()
-  local N = 10000000
+  local N, HOLD_MIB = 10000000, 100
   tf.reset_default_graph()
   local xa = tf.Array.new(tf.float32, {N})
   for i = 0, N - 1 do xa._data[i] = i % 1000 end
   local x = tf.placeholder(tf.float32, {N})
-  local y = x * 2 + 1
   local sess = tf.Session()
-  local f = sess:make_callable(y, {x})
+  local f = sess:make_callable(x * 2 + 1, {x})
   assert(f(xa)._data[999] == 1999, "y = x * 2 + 1 gave a wrong value")
-  local allocs0, runs = sess:num_allocations(), 0
-  local function ours_fn() runs = runs + 1; f(xa) end
-  local peers, why = load_c_peers()
-  local ours, t
-  if peers then
-    local out_array = tf.Array.new(tf.float32, {N})
-    local out = out_array._data
-    ours, t = best_pair(ours_fn, function() peers.peer_axpb(xa._data, out, N) end, 5, 7)
-    assert(out[999] == 1999 and out_array:size() == N)  -- keeps `out` alive until here
-  else
-    ours = best(ours_fn, 5, 7)
+  local out_array = tf.Array.new(tf.float32, {N})
+  local out = out_array._data
+  local function measure(name, hold_mib)
+    local allocs0, runs = sess:num_allocations(), 0
+    compare{name = name, unit = "ms", figure = ms,
+            ours = ours_fn("moonflow", function() runs = runs + 1; f(xa) end),
+            note_of = function(t)
+              return string.format("%.1f GB/s (8 bytes/element); %.2f buffers allocated per run", N * 8 / t * 1e-9,
+                                   (sess:num_allocations() - allocs0) / runs)
+            end,
+            peers = {c_contender("C loop, OpenMP 2 threads", function() c_peers.peer_axpb_omp(xa._data, out, N, 2) end,
+                                 {target = 0.8}),
+                     c_contender("C loop, 1 thread", function() c_peers.peer_axpb(xa._data, out, N) end),
+                     py("numpy", "NumPy x * 2 + 1", "numpy_axpb", {N, "False", hold_mib}),
+                     py("numpy", "NumPy in place (out=)", "numpy_axpb", {N, "True", hold_mib}),
+                     py("tensorflow", "TF1 make_callable", "tf1_axpb", {N, hold_mib})}}
   end
-  row("y = x * 2 + 1, 10M float32", string.format("%.2f", ours * 1e3), "ms", "", "", "",
-      string.format("%.1f GB/s (8 bytes/element); %d buffers allocated in %d runs", N * 8 / ours * 1e-9,
-                    sess:num_allocations() - allocs0, runs))
-  if peers then
-    row("", "", "", "C loop (" .. cc .. " " .. cflags .. ")", string.format("%.2f", t * 1e3), fmt_ratio(ours / t))
-  else
-    row("", "", "", "C loop", "skipped", "", why)
+  measure("y = x * 2 + 1, 10M float32", 0)
+  local held = {}
+  for i = 1, HOLD_MIB do
+    held[i] = tf.Array.new(tf.float32, {262144})
+    ffi.fill(held[i]._data, 262144 * 4, 1)
   end
-  local np, np_why = python_peer(NUMPY_SCRIPT)
-  if np then
-    row("", "", "", "NumPy x * 2 + 1", string.format("%.2f", np.numpy_expr * 1e3), fmt_ratio(ours / np.numpy_expr))
-    row("", "", "", "NumPy in place (out=)", string.format("%.2f", np.numpy_inplace * 1e3),
-        fmt_ratio(ours / np.numpy_inplace))
-  else
-    row("", "", "", "NumPy", "skipped", "", np_why)
-  end
+  measure("y = x * 2 + 1, 10M float32, holding 100 MB", HOLD_MIB)
+  assert(out[999] == 1999 and out_array:size() == N and #held == HOLD_MIB)  -- keeps them alive until here
 end)
 
--- 5: the loop of how-not-to-program-the-tensorflow-graph.txt done right: a
+-- The loop of how-not-to-program-the-tensorflow-graph.txt done right: a
 -- prebuilt increment_x = tf.assign(x, x + 1) run a million times.
 section("1M sess:run(tf.assign(x, x + 1)), built once", function()
-  local N = 1000000
+  local N = quick and 100000 or 1000000
   tf.reset_default_graph()
   local x = tf.Variable(0, {name = "x"})
   local increment_x = tf.assign(x, x + 1)
   local sess = tf.Session()
   sess:run(x.initializer)
-  local t = best(function() for _ = 1, N do sess:run(increment_x) end end, 1, 3)
-  assert(sess:run(x) == 4 * N, "the increments went astray")
-  row("1M sess:run(tf.assign(x, x + 1)), built once", string.format("%.2f", t), "s",
-      "TF 1.x session.run (published)", "~" .. string.format("%.0f", TF1_RUN_US * N * 1e-6),
-      fmt_ratio(t / (TF1_RUN_US * N * 1e-6)),
-      string.format("%.2f us/run; no op created; %d buffers allocated, all in the first run", t / N * 1e6,
-                    sess:num_allocations()))
+  local total = 0
+  compare{name = string.format("%dk sess:run(tf.assign(x, x + 1)), built once", N / 1000), unit = "us/run", figure = us,
+          ours = ours_fn("moonflow", function()
+            for _ = 1, N do sess:run(increment_x) end
+            total = total + N
+          end, {units = N}),
+          note_of = function() return string.format("%d buffers allocated, all in the first run", sess:num_allocations()) end,
+          peers = {py("tensorflow", "TF1 Session.run(increment_x)", "tf1_assign")}}
+  assert(sess:run(x) == total, "the increments went astray")
 end)
 
--- 6: the text's bad loop, x = x + 1 a million times without running anything:
+-- The text's bad loop, x = x + 1 a million times without running anything:
 -- the cost of building ops, in time and memory (the process's resident size,
 -- which holds the C graph and the Lua objects, and the Lua heap alone).
-local function rss_bytes()
-  local f = io.open("/proc/self/statm", "r")
-  if not f then return nil end
-  local pages = f:read("*n")
-  pages = f:read("*n")
-  f:close()
-  return pages * 4096
-end
 section("creating 1M ops (x = x + 1)", function()
-  local OPS = 1000000
+  local OPS = quick and 100000 or 1000000
   tf.reset_default_graph()
   collectgarbage()
   collectgarbage()
-  local rss0, heap0 = rss_bytes(), collectgarbage("count") * 1024
+  local rss0, heap0 = H.rss_bytes(), collectgarbage("count") * 1024
   local x = tf.Variable(1.0, {name = "x"})
   local g = tf.get_default_graph()
   local n0 = g:num_ops()
-  local t0 = now()
+  local t0 = H.now()
   while g:num_ops() - n0 < OPS do x = x + 1 end  -- a Const and an Add per step
-  local t = (now() - t0) / (g:num_ops() - n0)
+  local t = (H.now() - t0) / (g:num_ops() - n0)
   collectgarbage()
-  local rss1, heap1 = rss_bytes(), collectgarbage("count") * 1024
+  local rss1, heap1 = H.rss_bytes(), collectgarbage("count") * 1024
   local ops = g:num_ops() - n0
-  local note = "Lua heap " .. string.format("%.0f", (heap1 - heap0) / ops) .. " bytes/op"
-  row("creating 1M ops (x = x + 1)", string.format("%.2f", t * 1e6), "us/op", "", "", "",
-      rss0 and string.format("%.0f bytes/op resident (%s)", (rss1 - rss0) / ops, note) or note)
+  H.row{name = string.format("creating %dk ops (x = x + 1)", OPS / 1000), value = us(t), unit = "us/op",
+        note = string.format("%.0f bytes/op resident (Lua heap %.0f bytes/op); one measurement",
+                             (rss1 - rss0) / ops, (heap1 - heap0) / ops)}
   tf.reset_default_graph()
   collectgarbage()
 end)
 
--- 7: tf.while_loop's executor: the cost of one iteration of a scalar loop whose
--- body is two ops (i + 1, x + 1; the condition i < n is a third). The peers'
--- figures are the issue's references, measured on this machine for the same
--- loop: PyTorch eager 2 us, TorchScript 3 us, a TensorFlow tf.function
--- while loop about 20 us per iteration.
-local LOOP_PEERS_US = {{"PyTorch eager (reference)", 2}, {"TorchScript (reference)", 3},
-                       {"TF tf.function loop (reference)", 20}}
-section("while_loop, scalar body of two ops", function()
-  local N = 1000000
-  tf.reset_default_graph()
-  local n = tf.placeholder(tf.int32, {})
-  local _, x = tf.while_loop(function(i) return tf.less(i, n) end, function(i, v) return i + 1, v + 1 end,
-                             {tf.constant(0, tf.int32), tf.constant(0.0)})
-  local sess = tf.Session()
-  local run = sess:make_callable(x, {n})
-  assert(run(1000) == 1000, "the loop went astray")
-  local t = best(function() run(N) end, 1, 3) / N
-  for i, peer in ipairs(LOOP_PEERS_US) do
-    row(i == 1 and "while_loop, scalar body of two ops" or "", i == 1 and us(t) or "", i == 1 and "us/iteration" or "",
-        peer[1], string.format("%.0f", peer[2]), fmt_ratio(t / (peer[2] * 1e-6)),
-        i == 1 and string.format("%.0f ns/iteration; 1M iterations per run", t * 1e9) or "")
-  end
-end)
-
--- 8: what a while loop's gradient keeps from the forward pass: an RNN-like
--- loop h = tanh(h W), 100 steps of a 32x64 float32 state. The stash (the
--- While op's last output reports its bytes) holds one checkpoint of the loop
--- variable per iteration; the intermediates the gradient reads (tanh's
--- output here) are recomputed from it. Keeping them instead, as TensorFlow's
--- stacks do, would double this.
+-- What a while loop's gradient keeps from the forward pass: an RNN-like loop
+-- h = tanh(h W), 100 steps of a 32x64 float32 state. The stash (the While
+-- op's last output reports its bytes) holds one checkpoint of the loop
+-- variable per iteration; the intermediates the gradient reads (tanh's output
+-- here) are recomputed from it. Keeping them instead, as TensorFlow's stacks
+-- do, would double this.
 section("while_loop gradient: memory held", function()
-  local T, B, H = 100, 32, 64
+  local T, B, HD = 100, 32, 64
   tf.reset_default_graph()
-  local h0 = tf.placeholder(tf.float32, {B, H})
-  local w = tf.random_normal({H, H}, {stddev = 0.1, seed = 1})
+  local h0 = tf.placeholder(tf.float32, {B, HD})
+  local w = tf.random_normal({HD, HD}, {stddev = 0.1, seed = 1})
   local _, h = tf.while_loop(function(i) return tf.less(i, T) end,
                              function(i, hh) return i + 1, tf.tanh(tf.matmul(hh, w)) end,
                              {tf.constant(0, tf.int32), h0})
   local gw = tf.gradients(tf.reduce_sum(h), {w})[1]
   local sess = tf.Session()
-  local feed = {[h0] = tf.Array.new(tf.float32, {B, H})}
+  local feed = {[h0] = tf.Array.new(tf.float32, {B, HD})}
   local kept = sess:run({gw, h.op:output(2)}, feed)[2]
-  local t = best(function() sess:run(gw, feed) end, 1, 5)
-  row("while_loop gradient: memory held", string.format("%.1f", kept / T / 1024), "KiB/iteration", "", "", "",
-      string.format("%d steps of h [%dx%d] float32: %.0f KiB kept in all (one state per step); " ..
-                    "forward + backward %.2f ms", T, B, H, kept / 1024, t * 1e3))
+  local t = H.interleave({ours_fn("moonflow", function() sess:run(gw, feed) end)})[1]
+  H.row{name = "while_loop gradient: memory held", value = string.format("%.1f", kept / T / 1024),
+        unit = "KiB/iteration",
+        note = string.format("%d steps of h [%dx%d] float32: %.0f KiB kept in all (one state per step); " ..
+                             "forward + backward %.2f ms", T, B, HD, kept / 1024, t * 1e3)}
 end)
 
--- 9, 10: training steps of MLPs, each against PyTorch doing the same step
--- (forward, cross-entropy, backward, update) on the same sizes in the same
--- run. Both use their default threads (OpenBLAS's and PyTorch's), except
--- PyTorch on the digits MLP, which runs fastest on one thread.
-local TRAIN_SCRIPT = PY_TIMER .. [[
-import torch
-torch.manual_seed(0)
-def mlp_step(sizes, adam, lr, batch, iters, reps):
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
-    opt = (torch.optim.Adam if adam else torch.optim.SGD)(model.parameters(), lr)
-    x = torch.rand(batch, sizes[0])
-    y = torch.randint(0, sizes[-1], (batch,))
-    loss_fn = torch.nn.CrossEntropyLoss()
-    def step():
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
-    return best(step, iters, reps)
-threads = torch.get_num_threads()
-torch.set_num_threads(1)  # its fastest setting for tiny ops; more threads only add sync
-print("digits_mlp", mlp_step([64, 128, 10], True, 0.01, 32, 1000, 7))
-torch.set_num_threads(threads)
-print("mnist_mlp", mlp_step([784, 512, 512, 10], False, 0.1, 128, 50, 7))
-]]
-local train_peer, train_why = python_peer(TRAIN_SCRIPT)
-
--- Seconds per training step of an MLP with layer sizes `sizes`.
-local function mlp_step_time(sizes, optimizer, batch, iters)
+-- Training steps of MLPs (forward, cross-entropy, backward, update), against
+-- PyTorch at its best thread count and TensorFlow 1.x doing the same step on
+-- the same sizes. Returns the step function and a check that it learned.
+local function mlp_step(sizes, optimizer, batch)
   tf.reset_default_graph()
   tf.set_random_seed(1)
   local x = tf.placeholder(tf.float32, {batch, sizes[1]})
@@ -399,31 +238,32 @@ local function mlp_step_time(sizes, optimizer, batch, iters)
   for i = 0, batch - 1 do ys._data[i] = i % sizes[#sizes] end
   local step = sess:make_callable(train_op, {x, y})
   local first = sess:run(loss, {[x] = xs, [y] = ys})
-  local t = best(function() step(xs, ys) end, iters, 7)
-  assert(sess:run(loss, {[x] = xs, [y] = ys}) < first, "training did not lower the loss")
-  return t
+  return function() step(xs, ys) end, function()
+    assert(sess:run(loss, {[x] = xs, [y] = ys}) < first, "training did not lower the loss")
+  end
 end
 
-local function training_row(name, ours, peer_key, note)
-  local peer = train_peer and train_peer[peer_key]
-  row(name, string.format("%.0f", 1 / ours), "steps/s", "PyTorch " .. (peer and "" or "(skipped)"),
-      peer and string.format("%.0f", 1 / peer) or "", peer and fmt_ratio(ours / peer) or "",
-      peer and note or train_why)
+local MLPS = {
+  {name = "digits MLP 64-128-10, Adam, batch 32", sizes = {64, 128, 10}, adam = true, lr = 0.01, batch = 32},
+  {name = "MLP 784-512-512-10, SGD, batch 128", sizes = {784, 512, 512, 10}, adam = false, lr = 0.1, batch = 128,
+   target = 1.5},
+}
+for _, m in ipairs(MLPS) do
+  section(m.name, function()
+    local optimizer = m.adam and tf.train.AdamOptimizer(m.lr) or tf.train.GradientDescentOptimizer(m.lr)
+    local step, check = mlp_step(m.sizes, optimizer, m.batch)
+    local args = {H.py_list(m.sizes), m.adam and "True" or "False", m.lr, m.batch}
+    compare{name = m.name, unit = "steps/s", figure = per_second,
+            note_of = function(t) return string.format("%.1f us/step", t * 1e6) end,
+            ours = ours_fn("moonflow", step),
+            peers = {torch_best("PyTorch, best thread count", "torch_mlp", args, {target = m.target}),
+                     py("tensorflow", "TF1 graph mode", "tf1_mlp", args)}}
+    check()
+  end)
 end
 
-section("digits MLP 64-128-10, Adam, batch 32", function()
-  local t = mlp_step_time({64, 128, 10}, tf.train.AdamOptimizer(0.01), 32, 1000)
-  training_row("digits MLP 64-128-10, Adam, batch 32", t, "digits_mlp",
-               string.format("%.1f us/step", t * 1e6))
-end)
-
-section("MLP 784-512-512-10, SGD, batch 128", function()
-  local t = mlp_step_time({784, 512, 512, 10}, tf.train.GradientDescentOptimizer(0.1), 128, 50)
-  training_row("MLP 784-512-512-10, SGD, batch 128", t, "mnist_mlp", string.format("%.2f ms/step", t * 1e3))
-end)
-
--- 11: peak resident memory of the digits training (examples/digits.lua, the
--- MLP), each framework in a process of its own.
+-- Peak resident memory of the digits training (examples/digits.lua, the MLP),
+-- each framework in a process of its own.
 local DIGITS_DATA = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 local DIGITS_TORCH = [[
 import gzip, resource, numpy as np, torch
@@ -444,56 +284,77 @@ for epoch in range(20):
         opt.step()
 print("peak_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 ]]
+
+-- Runs a command and returns what it printed.
+local function output_of(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
 section("digits training: peak resident memory", function()
+  local name = "digits training: peak resident memory"
   local probe = io.open(DIGITS_DATA)
   if not probe then
-    row("digits training: peak resident memory", "skipped", "", "", "", "", "no " .. DIGITS_DATA ..
-        " (apt-get install python3-sklearn)")
+    H.row{name = name, value = "n/a", note = "no " .. DIGITS_DATA .. " (apt-get install python3-sklearn)"}
     return
   end
   probe:close()
-  local p = io.popen("luajit examples/digits.lua mlp --quiet --out " .. os.tmpname():match("^(.*)/") .. " 2>&1")
-  local out = p:read("*a")
-  p:close()
+  local out = output_of("luajit examples/digits.lua mlp --quiet --out " .. os.tmpname():match("^(.*)/"))
   local ours = tonumber(out:match("peak resident memory ([%d.]+) MiB"))
   assert(ours, "examples/digits.lua printed no peak memory: " .. out)
-  local peer, why = python_peer(DIGITS_TORCH)
-  row("digits training: peak resident memory", string.format("%.0f", ours), "MiB",
-      "PyTorch " .. (peer and "" or "(skipped)"), peer and string.format("%.0f", peer.peak_mib) or "",
-      peer and string.format("%.2fx", ours / peer.peak_mib) or "",
-      peer and "memory ratio; 20 epochs of the MLP, batch 32, each in its own process" or why)
+  H.row{name = name, value = string.format("%.0f", ours), unit = "MiB",
+        note = "20 epochs of the MLP, batch 32, each framework in its own process"}
+  local script = os.tmpname()
+  report.write(script, DIGITS_TORCH)
+  local peer_out = output_of(H.python .. " " .. script)
+  os.remove(script)
+  local peer = tonumber(peer_out:match("peak_mib ([%d.]+)"))
+  if peer then
+    H.row{peer = "PyTorch", peer_value = string.format("%.0f", peer), ratio = peer / ours,
+          note = "ratio of memory: the peer's over moonflow's"}
+  else
+    H.row{peer = "PyTorch", peer_value = "not run",
+          note = peer_out:match("(%w*Error[^\n]*)") or peer_out:match("([^\n]+)") or "no output"}
+  end
 end)
 
--- 12: an input pipeline whose map is expensive (a 256x256 float32 matmul and
--- tanh per element) feeding a training-like step (a 256x256 matmul against a
--- variable and a gradient-descent update), with and without prefetch(2): with
--- it the map runs on its session's worker thread while the step runs here.
--- Both threads call OpenBLAS, whose own threads they then share, so the
+-- An input pipeline whose map is expensive (a 256x256 float32 matmul and tanh
+-- per element) feeding a training-like step (a 256x256 matmul against a
+-- variable and a gradient-descent update), with prefetch(2) against without:
+-- with it the map runs on its session's worker thread while the step runs
+-- here. Both threads call OpenBLAS, whose own threads they then share, so the
 -- pipeline is also measured with OpenBLAS on one thread per call.
-local function pipeline_steps_per_s(prefetch)
-  tf.reset_default_graph()
-  tf.set_random_seed(1)
-  local n = 256
-  local src = tf.Array.new(tf.float32, {16, n, n})
-  for i = 0, 16 * n * n - 1 do src._data[i] = ((i * 7919) % 1000) / 1000 - 0.5 end
-  local ds = tf.data.Dataset.from_tensor_slices(src)
-    :map(function(x) return tf.tanh(x:matmul(x) * (1 / n)) end):repeat_()
-  if prefetch then ds = ds:prefetch(2) end
-  local x = ds:make_one_shot_iterator():get_next()
-  local w = tf.Variable(tf.random_normal({n, n}, {stddev = 0.05}))
-  local loss = tf.reduce_mean(tf.square(x:matmul(w)))
-  local train = tf.train.GradientDescentOptimizer(0.01):minimize(loss)
-  local sess = tf.Session()
-  sess:run(tf.global_variables_initializer())
-  return 1 / best(sess:make_callable(train), 100, 5)
+local function pipeline_step(prefetch)
+  local g = tf.Graph()
+  return g:as_default(function()
+    tf.set_random_seed(1)
+    local n = 256
+    local src = tf.Array.new(tf.float32, {16, n, n})
+    for i = 0, 16 * n * n - 1 do src._data[i] = ((i * 7919) % 1000) / 1000 - 0.5 end
+    local ds = tf.data.Dataset.from_tensor_slices(src)
+      :map(function(x) return tf.tanh(x:matmul(x) * (1 / n)) end):repeat_()
+    if prefetch then ds = ds:prefetch(2) end
+    local x = ds:make_one_shot_iterator():get_next()
+    local w = tf.Variable(tf.random_normal({n, n}, {stddev = 0.05}))
+    local loss = tf.reduce_mean(tf.square(x:matmul(w)))
+    local train = tf.train.GradientDescentOptimizer(0.01):minimize(loss)
+    local sess = tf.Session(g)
+    sess:run(tf.global_variables_initializer())
+    return sess:make_callable(train)
+  end)
+end
+
+local function pipeline_rows(name, note)
+  compare{name = name, unit = "steps/s", figure = per_second, note = note,
+          ours = ours_fn("prefetch(2)", pipeline_step(true)),
+          peers = {ours_fn("no prefetch", pipeline_step(false))}}
 end
 
 section("input pipeline: 256x256 matmul map -> step", function()
-  local name = "input pipeline: 256x256 matmul map -> step"
-  local sync, ahead = pipeline_steps_per_s(false), pipeline_steps_per_s(true)
-  row(name, string.format("%.0f", ahead), "steps/s", "no prefetch", string.format("%.0f", sync),
-      fmt_ratio(sync / ahead), "prefetch(2): the map runs on a worker thread during the step (time ratio)")
-  local blas = load_blas()
+  pipeline_rows("input pipeline: 256x256 matmul map -> step, prefetch(2)",
+                "the map runs on a worker thread during the step")
   if not blas then return end
   ffi.cdef[[
     void openblas_set_num_threads(int n);
@@ -501,34 +362,87 @@ section("input pipeline: 256x256 matmul map -> step", function()
   ]]
   local threads = blas.openblas_get_num_threads()
   blas.openblas_set_num_threads(1)
-  local ok, s1, a1 = pcall(function() return pipeline_steps_per_s(false), pipeline_steps_per_s(true) end)
+  local ok, err = pcall(pipeline_rows, "input pipeline, prefetch(2), OpenBLAS 1 thread",
+                        string.format("default: %d OpenBLAS threads, shared by both threads", threads))
   blas.openblas_set_num_threads(threads)
-  assert(ok, s1)
-  row(name .. " (OpenBLAS 1 thread)", string.format("%.0f", a1), "steps/s", "no prefetch",
-      string.format("%.0f", s1), fmt_ratio(s1 / a1),
-      string.format("default: %d OpenBLAS threads, shared by both threads", threads))
+  assert(ok, err)
 end)
 
--- Table ------------------------------------------------------------------------
-local header = {"benchmark", "moonflow", "unit", "peer", "peer", "moonflow/peer", "note"}
-local widths = {}
-for i, h in ipairs(header) do widths[i] = #h end
-for _, r in ipairs(rows) do
-  for i, cell in ipairs(r) do widths[i] = math.max(widths[i], #tostring(cell)) end
-end
-local function line(cells)
-  local parts = {}
-  for i, cell in ipairs(cells) do
-    local s = tostring(cell)
-    parts[i] = (i == 2 or i == 5 or i == 6) and string.rep(" ", widths[i] - #s) .. s
-               or s .. string.rep(" ", widths[i] - #s)
+-- Issue 17's soak: many runs and training steps with the resident size
+-- sampled along the way; it should stay flat once the first runs have
+-- warmed plans, buffer pools and the Lua heap up. Growth is counted from the
+-- sample at a tenth of the way to the end.
+local SAMPLES = 20
+local function soak(name, count, fn)
+  collectgarbage()  -- what earlier sections left is not the soak's
+  collectgarbage()
+  local rss, t0 = {}, H.now()
+  local per_sample = count / SAMPLES
+  for s = 1, SAMPLES do
+    for _ = 1, per_sample do fn() end
+    rss[s] = H.rss_bytes()
   end
-  return (table.concat(parts, "  "):gsub("%s+$", ""))
+  local seconds = H.now() - t0
+  local base, max = rss[SAMPLES / 10], 0
+  for _, v in ipairs(rss) do max = math.max(max, v) end
+  local growth = rss[SAMPLES] - base
+  local FLAT = 1024 * 1024
+  H.row{name = name, value = string.format("%.0f", growth / 1024), unit = "KiB RSS growth",
+        target = "flat (< 1 MiB)", met = growth < FLAT,
+        note = string.format("RSS %.1f MiB after a tenth, %.1f MiB at the end (max %.1f; Lua heap %.1f MiB); " ..
+                             "%d samples; %.2f us each", base / 2 ^ 20, rss[SAMPLES] / 2 ^ 20, max / 2 ^ 20,
+                             collectgarbage("count") / 1024, SAMPLES, seconds / count * 1e6)}
 end
-print(string.format("moonflow benchmarks (%s, %s %s)", require("moonflow.core").library_path, cc, cflags))
-print("ratios are time ratios: moonflow's time / the peer's time (lower is better)")
-print(line(header))
-local rule = {}
-for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
-print(line(rule))
-for _, r in ipairs(rows) do print(line(r)) end
+
+section("soak", function()
+  local RUNS, STEPS = quick and 20000 or 1000000, quick and 2000 or 100000
+  tf.reset_default_graph()
+  local x = tf.placeholder(tf.float32, {16})
+  local y = tf.tanh(x * 2 + 1)
+  local sess = tf.Session()
+  local feeds = {[x] = tf.Array.new(tf.float32, {16})}
+  soak(string.format("soak: %dk sess:run, 16-float feed and fetch", RUNS / 1000), RUNS,
+       function() sess:run(y, feeds) end)
+  local step, check = mlp_step({64, 128, 10}, tf.train.AdamOptimizer(0.01), 32)
+  soak(string.format("soak: %dk training steps, digits MLP", STEPS / 1000), STEPS, step)
+  check()
+end)
+
+H.close_python_peers()
+
+-- Report ------------------------------------------------------------------------
+local function first_line(cmd)
+  return (output_of(cmd):match("([^\n]*)"))
+end
+local cpu = output_of("grep -m1 'model name' /proc/cpuinfo"):match(":%s*([^\n]+)") or "unknown CPU"
+local cores = first_line("nproc")
+local peers = {string.format("C peers (bench/peers.c, %s %s -fopenmp): %s", cc, cflags,
+                             c_peers and "built" or "not run: " .. c_peers_why),
+               "OpenBLAS cblas_sgemm: " .. (blas and "loaded" or "not run: " .. blas_why)}
+for _, p in ipairs(H.python_peers_status()) do
+  peers[#peers + 1] = string.format("%s (%s): %s", p.module, H.python,
+                                    p.version and p.version or "not run: " .. p.why)
+end
+local when = os.date("!%Y-%m-%d %H:%M UTC")
+local machine = string.format("%s, %s cores", cpu, cores)
+local intro = {
+  string.format("moonflow benchmarks, %s, on %s (%s).", when, machine, first_line("uname -sr")),
+  "",
+  string.format("Each figure is the median of %d batches of about %.2f s, every contender of a row timed in turn " ..
+                "in each round (ours, peer, ours, peer, ...). peer/moonflow is the peer's time over moonflow's " ..
+                "(memory for the memory row): above 1, moonflow is faster. Targets are issue 13's.",
+                H.reps, H.batch_seconds),
+  "",
+  "Peers:",
+  "",
+}
+for _, p in ipairs(peers) do intro[#intro + 1] = "- " .. p end
+
+local rows = H.rows
+print(table.concat(intro, "\n"))
+print()
+io.write(report.text(rows))
+report.write(out_dir .. "/bench.md", report.markdown(rows, intro))
+report.write(out_dir .. "/bench.svg", report.svg(report.comparisons(rows), "moonflow against its peers",
+                                                 when .. ", " .. machine))
+print(string.format("\nwrote %s/bench.md and %s/bench.svg", out_dir, out_dir))
