@@ -17,10 +17,15 @@ local M = {}
 M.quick = os.getenv("BENCH_QUICK") == "1"
 M.reps = M.quick and 3 or 7
 M.batch_seconds = M.quick and 0.02 or 0.2
+-- A pause before each batch: OpenBLAS's and OpenMP's idle threads spin for
+-- a while after their last job (OpenBLAS's up to about 0.1 s), and on a
+-- machine with few cores they would take cores from the next contender.
+M.settle_seconds = tonumber(os.getenv("BENCH_SETTLE") or "") or 0.1
 
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
 int clock_gettime(int clock_id, bench_timespec *ts);
+int poll(void *fds, unsigned long nfds, int timeout_ms);
 ]]
 local CLOCK_MONOTONIC = 1
 local ts = ffi.new("bench_timespec")
@@ -79,6 +84,7 @@ function M.interleave(contenders)
   for _ = 1, M.reps do
     for i, c in ipairs(contenders) do
       if calls[i] then
+        if M.settle_seconds > 0 then ffi.C.poll(nil, 0, math.floor(M.settle_seconds * 1000)) end
         local t, why = c.run(calls[i])
         if t then
           samples[i][#samples[i] + 1] = t / calls[i] / (c.units or 1)

@@ -104,27 +104,32 @@ function M.svg(comparisons, title, subtitle)
   add('<text x="10" y="20" font-size="15" font-weight="bold">%s</text>', xml(title))
   add('<text x="10" y="38" fill="#555">%s</text>', xml(subtitle or ""))
   local bottom = TOP + ROW_H * #comparisons
+  local step = math.ceil((hi - lo) / 10)  -- at most about ten axis labels
   for e = lo, hi do
     local gx = x(2 ^ e)
     add('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>', gx, TOP - 6, gx, bottom,
         e == 0 and "#000" or "#ddd")
     local label = e >= 0 and string.format("%dx", 2 ^ e) or string.format("1/%dx", 2 ^ -e)
-    add('<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>', gx, bottom + 16, label)
+    if e % step == 0 then
+      add('<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>', gx, bottom + 16, label)
+    end
   end
   add('<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>', LABEL_W + PLOT_W / 2, bottom + 32,
-      "peer's time / moonflow's time (log scale; right of 1x: moonflow faster)")
+      "peer's time / moonflow's time (log scale; right of 1x: moonflow faster; tick: target)")
   for i, c in ipairs(comparisons) do
     local y = TOP + (i - 1) * ROW_H
     local x0, x1 = x(1), x(c.ratio)
     add('<text x="%d" y="%d" text-anchor="end">%s</text>', LABEL_W - 8, y + 15, xml(c.label))
     add('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>', math.min(x0, x1), y + 4,
         math.max(math.abs(x1 - x0), 1), ROW_H - 8, c.ratio >= 1 and "#3a8f4f" or "#d9822b")
-    add('<text x="%.1f" y="%d">%s</text>', math.max(x0, x1) + 4, y + 15, fmt_ratio(c.ratio))
+    local right = math.max(x0, x1)
     if c.target then
       local tx = x(c.target)
       add('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#000" stroke-width="2"><title>target %s</title></line>',
           tx, y + 1, tx, y + ROW_H - 1, fmt_ratio(c.target))
+      right = math.max(right, tx)
     end
+    add('<text x="%.1f" y="%d">%s</text>', right + 4, y + 15, fmt_ratio(c.ratio))
   end
   add('</svg>')
   return table.concat(out, "\n") .. "\n"

@@ -133,7 +133,8 @@ describe("bench report", function()
     assert.are.same({{label = "matmul vs cblas | direct", ratio = 0.95, target = 0.95},
                      {label = "matmul vs NumPy", ratio = 4},
                      {label = "a < b & c vs C", ratio = 0.05}}, comparisons)
-    local svg = report.svg({{label = "x < y", ratio = 4, target = 2}, {label = "z", ratio = 0.25}}, "T", "S")
+    local svg = report.svg({{label = "x < y", ratio = 4, target = 2}, {label = "z", ratio = 0.25},
+                            {label = "even", ratio = 1, target = 2}}, "T", "S")
     assert.matches("^<svg xmlns=\"http://www.w3.org/2000/svg\"", svg)
     assert.matches("</svg>\n$", svg)
     assert.matches(">x &lt; y</text>", svg, 1, true)
@@ -141,6 +142,9 @@ describe("bench report", function()
     assert.matches('<rect x="730.0" y="66" width="210.0" height="14" fill="#3a8f4f"/>', svg, 1, true)
     assert.matches('<rect x="520.0" y="88" width="210.0" height="14" fill="#d9822b"/>', svg, 1, true)
     assert.matches('<line x1="835.0" y1="63" x2="835.0" y2="83" stroke="#000" stroke-width="2">', svg, 1, true)
+    -- the figure goes past the bar, or past the target's tick where that is further
+    assert.matches('<text x="944.0" y="77">4.00x</text>', svg, 1, true)
+    assert.matches('<text x="839.0" y="121">1.00x</text>', svg, 1, true)
     assert.matches(">1/4x</text>", svg, 1, true)
     assert.matches(">4x</text>", svg, 1, true)
   end)
