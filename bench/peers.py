@@ -113,26 +113,27 @@ def tf1():
     return tf
 
 
-@workload
-def tf1_run_scalar():
+def tf1_scalar_graph():
+    """y = x + 1 with a scalar placeholder x, and a session on it."""
     tf = tf1()
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder(tf.float32, [])
         y = x + 1
-    sess = tf.Session(graph=g)
+    return tf.Session(graph=g), x, y
+
+
+@workload
+def tf1_run_scalar():
+    sess, x, y = tf1_scalar_graph()
     feeds = {x: 2.0}
     return lambda: sess.run(y, feeds)
 
 
 @workload
 def tf1_callable_scalar():
-    tf = tf1()
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.placeholder(tf.float32, [])
-        y = x + 1
-    run = tf.Session(graph=g).make_callable(y, feed_list=[x])
+    sess, x, y = tf1_scalar_graph()
+    run = sess.make_callable(y, feed_list=[x])
     return lambda: run(2.0)
 
 

@@ -42,6 +42,72 @@ local function torch_best(label, workload, args, options)
   return H.best_of(label, choices, options)
 end
 
+-- A training step (forward, cross-entropy, backward, update) of an MLP with
+-- layer sizes `sizes`: returns the step function and a check that it learned.
+local function mlp_step(sizes, optimizer, batch)
+  tf.reset_default_graph()
+  tf.set_random_seed(1)
+  local x = tf.placeholder(tf.float32, {batch, sizes[1]})
+  local y = tf.placeholder(tf.int32, {batch})
+  local h = x
+  for i = 2, #sizes do
+    h = i < #sizes and tf.layers.dense(h, sizes[i], {activation = tf.nn.relu}) or tf.layers.dense(h, sizes[i])
+  end
+  local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = h}))
+  local train_op = optimizer:minimize(loss)
+  local sess = tf.Session()
+  sess:run(tf.global_variables_initializer())
+  local xs, ys = tf.Array.new(tf.float32, {batch, sizes[1]}), tf.Array.new(tf.int32, {batch})
+  for i = 0, batch * sizes[1] - 1 do xs._data[i] = (i * 7919 % 1000) / 1000 end
+  for i = 0, batch - 1 do ys._data[i] = i % sizes[#sizes] end
+  local step = sess:make_callable(train_op, {x, y})
+  local first = sess:run(loss, {[x] = xs, [y] = ys})
+  return function() step(xs, ys) end, function()
+    assert(sess:run(loss, {[x] = xs, [y] = ys}) < first, "training did not lower the loss")
+  end
+end
+
+-- Issue 17's soak: many runs and training steps with the resident size
+-- sampled along the way; it should stay flat once the first runs have
+-- warmed plans, buffer pools and the Lua heap up. Growth is counted from the
+-- sample at a tenth of the way to the end. It runs first, while the process
+-- is small: later sections leave gigabytes behind (the 1M ops).
+local SAMPLES = 20
+local function soak(name, count, fn)
+  collectgarbage()  -- the garbage of building the graph is not the soak's
+  collectgarbage()
+  local rss, t0 = {}, H.now()
+  local per_sample = count / SAMPLES
+  for s = 1, SAMPLES do
+    for _ = 1, per_sample do fn() end
+    rss[s] = H.rss_bytes()
+  end
+  local seconds = H.now() - t0
+  local base, max = rss[SAMPLES / 10], 0
+  for _, v in ipairs(rss) do max = math.max(max, v) end
+  local growth = rss[SAMPLES] - base
+  local FLAT = 1024 * 1024
+  H.row{name = name, value = string.format("%.0f", growth / 1024), unit = "KiB RSS growth",
+        target = "flat (< 1 MiB)", met = growth < FLAT,
+        note = string.format("RSS %.1f MiB after a tenth, %.1f MiB at the end (max %.1f; Lua heap %.1f MiB); " ..
+                             "%d samples; %.2f us each", base / 2 ^ 20, rss[SAMPLES] / 2 ^ 20, max / 2 ^ 20,
+                             collectgarbage("count") / 1024, SAMPLES, seconds / count * 1e6)}
+end
+
+section("soak", function()
+  local RUNS, STEPS = quick and 20000 or 1000000, quick and 2000 or 100000
+  tf.reset_default_graph()
+  local x = tf.placeholder(tf.float32, {16})
+  local y = tf.tanh(x * 2 + 1)
+  local sess = tf.Session()
+  local feeds = {[x] = tf.Array.new(tf.float32, {16})}
+  soak(string.format("soak: %dk sess:run, 16-float feed and fetch", RUNS / 1000), RUNS,
+       function() sess:run(y, feeds) end)
+  local step, check = mlp_step({64, 128, 10}, tf.train.AdamOptimizer(0.01), 32)
+  soak(string.format("soak: %dk training steps, digits MLP", STEPS / 1000), STEPS, step)
+  check()
+end)
+
 -- Per-run overhead of a one-op graph with a scalar feed ----------------------
 section("run overhead", function()
   tf.reset_default_graph()
@@ -167,31 +233,6 @@ section("1M sess:run(tf.assign(x, x + 1)), built once", function()
   assert(sess:run(x) == total, "the increments went astray")
 end)
 
--- The text's bad loop, x = x + 1 a million times without running anything:
--- the cost of building ops, in time and memory (the process's resident size,
--- which holds the C graph and the Lua objects, and the Lua heap alone).
-section("creating 1M ops (x = x + 1)", function()
-  local OPS = quick and 100000 or 1000000
-  tf.reset_default_graph()
-  collectgarbage()
-  collectgarbage()
-  local rss0, heap0 = H.rss_bytes(), collectgarbage("count") * 1024
-  local x = tf.Variable(1.0, {name = "x"})
-  local g = tf.get_default_graph()
-  local n0 = g:num_ops()
-  local t0 = H.now()
-  while g:num_ops() - n0 < OPS do x = x + 1 end  -- a Const and an Add per step
-  local t = (H.now() - t0) / (g:num_ops() - n0)
-  collectgarbage()
-  local rss1, heap1 = H.rss_bytes(), collectgarbage("count") * 1024
-  local ops = g:num_ops() - n0
-  H.row{name = string.format("creating %dk ops (x = x + 1)", OPS / 1000), value = us(t), unit = "us/op",
-        note = string.format("%.0f bytes/op resident (Lua heap %.0f bytes/op); one measurement",
-                             (rss1 - rss0) / ops, (heap1 - heap0) / ops)}
-  tf.reset_default_graph()
-  collectgarbage()
-end)
-
 -- What a while loop's gradient keeps from the forward pass: an RNN-like loop
 -- h = tanh(h W), 100 steps of a 32x64 float32 state. The stash (the While
 -- op's last output reports its bytes) holds one checkpoint of the loop
@@ -217,32 +258,8 @@ section("while_loop gradient: memory held", function()
                              "forward + backward %.2f ms", T, B, HD, kept / 1024, t * 1e3)}
 end)
 
--- Training steps of MLPs (forward, cross-entropy, backward, update), against
--- PyTorch at its best thread count and TensorFlow 1.x doing the same step on
--- the same sizes. Returns the step function and a check that it learned.
-local function mlp_step(sizes, optimizer, batch)
-  tf.reset_default_graph()
-  tf.set_random_seed(1)
-  local x = tf.placeholder(tf.float32, {batch, sizes[1]})
-  local y = tf.placeholder(tf.int32, {batch})
-  local h = x
-  for i = 2, #sizes do
-    h = i < #sizes and tf.layers.dense(h, sizes[i], {activation = tf.nn.relu}) or tf.layers.dense(h, sizes[i])
-  end
-  local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = h}))
-  local train_op = optimizer:minimize(loss)
-  local sess = tf.Session()
-  sess:run(tf.global_variables_initializer())
-  local xs, ys = tf.Array.new(tf.float32, {batch, sizes[1]}), tf.Array.new(tf.int32, {batch})
-  for i = 0, batch * sizes[1] - 1 do xs._data[i] = (i * 7919 % 1000) / 1000 end
-  for i = 0, batch - 1 do ys._data[i] = i % sizes[#sizes] end
-  local step = sess:make_callable(train_op, {x, y})
-  local first = sess:run(loss, {[x] = xs, [y] = ys})
-  return function() step(xs, ys) end, function()
-    assert(sess:run(loss, {[x] = xs, [y] = ys}) < first, "training did not lower the loss")
-  end
-end
-
+-- Training steps of MLPs against PyTorch at its best thread count and
+-- TensorFlow 1.x doing the same step on the same sizes.
 local MLPS = {
   {name = "digits MLP 64-128-10, Adam, batch 32", sizes = {64, 128, 10}, adam = true, lr = 0.01, batch = 32},
   {name = "MLP 784-512-512-10, SGD, batch 128", sizes = {784, 512, 512, 10}, adam = false, lr = 0.1, batch = 128,
@@ -368,44 +385,30 @@ section("input pipeline: 256x256 matmul map -> step", function()
   assert(ok, err)
 end)
 
--- Issue 17's soak: many runs and training steps with the resident size
--- sampled along the way; it should stay flat once the first runs have
--- warmed plans, buffer pools and the Lua heap up. Growth is counted from the
--- sample at a tenth of the way to the end.
-local SAMPLES = 20
-local function soak(name, count, fn)
-  collectgarbage()  -- what earlier sections left is not the soak's
-  collectgarbage()
-  local rss, t0 = {}, H.now()
-  local per_sample = count / SAMPLES
-  for s = 1, SAMPLES do
-    for _ = 1, per_sample do fn() end
-    rss[s] = H.rss_bytes()
-  end
-  local seconds = H.now() - t0
-  local base, max = rss[SAMPLES / 10], 0
-  for _, v in ipairs(rss) do max = math.max(max, v) end
-  local growth = rss[SAMPLES] - base
-  local FLAT = 1024 * 1024
-  H.row{name = name, value = string.format("%.0f", growth / 1024), unit = "KiB RSS growth",
-        target = "flat (< 1 MiB)", met = growth < FLAT,
-        note = string.format("RSS %.1f MiB after a tenth, %.1f MiB at the end (max %.1f; Lua heap %.1f MiB); " ..
-                             "%d samples; %.2f us each", base / 2 ^ 20, rss[SAMPLES] / 2 ^ 20, max / 2 ^ 20,
-                             collectgarbage("count") / 1024, SAMPLES, seconds / count * 1e6)}
-end
-
-section("soak", function()
-  local RUNS, STEPS = quick and 20000 or 1000000, quick and 2000 or 100000
+-- The text's bad loop, x = x + 1 a million times without running anything:
+-- the cost of building ops, in time and memory (the process's resident size,
+-- which holds the C graph and the Lua objects, and the Lua heap alone). It
+-- runs last: what it builds stays in the process's resident size.
+section("creating 1M ops (x = x + 1)", function()
+  local OPS = quick and 100000 or 1000000
   tf.reset_default_graph()
-  local x = tf.placeholder(tf.float32, {16})
-  local y = tf.tanh(x * 2 + 1)
-  local sess = tf.Session()
-  local feeds = {[x] = tf.Array.new(tf.float32, {16})}
-  soak(string.format("soak: %dk sess:run, 16-float feed and fetch", RUNS / 1000), RUNS,
-       function() sess:run(y, feeds) end)
-  local step, check = mlp_step({64, 128, 10}, tf.train.AdamOptimizer(0.01), 32)
-  soak(string.format("soak: %dk training steps, digits MLP", STEPS / 1000), STEPS, step)
-  check()
+  collectgarbage()
+  collectgarbage()
+  local rss0, heap0 = H.rss_bytes(), collectgarbage("count") * 1024
+  local x = tf.Variable(1.0, {name = "x"})
+  local g = tf.get_default_graph()
+  local n0 = g:num_ops()
+  local t0 = H.now()
+  while g:num_ops() - n0 < OPS do x = x + 1 end  -- a Const and an Add per step
+  local t = (H.now() - t0) / (g:num_ops() - n0)
+  collectgarbage()
+  local rss1, heap1 = H.rss_bytes(), collectgarbage("count") * 1024
+  local ops = g:num_ops() - n0
+  H.row{name = string.format("creating %dk ops (x = x + 1)", OPS / 1000), value = us(t), unit = "us/op",
+        note = string.format("%.0f bytes/op resident (Lua heap %.0f bytes/op); one measurement",
+                             (rss1 - rss0) / ops, (heap1 - heap0) / ops)}
+  tf.reset_default_graph()
+  collectgarbage()
 end)
 
 H.close_python_peers()
