@@ -44,19 +44,45 @@ function M.text(rows)
   return table.concat(lines, "\n") .. "\n"
 end
 
+local function markdown_line(cells)
+  local escaped = {}
+  for i, c in ipairs(cells) do escaped[i] = c:gsub("|", "\\|") end
+  return "| " .. table.concat(escaped, " | ") .. " |"
+end
+
 -- intro: lines of text above the table (what was measured, where, when).
 function M.markdown(rows, intro)
   local out = {}
   for _, l in ipairs(intro or {}) do out[#out + 1] = l end
   out[#out + 1] = ""
-  out[#out + 1] = "| " .. table.concat(M.HEADER, " | ") .. " |"
+  out[#out + 1] = markdown_line(M.HEADER)
   out[#out + 1] = "|" .. string.rep("---|", #M.HEADER)
+  for _, r in ipairs(rows) do out[#out + 1] = markdown_line(M.cells(r)) end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- The rows that have a target (moonflow's own goal, or a ratio against a
+-- peer), each under its benchmark's name and figure: README.md's summary.
+function M.targets_markdown(rows)
+  local out = {markdown_line({"benchmark", "moonflow", "peer", "peer's figure", "peer/moonflow", "target"}),
+               "|---|---|---|---|---|---|"}
+  local name, value = "", ""
   for _, r in ipairs(rows) do
-    local cells = M.cells(r)
-    for i, c in ipairs(cells) do cells[i] = c:gsub("|", "\\|") end
-    out[#out + 1] = "| " .. table.concat(cells, " | ") .. " |"
+    if r.name and r.name ~= "" then name, value = r.name, (r.value or "") .. " " .. (r.unit or "") end
+    if r.target then
+      local c = M.cells(r)
+      out[#out + 1] = markdown_line({name, value, c[4], c[5], c[6], c[7]})
+    end
   end
   return table.concat(out, "\n") .. "\n"
+end
+
+-- text with what lies between the lines `first` and `last` replaced by
+-- block; nil when either marker is missing.
+function M.splice(text, first, last, block)
+  local i, j = text:find(first, 1, true), text:find(last, 1, true)
+  if not i or not j or j < i then return nil end
+  return text:sub(1, i + #first - 1) .. "\n" .. block .. text:sub(j)
 end
 
 -- The comparisons a chart shows: every peer row with a ratio, named after the

@@ -445,7 +445,31 @@ local rows = H.rows
 print(table.concat(intro, "\n"))
 print()
 io.write(report.text(rows))
-report.write(out_dir .. "/bench.md", report.markdown(rows, intro))
+local md_intro = {unpack(intro)}
+table.insert(md_intro, 2, "\n![moonflow against its peers](bench.svg)")
+report.write(out_dir .. "/bench.md", report.markdown(rows, md_intro))
 report.write(out_dir .. "/bench.svg", report.svg(report.comparisons(rows), "moonflow against its peers",
                                                  when .. ", " .. machine))
 print(string.format("\nwrote %s/bench.md and %s/bench.svg", out_dir, out_dir))
+
+-- A full run into docs/ also renews README.md's summary, between its markers.
+if out_dir == "docs" then
+  local f = assert(io.open("README.md"))
+  local readme = f:read("*a")
+  f:close()
+  local summary = table.concat({
+    string.format("Last full run: %s, %s (%s).", when, machine, first_line("uname -sr")),
+    "",
+    "![moonflow against its peers](docs/bench.svg)",
+    "",
+    report.targets_markdown(rows),
+    "Every row, peer and note: [docs/bench.md](docs/bench.md).",
+    ""}, "\n")
+  local renewed = report.splice(readme, "<!-- bench:begin -->", "<!-- bench:end -->", summary)
+  if renewed then
+    report.write("README.md", renewed)
+    print("renewed README.md's benchmark summary")
+  else
+    print("README.md has no <!-- bench:begin --> / <!-- bench:end --> markers: its summary is not renewed")
+  end
+end

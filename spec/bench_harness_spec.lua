@@ -128,6 +128,22 @@ describe("bench report", function()
     assert.are.equal(2 + #rows, n)
   end)
 
+  it("summarises the rows with targets under their benchmark's figure", function()
+    assert.are.equal(table.concat({
+      "| benchmark | moonflow | peer | peer's figure | peer/moonflow | target |",
+      "|---|---|---|---|---|---|",
+      "| matmul | 60.0 GFLOP/s | cblas \\| direct | 57.0 | 0.95x | >= 0.95x met |",
+      "| a < b & c | 3 ms |  |  |  | <= 2 ms missed |",
+      ""}, "\n"), report.targets_markdown(rows))
+  end)
+
+  it("replaces what lies between two markers", function()
+    local text = "intro\n<!-- b -->\nold figures\n<!-- e -->\nrest\n"
+    assert.are.equal("intro\n<!-- b -->\nnew\n<!-- e -->\nrest\n", report.splice(text, "<!-- b -->", "<!-- e -->", "new\n"))
+    assert.is_nil(report.splice("no markers", "<!-- b -->", "<!-- e -->", "new\n"))
+    assert.is_nil(report.splice("<!-- e --> <!-- b -->", "<!-- b -->", "<!-- e -->", "new\n"))
+  end)
+
   it("charts every comparison as a bar on a log2 axis centred on 1x", function()
     local comparisons = report.comparisons(rows)
     assert.are.same({{label = "matmul vs cblas | direct", ratio = 0.95, target = 0.95},
