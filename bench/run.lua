@@ -21,6 +21,8 @@ local out_dir = os.getenv("BENCH_OUT") or (quick and build or "docs")
 local function us(t) return string.format("%.2f", t * 1e6) end
 local function ms(t) return string.format("%.2f", t * 1e3) end
 local function per_second(t) return string.format("%.0f", 1 / t) end
+-- 1000000 -> "1M", 20000 -> "20k": the counts in row names.
+local function count(n) return n >= 1e6 and string.format("%gM", n / 1e6) or string.format("%gk", n / 1e3) end
 
 local c_peers, c_peers_why = H.c_peers(cc, cflags, build)
 local blas, blas_why = H.blas()
@@ -101,10 +103,10 @@ section("soak", function()
   local y = tf.tanh(x * 2 + 1)
   local sess = tf.Session()
   local feeds = {[x] = tf.Array.new(tf.float32, {16})}
-  soak(string.format("soak: %dk sess:run, 16-float feed and fetch", RUNS / 1000), RUNS,
+  soak("soak: " .. count(RUNS) .. " sess:run, 16-float feed and fetch", RUNS,
        function() sess:run(y, feeds) end)
   local step, check = mlp_step({64, 128, 10}, tf.train.AdamOptimizer(0.01), 32)
-  soak(string.format("soak: %dk training steps, digits MLP", STEPS / 1000), STEPS, step)
+  soak("soak: " .. count(STEPS) .. " training steps, digits MLP", STEPS, step)
   check()
 end)
 
@@ -223,7 +225,7 @@ section("1M sess:run(tf.assign(x, x + 1)), built once", function()
   local sess = tf.Session()
   sess:run(x.initializer)
   local total = 0
-  compare{name = string.format("%dk sess:run(tf.assign(x, x + 1)), built once", N / 1000), unit = "us/run", figure = us,
+  compare{name = count(N) .. " sess:run(tf.assign(x, x + 1)), built once", unit = "us/run", figure = us,
           ours = ours_fn("moonflow", function()
             for _ = 1, N do sess:run(increment_x) end
             total = total + N
@@ -404,7 +406,7 @@ section("creating 1M ops (x = x + 1)", function()
   collectgarbage()
   local rss1, heap1 = H.rss_bytes(), collectgarbage("count") * 1024
   local ops = g:num_ops() - n0
-  H.row{name = string.format("creating %dk ops (x = x + 1)", OPS / 1000), value = us(t), unit = "us/op",
+  H.row{name = "creating " .. count(OPS) .. " ops (x = x + 1)", value = us(t), unit = "us/op",
         note = string.format("%.0f bytes/op resident (Lua heap %.0f bytes/op); one measurement",
                              (rss1 - rss0) / ops, (heap1 - heap0) / ops)}
   tf.reset_default_graph()

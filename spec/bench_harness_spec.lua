@@ -20,14 +20,15 @@ local function fake(label, seconds, order, options)
 end
 
 describe("bench harness", function()
-  local saved_reps, saved_batch
+  local saved_reps, saved_batch, saved_settle
   before_each(function()
-    saved_reps, saved_batch = H.reps, H.batch_seconds
-    -- one call of a fake takes >= batch_seconds / 4, so calibration runs one call
-    H.reps, H.batch_seconds = 3, 1
+    saved_reps, saved_batch, saved_settle = H.reps, H.batch_seconds, H.settle_seconds
+    -- one call of a fake takes >= batch_seconds / 4, so calibration runs one
+    -- call; fakes leave no threads spinning, so no pause between them
+    H.reps, H.batch_seconds, H.settle_seconds = 3, 1, 0
     H.rows = {}
   end)
-  after_each(function() H.reps, H.batch_seconds = saved_reps, saved_batch end)
+  after_each(function() H.reps, H.batch_seconds, H.settle_seconds = saved_reps, saved_batch, saved_settle end)
 
   it("takes the median of an odd and an even number of values", function()
     assert.are.equal(2, H.median({3, 1, 2}))
@@ -167,11 +168,15 @@ describe("bench report", function()
 end)
 
 describe("bench Python peers", function()
-  local saved_python
-  before_each(function() saved_python = H.python end)
+  local saved_python, saved_log
+  before_each(function()
+    saved_python, saved_log = H.python, H.python_log
+    H.python_log = os.tmpname()
+  end)
   after_each(function()
-    H.python = saved_python
     H.close_python_peers()
+    os.remove(H.python_log)
+    H.python, H.python_log = saved_python, saved_log
   end)
 
   it("starts a peer process that reports versions and errors over the pipe", function()
