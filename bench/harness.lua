@@ -255,7 +255,8 @@ local function start_python(module)
   local version, why = proc:request("version " .. module)
   if not version then
     if why:find("exit 127") then why = M.python .. " not found"
-    elseif why:find("ModuleNotFoundError") then why = "not installed (" .. M.python .. ": " .. why .. ")"
+    elseif why:find("ModuleNotFoundError") then
+      why = string.format("not installed in %s (make bench-peers installs it)", M.python)
     else why = "cannot import " .. module .. ": " .. why end
     return nil, why
   end
