@@ -24,6 +24,17 @@ local function per_second(t) return string.format("%.0f", 1 / t) end
 -- 1000000 -> "1M", 20000 -> "20k": the counts in row names.
 local function count(n) return n >= 1e6 and string.format("%gM", n / 1e6) or string.format("%gk", n / 1e3) end
 
+-- The machine's load average when the run began: other work on its cores
+-- slows every contender, and the report says how much there was.
+local function load_average()
+  local f = io.open("/proc/loadavg")
+  if not f then return "unknown" end
+  local one_minute = f:read("*n")
+  f:close()
+  return string.format("%.1f", one_minute)
+end
+local load_at_start = load_average()
+
 local c_peers, c_peers_why = H.c_peers(cc, cflags, build)
 local blas, blas_why = H.blas()
 local function c_contender(label, fn, options)
@@ -429,9 +440,10 @@ for _, p in ipairs(H.python_peers_status()) do
                                     p.version and p.version or "not run: " .. p.why)
 end
 local when = os.date("!%Y-%m-%d %H:%M UTC")
-local machine = string.format("%s, %s cores", cpu, cores)
+local machine = string.format("%s, %s cores (%s)", cpu, cores, first_line("uname -sr"))
+local load = string.format("load average %s at the start, %s at the end", load_at_start, load_average())
 local intro = {
-  string.format("moonflow benchmarks, %s, on %s (%s).", when, machine, first_line("uname -sr")),
+  string.format("moonflow benchmarks, %s, on %s; %s.", when, machine, load),
   "",
   string.format("Each figure is the median of %d batches of about %.2f s, every contender of a row timed in turn " ..
                 "in each round (ours, peer, ours, peer, ...). peer/moonflow is the peer's time over moonflow's " ..
@@ -451,7 +463,7 @@ local md_intro = {unpack(intro)}
 table.insert(md_intro, 2, "\n![moonflow against its peers](bench.svg)")
 report.write(out_dir .. "/bench.md", report.markdown(rows, md_intro))
 report.write(out_dir .. "/bench.svg", report.svg(report.comparisons(rows), "moonflow against its peers",
-                                                 when .. ", " .. machine))
+                                                 when .. ", " .. machine .. "; " .. load))
 print(string.format("\nwrote %s/bench.md and %s/bench.svg", out_dir, out_dir))
 
 -- A full run into docs/ also renews README.md's summary, between its markers.
@@ -460,7 +472,7 @@ if out_dir == "docs" then
   local readme = f:read("*a")
   f:close()
   local summary = table.concat({
-    string.format("Last full run: %s, %s (%s).", when, machine, first_line("uname -sr")),
+    string.format("Last full run: %s, on %s; %s.", when, machine, load),
     "",
     "![moonflow against its peers](docs/bench.svg)",
     "",
