@@ -11,7 +11,7 @@ local tf = require("moonflow")
 local H = require("harness")
 local report = require("report")
 
-local section, compare, ours_fn, py = H.section, H.compare, H.lua_contender, H.python_contender
+local section, compare, lua_contender, py = H.section, H.compare, H.lua_contender, H.python_contender
 local quick = H.quick
 local build = os.getenv("BENCH_BUILD") or "build"
 local cc = os.getenv("CC") or "cc"
@@ -23,6 +23,19 @@ local function ms(t) return string.format("%.2f", t * 1e3) end
 local function per_second(t) return string.format("%.0f", 1 / t) end
 -- 1000000 -> "1M", 20000 -> "20k": the counts in row names.
 local function count(n) return n >= 1e6 and string.format("%gM", n / 1e6) or string.format("%gk", n / 1e3) end
+
+-- Runs a command and returns what it printed.
+local function output_of(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+local function first_line(cmd)
+  return (output_of(cmd):match("([^\n]*)"))
+end
+local cores = tonumber(first_line("nproc")) or 1
 
 -- The machine's load average when the run began: other work on its cores
 -- slows every contender, and the report says how much there was.
@@ -39,14 +52,14 @@ local c_peers, c_peers_why = H.c_peers(cc, cflags, build)
 local blas, blas_why = H.blas()
 local function c_contender(label, fn, options)
   if not c_peers then return {label = label, why = c_peers_why} end
-  return ours_fn(label, fn, options)
+  return lua_contender(label, fn, options)
 end
 
--- PyTorch at its best thread count on this machine for a workload: each
--- count is a contender, the fastest stands for PyTorch.
+-- PyTorch at its best thread count on this machine for a workload: one
+-- thread and one per core are each a contender, the faster stands for PyTorch.
 local function torch_best(label, workload, args, options)
   local choices = {}
-  for _, threads in ipairs({1, 2}) do
+  for _, threads in ipairs(cores > 1 and {1, cores} or {1}) do
     local a = {}
     for i, v in ipairs(args) do a[i] = v end
     a[#a + 1] = threads
@@ -131,12 +144,12 @@ section("run overhead", function()
   local f = sess:make_callable(y, {x})
   assert(f(2) == 3, "callable gave a wrong value")
   compare{name = "make_callable call, 1-op graph y = x + 1", unit = "us/call", figure = us, goal = 0.2e-6,
-          ours = ours_fn("moonflow", function() f(2) end),
+          ours = lua_contender("moonflow", function() f(2) end),
           peers = {py("tensorflow", "TF1 Session.make_callable", "tf1_callable_scalar"),
                    py("torch", "PyTorch eager x + 1 (1 thread)", "torch_add_scalar")}}
   local feeds = {[x] = 2}
   compare{name = "sess:run y = x + 1 (scalar feed)", unit = "us/call", figure = us, goal = 0.5e-6,
-          ours = ours_fn("moonflow", function() sess:run(y, feeds) end),
+          ours = lua_contender("moonflow", function() sess:run(y, feeds) end),
           peers = {py("tensorflow", "TF1 Session.run", "tf1_run_scalar"),
                    py("torch", "PyTorch eager x + 1 (1 thread)", "torch_add_scalar")}}
 end)
@@ -153,7 +166,7 @@ section("while_loop, scalar body of two ops", function()
   assert(run(1000) == 1000, "the loop went astray")
   local PEER_N = 10000
   compare{name = "while_loop, scalar body of two ops", unit = "us/iteration", figure = us, goal = 0.05e-6,
-          ours = ours_fn("moonflow", function() run(N) end, {units = N}),
+          ours = lua_contender("moonflow", function() run(N) end, {units = N}),
           note = string.format("%d iterations per run", N),
           peers = {py("tensorflow", "TF1 tf.while_loop", "tf1_while", {PEER_N}, {units = PEER_N}),
                    py("torch", "PyTorch eager Python loop (1 thread)", "torch_scalar_loop", {PEER_N},
@@ -174,11 +187,11 @@ for _, N in ipairs({256, 1024}) do
     -- The peer's output is C memory too, so the Lua heap stays as small as ours.
     local out_array = tf.Array.new(tf.float32, {N, N})
     local out = out_array._data
-    local sgemm = blas and ours_fn("cblas_sgemm (same BLAS, direct)", function()
+    local sgemm = blas and lua_contender("cblas_sgemm (same BLAS, direct)", function()
       blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
     end, {target = 0.95}) or {label = "cblas_sgemm", why = blas_why}
     compare{name = name, unit = "GFLOP/s", figure = function(t) return string.format("%.1f", flops / t * 1e-9) end,
-            ours = ours_fn("moonflow", function() f(a, b) end),
+            ours = lua_contender("moonflow", function() f(a, b) end),
             peers = {sgemm, py("numpy", "NumPy matmul (out=)", "numpy_matmul", {N})}}
     if blas then
       local k = N * N - 1 - N
@@ -204,7 +217,7 @@ section("y = x * 2 + 1, 10M float32", function()
   local function measure(name, hold_mib)
     local allocs0, runs = sess:num_allocations(), 0
     compare{name = name, unit = "ms", figure = ms,
-            ours = ours_fn("moonflow", function() runs = runs + 1; f(xa) end),
+            ours = lua_contender("moonflow", function() runs = runs + 1; f(xa) end),
             note_of = function(t)
               return string.format("%.1f GB/s (8 bytes/element); %.2f buffers allocated per run", N * 8 / t * 1e-9,
                                    (sess:num_allocations() - allocs0) / runs)
@@ -237,7 +250,7 @@ section("1M sess:run(tf.assign(x, x + 1)), built once", function()
   sess:run(x.initializer)
   local total = 0
   compare{name = count(N) .. " sess:run(tf.assign(x, x + 1)), built once", unit = "us/run", figure = us,
-          ours = ours_fn("moonflow", function()
+          ours = lua_contender("moonflow", function()
             for _ = 1, N do sess:run(increment_x) end
             total = total + N
           end, {units = N}),
@@ -264,7 +277,7 @@ section("while_loop gradient: memory held", function()
   local sess = tf.Session()
   local feed = {[h0] = tf.Array.new(tf.float32, {B, HD})}
   local kept = sess:run({gw, h.op:output(2)}, feed)[2]
-  local t = H.interleave({ours_fn("moonflow", function() sess:run(gw, feed) end)})[1]
+  local t = H.interleave({lua_contender("moonflow", function() sess:run(gw, feed) end)})[1]
   H.row{name = "while_loop gradient: memory held", value = string.format("%.1f", kept / T / 1024),
         unit = "KiB/iteration",
         note = string.format("%d steps of h [%dx%d] float32: %.0f KiB kept in all (one state per step); " ..
@@ -285,7 +298,7 @@ for _, m in ipairs(MLPS) do
     local args = {H.py_list(m.sizes), m.adam and "True" or "False", m.lr, m.batch}
     compare{name = m.name, unit = "steps/s", figure = per_second,
             note_of = function(t) return string.format("%.1f us/step", t * 1e6) end,
-            ours = ours_fn("moonflow", step),
+            ours = lua_contender("moonflow", step),
             peers = {torch_best("PyTorch, best thread count", "torch_mlp", args, {target = m.target}),
                      py("tensorflow", "TF1 graph mode", "tf1_mlp", args)}}
     check()
@@ -314,14 +327,6 @@ for epoch in range(20):
         opt.step()
 print("peak_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 ]]
-
--- Runs a command and returns what it printed.
-local function output_of(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("*a")
-  p:close()
-  return out
-end
 
 section("digits training: peak resident memory", function()
   local name = "digits training: peak resident memory"
@@ -378,8 +383,8 @@ end
 
 local function pipeline_rows(name, note)
   compare{name = name, unit = "steps/s", figure = per_second, note = note,
-          ours = ours_fn("prefetch(2)", pipeline_step(true)),
-          peers = {ours_fn("no prefetch", pipeline_step(false))}}
+          ours = lua_contender("prefetch(2)", pipeline_step(true)),
+          peers = {lua_contender("no prefetch", pipeline_step(false))}}
 end
 
 section("input pipeline: 256x256 matmul map -> step", function()
@@ -427,11 +432,7 @@ end)
 H.close_python_peers()
 
 -- Report ------------------------------------------------------------------------
-local function first_line(cmd)
-  return (output_of(cmd):match("([^\n]*)"))
-end
 local cpu = output_of("grep -m1 'model name' /proc/cpuinfo"):match(":%s*([^\n]+)") or "unknown CPU"
-local cores = first_line("nproc")
 local peers = {string.format("C peers (bench/peers.c, %s %s -fopenmp): %s", cc, cflags,
                              c_peers and "built" or "not run: " .. c_peers_why),
                "OpenBLAS cblas_sgemm: " .. (blas and "loaded" or "not run: " .. blas_why)}
