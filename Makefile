@@ -6,7 +6,8 @@
 #   make test-threads  the asynchronous-run API and concurrent runs of one session under ThreadSanitizer
 #   make valgrind   a subset of the suite under valgrind: no byte definitely lost
 #   make fuzz       libFuzzer on the readers (fuzz/README.md), FUZZ_SECONDS each
-#   make bench      benchmarks with peer comparisons
+#   make bench      benchmarks with peer comparisons (docs/bench.md, docs/bench.svg)
+#   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header and
 #                   libraries into PREFIX/include and PREFIX/lib
@@ -33,7 +34,7 @@ LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench demo install install-lua install-c clean
+.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
@@ -153,9 +154,22 @@ fuzz: deps
 	    build-fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
 	done
 
-# The C peers are compiled by bench/run.lua with the library's CC and CFLAGS.
+# The C peers are compiled by bench/harness.lua with the library's CC and
+# CFLAGS. The Python peers (NumPy, PyTorch, TensorFlow 1.x graph mode) run in
+# the virtualenv `make bench-peers` makes, else in Debian's python3 with what
+# it has; BENCH_QUICK=1 is a short smoke run that reports into $(BUILD)/.
+BENCH_VENV ?= $(HOME)/.cache/moonflow/bench-venv
+BENCH_PYTHON ?= $(firstword $(wildcard $(BENCH_VENV)/bin/python3 /usr/bin/python3) python3)
 bench: all
-	$(LUA_ENV) BENCH_BUILD=$(BUILD) CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
+	$(LUA_ENV) BENCH_BUILD=$(BUILD) BENCH_PYTHON="$(BENCH_PYTHON)" CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
+
+# The peers' virtualenv, outside the tree (it is several GB: PyPI's torch
+# wheel brings its CUDA libraries along) and shared by every checkout.
+BENCH_PEER_PACKAGES := numpy torch tensorflow-cpu
+bench-peers:
+	$(call install_debs,python3-venv,exit 1)
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --upgrade $(BENCH_PEER_PACKAGES)
 
 demo: all
 	$(LUA_ENV) luajit examples/demo.lua

@@ -1,0 +1,245 @@
+"""bench/peers.py — the Python peers of `make bench` (NumPy, PyTorch and
+TensorFlow 1.x graph mode through tensorflow.compat.v1), one process per
+framework (PyTorch and TensorFlow abort when loaded together) that stays alive for the whole bench, so bench/harness.lua can time
+them interleaved with moonflow.
+
+Protocol: one command per line on stdin, one reply per line on stdout
+("ok [value]" or "err <what went wrong>"); anything else a library prints
+goes to stderr.
+  version <module>                 -> ok <module's version>
+  setup <id> <workload> <args...>  -> ok          (args are Python literals)
+  run <id> <calls>                 -> ok <seconds for that many calls>
+  quit
+A workload builds its data and graph once and returns the function one call
+of which is the unit of work timed, or (function, prepare) where prepare runs
+before each timed batch (PyTorch's thread count is per process, so each
+workload sets its own).
+"""
+import ast
+import importlib
+import sys
+import time
+
+WORKLOADS = {}
+
+
+def workload(fn):
+    WORKLOADS[fn.__name__] = fn
+    return fn
+
+
+def held_arrays(np, mib):
+    """Other arrays the script keeps alive (issue 13: 100 MB of them made
+    fresh 40 MB buffers come from mmap and page-fault on every run)."""
+    return [np.ones(1 << 18, dtype=np.float32) for _ in range(mib)]
+
+
+@workload
+def numpy_axpb(n, in_place, hold_mib):
+    import numpy as np
+    x = (np.arange(n) % 1000).astype(np.float32)
+    held = held_arrays(np, hold_mib)
+    if not in_place:
+        return lambda: (held, x * 2 + 1)
+    y = np.empty_like(x)
+
+    def call():
+        np.multiply(x, 2, out=y)
+        np.add(y, 1, out=y)
+    return call
+
+
+@workload
+def numpy_matmul(n):
+    import numpy as np
+    a = (np.arange(n * n) % 7 * 0.25).astype(np.float32).reshape(n, n)
+    b = (np.arange(n * n) % 5 * 0.5).astype(np.float32).reshape(n, n)
+    c = np.empty_like(a)
+    return lambda: np.matmul(a, b, out=c)
+
+
+def torch_threads(threads):
+    import torch
+    return lambda: torch.set_num_threads(threads)
+
+
+@workload
+def torch_add_scalar():
+    import torch
+    x = torch.tensor(3.0)
+    return (lambda: x + 1), torch_threads(1)
+
+
+@workload
+def torch_scalar_loop(n):
+    """One call runs n iterations of the loop moonflow's while_loop row runs."""
+    import torch
+
+    def call():
+        i, v = torch.tensor(0), torch.tensor(0.0)
+        while i < n:
+            i, v = i + 1, v + 1
+    return call, torch_threads(1)
+
+
+@workload
+def torch_mlp(sizes, adam, lr, batch, threads):
+    import torch
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = (torch.optim.Adam if adam else torch.optim.SGD)(model.parameters(), lr)
+    x = torch.rand(batch, sizes[0])
+    y = torch.randint(0, sizes[-1], (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    return step, torch_threads(threads)
+
+
+def tf1():
+    """TensorFlow 1.x graph mode: sessions, placeholders, no eager."""
+    import os
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow.compat.v1 as tf
+    tf.disable_eager_execution()
+    return tf
+
+
+def tf1_scalar_graph():
+    """y = x + 1 with a scalar placeholder x, and a session on it."""
+    tf = tf1()
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [])
+        y = x + 1
+    return tf.Session(graph=g), x, y
+
+
+@workload
+def tf1_run_scalar():
+    sess, x, y = tf1_scalar_graph()
+    feeds = {x: 2.0}
+    return lambda: sess.run(y, feeds)
+
+
+@workload
+def tf1_callable_scalar():
+    sess, x, y = tf1_scalar_graph()
+    run = sess.make_callable(y, feed_list=[x])
+    return lambda: run(2.0)
+
+
+@workload
+def tf1_assign():
+    tf = tf1()
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.Variable(0, name="x")
+        increment_x = tf.assign(x, x + 1)
+        init = tf.global_variables_initializer()
+    sess = tf.Session(graph=g)
+    sess.run(init)
+    return lambda: sess.run(increment_x)
+
+
+@workload
+def tf1_while(n):
+    """One call runs n iterations of a scalar loop, body i + 1, v + 1."""
+    tf = tf1()
+    g = tf.Graph()
+    with g.as_default():
+        limit = tf.placeholder(tf.int32, [])
+        _, v = tf.while_loop(lambda i, v: i < limit, lambda i, v: (i + 1, v + 1),
+                             [tf.constant(0), tf.constant(0.0)])
+    run = tf.Session(graph=g).make_callable(v, feed_list=[limit])
+    return lambda: run(n)
+
+
+@workload
+def tf1_axpb(n, hold_mib):
+    import numpy as np
+    tf = tf1()
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [n])
+        y = x * 2 + 1
+    run = tf.Session(graph=g).make_callable(y, feed_list=[x])
+    xs = (np.arange(n) % 1000).astype(np.float32)
+    held = held_arrays(np, hold_mib)
+    return lambda: (held, run(xs))
+
+
+@workload
+def tf1_mlp(sizes, adam, lr, batch):
+    import numpy as np
+    tf = tf1()
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(0)
+        x = tf.placeholder(tf.float32, [batch, sizes[0]])
+        y = tf.placeholder(tf.int32, [batch])
+        h = x
+        for i in range(len(sizes) - 1):
+            w = tf.Variable(tf.glorot_uniform_initializer()((sizes[i], sizes[i + 1])))
+            h = tf.matmul(h, w) + tf.Variable(tf.zeros([sizes[i + 1]]))
+            if i < len(sizes) - 2:
+                h = tf.nn.relu(h)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+        opt = tf.train.AdamOptimizer(lr) if adam else tf.train.GradientDescentOptimizer(lr)
+        train = opt.minimize(loss)
+        init = tf.global_variables_initializer()
+    sess = tf.Session(graph=g)
+    sess.run(init)
+    step = sess.make_callable(train, feed_list=[x, y])
+    xs = np.random.default_rng(0).random((batch, sizes[0]), dtype=np.float32)
+    ys = np.arange(batch, dtype=np.int32) % sizes[-1]
+    return lambda: step(xs, ys)
+
+
+def serve(lines, reply):
+    calls, prepares = {}, {}
+    for line in lines:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            return
+        try:
+            if words[0] == "version":
+                reply("ok " + str(importlib.import_module(words[1]).__version__))
+            elif words[0] == "setup":
+                if words[2] not in WORKLOADS:
+                    raise KeyError("no workload named " + words[2])
+                made = WORKLOADS[words[2]](*[ast.literal_eval(w) for w in words[3:]])
+                calls[words[1]], prepares[words[1]] = made if isinstance(made, tuple) else (made, None)
+                reply("ok")
+            elif words[0] == "run":
+                fn, prepare, n = calls[words[1]], prepares[words[1]], int(words[2])
+                if prepare:
+                    prepare()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                reply("ok %.9g" % (time.perf_counter() - t0))
+            else:
+                reply("err unknown command " + words[0])
+        except Exception as e:  # the bench reports it and goes on
+            reply("err %s: %s" % (type(e).__name__, " ".join(str(e).split())[:200]))
+
+
+if __name__ == "__main__":
+    protocol_out = sys.stdout
+    sys.stdout = sys.stderr  # what libraries print stays off the protocol
+
+    def reply(text):
+        protocol_out.write(text + "\n")
+        protocol_out.flush()
+    serve(sys.stdin, reply)
