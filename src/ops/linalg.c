@@ -769,10 +769,12 @@ static mf_output scaled(mf_grad_ctx *gc, mf_output x, double c) {
 
 /* ---------- gradient rules (TensorFlow's, linalg_grad.py) ---------- */
 
-/* C = inv(A) (or inv(A)^T): dA = -C^T g C^T. */
+/* C = inv(A): dA = -C^T g C^T; with adjoint, C = inv(A^T) and dA = -C g^T C. */
 static mf_code inverse_grad(mf_grad_ctx *gc) {
-  mf_output c = mf_op_out(gc->op, 0);
-  gc->input_grads[0] = mf_grad_op1(gc, "Neg", matmul(gc, c, matmul(gc, gc->grads[0], c, false, true), true, false));
+  mf_output c = mf_op_out(gc->op, 0), g = gc->grads[0];
+  mf_output prod = mf_attr_bool(&gc->op->attrs, "adjoint", false) ? matmul(gc, c, matmul(gc, g, c, true, false), false, false)
+                                                                 : matmul(gc, c, matmul(gc, g, c, false, true), true, false);
+  gc->input_grads[0] = mf_grad_op1(gc, "Neg", prod);
   return gc->status->code;
 }
 

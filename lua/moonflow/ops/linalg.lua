@@ -528,14 +528,15 @@ return function(tf, ops)
       end
       return k + 1
     end
+    local used_a, used_b = {}, {}
     for i = 1, #a_axes do
       local ia, ib = axis(a_axes[i], ra, "a"), axis(b_axes[i], rb, "b")
-      if lb[ib] ~= letters:sub(ra + ib, ra + ib) then fail(fname .. ": axis " .. b_axes[i] .. " of b is given twice") end
-      if la[ia] ~= letters:sub(ia, ia) then fail(fname .. ": axis " .. a_axes[i] .. " of a is given twice") end
-      lb[ib] = la[ia]
+      if used_a[ia] then fail(fname .. ": axis " .. a_axes[i] .. " of a is given twice") end
+      if used_b[ib] then fail(fname .. ": axis " .. b_axes[i] .. " of b is given twice") end
+      used_a[ia], used_b[ib], lb[ib] = true, true, la[ia]
     end
     for i = 1, ra do if not index_of(lb, la[i]) then out[#out + 1] = la[i] end end
-    for i = 1, rb do if lb[i] == letters:sub(ra + i, ra + i) then out[#out + 1] = lb[i] end end
+    for i = 1, rb do if not used_b[i] then out[#out + 1] = lb[i] end end
     return einsum_of(fname, {{t = x, labels = la}, {t = y, labels = lb}}, out, name or "tensordot")
   end, {"tensordot"})
 end
