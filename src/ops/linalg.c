@@ -24,6 +24,7 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "kernels/helpers.h"
+#include "ops/matmul.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -563,7 +564,8 @@ static mf_code svd_kernel(mf_kernel_ctx *ctx) {
   int64_t uv_size = uv ? m * ucols + vrows * n : 0;
   work w;
   if (work_alloc(ctx, &w, m * n + k + uv_size + lwork, 8 * k)) return ctx->status->code;
-  double *wa = w.d, *sv = wa + m * n, *wu = sv + k, *wvt = wu + (uv ? m * ucols : 0), *scratch = wvt + (uv ? vrows * n : 0);
+  double *wa = w.d, *sv = wa + m * n, *wu = sv + k, *wvt = wu + (uv ? m * ucols : 0);
+  double *scratch = wvt + (uv ? vrows * n : 0);
   mf_code code = MF_OK;
   for (int64_t b = 0; b < batch && !code; b++) {
     if (k > 0) {
@@ -612,7 +614,8 @@ static mf_code eig_kernel(mf_kernel_ctx *ctx) {
     load_matrix(wa, col_major(n), a, b * n * n, n, n);
     dsyevd_(jobz, "L", &bn, wa, &bn, ev, scratch, &lwork, w.ints, &liwork, &info, 1, 1);
     if (info != 0) {
-      code = matrix_error(ctx, a, b, "Self-adjoint eigen decomposition was not successful. The input might not be valid.");
+      code = matrix_error(ctx, a, b,
+                          "Self-adjoint eigen decomposition was not successful. The input might not be valid.");
       break;
     }
     store_matrix(e, b * n, ev, col_major(n), n, 1);
@@ -692,37 +695,26 @@ static mf_code set_diag_kernel(mf_kernel_ctx *ctx) {
 
 /* ---------- gradient builders ---------- */
 
-static mf_output matmul(mf_grad_ctx *gc, mf_output a, mf_output b, bool ta, bool tb) {
-  mf_op_desc *d = mf_grad_begin(gc, "MatMul");
-  if (d) {
-    mf_op_desc_add_input(d, a);
-    mf_op_desc_add_input(d, b);
-    mf_op_desc_set_attr_bool(d, "transpose_a", ta);
-    mf_op_desc_set_attr_bool(d, "transpose_b", tb);
-  }
-  return mf_grad_finish(gc, d);
-}
-
-/* An op on inputs a (and b) with one bool attribute. */
-static mf_output with_flag(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, const char *attr, bool v) {
+/* An op on inputs a (and b, unless MF_NO_PORT) with the bool attribute
+ * `attr` (and `attr2`, unless NULL). */
+static mf_output flagged(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, const char *attr, bool v,
+                         const char *attr2, bool v2) {
   mf_op_desc *d = mf_grad_begin(gc, type);
   if (d) {
     mf_op_desc_add_input(d, a);
     if (b.op) mf_op_desc_add_input(d, b);
     mf_op_desc_set_attr_bool(d, attr, v);
+    if (attr2) mf_op_desc_set_attr_bool(d, attr2, v2);
   }
   return mf_grad_finish(gc, d);
 }
 
+static mf_output with_flag(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b, const char *attr, bool v) {
+  return flagged(gc, type, a, b, attr, v, NULL, false);
+}
+
 static mf_output triangular_solve(mf_grad_ctx *gc, mf_output a, mf_output b, bool lower, bool adjoint) {
-  mf_op_desc *d = mf_grad_begin(gc, "MatrixTriangularSolve");
-  if (d) {
-    mf_op_desc_add_input(d, a);
-    mf_op_desc_add_input(d, b);
-    mf_op_desc_set_attr_bool(d, "lower", lower);
-    mf_op_desc_set_attr_bool(d, "adjoint", adjoint);
-  }
-  return mf_grad_finish(gc, d);
+  return flagged(gc, "MatrixTriangularSolve", a, b, "lower", lower, "adjoint", adjoint);
 }
 
 /* MatrixBandPart(x, lower, upper): -1 keeps a whole triangle. */
@@ -772,8 +764,9 @@ static mf_output scaled(mf_grad_ctx *gc, mf_output x, double c) {
 /* C = inv(A): dA = -C^T g C^T; with adjoint, C = inv(A^T) and dA = -C g^T C. */
 static mf_code inverse_grad(mf_grad_ctx *gc) {
   mf_output c = mf_op_out(gc->op, 0), g = gc->grads[0];
-  mf_output prod = mf_attr_bool(&gc->op->attrs, "adjoint", false) ? matmul(gc, c, matmul(gc, g, c, true, false), false, false)
-                                                                 : matmul(gc, c, matmul(gc, g, c, false, true), true, false);
+  mf_output prod = mf_attr_bool(&gc->op->attrs, "adjoint", false)
+                       ? mf_grad_matmul(gc, c, mf_grad_matmul(gc, g, c, true, false), false, false)
+                       : mf_grad_matmul(gc, c, mf_grad_matmul(gc, g, c, false, true), true, false);
   gc->input_grads[0] = mf_grad_op1(gc, "Neg", prod);
   return gc->status->code;
 }
@@ -804,7 +797,8 @@ static mf_code solve_grad(mf_grad_ctx *gc) {
   mf_output a = mf_op_in(gc->op, 0), x = mf_op_out(gc->op, 0);
   mf_output db = triangular ? triangular_solve(gc, a, gc->grads[0], lower, !adj)
                             : with_flag(gc, "MatrixSolve", a, gc->grads[0], "adjoint", !adj);
-  mf_output da = mf_grad_op1(gc, "Neg", adj ? matmul(gc, x, db, false, true) : matmul(gc, db, x, false, true));
+  mf_output da = adj ? mf_grad_matmul(gc, x, db, false, true) : mf_grad_matmul(gc, db, x, false, true);
+  da = mf_grad_op1(gc, "Neg", da);
   if (triangular) da = lower ? band(gc, da, -1, 0) : band(gc, da, 0, -1);
   gc->input_grads[0] = da;
   gc->input_grads[1] = db;
@@ -819,9 +813,9 @@ static mf_code cholesky_grad(mf_grad_ctx *gc) {
   mf_output l = mf_op_out(gc->op, 0);
   mf_output eye = mf_grad_op1(gc, "MatrixDiag", mf_grad_op1(gc, "OnesLike", mf_grad_op1(gc, "MatrixDiagPart", l)));
   mf_output l_inv = triangular_solve(gc, l, eye, true, false);
-  mf_output p = matmul(gc, l, gc->grads[0], true, false);
+  mf_output p = mf_grad_matmul(gc, l, gc->grads[0], true, false);
   mf_output phi = mf_grad_op2(gc, "Sub", band(gc, p, -1, 0), scaled(gc, band(gc, p, 0, 0), 0.5));
-  mf_output s = matmul(gc, matmul(gc, l_inv, phi, true, false), l_inv, false, false);
+  mf_output s = mf_grad_matmul(gc, mf_grad_matmul(gc, l_inv, phi, true, false), l_inv, false, false);
   gc->input_grads[0] = scaled(gc, mf_grad_op2(gc, "Add", s, adjoint(gc, s)), 0.5);
   return gc->status->code;
 }
@@ -858,11 +852,11 @@ static mf_code qr_grad(mf_grad_ctx *gc) {
                          "(got %lld x %lld) and, unless square, full_matrices = false (as TensorFlow's)",
                          gc->op->name, (long long)m, (long long)n);
   mf_output dq = mf_grad_output_or_zeros(gc, 0), dr = mf_grad_output_or_zeros(gc, 1);
-  mf_output qdq = matmul(gc, q, dq, true, false), rdr = matmul(gc, r, dr, false, true);
+  mf_output qdq = mf_grad_matmul(gc, q, dq, true, false), rdr = mf_grad_matmul(gc, r, dr, false, true);
   mf_output qdq_ = mf_grad_op2(gc, "Sub", qdq, adjoint(gc, qdq)), rdr_ = mf_grad_op2(gc, "Sub", rdr, adjoint(gc, rdr));
   mf_output tril = band(gc, mf_grad_op2(gc, "Add", qdq_, rdr_), -1, 0);
-  mf_output grad_a = matmul(gc, q, mf_grad_op2(gc, "Add", dr, solve_right_upper_t(gc, tril, r)), false, false);
-  mf_output grad_b = solve_right_upper_t(gc, mf_grad_op2(gc, "Sub", dq, matmul(gc, q, qdq, false, false)), r);
+  mf_output grad_a = mf_grad_matmul(gc, q, mf_grad_op2(gc, "Add", dr, solve_right_upper_t(gc, tril, r)), false, false);
+  mf_output grad_b = solve_right_upper_t(gc, mf_grad_op2(gc, "Sub", dq, mf_grad_matmul(gc, q, qdq, false, false)), r);
   gc->input_grads[0] = mf_grad_op2(gc, "Add", grad_a, grad_b);
   return gc->status->code;
 }
@@ -887,12 +881,12 @@ static mf_code eig_grad(mf_grad_ctx *gc) {
   if (mf_attr_bool(&gc->op->attrs, "compute_v", true)) {
     mf_output f = gap_reciprocals(gc, e);
     mf_output dv = mf_grad_output_or_zeros(gc, 1);
-    inner = mf_grad_op2(gc, "Add", inner, mf_grad_op2(gc, "Mul", f, matmul(gc, v, dv, true, false)));
+    inner = mf_grad_op2(gc, "Add", inner, mf_grad_op2(gc, "Mul", f, mf_grad_matmul(gc, v, dv, true, false)));
   } else {
     v = with_flag(gc, "SelfAdjointEigV2", mf_op_in(gc->op, 0), MF_NO_PORT, "compute_v", true);
     v.index = 1;
   }
-  mf_output da = matmul(gc, v, matmul(gc, inner, v, false, true), false, false);
+  mf_output da = mf_grad_matmul(gc, v, mf_grad_matmul(gc, inner, v, false, true), false, false);
   da = band(gc, mf_grad_op2(gc, "Add", da, adjoint(gc, da)), -1, 0);
   gc->input_grads[0] = mf_grad_op2(gc, "MatrixSetDiag", da, scaled(gc, mf_grad_op1(gc, "MatrixDiagPart", da), 0.5));
   return gc->status->code;
@@ -921,7 +915,8 @@ static mf_code svd_grad(mf_grad_ctx *gc) {
     u = v = mf_grad_finish(gc, d);
     u.index = 1;
     v.index = 2;
-    gc->input_grads[0] = matmul(gc, u, matmul(gc, mf_grad_op1(gc, "MatrixDiag", ds), v, false, true), false, false);
+    mf_output ds_vt = mf_grad_matmul(gc, mf_grad_op1(gc, "MatrixDiag", ds), v, false, true);
+    gc->input_grads[0] = mf_grad_matmul(gc, u, ds_vt, false, false);
     return gc->status->code;
   }
   if (mf_attr_bool(&gc->op->attrs, "full_matrices", false) && m != n)
@@ -941,21 +936,23 @@ static mf_code svd_grad(mf_grad_ctx *gc) {
   }
   mf_output s_mat = mf_grad_op1(gc, "MatrixDiag", s);
   mf_output f = gap_reciprocals(gc, mf_grad_op1(gc, "Square", s));
-  mf_output f_u = mf_grad_op2(gc, "Mul", f, matmul(gc, u, du, true, false));
-  mf_output f_v = mf_grad_op2(gc, "Mul", f, matmul(gc, v, dv, true, false));
+  mf_output f_u = mf_grad_op2(gc, "Mul", f, mf_grad_matmul(gc, u, du, true, false));
+  mf_output f_v = mf_grad_op2(gc, "Mul", f, mf_grad_matmul(gc, v, dv, true, false));
   mf_output nouv = mf_grad_op2(
       gc, "Add", mf_grad_op1(gc, "MatrixDiag", ds),
-      mf_grad_op2(gc, "Add", matmul(gc, mf_grad_op2(gc, "Add", f_u, adjoint(gc, f_u)), s_mat, false, false),
-                  matmul(gc, s_mat, mf_grad_op2(gc, "Add", f_v, adjoint(gc, f_v)), false, false)));
-  mf_output da = matmul(gc, u, matmul(gc, nouv, v, false, true), false, false);
+      mf_grad_op2(gc, "Add", mf_grad_matmul(gc, mf_grad_op2(gc, "Add", f_u, adjoint(gc, f_u)), s_mat, false, false),
+                  mf_grad_matmul(gc, s_mat, mf_grad_op2(gc, "Add", f_v, adjoint(gc, f_v)), false, false)));
+  mf_output da = mf_grad_matmul(gc, u, mf_grad_matmul(gc, nouv, v, false, true), false, false);
   if (m != n) {
     /* S^-1 as TensorFlow's _SafeReciprocal: s / (s^2 + 1e-20), finite at 0. */
-    mf_output safe_inv = mf_grad_op2(
-        gc, "Div", s, mf_grad_op2(gc, "Add", mf_grad_op1(gc, "Square", s), mf_grad_scalar(gc, mf_port_dtype(s), 1e-20)));
+    mf_output eps = mf_grad_scalar(gc, mf_port_dtype(s), 1e-20);
+    mf_output s2_eps = mf_grad_op2(gc, "Add", mf_grad_op1(gc, "Square", s), eps);
+    mf_output safe_inv = mf_grad_op2(gc, "Div", s, s2_eps);
     mf_output dvt = adjoint(gc, dv);
-    mf_output term2 = mf_grad_op2(gc, "Sub", dvt, matmul(gc, matmul(gc, dvt, v, false, false), v, false, true));
-    mf_output u_s_inv = matmul(gc, u, mf_grad_op1(gc, "MatrixDiag", safe_inv), false, false);
-    da = mf_grad_op2(gc, "Add", da, matmul(gc, u_s_inv, term2, false, false));
+    mf_output dvt_v_vt = mf_grad_matmul(gc, mf_grad_matmul(gc, dvt, v, false, false), v, false, true);
+    mf_output term2 = mf_grad_op2(gc, "Sub", dvt, dvt_v_vt);
+    mf_output u_s_inv = mf_grad_matmul(gc, u, mf_grad_op1(gc, "MatrixDiag", safe_inv), false, false);
+    da = mf_grad_op2(gc, "Add", da, mf_grad_matmul(gc, u_s_inv, term2, false, false));
   }
   gc->input_grads[0] = flip ? adjoint(gc, da) : da;
   return gc->status->code;
@@ -975,7 +972,8 @@ static mf_code diag_grad(mf_grad_ctx *gc) {
 
 /* g on the diagonal of zeros: MatrixSetDiag also serves non-square inputs. */
 static mf_code diag_part_grad(mf_grad_ctx *gc) {
-  gc->input_grads[0] = mf_grad_op2(gc, "MatrixSetDiag", mf_grad_op1(gc, "ZerosLike", mf_op_in(gc->op, 0)), gc->grads[0]);
+  mf_output zeros = mf_grad_op1(gc, "ZerosLike", mf_op_in(gc->op, 0));
+  gc->input_grads[0] = mf_grad_op2(gc, "MatrixSetDiag", zeros, gc->grads[0]);
   return gc->status->code;
 }
 

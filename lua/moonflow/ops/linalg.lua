@@ -471,7 +471,9 @@ return function(tf, ops)
       out = parse_labels(fname, rhs, nil, ellipsis_rank)
       local seen = {}
       for _, l in ipairs(out) do
-        if seen[l] then fail(string.format("%s: output subscript '%s' appears more than once in '%s'", fname, l, rhs)) end
+        if seen[l] then
+          fail(string.format("%s: output subscript '%s' appears more than once in '%s'", fname, l, rhs))
+        end
         if not counts[l] then
           fail(string.format("%s: output subscript '%s' appears in no input's subscripts in '%s'", fname, l, equation))
         end
