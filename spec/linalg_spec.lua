@@ -226,6 +226,55 @@ describe("tf.linalg values", function()
   end)
 end)
 
+describe("tf.linalg composites", function()
+  it("matvec and cross", function()
+    assert_values(V.matvec, value(tf.linalg.matvec(c(IN.TALL), {1, -2})), 1e-15)
+    assert_values(V.matvec_t, value(tf.linalg.matvec(c(IN.TALL), {1, -2, 0.5}, true)), 1e-15)
+    assert_values(V.matvec_t, value(tf.linalg.matvec(c(IN.TALL), {1, -2, 0.5}, {adjoint_a = true})), 1e-15)
+    assert_values(V.cross, value(tf.linalg.cross(c({{1, 2, 3}, {-1, 0.5, 2}}), c({{0.5, -1, 2}, {3, 1, -2}}))), 1e-15)
+    assert_values({0, 0, 1}, value(tf.cross({1, 0, 0}, {0, 1, 0})), 0)
+  end)
+
+  it("norm: vector norms over everything and along an axis, matrix norms over a pair of axes", function()
+    for _, case in ipairs(V.norm) do
+      local ord, axis, want = case[1], case[2], case[3]
+      local got = value(tf.norm(c(IN.GENERAL), {ord = ord, axis = axis}))
+      assert_values(type(want) == "number" and {want} or want, type(got) == "number" and {got} or got, 1e-12)
+      assert_values(H.flat(want), H.flat(run(tf.linalg.norm(c(IN.GENERAL, tf.float32), ord, axis))), 1e-6)
+    end
+    assert.same({1, 1}, tf.norm(tf.ones({2, 3}), {keepdims = true}):get_shape():as_list())
+    assert.same({2, 1}, tf.norm(tf.ones({2, 3}), {axis = 1, keepdims = true}):get_shape():as_list())
+    assert.same({1, 1, 4}, tf.norm(tf.ones({2, 3, 4}), {axis = {0, 1}, keepdims = true}):get_shape():as_list())
+    assert.same({4}, tf.norm(tf.ones({2, 3, 4}), 2, {0, 1}):get_shape():as_list())
+    assert_values({2, 2, 2, 2}, value(tf.norm(tf.ones({2, 3, 4}, tf.float64) * math.sqrt(2 / 3), 2, {0, 1})), 1e-12)
+  end)
+
+  it("lstsq (tf.matrix_solve_ls): tall, wide (minimum norm) and regularized", function()
+    local rhs_tall = {{1}, {1.5}, {10}}
+    assert_values(V.lstsq_tall, value(tf.matrix_solve_ls(c(IN.TALL), c(rhs_tall))), 1e-10)
+    assert_values(V.lstsq_wide, value(tf.linalg.lstsq(c(IN.WIDE), c({IN.RHS[1], IN.RHS[2]}))), 1e-10)
+    assert_values(V.lstsq_tall_l2, value(tf.linalg.lstsq(c(IN.TALL), c(IN.RHS), 0.5)), 1e-12)
+    assert_values(V.lstsq_tall_l2, value(tf.linalg.lstsq(c(IN.TALL), c(IN.RHS), {l2_regularizer = 0.5, fast = true})),
+                  1e-12)
+  end)
+
+  it("composite errors", function()
+    local function msg(...) return without_line(error_of(...)) end
+    assert.equal("tf.linalg.cross: a and b must have a last dim of 3, got shape (2,)",
+                 msg(tf.linalg.cross, {1, 2}, {3, 4}))
+    assert.equal("tf.norm: ord must be 'euclidean', 'fro', 1, 2 or math.huge for a matrix norm, got 3",
+                 msg(tf.norm, tf.ones({2, 2}), 3, {0, 1}))
+    assert.equal("tf.norm: ord must be 'euclidean', 'fro' or a number > 0 for a vector norm, got the string \"nuc\"",
+                 msg(tf.norm, tf.ones({2, 2}), "nuc"))
+    assert.equal("tf.norm: the two axes of a matrix norm must differ, got {1, -1}",
+                 msg(tf.norm, tf.ones({2, 2}), 1, {1, -1}))
+    assert.truthy(msg(tf.linalg.lstsq, tf.ones({3, 2}), tf.ones({3, 1}), 0, false):find(
+      "fast = false (the complete orthogonal decomposition) is not implemented", 1, true))
+    assert.truthy(msg(tf.linalg.lstsq, tf.placeholder(tf.float32, {-1, 2}), tf.ones({3, 1})):find(
+      "needs known matrix dims", 1, true))
+  end)
+end)
+
 describe("tf.linalg shapes", function()
   it("infer static shapes with unknown dims, and run with them", function()
     local x = tf.placeholder(tf.float32, {-1, 4, 4})
@@ -508,5 +557,17 @@ describe("tf.linalg gradients (central differences)", function()
     local sq = tf.placeholder(tf.float64, {3, 3})
     check(sq, {3, 3}, tf.einsum("ii->", sq), {})
     check(x, {2, 3, 4}, tf.tensordot(x, c({{1, 2, 3, 4}, {5, 6, 7, 8}, {1, 0, 1, 0}}), {{1, 2}, {0, 1}}), {2})
+  end)
+
+  it("matvec, cross, norm and lstsq", function()
+    local m = tf.placeholder(tf.float64, {3, 2})
+    check(m, {3, 2}, tf.linalg.matvec(m, c({1, -2})), {3}, flat_of(IN.TALL))
+    check(m, {3, 2}, tf.linalg.lstsq(m, c(IN.RHS)), {2, 2}, flat_of(IN.TALL))
+    check(m, {3, 2}, tf.linalg.lstsq(tf.matrix_transpose(m), c({{1}, {2}}), 0.1), {3, 1}, flat_of(IN.TALL))
+    check(m, {3, 2}, tf.norm(m), {}, flat_of(IN.TALL))
+    check(m, {3, 2}, tf.norm(m, 3, 1), {3}, flat_of(IN.TALL))
+    check(m, {3, 2}, tf.norm(m, 2, {0, 1}), {}, flat_of(IN.TALL))
+    local v = tf.placeholder(tf.float64, {2, 3})
+    check(v, {2, 3}, tf.linalg.cross(v, c({{0.5, -1, 2}, {3, 1, -2}})), {2, 3})
   end)
 end)

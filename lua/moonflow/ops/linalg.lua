@@ -3,8 +3,8 @@
 -- their tf.linalg names and TensorFlow 1.x aliases (tf.matrix_inverse,
 -- tf.cholesky, tf.qr, tf.svd, tf.self_adjoint_eig, ...), and the composites
 -- built from ops: einsum, tensordot, trace, logdet, matrix_transpose,
--- cholesky_solve, tf.diag and tf.diag_part. Composites need no gradient of
--- their own.
+-- cholesky_solve, matvec, cross, norm, lstsq, tf.diag and tf.diag_part.
+-- Composites need no gradient of their own.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
@@ -239,6 +239,133 @@ return function(tf, ops)
   linalg.tensor_diag, linalg.tensor_diag_part = tensor_diag, tensor_diag_part
   linalg.eye = ops.eye
   linalg.matmul = ops.matmul
+
+  -- tf.linalg.matvec(a, b, transpose_a, name): the product of each matrix of
+  -- a [..., M, N] with the vector of b [..., N] (a^T's with transpose_a).
+  function linalg.matvec(a, b, ...)
+    local fname = "tf.linalg.matvec"
+    local o = options(fname, {"transpose_a", "adjoint_a", "name"}, ...)
+    local trans = check_bool(o.transpose_a, fname, "transpose_a") or check_bool(o.adjoint_a, fname, "adjoint_a")
+    local x, v = operands(a, b)
+    local product = ops.matmul(x, ops.expand_dims(v, -1), {transpose_a = trans or false})
+    return ops.squeeze(product, {-1}, o.name or "matvec")
+  end
+
+  -- tf.linalg.cross(a, b, name) (tf.cross): the cross products of the 3-vectors along
+  -- the last axis, a_yzx b_zxy - a_zxy b_yzx.
+  function linalg.cross(a, b, name)
+    local fname = "tf.linalg.cross"
+    name = name_of(name, fname)
+    local x, y = operands(a, b)
+    for _, t in ipairs({x, y}) do
+      local dims = known_rank(fname, "a and b", t)
+      if #dims == 0 or (dims[#dims] ~= 3 and dims[#dims] ~= -1) then
+        fail(string.format("%s: a and b must have a last dim of 3, got shape %s", fname, tostring(t:get_shape())))
+      end
+    end
+    local function turn(t, order) return ops.gather(t, order, {axis = #t:get_shape().dims - 1}) end
+    local yzx, zxy = {1, 2, 0}, {2, 0, 1}
+    return ops.subtract(turn(x, yzx) * turn(y, zxy), turn(x, zxy) * turn(y, yzx), name or "cross")
+  end
+  ops.cross = linalg.cross
+
+  -- tf.norm(tensor, ord, axis, keepdims, name) (tf.linalg.norm), options
+  -- too: a vector norm over every element (axis nil) or along axis, or a
+  -- matrix norm over a pair of axes. ord: "euclidean" (default; for
+  -- matrices the Frobenius norm), "fro", 1, 2, math.huge, or for vectors
+  -- any p > 0. The matrix 2-norm is the largest singular value.
+  define("norm", function(tensor, ...)
+    local fname = "tf.norm"
+    local o = options(fname, {"ord", "axis", "keepdims", "name", "keep_dims"}, ...)
+    local x = G.convert(tensor)
+    local ord = o.ord == nil and "euclidean" or o.ord
+    local keepdims = check_bool(o.keepdims, fname, "keepdims") or check_bool(o.keep_dims, fname, "keep_dims") or false
+    local axis = o.axis
+    local name = o.name or "norm"
+    if axis == nil or args.is_integer(axis) or (args.is_plain(axis) and #axis == 1) then
+      if not (ord == "euclidean" or ord == "fro" or (type(ord) == "number" and ord > 0)) then
+        fail(string.format("%s: ord must be 'euclidean', 'fro' or a number > 0 for a vector norm, got %s", fname,
+                           args.describe(ord)))
+      end
+      local reduce = {axis = axis, keepdims = keepdims}
+      local mag = ops.abs(x)
+      if ord == math.huge then return ops.identity(ops.reduce_max(mag, reduce), name) end
+      if ord == 1 then return ops.identity(ops.reduce_sum(mag, reduce), name) end
+      if ord == "euclidean" or ord == "fro" or ord == 2 then
+        return ops.sqrt(ops.reduce_sum(ops.square(x), reduce), name)
+      end
+      return ops.pow(ops.reduce_sum(ops.pow(mag, ord), reduce), 1 / ord, name)
+    end
+    if not args.is_plain(axis) or #axis ~= 2 or not args.is_integer(axis[1]) or not args.is_integer(axis[2]) then
+      fail(fname .. ": axis must be nil, an integer, or a pair of integers, got " .. args.describe(axis))
+    end
+    local rank = #known_rank(fname, "a matrix norm", x)
+    local rows, cols = axis[1] % rank, axis[2] % rank
+    if rows == cols then
+      fail(string.format("%s: the two axes of a matrix norm must differ, got {%d, %d}", fname, axis[1], axis[2]))
+    end
+    local function keep(t)  -- the reduced axes back as size 1 when keepdims
+      if not keepdims then return ops.identity(t, name) end
+      local first, second = math.min(rows, cols), math.max(rows, cols)
+      return ops.expand_dims(ops.expand_dims(t, first), second, name)
+    end
+    if ord == "euclidean" or ord == "fro" then
+      return keep(ops.sqrt(ops.reduce_sum(ops.square(x), {rows, cols})))
+    end
+    local mag = ops.abs(x)
+    if ord == 1 then  -- the largest column sum
+      return keep(ops.reduce_max(ops.reduce_sum(mag, {axis = rows, keepdims = true}), {rows, cols}))
+    end
+    if ord == math.huge then  -- the largest row sum
+      return keep(ops.reduce_max(ops.reduce_sum(mag, {axis = cols, keepdims = true}), {rows, cols}))
+    end
+    if ord == 2 then
+      local perm = {}
+      for d = 0, rank - 1 do if d ~= rows and d ~= cols then perm[#perm + 1] = d end end
+      perm[#perm + 1], perm[#perm + 2] = rows, cols
+      local s = ops.svd(ops.transpose(x, perm), {compute_uv = false})
+      return keep(ops.reduce_max(s, -1))
+    end
+    fail(string.format("%s: ord must be 'euclidean', 'fro', 1, 2 or math.huge for a matrix norm, got %s", fname,
+                       args.describe(ord)))
+  end, {"norm"})
+
+  -- tf.linalg.lstsq(matrix, rhs, l2_regularizer, fast, name)
+  -- (tf.matrix_solve_ls): the least-squares X minimizing
+  -- |matrix X - rhs|^2 + l2_regularizer |X|^2, by the normal equations and a
+  -- Cholesky factorization as TensorFlow's fast path: for M >= N,
+  -- (A^T A + l I) X = A^T B; for M < N, X = A^T (A A^T + l I)^-1 B (the
+  -- minimum-norm solution). fast = false (TensorFlow's complete orthogonal
+  -- decomposition) is not implemented.
+  define("matrix_solve_ls", function(matrix, rhs, ...)
+    local fname = "tf.matrix_solve_ls"
+    local o = options(fname, {"l2_regularizer", "fast", "name"}, ...)
+    if check_bool(o.fast, fname, "fast") == false then
+      fail(fname .. ": fast = false (the complete orthogonal decomposition) is not implemented; use fast = true")
+    end
+    local a, b = operands(matrix, rhs)
+    local dims = known_rank(fname, "matrix", a)
+    if #dims < 2 then
+      fail(string.format("%s: matrix must have rank >= 2, got shape %s", fname, tostring(a:get_shape())))
+    end
+    local m, n = dims[#dims - 1], dims[#dims]
+    if m < 0 or n < 0 then
+      fail(string.format("%s: matrix needs known matrix dims to pick the normal equations, got shape %s", fname,
+                         tostring(a:get_shape())))
+    end
+    local l2 = G.convert(o.l2_regularizer or 0, a.dtype, a.graph)
+    local function regularized(gram) return ops.matrix_set_diag(gram, ops.matrix_diag_part(gram) + l2) end
+    local name = o.name or "matrix_solve_ls"
+    if m >= n then
+      local chol = ops.cholesky(regularized(ops.matmul(a, a, {transpose_a = true})))
+      return linalg.cholesky_solve(chol, ops.matmul(a, b, {transpose_a = true}), name)
+    end
+    local chol = ops.cholesky(regularized(ops.matmul(a, a, {transpose_b = true})))
+    return ops.matmul(a, linalg.cholesky_solve(chol, b), {transpose_a = true, name = name})
+  end, {"lstsq"})
+
+  -- tf.linalg.l2_normalize and tf.linalg.normalize's vector case are tf.nn's.
+  linalg.l2_normalize = tf.nn.l2_normalize
 
   -- einsum ---------------------------------------------------------------------
   -- An operand is {t = tensor, labels = {label per axis}}; labels are
