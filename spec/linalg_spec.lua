@@ -107,6 +107,22 @@ describe("tf.linalg values", function()
         assert_values(IN.RHS, value(tf.matmul(c(IN.SPD, dtype), x)), tol * 10)
       end)
 
+      it("lu (int32 and int64 permutations), lu_reconstruct, lu_solve and lu_matrix_inverse", function()
+        local a = c(V.lu_input, dtype)
+        local lu, p = tf.linalg.lu(a)
+        assert_values(V.lu[1], value(lu), tol)
+        assert.same(V.lu[2], value(p))
+        assert.equal(tf.int32, p.dtype)
+        local _, p64 = tf.linalg.lu(a, {output_idx_type = tf.int64})
+        assert.equal(tf.int64, p64.dtype)
+        assert.same(V.lu[2], value(p64))
+        assert_values(V.lu_input, value(tf.linalg.lu_reconstruct(lu, p)), tol * 10)
+        assert_values(V.lu_input, value(tf.linalg.lu_reconstruct(lu, p64)), tol * 10)
+        local rhs = c({{{1}, {2}, {3}, {4}}, {{-1}, {0}, {2}, {1}}}, dtype)
+        assert_values(value(tf.matrix_solve(a, rhs)), value(tf.linalg.lu_solve(lu, p, rhs)), tol * 10)
+        assert_values(value(tf.matrix_inverse(a)), value(tf.linalg.lu_matrix_inverse(lu, p)), tol * 10)
+      end)
+
       it("qr: reduced and full, tall, wide and square", function()
         for _, name in ipairs({"tall", "wide", "general"}) do
           local input = name == "general" and IN.GENERAL or IN[name:upper()]
@@ -374,6 +390,15 @@ describe("tf.linalg errors", function()
     assert.equal(0, sess:run(tf.matrix_determinant(c({{1, 2}, {2, 4}}))))
   end)
 
+  it("lu of a singular matrix", function()
+    local lu = tf.linalg.lu(c({{1, 2}, {2, 4}}))
+    local ok, err = pcall(run, lu)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("Lu: Input is not invertible.", 1, true), err)
+    assert.truthy(without_line(error_of(tf.linalg.lu, tf.ones({2, 2}), tf.float32)):find(
+      "output_idx_type must be int32 or int64, got float32", 1, true))
+  end)
+
   it("cholesky of a matrix that is not positive definite", function()
     local ok, err = pcall(run, tf.cholesky(c({{1, 2}, {2, 1}})))
     assert.is_false(ok)
@@ -496,6 +521,15 @@ describe("tf.linalg gradients (central differences)", function()
     local x = tf.placeholder(tf.float64, {2, 3, 3})
     local spd2 = {IN.SPD, {{5, 1, 2}, {1, 3, 3}, {2, 3, 6.5}}}
     check(x, {2, 3, 3}, tf.cholesky(sym(x)), {2, 3, 3}, flat_of(spd2))
+  end)
+
+  it("lu, and solves through its factors", function()
+    local x = tf.placeholder(tf.float64, {2, 4, 4})
+    local lu, p = tf.linalg.lu(x)
+    check(x, {2, 4, 4}, lu, {2, 4, 4}, flat_of(V.lu_input))
+    check(x, {2, 4, 4}, tf.linalg.lu_solve(lu, p, c({{{1}, {2}, {3}, {4}}, {{-1}, {0}, {2}, {1}}})), {2, 4, 1},
+          flat_of(V.lu_input))
+    check(x, {2, 4, 4}, tf.linalg.lu_reconstruct(lu, p), {2, 4, 4}, flat_of(V.lu_input))
   end)
 
   it("qr of tall and square matrices; wide ones are refused as TensorFlow's", function()

@@ -66,6 +66,7 @@ local CATALOG = {
   LogicalNot = {"tf.logical_not"},
   LogicalOr = {"tf.logical_or"},
   LogicalXor = {"tf.logical_xor"},
+  Lu = {"tf.linalg.lu"},
   LuaFunc = {"tf.lua_func"},
   LuaFuncStateless = {"tf.lua_func"},
   MatMul = {"tf.matmul"},

@@ -1,8 +1,8 @@
 /* linalg.c — tf.linalg's matrix ops, batched over the leading dims as
  * TensorFlow's are, with their gradient rules:
  * - LAPACK through OpenBLAS: MatrixInverse, MatrixSolve, MatrixDeterminant,
- *   LogMatrixDeterminant (LU), Cholesky, Qr, Svd, SelfAdjointEigV2, and
- *   MatrixTriangularSolve (BLAS trsm).
+ *   LogMatrixDeterminant, Lu (all LU), Cholesky, Qr, Svd, SelfAdjointEigV2,
+ *   and MatrixTriangularSolve (BLAS trsm).
  * - Layout: MatrixBandPart, MatrixDiag, MatrixDiagPart, MatrixSetDiag (any dtype).
  * einsum, tensordot, trace, logdet, matrix_transpose, tf.diag and the like
  * are composites of these and other ops (lua/moonflow/ops/linalg.lua).
@@ -131,6 +131,24 @@ static mf_code solve_infer(mf_infer_ctx *ic) {
 static int64_t min_dim(int64_t m, int64_t n) { return m < 0 || n < 0 ? (m == 0 || n == 0 ? 0 : -1) : m < n ? m : n; }
 
 static const int64_t EMPTY_VECTOR[1] = {0};
+
+/* Lu: lu [..., M, M] and the permutation p [..., M] (output_idx_type,
+ * int32 or int64). */
+static mf_code lu_infer(mf_infer_ctx *ic) {
+  if (check_matrices(ic, 0, "input", true)) return ic->status->code;
+  mf_dtype index = mf_attr_type(ic->attrs, "output_idx_type", MF_INT32);
+  if (index != MF_INT32 && index != MF_INT64)
+    return MF_INVALID(ic->status, "%s: output_idx_type must be int32 or int64, got %s", ic->op_name,
+                      mf_dtype_name(index));
+  const mf_shape *a = &ic->in_shapes[0];
+  int64_t n = dim_from_end(a, 1);
+  if (n < 0) n = dim_from_end(a, 2);
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_dtypes[1] = index;
+  ic->out_shapes[0] = batch_with(a, 2, 2, (int64_t[]){n, n});
+  ic->out_shapes[1] = batch_with(a, 2, 1, &n);
+  return MF_OK;
+}
 
 /* Qr: q [..., M, P], r [..., P, N], P = M with full_matrices, else min(M, N). */
 static mf_code qr_infer(mf_infer_ctx *ic) {
@@ -441,6 +459,48 @@ static mf_code determinant_kernel(mf_kernel_ctx *ctx) {
   }
   work_free(&w);
   return MF_OK;
+}
+
+/* Lu: P A = L U with L unit lower triangular (its diagonal not stored) and
+ * U upper in one matrix, and p with (P A)[i] = A[p[i]]: getrf's row swaps
+ * applied in order to 0, 1, ..., M - 1. A singular matrix is an error, as
+ * TensorFlow's. */
+static mf_code lu_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *a = ctx->inputs[0];
+  mf_tensor *lu = ctx->outputs[0], *perm = ctx->outputs[1];
+  int64_t n, cols, batch = matrix_count(a, &n, &cols);
+  if (n == 0 || batch == 0) return MF_OK;
+  if (check_lapack_size(ctx, n, n)) return ctx->status->code;
+  work w;
+  if (work_alloc(ctx, &w, n * n, n)) return ctx->status->code;
+  mf_code code = MF_OK;
+  for (int64_t b = 0; b < batch && !code; b++) {
+    if (!lu_factor(a, b, n, false, w.d, w.ints)) {
+      code = matrix_error(ctx, a, b, "Input is not invertible.");
+      break;
+    }
+    store_matrix(lu, b * n * n, w.d, col_major(n), n, n);
+    int64_t *p64 = perm->dtype == MF_INT64 ? (int64_t *)perm->data + b * n : NULL;
+    int32_t *p32 = perm->dtype == MF_INT32 ? (int32_t *)perm->data + b * n : NULL;
+    for (int64_t i = 0; i < n; i++) {
+      if (p64) p64[i] = i;
+      else p32[i] = (int32_t)i;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      int64_t j = w.ints[i] - 1;
+      if (p64) {
+        int64_t t = p64[i];
+        p64[i] = p64[j];
+        p64[j] = t;
+      } else {
+        int32_t t = p32[i];
+        p32[i] = p32[j];
+        p32[j] = t;
+      }
+    }
+  }
+  work_free(&w);
+  return code;
 }
 
 /* ---------- Cholesky and triangular solves ---------- */
@@ -958,6 +1018,39 @@ static mf_code svd_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* P A = L U (the rule of TensorFlow 2's _LuGrad, square matrices): with
+ * dL the strictly lower part of g and dU its upper part,
+ *   d(PA) = L^-T (tril(L^T dL, -1) + triu(dU U^T)) U^-T,  dA = P^T d(PA),
+ * P as the one-hot rows of p. Needs the matrix dims known. */
+static mf_code lu_grad(mf_grad_ctx *gc) {
+  mf_output lu = mf_op_out(gc->op, 0), perm = mf_op_out(gc->op, 1), g = mf_grad_output_or_zeros(gc, 0);
+  int64_t m, n;
+  if (!known_matrix_dims(gc, lu, &m, &n)) return gc->status->code;
+  mf_dtype t = mf_port_dtype(lu);
+  mf_output diag = mf_grad_op1(gc, "MatrixDiagPart", lu);
+  mf_output strict = mf_grad_op2(gc, "MatrixSetDiag", band(gc, lu, -1, 0), mf_grad_op1(gc, "ZerosLike", diag));
+  mf_output l = mf_grad_op2(gc, "MatrixSetDiag", strict, mf_grad_op1(gc, "OnesLike", diag));
+  mf_output u = band(gc, lu, 0, -1);
+  mf_output dl = mf_grad_op2(gc, "MatrixSetDiag", band(gc, g, -1, 0), mf_grad_op1(gc, "ZerosLike", diag));
+  mf_output du = band(gc, g, 0, -1);
+  mf_output lower = mf_grad_matmul(gc, l, dl, true, false);
+  lower = mf_grad_op2(gc, "MatrixSetDiag", band(gc, lower, -1, 0), mf_grad_op1(gc, "ZerosLike", diag));
+  mf_output middle = mf_grad_op2(gc, "Add", lower, band(gc, mf_grad_matmul(gc, du, u, false, true), 0, -1));
+  /* L^-T middle U^-T: solve L^T Y = middle, then U Z^T = Y^T. */
+  mf_output y = triangular_solve(gc, l, middle, true, true);
+  mf_output grad_pa = adjoint(gc, triangular_solve(gc, u, adjoint(gc, y), false, false));
+  mf_op_desc *d = mf_grad_begin(gc, "OneHot");
+  if (d) {
+    mf_op_desc_add_input(d, perm);
+    mf_op_desc_add_input(d, mf_grad_scalar(gc, MF_INT32, (double)n));
+    mf_op_desc_add_input(d, mf_grad_scalar(gc, t, 1));
+    mf_op_desc_add_input(d, mf_grad_scalar(gc, t, 0));
+  }
+  mf_output p = mf_grad_finish(gc, d);
+  gc->input_grads[0] = mf_grad_matmul(gc, p, grad_pa, true, false);
+  return gc->status->code;
+}
+
 /* The band's gradient is the same band of g. */
 static mf_code band_part_grad(mf_grad_ctx *gc) {
   const mf_output in[3] = {gc->grads[0], mf_op_in(gc->op, 1), mf_op_in(gc->op, 2)};
@@ -998,6 +1091,8 @@ static const mf_op_def defs[] = {
      .kernel = {[MF_CPU] = determinant_kernel}, .grad = determinant_grad},
     {.name = "LogMatrixDeterminant", .num_inputs = 1, .num_outputs = 2, .infer = determinant_infer,
      .kernel = {[MF_CPU] = determinant_kernel}, .grad = log_determinant_grad},
+    {.name = "Lu", .num_inputs = 1, .num_outputs = 2, .infer = lu_infer, .kernel = {[MF_CPU] = lu_kernel},
+     .grad = lu_grad},
     {.name = "Cholesky", .num_inputs = 1, .num_outputs = 1, .infer = square_infer,
      .kernel = {[MF_CPU] = cholesky_kernel}, .grad = cholesky_grad},
     {.name = "Qr", .num_inputs = 1, .num_outputs = 2, .infer = qr_infer, .kernel = {[MF_CPU] = qr_kernel},

@@ -1,9 +1,10 @@
 -- ops/linalg.lua — tf.linalg: the wrappers of src/ops/linalg.c (inverse,
--- solves, determinants, Cholesky, QR, SVD, eigh, band part, diagonals) under
+-- solves, determinants, Cholesky, LU, QR, SVD, eigh, band part, diagonals) under
 -- their tf.linalg names and TensorFlow 1.x aliases (tf.matrix_inverse,
 -- tf.cholesky, tf.qr, tf.svd, tf.self_adjoint_eig, ...), and the composites
 -- built from ops: einsum, tensordot, trace, logdet, matrix_transpose,
--- cholesky_solve, matvec, cross, norm, lstsq, tf.diag and tf.diag_part.
+-- cholesky_solve, matvec, cross, norm, lstsq, lu_solve, lu_reconstruct,
+-- lu_matrix_inverse, tf.diag and tf.diag_part.
 -- Composites need no gradient of their own.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
@@ -239,6 +240,63 @@ return function(tf, ops)
   linalg.tensor_diag, linalg.tensor_diag_part = tensor_diag, tensor_diag_part
   linalg.eye = ops.eye
   linalg.matmul = ops.matmul
+
+  -- tf.linalg.lu(input, output_idx_type, name): lu, p with P input = L U, L
+  -- unit lower triangular below lu's diagonal, U upper on and above it, and
+  -- (P input)[i] = input[p[i]] (p int32 unless output_idx_type is int64).
+  function linalg.lu(input, ...)
+    local fname = "tf.linalg.lu"
+    local o = options(fname, {"output_idx_type", "name"}, ...)
+    local index = o.output_idx_type and core.as_dtype(o.output_idx_type, fname) or dtypes.int32
+    return G.op{"Lu", inputs = {G.convert(input)}, attrs = {output_idx_type = index}, name = o.name}
+  end
+
+  -- The factors in tf.linalg.lu's results: L (unit lower triangular), U, and
+  -- P as one-hot rows of perm.
+  local function lu_factors(fname, lower_upper, perm)
+    local lu = G.convert(lower_upper)
+    local dims = known_rank(fname, "lower_upper", lu)
+    if #dims < 2 then
+      fail(string.format("%s: lower_upper must have rank >= 2, got shape %s", fname, tostring(lu:get_shape())))
+    end
+    local ones = ops.ones_like(ops.matrix_diag_part(lu))
+    local l = ops.matrix_set_diag(ops.matrix_band_part(lu, -1, 0), ones)
+    local p = ops.one_hot(G.convert(perm, dtypes.int32, lu.graph), dim_of(lu, #dims - 1), {dtype = lu.dtype})
+    return lu, l, ops.matrix_band_part(lu, 0, -1), p, ones
+  end
+
+  -- tf.linalg.lu_reconstruct(lower_upper, perm, validate_args, name):
+  -- P^T L U, the matrix tf.linalg.lu factored.
+  function linalg.lu_reconstruct(lower_upper, perm, validate_args, name)
+    local fname = "tf.linalg.lu_reconstruct"
+    check_bool(validate_args, fname, "validate_args")
+    local _, l, u, p = lu_factors(fname, lower_upper, perm)
+    return ops.matmul(p, ops.matmul(l, u), {transpose_a = true, name = name_of(name, fname) or "lu_reconstruct"})
+  end
+
+  -- X with L U X = P rhs: two triangular solves.
+  local function lu_solved(l, u, p, rhs, name)
+    local y = ops.matrix_triangular_solve(l, ops.matmul(p, rhs), {lower = true})
+    return ops.matrix_triangular_solve(u, y, {lower = false, name = name})
+  end
+
+  -- tf.linalg.lu_solve(lower_upper, perm, rhs, validate_args, name): X with
+  -- A X = rhs for the A = P^T L U that tf.linalg.lu factored.
+  function linalg.lu_solve(lower_upper, perm, rhs, validate_args, name)
+    local fname = "tf.linalg.lu_solve"
+    check_bool(validate_args, fname, "validate_args")
+    local lu, l, u, p = lu_factors(fname, lower_upper, perm)
+    return lu_solved(l, u, p, G.convert(rhs, lu.dtype, lu.graph), name_of(name, fname) or "lu_solve")
+  end
+
+  -- tf.linalg.lu_matrix_inverse(lower_upper, perm, validate_args, name):
+  -- the inverse of A = P^T L U.
+  function linalg.lu_matrix_inverse(lower_upper, perm, validate_args, name)
+    local fname = "tf.linalg.lu_matrix_inverse"
+    check_bool(validate_args, fname, "validate_args")
+    local _, l, u, p, ones = lu_factors(fname, lower_upper, perm)
+    return lu_solved(l, u, p, ops.matrix_diag(ones), name_of(name, fname) or "lu_matrix_inverse")
+  end
 
   -- tf.linalg.matvec(a, b, transpose_a, name): the product of each matrix of
   -- a [..., M, N] with the vector of b [..., N] (a^T's with transpose_a).
