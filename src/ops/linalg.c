@@ -900,7 +900,6 @@ static mf_output solve_right_upper_t(mf_grad_ctx *gc, mf_output x, mf_output r) 
 }
 
 /* A = QR with M >= N and reduced factors (TensorFlow's rule and its limits):
- *   M = R dR^T - dQ^T Q, copyltu(M) ..., in TensorFlow's form:
  *   dA = Q (dR + tril(Q^T dQ - dQ^T Q + R dR^T - dR R^T) R^-T) + (dQ - Q Q^T dQ) R^-T. */
 static mf_code qr_grad(mf_grad_ctx *gc) {
   mf_output a = mf_op_in(gc->op, 0), q = mf_op_out(gc->op, 0), r = mf_op_out(gc->op, 1);
