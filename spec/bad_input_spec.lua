@@ -792,4 +792,20 @@ describe("bad input", function()
     case("a float32 value of shape [140737488355328] is too large to allocate [[node huge (defined at @)]]",
          function() sess:run(tf.zeros({2 ^ 47}, {name = "huge"})) end)
   end)
+
+  it("linear algebra", function()
+    case("inv: input must be a square matrix or a batch of them, got shape [2,3] (at @)",
+         function() tf.matrix_inverse(x, {name = "inv"}) end)
+    case("det: input must have rank >= 2 (a matrix or a batch of them), got shape [3] (at @)",
+         function() tf.linalg.det({1, 2, 3}, {name = "det"}) end)
+    case("inv: Input is not invertible. [[node inv (defined at @)]]",
+         function() sess:run(tf.linalg.inv(tf.zeros({2, 2}), {name = "inv"})) end)
+    case("chol: Cholesky decomposition was not successful. The input might not be valid. (its leading minor of " ..
+         "order 1 is not positive definite) (the matrix at batch index [1]) [[node chol (defined at @)]]",
+         function() sess:run(tf.cholesky(tf.stack({tf.eye(2), -tf.eye(2)}), {name = "chol"})) end)
+    case("tf.einsum: label 'j' has size 3 in one operand and 2 in another (at @)",
+         function() tf.einsum("ij,jk->ik", x, x) end)
+    case("tf.matrix_band_part: num_lower must be an integer, got 0.5 (at @)",
+         function() tf.matrix_band_part(x, 0.5, 0) end)
+  end)
 end)

@@ -13,6 +13,7 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "kernels/helpers.h"
+#include "ops/matmul.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -199,8 +200,7 @@ static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
-/* One product of the gradient rule: MatMul(a, b) with the given transposes. */
-static mf_output matmul_op(mf_grad_ctx *gc, mf_output a, mf_output b, bool ta, bool tb) {
+mf_output mf_grad_matmul(mf_grad_ctx *gc, mf_output a, mf_output b, bool ta, bool tb) {
   mf_op_desc *d = mf_grad_begin(gc, "MatMul");
   if (d) {
     mf_op_desc_add_input(d, a);
@@ -222,10 +222,10 @@ static mf_code matmul_grad(mf_grad_ctx *gc) {
   mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1), g = gc->grads[0];
   bool ta = mf_attr_bool(&gc->op->attrs, "transpose_a", false);
   bool tb = mf_attr_bool(&gc->op->attrs, "transpose_b", false);
-  if (!ta) gc->input_grads[0] = matmul_op(gc, g, b, false, !tb);
-  else gc->input_grads[0] = matmul_op(gc, b, g, tb, true);
-  if (!tb) gc->input_grads[1] = matmul_op(gc, a, g, !ta, false);
-  else gc->input_grads[1] = matmul_op(gc, g, a, true, ta);
+  if (!ta) gc->input_grads[0] = mf_grad_matmul(gc, g, b, false, !tb);
+  else gc->input_grads[0] = mf_grad_matmul(gc, b, g, tb, true);
+  if (!tb) gc->input_grads[1] = mf_grad_matmul(gc, a, g, !ta, false);
+  else gc->input_grads[1] = mf_grad_matmul(gc, g, a, true, ta);
   return gc->status->code;
 }
 
