@@ -22,7 +22,7 @@ MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/nul
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
-DEB_TEST_PACKAGES := python3-sklearn
+DEB_TEST_PACKAGES := python3-sklearn pkg-config
 
 # One folder per layer (src/README.md); object files mirror the folders.
 SRC := $(wildcard src/*/*.c src/*/*/*.c)
@@ -56,7 +56,8 @@ define install_debs
 endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES),exit 1)
-# The digits spec trains on the data python3-sklearn ships; without it, it is skipped.
+# The digits spec trains on the data python3-sklearn ships, and the C host of
+# names_spec is built with pkg-config; without them, those specs are skipped.
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 

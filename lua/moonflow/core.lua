@@ -68,17 +68,26 @@ end
 
 -- getfenv raises past the last frame, where getinfo returns nil, so the
 -- walk asks getfenv only while a frame of another kind is sure to lie below:
--- in the main thread the stack of a script ends in the C frame of the host
--- that ran it. In a coroutine, and once the walk has passed a C frame, it
--- asks getinfo alone. (Not covered: a C host that lua_pcalls a moonflow
--- function itself on the main thread, outside any C function: the walk
--- would pass the last frame. Hosts run Lua code that calls moonflow.) (A pcall per frame would guard every case but doubles
--- the cost of the walk: it keeps LuaJIT from compiling the loops that build.)
+-- in the main thread of the luajit command (and busted) the stack ends in the
+-- C frame of the host that ran the script. In a coroutine, and once the walk
+-- has passed a C frame, it asks getinfo alone. A C host that runs Lua with
+-- lua_pcall (LÖVE, a game engine) may call a moonflow function with no frame
+-- below it: the stack that loads moonflow tells which kind of host this is
+-- (a Lua chunk or `require` itself at the bottom), and in such a host the
+-- walk asks getinfo alone. A pcall around the walk would guard every host
+-- but costs a third more per op.
 local running = coroutine.running
 
-function M.user_location()
-  local fenv_safe = running() == nil
-  for level = 3, 50 do
+local function host_ends_stacks_in_c()
+  local bottom = 1
+  while getinfo(bottom + 1, "") do bottom = bottom + 1 end
+  local info = getinfo(bottom, "Sf")
+  return info.what == "C" and info.func ~= require
+end
+local fenv_safe_in_main_thread = host_ends_stacks_in_c()
+
+local function walk(first, fenv_safe)
+  for level = first, first + 47 do
     if not (fenv_safe and getfenv(level) == own_env) then
       local info = getinfo(level, "fl")
       if not info then break end
@@ -101,6 +110,14 @@ function M.user_location()
     end
   end
   return "?"
+end
+
+-- Levels: walk's own frame is 1, user_location's 2, its caller's 3: the
+-- caller of that is the first frame that may be the user's. (No tail call:
+-- it would drop user_location's frame.)
+function M.user_location()
+  local where = walk(4, fenv_safe_in_main_thread and running() == nil)
+  return where
 end
 
 -- Errors ---------------------------------------------------------------------
