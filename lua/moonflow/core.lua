@@ -21,18 +21,32 @@ local own_env = setmetatable({}, {__index = _G})
 M.own_env = own_env
 setfenv(1, own_env)
 
+-- A module's chunk from a file, or in LÖVE from the game's file system (a
+-- .love archive or a fused game, where the modules are not files); nil when
+-- there is no such file.
+local function load_chunk(path)
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+    local chunk, err = loadfile(path)
+    if not chunk then error(err, 0) end
+    return chunk
+  end
+  local fs = rawget(_G, "love") and love.filesystem
+  if fs and fs.getInfo and fs.getInfo(path, "file") then
+    local chunk, err = fs.load(path)
+    if not chunk then error(err, 0) end
+    return chunk
+  end
+end
+
 local function own_loader(name)
   local rest = name:match("^moonflow%.(.+)$")
   if not rest then return nil end
   local base = here .. "/" .. rest:gsub("%.", "/")
   for _, path in ipairs({base .. ".lua", base .. "/init.lua"}) do
-    local f = io.open(path, "rb")
-    if f then
-      f:close()
-      local chunk, err = loadfile(path)
-      if not chunk then error(err, 0) end
-      return setfenv(chunk, M.own_env)
-    end
+    local chunk = load_chunk(path)
+    if chunk then return setfenv(chunk, M.own_env) end
   end
   return "\n\tno file '" .. base .. ".lua' (moonflow's loader)"
 end
@@ -138,24 +152,78 @@ function M.fail(msg)
   error(msg .. " (at " .. where .. ")", 0)
 end
 
-local function load_library()
-  local candidates = {}
-  if os.getenv("MOONFLOW_LIB") then candidates[#candidates + 1] = os.getenv("MOONFLOW_LIB") end
-  candidates[#candidates + 1] = here .. "/libmoonflow.so"
-  candidates[#candidates + 1] = here .. "/../../build/libmoonflow.so"
-  local errors = {}
-  for _, path in ipairs(candidates) do
-    local f = io.open(path, "rb")
-    if f then
-      f:close()
-      local ok, lib = pcall(ffi.load, path)
-      if ok then return lib, path end
-      errors[#errors + 1] = tostring(lib)
-    else
-      errors[#errors + 1] = path .. ": not found"
+-- Finding the library ----------------------------------------------------------
+-- The engine's file name on this system (Windows DLLs from MinGW keep "lib").
+local lib_ext = ffi.os == "Windows" and "dll" or ffi.os == "OSX" and "dylib" or "so"
+local lib_name = "libmoonflow." .. lib_ext
+
+-- The library is, in order: the file MOONFLOW_LIB names, when set (and
+-- only there); the host program itself, when it has moonflow linked in
+-- (host_has_engine); else the first of these files that loads: next to these
+-- modules (`make install`); in package.cpath's directories, as
+-- moonflow/libmoonflow then libmoonflow (a LuaRocks tree has the first); in
+-- LÖVE, on the C require path (love.filesystem.getCRequirePath) under the
+-- game's save directory, the directory holding the game or fused
+-- executable, and the game's own directory, where games ship native
+-- libraries (the modules may be inside a .love archive, which no library
+-- can be loaded from); the checkout's build/.
+local function library_candidates()
+  local out = {here .. "/" .. lib_name}
+  for template in package.cpath:gmatch("[^;]+") do
+    if template:find("?", 1, true) then
+      out[#out + 1] = template:gsub("%?", "moonflow/libmoonflow")
+      out[#out + 1] = template:gsub("%?", "libmoonflow")
     end
   end
-  M.fail("moonflow: cannot load libmoonflow.so (run `make` first):\n  " .. table.concat(errors, "\n  "))
+  local fs = rawget(_G, "love") and love.filesystem
+  if fs and fs.getCRequirePath then
+    local bases = {fs.getSaveDirectory(), fs.getSourceBaseDirectory()}
+    if not fs.isFused() then bases[#bases + 1] = fs.getSource() end  -- a game run from its directory
+    for _, base in ipairs(bases) do
+      for template in fs.getCRequirePath():gmatch("[^;]+") do
+        for _, name in ipairs({"moonflow/libmoonflow", "libmoonflow"}) do
+          out[#out + 1] = base .. "/" .. template:gsub("%?%?", name .. "." .. lib_ext):gsub("%?", name)
+        end
+      end
+    end
+  end
+  out[#out + 1] = here .. "/../../build/" .. lib_name
+  return out
+end
+
+-- The engine linked into the host program itself (a game or app built with
+-- libmoonflow.a, exporting its symbols: -rdynamic): ffi.C has its functions.
+local function host_has_engine()
+  return pcall(function() return ffi.C.mf_version end)
+end
+
+local function try_load(path, errors)
+  local f = io.open(path, "rb")
+  if not f then
+    errors[#errors + 1] = path .. ": not found"
+    return nil
+  end
+  f:close()
+  local ok, lib = pcall(ffi.load, path)
+  if ok then return lib end
+  errors[#errors + 1] = tostring(lib)
+end
+
+local function load_library()
+  local errors = {}
+  local env = os.getenv("MOONFLOW_LIB")
+  if env then
+    local lib = try_load(env, errors)
+    if lib then return lib, env end
+    M.fail("moonflow: cannot load the library MOONFLOW_LIB names: " .. errors[1])
+  end
+  if host_has_engine() then return ffi.C, "(the host program)" end
+  for _, path in ipairs(library_candidates()) do
+    local lib = try_load(path, errors)
+    if lib then return lib, path end
+  end
+  M.fail("moonflow: cannot load " .. lib_name .. " (run `make` first, or set MOONFLOW_LIB to its path); tried:\n  " ..
+         table.concat(errors, "\n  "))
 end
 
 M.C, M.library_path = load_library()
