@@ -169,6 +169,7 @@ function Array.from(value, dtype, exact, who)
     end
     return out
   end
+  local from_lua_numbers = dtype == nil and type(value) ~= "boolean"
   dtype = dtype or Array.default_dtype(value)
   local dims = {}
   if type(value) == "table" and getmetatable(value) == nil then table_shape(value, dims, 1, who)
@@ -180,6 +181,8 @@ function Array.from(value, dtype, exact, who)
   -- An empty result is filled too: the walk finds ragged lists such as {{}, {5, 7}}.
   if #dims == 0 then out._data[0] = convert(value)
   else fill_from_table(value, out._data, dims, 1, 0, convert, who) end
+  -- float32 only because Lua numbers have no integer kind (graph.lua's int_convert)
+  if from_lua_numbers and dtype == core.dtypes.float32 then out.from_lua_numbers = true end
   return out
 end
 
