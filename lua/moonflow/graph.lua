@@ -71,6 +71,13 @@ function TensorShape:__tostring()
   if #parts == 1 then return "(" .. parts[1] .. ",)" end
   return "(" .. table.concat(parts, ", ") .. ")"
 end
+-- TensorFlow 1.x's repr: TensorShape([Dimension(None), Dimension(128)]).
+function TensorShape:__repr()
+  if not self.dims then return "TensorShape(None)" end
+  local parts = {}
+  for i, d in ipairs(self.dims) do parts[i] = "Dimension(" .. (d < 0 and "None" or tostring(d)) .. ")" end
+  return "TensorShape([" .. table.concat(parts, ", ") .. "])"
+end
 function TensorShape.__eq(a, b)
   if (a.dims == nil) ~= (b.dims == nil) then return false end
   if not a.dims then return true end
@@ -270,7 +277,7 @@ end
 
 function Graph:finalize() C.mf_graph_finalize(self.ptr) end
 function Graph:num_ops() return C.mf_graph_num_ops(self.ptr) end
-function Graph:__tostring() return "<moonflow.Graph with " .. self:num_ops() .. " ops>" end
+function Graph:__tostring() return "<tf.Graph with " .. self:num_ops() .. " ops>" end
 
 -- Operation --------------------------------------------------------------------
 local op_props = {
@@ -399,6 +406,11 @@ function Tensor.__tostring(t)
     return string.format("<tf.Variable '%s' shape=%s dtype=%s>", t.name, tostring(t:get_shape()), t.dtype.name)
   end
   return string.format('Tensor("%s", shape=%s, dtype=%s)', t.name, tostring(t:get_shape()), t.dtype.name)
+end
+-- TensorFlow 1.x's repr, which the REPL shows: <tf.Tensor 'MatMul:0' shape=(10, 10) dtype=float32>.
+function Tensor.__repr(t)
+  if rawget(t, "initializer") then return tostring(t) end
+  return string.format("<tf.Tensor '%s' shape=%s dtype=%s>", t.name, tostring(t:get_shape()), t.dtype.name)
 end
 
 -- Operators: M.ops entries are looked up when called, so op modules can load later.

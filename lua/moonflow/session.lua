@@ -91,7 +91,9 @@ function Session:close()
   self.closed = true
 end
 
-function Session:__tostring() return "<moonflow.Session>" end
+function Session:__tostring()
+  return "<tf.Session on " .. tostring(self.graph) .. (self.closed and " (closed)>" or ">")
+end
 
 -- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op)
 -- for fname.
