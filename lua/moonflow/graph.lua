@@ -307,6 +307,7 @@ local op_props = {
   end,
 }
 local op_methods = {}
+M.op_methods = op_methods
 
 function Operation.__index(op, k)
   local m = op_methods[k]
