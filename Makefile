@@ -10,8 +10,9 @@
 #   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header and
-#                   libraries into PREFIX/include and PREFIX/lib
-#   make install-lua  only the Lua modules + library (what LuaRocks runs)
+#                   libraries into PREFIX/include and PREFIX/lib, the moonflow
+#                   command (the REPL) into PREFIX/bin
+#   make install-lua  only the Lua modules + library + API reference (what LuaRocks runs)
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN := -std=c11 -Wall -Wextra -Werror
@@ -22,7 +23,7 @@ MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/nul
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
-DEB_TEST_PACKAGES := python3-sklearn
+DEB_TEST_PACKAGES := python3-sklearn tmux
 
 # One folder per layer (src/README.md); object files mirror the folders.
 SRC := $(wildcard src/*/*.c src/*/*/*.c)
@@ -34,7 +35,7 @@ LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c clean
+.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
@@ -56,7 +57,8 @@ define install_debs
 endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES),exit 1)
-# The digits spec trains on the data python3-sklearn ships; without it, it is skipped.
+# The digits spec trains on the data python3-sklearn ships; the REPL spec drives
+# the REPL on a terminal through tmux; without them, those specs are skipped.
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
@@ -175,15 +177,25 @@ bench-peers:
 demo: all
 	$(LUA_ENV) luajit examples/demo.lua
 
-install: install-lua install-c
+install: install-lua install-c install-bin
 
-# Lua modules (with the generated cdef.lua) and the library they load, side by side.
+# Lua modules (with the generated cdef.lua) and the library they load, side by
+# side; the API reference beside them in doc/, which the REPL's help() reads.
 install-lua: lib
 	mkdir -p $(DESTDIR)$(LUADIR)/moonflow
 	cp lua/moonflow/*.lua $(DESTDIR)$(LUADIR)/moonflow/
 	for d in lua/moonflow/*/; do [ -d "$$d" ] || continue; sub=$$(basename "$$d"); \
 	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
 	cp $(BUILD)/libmoonflow.so $(DESTDIR)$(LUADIR)/moonflow/libmoonflow.so
+	mkdir -p $(DESTDIR)$(LUADIR)/moonflow/doc
+	cp docs/api/*.md $(DESTDIR)$(LUADIR)/moonflow/doc/
+
+# The moonflow command: the REPL and script runner (LuaRocks installs it from
+# the rockspec's build.install.bin).
+install-bin:
+	mkdir -p $(DESTDIR)$(PREFIX)/bin
+	cp bin/moonflow $(DESTDIR)$(PREFIX)/bin/moonflow
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/moonflow
 
 # The C API for hosts without Lua.
 install-c: lib

@@ -33,4 +33,8 @@ build = {
   install_variables = {
     LUADIR = "$(LUADIR)",
   },
+  -- The moonflow command (the REPL); LuaRocks wraps it to find the tree's modules.
+  install = {
+    bin = {moonflow = "bin/moonflow"},
+  },
 }

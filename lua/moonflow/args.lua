@@ -148,6 +148,13 @@ local function names_of_api()
   return names
 end
 
+-- The name under which the API knows function fn ("tf.matmul"), or nil.
+function M.api_name(fn)
+  if not api then return nil end
+  api_names = api_names or names_of_api()
+  return api_names[fn]
+end
+
 -- The API function the user called that called `callee` (which may call API
 -- functions itself), the nearest one on the stack above callee's frame:
 -- its name ("tf.matmul") and stack level; nil when there is none.

@@ -126,15 +126,9 @@ end
 -- Arrays take the operators of tensors, and every op wrapper as a method;
 -- a[i] is row i of the first axis, 0-based (Array's own fields and methods
 -- come first: a:shape() is still its Lua list).
-local function operator(name)
-  return function(a, b) return M.call(name, G.ops[name], a, b) end
+for metamethod, name in pairs(G.binary_operators) do
+  Array[metamethod] = function(a, b) return M.call(name, G.ops[name], a, b) end
 end
-Array.__add = operator("add")
-Array.__sub = operator("subtract")
-Array.__mul = operator("multiply")
-Array.__div = operator("divide")
-Array.__mod = operator("mod")
-Array.__pow = operator("pow")
 Array.__unm = function(a) return M.call("negative", G.ops.negative, a) end
 function Array.__index(a, k)
   local m = Array[k]

@@ -418,12 +418,10 @@ end
 local function operator(name)
   return function(a, b) return M.ops[name](a, b) end
 end
-Tensor.__add = operator("add")
-Tensor.__sub = operator("subtract")
-Tensor.__mul = operator("multiply")
-Tensor.__div = operator("divide")
-Tensor.__mod = operator("mod")
-Tensor.__pow = operator("pow")
+-- The binary operators of tensors (and of arrays: eager.lua): metamethod -> op.
+M.binary_operators = {__add = "add", __sub = "subtract", __mul = "multiply", __div = "divide", __mod = "mod",
+                      __pow = "pow"}
+for metamethod, name in pairs(M.binary_operators) do Tensor[metamethod] = operator(name) end
 Tensor.__unm = function(a) return M.ops.negative(a) end
 
 -- Attributes ---------------------------------------------------------------------------
