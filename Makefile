@@ -129,7 +129,7 @@ VALGRIND_SPECS := $(addprefix spec/,args_spec.lua core_spec.lua array_spec.lua m
   gradients_spec.lua grad_index_spec.lua train_spec.lua scopes_spec.lua saver_spec.lua graph_io_spec.lua \
   npy_spec.lua data_spec.lua prefetch_spec.lua layers_spec.lua debugging_spec.lua lua_func_spec.lua \
   hygiene_spec.lua device_spec.lua registry_spec.lua cookbook_spec.lua ordering_spec.lua bad_input_spec.lua \
-  linalg_spec.lua)
+  linalg_spec.lua eager_spec.lua printing_spec.lua)
 valgrind: all
 	$(call install_debs,valgrind,exit 1)
 	$(LUA_ENV) valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \

@@ -34,6 +34,14 @@ describe("printing arrays as NumPy does", function()
     end)
   end
 
+  it("prints int64 exactly, past 2^53", function()
+    local a = tf.Array.new(tf.int64, {3})
+    a:data()[0] = 9223372036854775807LL
+    a:data()[1] = -9223372036854775807LL - 1
+    a:data()[2] = 2 ^ 53 + 1
+    assert.equal("[ 9223372036854775807, -9223372036854775808,     9007199254740992]", tostring(a))
+  end)
+
   it("prints fetched values and tf.array results as grids", function()
     local sess = tf.Session()
     local m = sess:run(tf.constant({{1, 20}, {3, 4}}))

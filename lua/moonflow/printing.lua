@@ -147,10 +147,11 @@ local function bool_formatter(rank)
 end
 
 -- Arrays -------------------------------------------------------------------------------
--- The element at flat offset i of array a as a Lua value.
+-- The element at flat offset i of array a as a Lua value (int64 ones stay
+-- 64-bit cdata, which string.format's %d prints exactly).
 local function element(a, i)
   local v = a._data[i]
-  if a.dtype.name == "bool" then return v end
+  if a.dtype.name == "bool" or a.dtype.name == "int64" then return v end
   return tonumber(v)
 end
 
