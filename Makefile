@@ -10,8 +10,9 @@
 #   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header,
-#                   libraries and moonflow.pc into PREFIX/include and PREFIX/lib
-#   make install-lua  only the Lua modules + library
+#                   libraries and moonflow.pc into PREFIX/include and PREFIX/lib,
+#                   the moonflow command (the REPL) into PREFIX/bin
+#   make install-lua  only the Lua modules + library + API reference (what LuaRocks runs)
 #   make install-c  only the header, libraries and moonflow.pc
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -32,7 +33,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR ?= $(PREFIX)/lib
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
-DEB_TEST_PACKAGES := python3-sklearn pkg-config
+DEB_TEST_PACKAGES := python3-sklearn pkg-config tmux
 
 # The version is the header's MF_VERSION; the shared library's soname carries
 # its major number (libmoonflow.so.0), which changes when the ABI does.
@@ -50,7 +51,7 @@ LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c clean
+.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
@@ -72,8 +73,9 @@ define install_debs
 endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES),exit 1)
-# The digits spec trains on the data python3-sklearn ships, and the C host of
-# names_spec is built with pkg-config; without them, those specs are skipped.
+# The digits spec trains on the data python3-sklearn ships, the C host of
+# names_spec is built with pkg-config, and the REPL spec drives the REPL on a
+# terminal through tmux; without them, those specs are skipped.
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
@@ -147,7 +149,7 @@ VALGRIND_SPECS := $(addprefix spec/,args_spec.lua core_spec.lua array_spec.lua m
   gradients_spec.lua grad_index_spec.lua train_spec.lua scopes_spec.lua saver_spec.lua graph_io_spec.lua \
   npy_spec.lua data_spec.lua prefetch_spec.lua layers_spec.lua debugging_spec.lua lua_func_spec.lua \
   hygiene_spec.lua device_spec.lua registry_spec.lua cookbook_spec.lua ordering_spec.lua bad_input_spec.lua \
-  linalg_spec.lua)
+  linalg_spec.lua eager_spec.lua printing_spec.lua)
 valgrind: all
 	$(call install_debs,valgrind,exit 1)
 	$(LUA_ENV) valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
@@ -195,16 +197,26 @@ bench-peers:
 demo: all
 	$(LUA_ENV) luajit examples/demo.lua
 
-install: install-lua install-c
+install: install-lua install-c install-bin
 
-# Lua modules (with the generated cdef.lua), and the library they load as
-# LUA_LIBDIR/moonflow/libmoonflow.so (lua/moonflow/core.lua finds it there).
+# Lua modules (with the generated cdef.lua), the library they load as
+# LUA_LIBDIR/moonflow/libmoonflow.so (lua/moonflow/core.lua finds it there),
+# and the API reference in LUADIR/moonflow/doc/, which the REPL's help() reads.
 install-lua: lib
 	mkdir -p $(DESTDIR)$(LUADIR)/moonflow $(DESTDIR)$(LUA_LIBDIR)/moonflow
 	cp lua/moonflow/*.lua $(DESTDIR)$(LUADIR)/moonflow/
 	for d in lua/moonflow/*/; do [ -d "$$d" ] || continue; sub=$$(basename "$$d"); \
 	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
 	cp $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow.so
+	mkdir -p $(DESTDIR)$(LUADIR)/moonflow/doc
+	cp docs/api/*.md $(DESTDIR)$(LUADIR)/moonflow/doc/
+
+# The moonflow command: the REPL and script runner (LuaRocks installs it from
+# the rockspec's build.install.bin).
+install-bin:
+	mkdir -p $(DESTDIR)$(PREFIX)/bin
+	cp bin/moonflow $(DESTDIR)$(PREFIX)/bin/moonflow
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/moonflow
 
 # The C API for hosts without Lua: the header, the static library, the shared
 # one under its full version with the soname and development links, and

@@ -44,4 +44,8 @@ build = {
     INCLUDEDIR = "$(PREFIX)/include",
     LIBDIR = "$(PREFIX)/c/lib",
   },
+  -- The moonflow command (the REPL); LuaRocks wraps it to find the tree's modules.
+  install = {
+    bin = {moonflow = "bin/moonflow"},
+  },
 }

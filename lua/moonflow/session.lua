@@ -91,7 +91,67 @@ function Session:close()
   self.closed = true
 end
 
-function Session:__tostring() return "<moonflow.Session>" end
+-- The default session (TensorFlow 1.x's): the innermost sess:as_default(fn),
+-- else the open tf.InteractiveSession made last; Tensor:eval and
+-- Operation:run use it.
+local default_sessions = {}
+local interactive
+
+function M.get_default_session()
+  local top = default_sessions[#default_sessions]
+  if top then return top end
+  if interactive and not interactive.closed then return interactive end
+end
+
+-- sess:as_default(fn): fn(...) with sess as the default session (Python's
+-- `with sess.as_default():`); returns what fn returns.
+function Session:as_default(fn, ...)
+  if type(fn) ~= "function" then
+    fail("Session:as_default(fn): fn must be a function, got " .. args.describe(fn))
+  end
+  return G.with_pushed(default_sessions, self, fn, ...)
+end
+
+-- tf.InteractiveSession(graph_or_options): a session that makes itself the
+-- default one until it is closed, for the REPL.
+function M.interactive(arg)
+  interactive = M.new(arg)
+  return interactive
+end
+
+-- The session that t:eval() and op:run() use: `session` or the default one,
+-- of the graph of x.
+local function session_for(x, session, who)
+  session = session or M.get_default_session()
+  if session == nil then
+    fail(who .. ": No default session is registered. Use sess:as_default(fn), make a " ..
+         "tf.InteractiveSession(), or pass the session: " .. who:gsub(":.*", "") .. ":" ..
+         (who:find("eval") and "eval(feeds, sess)" or "run(feeds, sess)"))
+  end
+  if getmetatable(session) ~= Session then
+    fail(who .. ": session must be a tf.Session, got " .. args.describe(session))
+  end
+  if session.graph ~= x.graph then
+    fail(who .. ": Cannot use the given session to evaluate " .. tostring(x) ..
+         ": its graph is different from the session's graph.")
+  end
+  return session
+end
+
+-- t:eval(feeds, session): the value of t (Session:run's) in that session
+-- or the default one.
+function G.tensor_methods.eval(t, feeds, session)
+  return session_for(t, session, "Tensor:eval"):run(t, feeds)
+end
+
+-- op:run(feeds, session): runs op in that session or the default one.
+function G.op_methods.run(op, feeds, session)
+  session_for(op, session, "Operation:run"):run(op, feeds)
+end
+
+function Session:__tostring()
+  return "<tf.Session on " .. tostring(self.graph) .. (self.closed and " (closed)>" or ">")
+end
 
 -- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op)
 -- for fname.
