@@ -49,7 +49,7 @@ BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBS := -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
-LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
+LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
 .PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
 all: deps lib
@@ -118,7 +118,7 @@ asan:
 # hosts that specs link against the instrumented archive need the runtimes.
 ASAN_RUNTIME = $$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)
 test-asan: deps asan
-	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
+	$(LUA_ENV) MOONFLOW_LIB=$(CURDIR)/build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
 	  MOONFLOW_LINK_FLAGS="-fsanitize=$(SANITIZERS)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  busted $(BUSTED_ARGS) spec
@@ -172,7 +172,7 @@ fuzz: deps
 	  $$(pkg-config --libs luajit) -o build-fuzz/fuzz
 	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t && \
-	  $(LUA_ENV) MOONFLOW_LIB=build-fuzz/libmoonflow.so MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 \
+	  $(LUA_ENV) MOONFLOW_LIB=$(CURDIR)/build-fuzz/libmoonflow.so MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 \
 	    build-fuzz/fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -artifact_prefix=build-fuzz/$$t- \
 	    build-fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
 	done
