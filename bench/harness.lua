@@ -6,7 +6,7 @@
 --
 -- A contender is {label =, run = function(calls) -> seconds or nil, why}
 -- plus optional `units` (units of work per call: loop iterations, runs) and
--- `target` (the speed ratio issue 13 asks of moonflow against this peer).
+-- `target` (the speed ratio an issue asks of moonflow against this peer).
 -- One that cannot run carries `why` instead of `run`.
 local ffi = require("ffi")
 
@@ -21,6 +21,10 @@ M.batch_seconds = M.quick and 0.02 or 0.2
 -- a while after their last job (OpenBLAS's up to about 0.1 s), and on a
 -- machine with few cores they would take cores from the next contender.
 M.settle_seconds = tonumber(os.getenv("BENCH_SETTLE") or "") or 0.1
+-- BENCH_ONLY (`make bench ONLY=...`): a Lua pattern; only the sections whose
+-- name it matches run.
+M.only = os.getenv("BENCH_ONLY")
+if M.only == "" then M.only = nil end
 
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -51,6 +55,19 @@ function M.lua_contender(label, fn, options)
             local t0 = M.now()
             for _ = 1, calls do fn() end
             return M.now() - t0
+          end}
+end
+
+-- A contender whose calls time themselves: fn() does untimed work first
+-- (freeing the previous call's graph, collecting garbage) and returns the
+-- seconds of its timed part.
+function M.timed_contender(label, fn, options)
+  options = options or {}
+  return {label = label, units = options.units, target = options.target, note = options.note,
+          run = function(calls)
+            local seconds = 0
+            for _ = 1, calls do seconds = seconds + fn() end
+            return seconds
           end}
 end
 
@@ -105,7 +122,7 @@ end
 -- A row is moonflow's figure, or a peer's figure under the row above it:
 -- {name, value, unit, peer, peer_value, ratio, target, met, note}. ratio is
 -- the peer's time over moonflow's (or the peer's memory over moonflow's):
--- above 1, moonflow is faster or smaller. target is the ratio issue 13 asks
+-- above 1, moonflow is faster or smaller. target is the ratio an issue asks
 -- for; met says whether the run reached it (or an absolute goal).
 M.rows = {}
 
@@ -114,8 +131,10 @@ function M.row(r)
   return r
 end
 
--- Runs a benchmark section; one that fails becomes a row saying why.
+-- Runs a benchmark section (unless BENCH_ONLY leaves it out); one that fails
+-- becomes a row saying why.
 function M.section(name, fn)
+  if M.only and not name:find(M.only) then return end
   local ok, err = pcall(fn)
   if not ok then M.row{name = name, value = "n/a", note = "failed: " .. tostring(err):gsub("\n.*", "")} end
 end
@@ -124,7 +143,8 @@ end
 -- figure, then one per peer with the speed ratio. spec:
 --   name, ours (a contender), peers (contenders; a best_of group counts as one),
 --   figure(seconds per unit) -> text, unit
---   goal: the most seconds per unit issue 13 allows moonflow (optional)
+--   goal: the most seconds per unit the issues allow moonflow (optional);
+--   rate: the figure is a rate (rows/s), so the goal reads ">=" its figure
 --   note: about moonflow's figure; note_of(seconds): the same, from the time
 -- Returns moonflow's seconds per unit and each peer's (by label).
 function M.compare(spec)
@@ -143,7 +163,7 @@ function M.compare(spec)
   end
   local note = spec.note_of and spec.note_of(ours) or spec.note
   M.row{name = spec.name, value = spec.figure(ours), unit = spec.unit,
-        target = spec.goal and "<= " .. spec.figure(spec.goal) .. " " .. spec.unit,
+        target = spec.goal and (spec.rate and ">= " or "<= ") .. spec.figure(spec.goal) .. " " .. spec.unit,
         met = spec.goal and ours <= spec.goal, note = note}
   local peer_times = {}
   for _, p in ipairs(spec.peers or {}) do
@@ -190,6 +210,8 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float a
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void peer_axpb(const float *x, float *y, int64_t n);
 void peer_axpb_omp(const float *x, float *y, int64_t n, int threads);
+void peer_tanh_chain(const float *x, float *y, int64_t n, float a, float b, float c);
+void peer_tanh_chain_omp(const float *x, float *y, int64_t n, float a, float b, float c, int threads);
 ]]
 
 -- bench/peers.c compiled now with the library's compiler and flags, plus
@@ -198,7 +220,7 @@ function M.c_peers(cc, cflags, build)
   local so = build .. "/bench_peers.so"
   os.remove(so)
   -- LuaJIT's popen close does not report the exit status: the echo does.
-  local p = io.popen(string.format("%s %s -fopenmp -shared -fPIC -o %s bench/peers.c 2>&1 && echo BENCH_CC_OK",
+  local p = io.popen(string.format("%s %s -fopenmp -shared -fPIC -o %s bench/peers.c -lm 2>&1 && echo BENCH_CC_OK",
                                    cc, cflags, so))
   local out = p:read("*a")
   p:close()
@@ -304,6 +326,12 @@ function M.python_contender(module, label, workload, args, options)
     local seconds, run_why = proc:request("run " .. id .. " " .. calls)
     if not seconds then return nil, run_why end
     return tonumber(seconds)
+  end
+  -- Another figure the workload measured (bytes per op), or nil and why.
+  c.figure = function(key)
+    local value, figure_why = proc:request("figure " .. id .. " " .. key)
+    if not value then return nil, figure_why end
+    return tonumber(value)
   end
   return c
 end
