@@ -47,60 +47,79 @@ function M.median(values)
   return #sorted % 2 == 1 and sorted[mid + 1] or (sorted[mid] + sorted[mid + 1]) / 2
 end
 
--- A contender timed in this process: one call of fn is `units` units of work.
-function M.lua_contender(label, fn, options)
+-- A contender with the options every kind takes: units (of work per call),
+-- target, note and budget (the most seconds its repeats may take: one whose
+-- single call takes long runs fewer rounds, at least one).
+local function contender(label, options, run)
   options = options or {}
   return {label = label, units = options.units, target = options.target, note = options.note,
-          run = function(calls)
-            local t0 = M.now()
-            for _ = 1, calls do fn() end
-            return M.now() - t0
-          end}
+          budget = options.budget, run = run}
+end
+M.contender = contender
+
+-- A contender timed in this process: one call of fn is `units` units of work.
+function M.lua_contender(label, fn, options)
+  return contender(label, options, function(calls)
+    local t0 = M.now()
+    for _ = 1, calls do fn() end
+    return M.now() - t0
+  end)
 end
 
 -- A contender whose calls time themselves: fn() does untimed work first
 -- (freeing the previous call's graph, collecting garbage) and returns the
 -- seconds of its timed part.
 function M.timed_contender(label, fn, options)
-  options = options or {}
-  return {label = label, units = options.units, target = options.target, note = options.note,
-          run = function(calls)
-            local seconds = 0
-            for _ = 1, calls do seconds = seconds + fn() end
-            return seconds
-          end}
+  return contender(label, options, function(calls)
+    local seconds = 0
+    for _ = 1, calls do seconds = seconds + fn() end
+    return seconds
+  end)
 end
 
 -- Calls per batch so that one batch takes about batch_seconds; the first
--- calls warm up plans, buffers and JIT traces.
+-- calls warm up plans, buffers and JIT traces. Also returns the seconds of
+-- the first call when it alone took a batch or more (then no more were run).
 local function calibrate(c)
   local calls = 1
   local t, why = c.run(calls)
   if not t then return nil, why end
+  local single = t >= M.batch_seconds / 4 and t or nil
   while t < M.batch_seconds / 4 and calls < 2 ^ 24 do
     calls = calls * 4
     t, why = c.run(calls)
     if not t then return nil, why end
   end
-  return math.max(1, math.floor(calls * M.batch_seconds / math.max(t, 1e-9) + 0.5))
+  return math.max(1, math.floor(calls * M.batch_seconds / math.max(t, 1e-9) + 0.5)), single
 end
 
 -- Seconds per unit of each contender: `reps` rounds, each running every
 -- contender once in turn, so that a change of load on the machine hits all
 -- alike; the median of the rounds. A contender that fails gets `why` and no
--- time.
+-- time. One with a budget whose single calibration call took long keeps
+-- that call as its first sample and runs only the rounds its budget allows
+-- (c.samples says how many it got).
 function M.interleave(contenders)
-  local calls, samples = {}, {}
+  local calls, samples, rounds = {}, {}, {}
   for i, c in ipairs(contenders) do
-    samples[i] = {}
+    samples[i], rounds[i] = {}, M.reps
     if c.run then
-      local n, why = calibrate(c)
-      if n then calls[i] = n else c.why = "failed: " .. tostring(why) end
+      local n, single_or_why = calibrate(c)
+      if not n then
+        c.why = "failed: " .. tostring(single_or_why)
+      else
+        local single = single_or_why
+        calls[i] = n
+        if c.budget and single and single * M.reps > c.budget then
+          samples[i][1] = single / (c.units or 1)
+          rounds[i] = math.max(0, math.floor(c.budget / single) - 1)
+        end
+      end
     end
   end
-  for _ = 1, M.reps do
+  for r = 1, M.reps do
     for i, c in ipairs(contenders) do
-      if calls[i] then
+      if calls[i] and r <= rounds[i] then
         if M.settle_seconds > 0 then ffi.C.poll(nil, 0, math.floor(M.settle_seconds * 1000)) end
         local t, why = c.run(calls[i])
         if t then
@@ -112,8 +131,9 @@ function M.interleave(contenders)
     end
   end
   local medians = {}
-  for i = 1, #contenders do
+  for i, c in ipairs(contenders) do
     medians[i] = calls[i] and M.median(samples[i]) or nil
+    c.samples = calls[i] and #samples[i] or nil
   end
   return medians
 end
@@ -178,9 +198,13 @@ function M.compare(spec)
     peer_times[p.label] = best
     if best then
       local ratio = best / ours
+      local note = p.choices and ("best: " .. best_label) or p.note
+      if p.samples and p.samples < M.reps then
+        local fewer = string.format("median of %d within its %g s budget", p.samples, p.budget)
+        note = note and note .. "; " .. fewer or fewer
+      end
       M.row{peer = p.label, peer_value = spec.figure(best), ratio = ratio,
-            target = p.target, met = p.target and ratio >= p.target,
-            note = p.choices and ("best: " .. best_label) or p.note}
+            target = p.target, met = p.target and ratio >= p.target, note = note}
     else
       M.row{peer = p.label, peer_value = "not run", note = why or p.why}
     end
@@ -312,8 +336,7 @@ end
 -- A contender running workload(args...) of bench/peers.py in the process of
 -- `module`; one that cannot be set up carries why.
 function M.python_contender(module, label, workload, args, options)
-  options = options or {}
-  local c = {label = label, units = options.units, target = options.target, note = options.note}
+  local c = contender(label, options)
   local proc, why = M.python_peer(module)
   if not proc then c.why = why; return c end
   proc.next_id = proc.next_id + 1

@@ -355,18 +355,39 @@ def tf1_mlp_graph(depth, width, part):
     return Timed(call)
 
 
+def protobuf_field(number, payload):
+    """One length-delimited protobuf field: key, varint length, bytes."""
+    head, size = [number << 3 | 2], len(payload)
+    while True:
+        head.append(size & 0x7F | (0x80 if size > 0x7F else 0))
+        size >>= 7
+        if not size:
+            return bytes(head) + payload
+
+
 @workload
 def tf1_import(n):
     """Imports a binary GraphDef of n ops (x + c chained) into a new graph,
-    reading and parsing the file included."""
+    reading and parsing the file included. The file's Add nodes are the one
+    TensorFlow built for x + c, renamed and rewired as its own names and
+    inputs would be, appended to the GraphDef's bytes (its repeated field
+    1): building them through Python would take minutes."""
     import tempfile
     tf = tf1()
     with tf.Graph().as_default() as g:
-        y = tf.placeholder(tf.float32, [], name="x")
+        x = tf.placeholder(tf.float32, [], name="x")
         c = tf.constant(1.0)
-        for _ in range(n - 2):
-            y = y + c
-        data = g.as_graph_def().SerializeToString()
+        y = x + c
+        graph_def = g.as_graph_def()
+    node = tf.NodeDef()
+    node.CopyFrom(next(d for d in graph_def.node if d.name == y.op.name))
+    assert list(node.input) == [x.op.name, c.op.name], node.input
+    parts = [graph_def.SerializeToString()]
+    for i in range(1, n - 2):
+        node.input[0] = y.op.name if i == 1 else "%s_%d" % (y.op.name, i - 1)
+        node.name = "%s_%d" % (y.op.name, i)
+        parts.append(protobuf_field(1, node.SerializeToString()))
+    data = b"".join(parts)
     fd, path = tempfile.mkstemp(suffix=".pb")
     with os.fdopen(fd, "wb") as f:
         f.write(data)

@@ -663,14 +663,27 @@ local function mlp_graph(part)
 end
 
 local TF1 = "TF1 graph mode"
+-- The most seconds TensorFlow's repeats of one graph-building row may take:
+-- it builds ops hundreds of times slower than moonflow, so at the larger
+-- sizes it gets fewer repeats, and none where one build would take longer.
+local PEER_BUDGET = tonumber(os.getenv("BENCH_PEER_BUDGET") or "") or (quick and 10 or 120)
 
 section("graph building", function()
+  local peer_op_seconds, peer_measured_at  -- TensorFlow's time per op at the last size it built
   for _, n in ipairs(GRAPH_SIZES) do
     local build, bytes_per_op = chain_build(n)
-    local peer = py("tensorflow", TF1, "tf1_chain", {n}, {units = n})
+    local peer
+    if peer_op_seconds and peer_op_seconds * n > PEER_BUDGET then
+      peer = {label = TF1, why = string.format("not run: one build would take about %.0f s (%.0f us/op at %s ops), " ..
+                                               "over its budget of %g s (BENCH_PEER_BUDGET)", peer_op_seconds * n,
+                                               peer_op_seconds * 1e6, count(peer_measured_at), PEER_BUDGET)}
+    else
+      peer = py("tensorflow", TF1, "tf1_chain", {n}, {units = n, budget = PEER_BUDGET})
+    end
     local name = "creating " .. count(n) .. " ops from Lua (y = y + 1)"
-    compare{name = name, unit = "us/op", figure = us, goal = 2e-6,
-            ours = H.timed_contender("moonflow", build, {units = n}), peers = {peer}}
+    local _, peer_times = compare{name = name, unit = "us/op", figure = us, goal = 2e-6,
+                                  ours = H.timed_contender("moonflow", build, {units = n}), peers = {peer}}
+    if peer_times and peer_times[TF1] then peer_op_seconds, peer_measured_at = peer_times[TF1], n end
     local ours = bytes_per_op()
     if ours then
       H.row{name = name .. ", memory", value = string.format("%.0f", ours), unit = "bytes/op",
@@ -697,7 +710,8 @@ section("graph building", function()
                                  or "minimize (SGD)"),
             unit = "ms", figure = ms, goal = part ~= "build" and 20e-3 or nil,
             ours = H.timed_contender("moonflow", mlp_graph(part)),
-            peers = {py("tensorflow", TF1, "tf1_mlp_graph", {MLP_DEPTH, MLP_WIDTH, "'" .. part .. "'"})}}
+            peers = {py("tensorflow", TF1, "tf1_mlp_graph", {MLP_DEPTH, MLP_WIDTH, "'" .. part .. "'"},
+                        {budget = PEER_BUDGET})}}
   end
 
   -- A graph file of x + c chained, imported into a new graph each time.
@@ -720,7 +734,7 @@ section("graph building", function()
       imported = tf.train.import_graph(path)
       return H.now() - t0
     end),
-    peers = {py("tensorflow", TF1, "tf1_import", {IMPORT_OPS})}})
+    peers = {py("tensorflow", TF1, "tf1_import", {IMPORT_OPS}, {budget = PEER_BUDGET})}})
   os.remove(path)
   assert(ok, err)
   imported = nil

@@ -111,6 +111,20 @@ describe("bench harness", function()
     assert.are.same({"tf.data map", "tf.data batch"}, ran)
   end)
 
+  it("keeps a slow contender's calibration call and runs only the rounds its budget allows", function()
+    local order = {}
+    -- one call takes 2 s (a batch is 1 s here): 3 rounds would take 6 s, over the budget of 5
+    local slow = fake("slow", {2, 4, 9}, order, {units = 2})
+    slow.budget = 5
+    local medians = H.interleave({fake("a", {1, 1, 1, 1}, order), slow})
+    assert.are.same({"a", "slow", "a", "slow", "a", "a"}, order)
+    assert.are.equal(3 / 2, medians[2])  -- median of 2 (the calibration) and 4, per unit
+    assert.are.equal(2, slow.samples)
+    H.compare{name = "slow thing", unit = "s", figure = tostring, ours = fake("moonflow", {1}),
+              peers = {H.contender("slow peer", {budget = 5}, function(calls) return 2 * calls end)}}
+    assert.are.equal("median of 2 within its 5 s budget", H.rows[2].note)
+  end)
+
   it("sums the seconds a self-timed contender's calls report", function()
     local calls = 0
     local c = H.timed_contender("builds", function() calls = calls + 1; return 0.5 end, {units = 10})
