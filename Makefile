@@ -159,8 +159,8 @@ fuzz: deps
 # CFLAGS. The Python peers (NumPy, PyTorch, TensorFlow 1.x graph mode) run in
 # the virtualenv `make bench-peers` makes, else in Debian's python3 with what
 # it has; BENCH_QUICK=1 is a short smoke run that reports into $(BUILD)/, and
-# ONLY=<Lua pattern> runs only the sections whose name it matches (also into
-# $(BUILD)/), e.g. make bench ONLY=tf.data.
+# ONLY=<Lua patterns, comma-separated> runs only the sections whose name one
+# of them matches (also into $(BUILD)/), e.g. make bench ONLY=tf.data,fusion.
 BENCH_VENV ?= $(HOME)/.cache/moonflow/bench-venv
 BENCH_PYTHON ?= $(firstword $(wildcard $(BENCH_VENV)/bin/python3 /usr/bin/python3) python3)
 bench: all

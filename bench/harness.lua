@@ -21,10 +21,18 @@ M.batch_seconds = M.quick and 0.02 or 0.2
 -- a while after their last job (OpenBLAS's up to about 0.1 s), and on a
 -- machine with few cores they would take cores from the next contender.
 M.settle_seconds = tonumber(os.getenv("BENCH_SETTLE") or "") or 0.1
--- BENCH_ONLY (`make bench ONLY=...`): a Lua pattern; only the sections whose
--- name it matches run.
+-- BENCH_ONLY (`make bench ONLY=...`): Lua patterns separated by commas; only
+-- the sections whose name one of them matches run.
 M.only = os.getenv("BENCH_ONLY")
 if M.only == "" then M.only = nil end
+
+local function selected(name)
+  if not M.only then return true end
+  for pattern in M.only:gmatch("[^,]+") do
+    if name:find(pattern) then return true end
+  end
+  return false
+end
 
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -153,8 +161,11 @@ end
 
 -- Runs a benchmark section (unless BENCH_ONLY leaves it out); one that fails
 -- becomes a row saying why.
+-- M.sections: the name of every section met, run or not.
+M.sections = {}
 function M.section(name, fn)
-  if M.only and not name:find(M.only) then return end
+  M.sections[#M.sections + 1] = name
+  if not selected(name) then return end
   local ok, err = pcall(fn)
   if not ok then M.row{name = name, value = "n/a", note = "failed: " .. tostring(err):gsub("\n.*", "")} end
 end

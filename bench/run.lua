@@ -3,7 +3,8 @@
 -- and as docs/bench.md and docs/bench.svg (bench/report.lua). `make bench`
 -- runs it (LUA_PATH, MOONFLOW_LIB, CC, CFLAGS, BENCH_BUILD and BENCH_PYTHON
 -- set by the Makefile); BENCH_QUICK=1 shortens every count for a smoke run
--- and BENCH_ONLY=<Lua pattern> runs only the sections whose name it matches;
+-- and BENCH_ONLY=<Lua patterns, comma-separated> runs only the sections whose
+-- name one of them matches;
 -- both write their report into the build folder instead of docs/. A peer that
 -- cannot run is a row saying why; the bench itself never fails on one.
 package.path = "bench/?.lua;" .. package.path
@@ -742,6 +743,11 @@ section("graph building", function()
 end)
 
 H.close_python_peers()
+if #H.rows == 0 then
+  io.stderr:write(string.format("BENCH_ONLY=%s matches no section; the sections:\n  %s\n", tostring(H.only),
+                                table.concat(H.sections, "\n  ")))
+  os.exit(1)
+end
 
 -- Report ------------------------------------------------------------------------
 local cpu = output_of("grep -m1 'model name' /proc/cpuinfo"):match(":%s*([^\n]+)") or "unknown CPU"
@@ -768,8 +774,8 @@ local intro = {
 }
 for _, p in ipairs(peers) do intro[#intro + 1] = "- " .. p end
 if H.only then
-  table.insert(intro, 2, string.format("\nOnly the sections whose name matches the Lua pattern `%s` (BENCH_ONLY).",
-                                       H.only))
+  table.insert(intro, 2, string.format("\nOnly the sections whose name matches one of the Lua patterns `%s` " ..
+                                       "(BENCH_ONLY).", H.only))
 end
 
 local rows = H.rows
