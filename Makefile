@@ -180,11 +180,13 @@ fuzz: deps
 # The C peers are compiled by bench/harness.lua with the library's CC and
 # CFLAGS. The Python peers (NumPy, PyTorch, TensorFlow 1.x graph mode) run in
 # the virtualenv `make bench-peers` makes, else in Debian's python3 with what
-# it has; BENCH_QUICK=1 is a short smoke run that reports into $(BUILD)/.
+# it has; BENCH_QUICK=1 is a short smoke run that reports into $(BUILD)/, and
+# ONLY=<Lua patterns, comma-separated> runs only the sections whose name one
+# of them matches (also into $(BUILD)/), e.g. make bench ONLY=tf.data,fusion.
 BENCH_VENV ?= $(HOME)/.cache/moonflow/bench-venv
 BENCH_PYTHON ?= $(firstword $(wildcard $(BENCH_VENV)/bin/python3 /usr/bin/python3) python3)
 bench: all
-	$(LUA_ENV) BENCH_BUILD=$(BUILD) BENCH_PYTHON="$(BENCH_PYTHON)" CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
+	$(LUA_ENV) BENCH_BUILD=$(BUILD) BENCH_PYTHON="$(BENCH_PYTHON)" BENCH_ONLY="$(ONLY)" CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
 
 # The peers' virtualenv, outside the tree (it is several GB: PyPI's torch
 # wheel brings its CUDA libraries along) and shared by every checkout.
