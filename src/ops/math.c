@@ -157,7 +157,8 @@ static inline int64_t mf_real_to_int(double v) {
  * (a - z) / b (TruncateDiv, as TensorFlow's CPU kernels, takes integers only);
  * Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere; Maximum and
  * Minimum pass dz to the input their kernel picked: b where it is strictly
- * greater (smaller), else a, so ties go to a. */
+ * greater (smaller), else a, so ties go to a. Maximum and Minimum are NaN
+ * when either input is, as TensorFlow's and NumPy's. */
 #define MF_BINARY_OPS(X)                                                                        \
   X(Add, NUMERIC, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
   X(Sub, NUMERIC, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
@@ -174,8 +175,8 @@ static inline int64_t mf_real_to_int(double v) {
     DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
     mf_int_negative(b),                                                                         \
     "Integers to negative integer powers are not allowed; cast to a float type first", mf_pow(a, b)) \
-  X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, a < b ? b : a) \
-  X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, b < a ? b : a) \
+  X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, MF_MAX_KEEP_NAN(a, b)) \
+  X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, MF_MIN_KEEP_NAN(a, b)) \
   X(Equal, ALL, BOOL, ND, 0, NULL, a == b)                                                      \
   X(NotEqual, ALL, BOOL, ND, 0, NULL, a != b)                                                   \
   X(Less, NUMERIC, BOOL, ND, 0, NULL, a < b)                                                    \
@@ -327,17 +328,15 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
 #define POW(u, v) mf_grad_op2(gc, "Pow", u, v)
 #define FLOORDIV(u, v) mf_grad_op2(gc, "FloorDiv", u, v)
 #define LOG(u) mf_grad_op1(gc, "Log", u)
-#define MAXIMUM(u, v) mf_grad_op2(gc, "Maximum", u, v)
 #define LESS(u, v) mf_grad_op2(gc, "Less", u, v)
 #define GREATER(u, v) mf_grad_op2(gc, "Greater", u, v)
 #define MASK(c) mf_grad_cast(gc, c, t)
 #define LOG_POSITIVE(u) grad_log_positive(gc, u, t)
 
-/* log(u) where u > 0, else 0: the log of max(1 - [u > 0], u), which is u where
- * u > 0 and 1 elsewhere (NaN included, as max keeps its first input unless the
- * second is greater), so no log of a non-positive number is ever taken. */
+/* log(u) where u > 0, else 0: the log of u where u > 0 and of 1 elsewhere (NaN
+ * included), so no log of a non-positive number is ever taken. */
 static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
-  return LOG(MAXIMUM(SUB(NUM(1), MASK(GREATER(u, NUM(0)))), u));
+  return LOG(mf_grad_op3(gc, "SelectV2", GREATER(u, NUM(0)), u, NUM(1)));
 }
 
 /* From the grad column: the op's flags, its rule (NULL for ND) and the rule's

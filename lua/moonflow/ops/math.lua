@@ -32,7 +32,7 @@ local unary = {
   sigmoid = "Sigmoid", floor = "Floor", ceil = "Ceil", round = "Round", logical_not = "LogicalNot",
 }
 -- TensorFlow's other names for the same functions.
-local aliases = {sub = "subtract", truediv = "divide", div = "divide", floormod = "mod", neg = "negative"}
+local aliases = {sub = "subtract", truediv = "divide", floormod = "mod", neg = "negative"}
 
 return function(tf, ops)
   for fname, op_type in pairs(binary) do
@@ -47,6 +47,12 @@ return function(tf, ops)
     end
   end
   for alias, fname in pairs(aliases) do ops[alias] = ops[fname] end
+  -- tf.div(x, y, name): TensorFlow 1.x's Python 2 division, floordiv for
+  -- integers (7 / -2 = -4, an integer) and divide for floats.
+  function ops.div(x, y, name)
+    local a, b = operands(x, y)
+    return G.op{a.dtype.is_integer and "FloorDiv" or "Div", inputs = {a, b}, name = name_of(name, "tf.div")}
+  end
 
   -- tf.cast(x, dtype, name | {name=}): x itself when it already has that dtype.
   function ops.cast(x, dtype, name)
@@ -64,6 +70,7 @@ return function(tf, ops)
   for _, names in ipairs({binary, unary, aliases}) do
     for fname in pairs(names) do tf.math[fname] = ops[fname] end
   end
+  tf.math.div = ops.div
   tf.nn = tf.nn or {}
   tf.nn.sigmoid, tf.nn.tanh = ops.sigmoid, ops.tanh
 end
