@@ -74,7 +74,7 @@ local function run_case(c)
     for i, a in ipairs(c.args) do args[i] = argument(a) end
     if next(c.opts) then
       local opts = {}
-      for k, v in pairs(c.opts) do opts[k] = is_tensor_spec(v) and tensor(v) or v end
+      for k, v in pairs(c.opts) do opts[k] = is_tensor_spec(v) and tensor(v) or core.dtypes[v] or v end
       args[#args + 1] = opts
     end
     local outs = {resolve(c.fn)(unpack(args, 1, #c.args + (next(c.opts) and 1 or 0)))}

@@ -13,10 +13,7 @@ local error_of, assert_values, without_line = H.error_of, H.assert_values, H.wit
 local IN = V.inputs
 local TOL = 1e-12
 
-local function value(t, feeds)
-  local r = H.run(t, feeds)
-  return type(r) == "number" and r or r:totable()
-end
+local value = H.value
 
 -- The fixture's sparse matrix with values v (a tensor or a Lua list).
 local function sp(v) return tf.SparseTensor(IN.INDICES, v, IN.SHAPE, {dtype = tf.float64}) end

@@ -157,50 +157,50 @@ return function(tf, ops)
   image_ns.flip_left_right = flip("tf.image.flip_left_right", 2)
   image_ns.flip_up_down = flip("tf.image.flip_up_down", 1)
 
+  -- The arguments of crop_to_bounding_box and pad_to_bounding_box: the image
+  -- (rank 3 or 4) and a box {oh =, ow =, th =, tw =} of its bounds with the
+  -- image's static height and width (h, w; -1 unknown); and a check that
+  -- fails naming fname.
+  local function bounding_box(fname, image, offset_height, offset_width, target_height, target_width)
+    local x = G.convert(image)
+    local dims = image_dims(fname, x)
+    local box = {oh = bound(fname, "offset_height", offset_height), ow = bound(fname, "offset_width", offset_width),
+                 th = bound(fname, "target_height", target_height), tw = bound(fname, "target_width", target_width),
+                 h = dims[#dims - 2], w = dims[#dims - 1]}
+    return x, box, function(ok, msg) if not ok then fail(fname .. ": " .. msg) end end
+  end
+
   -- tf.image.crop_to_bounding_box(image, offset_height, offset_width,
   -- target_height, target_width): the target_height x target_width window
   -- whose top-left corner is at the offsets.
-  function image_ns.crop_to_bounding_box(image, offset_height, offset_width, target_height, target_width)
-    local fname = "tf.image.crop_to_bounding_box"
-    local x = G.convert(image)
-    local dims = image_dims(fname, x)
-    local oh, ow = bound(fname, "offset_height", offset_height), bound(fname, "offset_width", offset_width)
-    local th, tw = bound(fname, "target_height", target_height), bound(fname, "target_width", target_width)
-    local h, w = dims[#dims - 2], dims[#dims - 1]
-    local function check(ok, msg) if not ok then fail(fname .. ": " .. msg) end end
-    check(ow >= 0, "offset_width must be >= 0.")
-    check(oh >= 0, "offset_height must be >= 0.")
-    check(tw > 0, "target_width must be > 0.")
-    check(th > 0, "target_height must be > 0.")
-    check(w < 0 or w >= tw + ow, string.format("width must be >= target + offset (width %d, target %d, offset %d).",
-                                               w, tw, ow))
-    check(h < 0 or h >= th + oh, string.format("height must be >= target + offset (height %d, target %d, " ..
-                                               "offset %d).", h, th, oh))
-    return batched(x, function(b) return ops.slice(b, {0, oh, ow, 0}, {-1, th, tw, -1}) end)
+  function image_ns.crop_to_bounding_box(...)
+    local x, b, check = bounding_box("tf.image.crop_to_bounding_box", ...)
+    check(b.ow >= 0, "offset_width must be >= 0.")
+    check(b.oh >= 0, "offset_height must be >= 0.")
+    check(b.tw > 0, "target_width must be > 0.")
+    check(b.th > 0, "target_height must be > 0.")
+    check(b.w < 0 or b.w >= b.tw + b.ow, string.format("width must be >= target + offset (width %d, target %d, " ..
+                                                       "offset %d).", b.w, b.tw, b.ow))
+    check(b.h < 0 or b.h >= b.th + b.oh, string.format("height must be >= target + offset (height %d, target %d, " ..
+                                                       "offset %d).", b.h, b.th, b.oh))
+    return batched(x, function(t) return ops.slice(t, {0, b.oh, b.ow, 0}, {-1, b.th, b.tw, -1}) end)
   end
 
   -- tf.image.pad_to_bounding_box(image, offset_height, offset_width,
   -- target_height, target_width): zeros around the image, offset_height
   -- rows above and offset_width columns left of it, to the target size.
-  function image_ns.pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width)
-    local fname = "tf.image.pad_to_bounding_box"
-    local x = G.convert(image)
-    local dims = image_dims(fname, x)
-    local oh, ow = bound(fname, "offset_height", offset_height), bound(fname, "offset_width", offset_width)
-    local th, tw = bound(fname, "target_height", target_height), bound(fname, "target_width", target_width)
-    local h, w = dims[#dims - 2], dims[#dims - 1]
-    if h < 0 or w < 0 then
-      fail(string.format("%s: the image's height and width must be known when the graph is built, got shape %s",
-                         fname, tostring(x:get_shape())))
-    end
-    local function check(ok, msg) if not ok then fail(fname .. ": " .. msg) end end
-    check(oh >= 0, "offset_height must be >= 0")
-    check(ow >= 0, "offset_width must be >= 0")
-    check(tw - ow - w >= 0, string.format("width must be <= target - offset (width %d, target %d, offset %d)",
-                                          w, tw, ow))
-    check(th - oh - h >= 0, string.format("height must be <= target - offset (height %d, target %d, offset %d)",
-                                          h, th, oh))
-    return batched(x, function(b) return ops.pad(b, {{0, 0}, {oh, th - oh - h}, {ow, tw - ow - w}, {0, 0}}) end)
+  function image_ns.pad_to_bounding_box(...)
+    local x, b, check = bounding_box("tf.image.pad_to_bounding_box", ...)
+    check(b.h >= 0 and b.w >= 0, "the image's height and width must be known when the graph is built, got shape " ..
+                                 tostring(x:get_shape()))
+    check(b.oh >= 0, "offset_height must be >= 0")
+    check(b.ow >= 0, "offset_width must be >= 0")
+    local right, below = b.tw - b.ow - b.w, b.th - b.oh - b.h
+    check(right >= 0, string.format("width must be <= target - offset (width %d, target %d, offset %d)", b.w, b.tw,
+                                    b.ow))
+    check(below >= 0, string.format("height must be <= target - offset (height %d, target %d, offset %d)", b.h,
+                                    b.th, b.oh))
+    return batched(x, function(t) return ops.pad(t, {{0, 0}, {b.oh, below}, {b.ow, right}, {0, 0}}) end)
   end
 
   -- tf.image.central_crop(image, central_fraction): the central part,
@@ -227,17 +227,24 @@ return function(tf, ops)
     return image_ns.crop_to_bounding_box(x, top, left, h - 2 * top, w - 2 * left)
   end
 
+  -- images as a tensor with `channels` in its last dimension (when known),
+  -- and its static dims.
+  local function channel_images(fname, images, channels)
+    local x = G.convert(images)
+    local dims = x:get_shape().dims
+    if dims and (#dims < 2 or (dims[#dims] >= 0 and dims[#dims] ~= channels)) then
+      fail(string.format("%s: images must have rank >= 2 and a last dimension of %d, got shape %s", fname, channels,
+                         tostring(x:get_shape())))
+    end
+    return x, dims
+  end
+
   -- tf.image.rgb_to_grayscale(images, name): the weighted sum 0.2989 R +
   -- 0.5870 G + 0.1140 B as one channel, in the images' dtype.
   function image_ns.rgb_to_grayscale(images, name)
     local fname = "tf.image.rgb_to_grayscale"
     name = name_of(name, fname)
-    local x = G.convert(images)
-    local dims = x:get_shape().dims
-    if dims and (#dims == 0 or (dims[#dims] >= 0 and dims[#dims] ~= 3)) then
-      fail(string.format("%s: the last dimension of images must be 3 (R, G, B), got shape %s", fname,
-                         tostring(x:get_shape())))
-    end
+    local x = channel_images(fname, images, 3)
     local flt = image_ns.convert_image_dtype(x, dtypes.float32)
     local weights = G.convert({0.2989, 0.5870, 0.1140}, dtypes.float32, x.graph)
     local gray = ops.reduce_sum(ops.multiply(flt, weights), {axis = -1, keepdims = true})
@@ -248,12 +255,7 @@ return function(tf, ops)
   function image_ns.grayscale_to_rgb(images, name)
     local fname = "tf.image.grayscale_to_rgb"
     name = name_of(name, fname)
-    local x = G.convert(images)
-    local dims = x:get_shape().dims
-    if dims and (#dims < 2 or (dims[#dims] >= 0 and dims[#dims] ~= 1)) then
-      fail(string.format("%s: images must have rank >= 2 and a last dimension of 1, got shape %s", fname,
-                         tostring(x:get_shape())))
-    end
+    local x, dims = channel_images(fname, images, 1)
     if not dims then fail(fname .. ": images need a known rank; set_shape them") end
     local multiples = {}
     for i = 1, #dims do multiples[i] = 1 end

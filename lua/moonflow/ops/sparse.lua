@@ -83,6 +83,13 @@ local function sparse_tensor(fname, indices, values, dense_shape, dtype)
   return setmetatable({indices = i, values = v, dense_shape = s, dtype = v.dtype, graph = graph}, SparseTensor)
 end
 
+-- The default value of to_dense: given, else zero (false for bool) in dtype.
+local function default_of(value, dtype, graph)
+  if value == nil and dtype == dtypes.bool then value = false end
+  if value == nil then value = 0 end
+  return G.convert(value, dtype, graph)
+end
+
 local function check_sparse(fname, what, x)
   if not is_sparse(x) then
     fail(string.format("%s: %s must be a tf.SparseTensor, got %s", fname, what, args.describe(x)))
@@ -132,7 +139,9 @@ return function(tf, ops)
   function sparse.from_dense(tensor, name)
     name = name_of(name, "tf.sparse.from_dense")
     local x = G.convert(tensor)
-    local zero = G.convert(x.dtype == dtypes.bool and false or 0, x.dtype, x.graph)
+    local zero = false  -- (bool) or 0, in x's dtype
+    if x.dtype ~= dtypes.bool then zero = 0 end
+    zero = G.convert(zero, x.dtype, x.graph)
     local indices = tf.where(ops.not_equal(x, zero))
     return sparse_tensor("tf.sparse.from_dense", indices, ops.gather_nd(x, indices),
                          ops.shape(x, {out_type = dtypes.int64, name = name}))
@@ -147,7 +156,7 @@ return function(tf, ops)
     local sp = check_sparse(fname, "sp_input", sp_input)
     local validate = check_bool(o.validate_indices, fname, "validate_indices")
     return G.op{"SparseToDense",
-                inputs = {sp.indices, sp.dense_shape, sp.values, G.convert(o.default_value or 0, sp.dtype, sp.graph)},
+                inputs = {sp.indices, sp.dense_shape, sp.values, default_of(o.default_value, sp.dtype, sp.graph)},
                 attrs = {validate_indices = validate ~= false}, name = o.name}
   end
   tf.sparse_tensor_to_dense = sparse.to_dense
@@ -168,7 +177,7 @@ return function(tf, ops)
     if shape:get_shape().ndims == 0 then shape = ops.reshape(shape, {1}) end
     local validate = check_bool(o.validate_indices, fname, "validate_indices")
     return G.op{"SparseToDense",
-                inputs = {indices, shape, values, G.convert(o.default_value or 0, values.dtype, graph)},
+                inputs = {indices, shape, values, default_of(o.default_value, values.dtype, graph)},
                 attrs = {validate_indices = validate ~= false}, name = o.name}
   end
 
