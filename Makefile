@@ -9,20 +9,36 @@
 #   make bench      benchmarks with peer comparisons (docs/bench.md, docs/bench.svg)
 #   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
 #   make demo       runs examples/demo.lua
-#   make install    Lua modules + library into LUADIR/moonflow, header and
-#                   libraries into PREFIX/include and PREFIX/lib
-#   make install-lua  only the Lua modules + library (what LuaRocks runs)
+#   make install    Lua modules + library into LUADIR/moonflow, header,
+#                   libraries and moonflow.pc into PREFIX/include and PREFIX/lib
+#   make install-lua  only the Lua modules + library
+#   make install-c  only the header, libraries and moonflow.pc
 CC ?= cc
 CFLAGS ?= -O2 -g
-WARN := -std=c11 -Wall -Wextra -Werror
+# Warnings are errors in this project's builds; WERROR= builds users' copies
+# (LuaRocks) without, so a newer compiler's new warning does not stop them.
+WERROR ?= -Werror
+WARN := -std=c11 -Wall -Wextra $(WERROR)
 # sqrt and friends never set errno here, so their loops can vectorize; gcc's
 # -O2 vectorizes only loops that need no remainder loop unless told its
 # dynamic cost model (clang vectorizes them at -O2 and lacks the flag).
 MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
+# Where install-lua puts the library the Lua modules load: beside them by
+# default; LuaRocks puts it in its tree for C code (rockspec/).
+LUA_LIBDIR ?= $(LUADIR)
+INCLUDEDIR ?= $(PREFIX)/include
+LIBDIR ?= $(PREFIX)/lib
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
-DEB_TEST_PACKAGES := python3-sklearn
+DEB_TEST_PACKAGES := python3-sklearn pkg-config
+
+# The version is the header's MF_VERSION; the shared library's soname carries
+# its major number (libmoonflow.so.0), which changes when the ABI does.
+VERSION := $(shell sed -n 's/^\#define MF_VERSION "\(.*\)"$$/\1/p' src/include/moonflow.h)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libmoonflow.so.$(SOVERSION)
 
 # One folder per layer (src/README.md); object files mirror the folders.
 SRC := $(wildcard src/*/*.c src/*/*/*.c)
@@ -56,16 +72,20 @@ define install_debs
 endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES),exit 1)
-# The digits spec trains on the data python3-sklearn ships; without it, it is skipped.
+# The digits spec trains on the data python3-sklearn ships, and the C host of
+# names_spec is built with pkg-config; without them, those specs are skipped.
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
 $(BUILD)/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC $(INCLUDES) -c $< -o $@
+	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC -fvisibility=hidden $(INCLUDES) -c $< -o $@
 
-$(BUILD)/libmoonflow.so: $(OBJ)
-	$(CC) $(CFLAGS) -shared -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
+# Only what moonflow.h declares (MF_API) is exported; the rest is hidden.
+$(BUILD)/libmoonflow.so.$(VERSION): $(OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
+$(BUILD)/libmoonflow.so: $(BUILD)/libmoonflow.so.$(VERSION)
+	ln -sf libmoonflow.so.$(VERSION) $(BUILD)/$(SONAME) && ln -sf libmoonflow.so.$(VERSION) $@
 
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
@@ -177,19 +197,26 @@ demo: all
 
 install: install-lua install-c
 
-# Lua modules (with the generated cdef.lua) and the library they load, side by side.
+# Lua modules (with the generated cdef.lua), and the library they load as
+# LUA_LIBDIR/moonflow/libmoonflow.so (lua/moonflow/core.lua finds it there).
 install-lua: lib
-	mkdir -p $(DESTDIR)$(LUADIR)/moonflow
+	mkdir -p $(DESTDIR)$(LUADIR)/moonflow $(DESTDIR)$(LUA_LIBDIR)/moonflow
 	cp lua/moonflow/*.lua $(DESTDIR)$(LUADIR)/moonflow/
 	for d in lua/moonflow/*/; do [ -d "$$d" ] || continue; sub=$$(basename "$$d"); \
 	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
-	cp $(BUILD)/libmoonflow.so $(DESTDIR)$(LUADIR)/moonflow/libmoonflow.so
+	cp $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow.so
 
-# The C API for hosts without Lua.
+# The C API for hosts without Lua: the header, the static library, the shared
+# one under its full version with the soname and development links, and
+# moonflow.pc (`pkg-config --cflags --libs moonflow`; --static for the archive).
 install-c: lib
-	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
-	cp src/include/moonflow.h $(DESTDIR)$(PREFIX)/include/moonflow.h
-	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
+	mkdir -p $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	cp src/include/moonflow.h $(DESTDIR)$(INCLUDEDIR)/moonflow.h
+	cp $(BUILD)/libmoonflow.a $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libmoonflow.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmoonflow.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@LIBDIR@|$(LIBDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|; s|@LIBS@|$(LIBS)|' src/moonflow.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/moonflow.pc
 
 clean:
 	rm -rf build build-asan build-clang build-tsan build-fuzz $(CDEF)

@@ -2,6 +2,7 @@
 local tf = require("moonflow")
 local ffi = require("ffi")
 local C = require("moonflow.core").C
+local H = require("spec.helpers")
 
 -- The error raised by fn, which must fail.
 local function error_of(fn, ...)
@@ -854,6 +855,12 @@ describe("the FFI binding", function()
     assert.equal(0, tonumber(C.mf_abi_sizeof("no_such_type")))
   end)
 
+  it("gives the library's version as tf.VERSION, the header's MF_VERSION", function()
+    local header = H.read("src/include/moonflow.h"):match('#define MF_VERSION "([^"]+)"')
+    assert.equal(header, tf.VERSION)
+    assert.truthy(tf.VERSION:match("^%d+%.%d+%.%d+$"), tf.VERSION)
+  end)
+
   it("finds the library without LD_LIBRARY_PATH", function()
     assert.is_string(require("moonflow.core").library_path)
     assert_contains(require("moonflow.core").library_path, "libmoonflow.so")
@@ -882,8 +889,6 @@ describe("run-time shape inference", function()
 end)
 
 describe("argument errors name the caller's line", function()
-  local H = require("spec.helpers")
-
   it("for a ragged table given to tf.array and a bad tf.Session argument", function()
     local line = H.this_line() + 1
     local _, err = pcall(tf.array, {{1, 2}, {3}})

@@ -38,6 +38,8 @@ end
 tf.is_tensor = G.is_tensor
 
 tf.Session = S.new
+-- The loaded library's version (moonflow.h's MF_VERSION), as TensorFlow's tf.VERSION.
+tf.VERSION = require("ffi").string(core.C.mf_version())
 tf.hygiene = require("moonflow.hygiene")
 
 -- tf.placeholder(dtype, shape, name) or tf.placeholder(dtype, {shape=, name=}).

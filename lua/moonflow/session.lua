@@ -401,6 +401,12 @@ local function engine_callable(self, fname, tensors, targets, feed_list)
   return callable, feed_tensors
 end
 
+-- mf_callable_run_into as a pointer returning int: LuaJIT's interpreter boxes
+-- an enum result (mf_code) in a new cdata, which would make every frame of a
+-- loop running into caller buffers leave garbage when the loop is not compiled.
+local callable_run_into = ffi.cast("int (*)(mf_callable *, mf_tensor *const *, mf_tensor *const *, mf_status *)",
+                                   C.mf_callable_run_into)
+
 -- sess:make_callable(fetches, feed_list): a function taking the feed values in
 -- feed_list order and returning what run would.
 function Session:make_callable(fetches, feed_list, _unwrapped)
@@ -423,15 +429,19 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local out_values = core.value_ptrs(math.max(nfetches, 1))
   -- A trailing {out = arrays}: the results go into the caller's arrays (an
   -- Array for one fetched tensor, else a list of them in fetch order), which
-  -- are returned; nothing is allocated for them.
+  -- are returned; nothing is allocated for them, nor any Lua garbage made
+  -- when the caller reuses its options table.
   local function outputs_of(options)
     if type(options) ~= "table" or options.out == nil or next(options, next(options)) ~= nil then
       fail("Session callable: takes " .. nfeeds .. " feed values and optionally {out = arrays}, got " ..
            select("#", options) .. " extra argument of type " .. type(options))
     end
     local out = options.out
-    if Array.is(out) then out = {out} end
-    if type(out) ~= "table" or #out ~= nfetches then
+    if Array.is(out) and nfetches == 1 then
+      out_values[0] = out.ptr
+      return out
+    end
+    if type(out) ~= "table" or Array.is(out) or #out ~= nfetches then
       fail("Session callable: out must be " .. (nfetches == 1 and "an Array" or "a list of " .. nfetches ..
            " Arrays, one per fetched tensor"))
     end
@@ -457,7 +467,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     collect_if_due()
     local rc
     if out then
-      rc = C.mf_callable_run_into(callable, feed_values, out_values, core.status)
+      rc = callable_run_into(callable, feed_values, out_values, core.status)
     elseif session.graph._host_ops then  -- calls back into Lua: host.lua
       rc = host.callable_run(session.ptr, callable, feed_values, fetch_values, core.status)
     else
@@ -473,6 +483,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     if rc ~= 0 then core.check() end
     if out then
       for i = 1, nfeeds do cdata_feeds[i] = nil end
+      if Array.is(out) then return single and out or rebuild(template, {out}) end
       if single then return out[1] end
       return rebuild(template, out)
     end
