@@ -243,3 +243,83 @@ describe("tf.image composites", function()
                                                                                  1, true))
   end)
 end)
+
+describe("tf.image augmentations and measures", function()
+  before_each(tf.reset_default_graph)
+
+  -- Values of rot90, transpose_image, resize_image_with_crop_or_pad,
+  -- total_variation, image_gradients, psnr and adjust_gamma are in
+  -- conformance_spec.lua (TensorFlow's); here randomness, gradients, errors.
+
+  it("random flips: each image is the original or its flip; both happen; a seed repeats the draws", function()
+    local x = tf.constant(IN.BATCH)
+    local lr = tf.image.random_flip_left_right(x, 7)
+    local sess = tf.Session()
+    local original, flipped = sess:run(x):totable(), sess:run(tf.image.flip_left_right(x)):totable()
+    local seen = {}
+    for _ = 1, 20 do
+      local r = sess:run(lr):totable()
+      for b = 1, 2 do
+        local same, flip = H.same(original[b], r[b], 0), H.same(flipped[b], r[b], 0)
+        assert.is_true(same or flip)
+        seen[same and "same" or "flip"] = true
+      end
+    end
+    assert.is_true(seen.same and seen.flip)
+    local single = tf.image.random_flip_up_down(tf.constant(IN.BATCH[1]), 3)
+    local r = sess:run(single):totable()
+    assert.is_true(H.same(IN.BATCH[1], r, 0) or H.same(value(tf.image.flip_up_down(tf.constant(IN.BATCH[1]))), r, 0))
+    tf.set_random_seed(1)
+    local a = tf.image.random_flip_left_right(x, 5)
+    local first = {}
+    for i = 1, 5 do first[i] = tf.Session():run(a):totable() end
+    tf.reset_default_graph()
+    tf.set_random_seed(1)
+    local b = tf.image.random_flip_left_right(tf.constant(IN.BATCH), 5)
+    for i = 1, 5 do assert_values(first[i], tf.Session():run(b):totable(), 0) end
+  end)
+
+  it("random_brightness and random_contrast stay within their ranges", function()
+    local x = tf.constant({{{0.2}, {0.6}}})
+    local bright, contrast = tf.image.random_brightness(x, 0.1), tf.image.random_contrast(x, 0.5, 1.5)
+    local sess = tf.Session()
+    for _ = 1, 10 do
+      local r = sess:run(bright):totable()
+      local delta = r[1][1][1] - 0.2
+      assert.is_true(delta >= -0.1 and delta <= 0.1)
+      assert.near(0.6 + delta, r[1][2][1], 1e-6)
+      local c = sess:run(contrast):totable()
+      local factor = (c[1][2][1] - 0.4) / 0.2
+      assert.is_true(factor >= 0.5 - 1e-5 and factor <= 1.5 + 1e-5)
+    end
+    local function msg(...) return without_line(error_of(...)) end
+    assert.truthy(msg(tf.image.random_brightness, x, -1):find("max_delta must be non-negative.", 1, true))
+    assert.truthy(msg(tf.image.random_contrast, x, 1, 0.5):find("upper must be > lower.", 1, true))
+    assert.truthy(msg(tf.image.random_contrast, x, -1, 0.5):find("lower must be non-negative.", 1, true))
+  end)
+
+  it("gradients of total_variation, psnr, adjust_gamma, rot90 and resize_image_with_crop_or_pad", function()
+    local p = tf.placeholder(tf.float64, {1, 2, 3, 1})
+    local init = {0.1, 0.7, 0.3, 0.9, 0.2, 0.5}
+    local function check(y, shape, delta, tol)
+      H.check_grad(p, {1, 2, 3, 1}, y, shape, {x_init_value = init, delta = delta or 1e-5}, tol or 1e-8)
+    end
+    check(tf.image.total_variation(p), {1})
+    -- psnr and adjust_gamma compute in float32, as TensorFlow's: float32 steps and tolerances
+    check(tf.cast(tf.image.psnr(p, tf.constant({{{{0.2}, {0.5}, {0.1}}, {{0.4}, {0.3}, {0.6}}}}, tf.float64), 1),
+                  tf.float64), {1}, 1e-4, 1e-3)
+    check(tf.cast(tf.image.adjust_gamma(p, 2.2, 0.5), tf.float64), {1, 2, 3, 1}, 1e-3, 1e-4)
+    check(tf.image.rot90(p, 1), {1, 3, 2, 1})
+    check(tf.image.resize_image_with_crop_or_pad(p, 3, 2), {1, 3, 2, 1})
+  end)
+
+  it("errors", function()
+    local function msg(...) return without_line(error_of(...)) end
+    assert.truthy(msg(tf.image.adjust_gamma, tf.zeros({2, 2, 1}), -1):find("Gamma should be a non-negative", 1, true))
+    assert.truthy(msg(tf.image.image_gradients, tf.zeros({2, 2, 1})):find("expects a 4D tensor", 1, true))
+    assert.truthy(msg(tf.image.total_variation, tf.zeros({2, 2})):find("must have either 3 or 4 dimensions", 1, true))
+    assert.truthy(msg(tf.image.rot90, tf.zeros({2, 2, 1}), 1.5):find("k must be an integer", 1, true))
+    assert.truthy(msg(tf.image.resize_image_with_crop_or_pad, tf.placeholder(tf.float32, {-1, 2, 1}), 1, 1):find(
+      "height and width must be known", 1, true))
+  end)
+end)

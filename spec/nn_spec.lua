@@ -428,6 +428,24 @@ describe("tf.nn losses and layers written as composites: gradients by finite dif
     check(tf.nn.relu_layer(x, const({1, -2, 0.5, 3, -1, 2}, {3, 2}), const({0.1, -0.2}, {2})), {2, 2})
   end)
 
+  it("conv1d, space_to_depth and depth_to_space", function()
+    local x = tf.placeholder(tf.float64, {1, 4, 2})
+    local init = {0.1, -0.4, 0.7, 0.2, -0.9, 0.5, 0.3, -0.6}
+    local k = const({1, -2, 0.5, 3, -1, 2, 0.25, -0.75}, {2, 2, 2})
+    H.check_grad(x, {1, 4, 2}, tf.nn.conv1d(x, k, 1, "SAME"), {1, 4, 2}, {x_init_value = init}, 1e-8)
+    H.check_grad(x, {1, 4, 2}, tf.nn.conv1d(x, k, 2, "VALID"), {1, 2, 2}, {x_init_value = init}, 1e-8)
+    local img = tf.placeholder(tf.float64, {1, 2, 2, 2})
+    local s2d = tf.nn.space_to_depth(img, 2)
+    assert.same({1, 1, 1, 8}, s2d:get_shape():as_list())
+    H.check_grad(img, {1, 2, 2, 2}, s2d, {1, 1, 1, 8}, {x_init_value = init}, 1e-8)
+    local back = tf.nn.depth_to_space(s2d, 2)
+    assert_near_all(init, run(back, {[img] = {{{{0.1, -0.4}, {0.7, 0.2}}, {{-0.9, 0.5}, {0.3, -0.6}}}}}), 0)
+    assert.matches("block_size should be > 1", H.error_of(tf.nn.space_to_depth, img, 1), 1, true)
+    assert.matches("Image height 2 and width 2 should be divisible by block_size: 3",
+                   H.error_of(tf.nn.space_to_depth, img, 3), 1, true)
+    assert.matches("only \"NWC\"", H.error_of(tf.nn.conv1d, x, k, 1, "SAME", {data_format = "NCW"}), 1, true)
+  end)
+
   it("softmax_cross_entropy_with_logits_v2 lets the gradient reach the labels; the first form does not", function()
     local labels = tf.placeholder(tf.float64, {1, 3})
     local logits = const({1, 2, 3}, {1, 3})

@@ -263,6 +263,166 @@ return function(tf, ops)
     return ops.tile(x, multiples, name)
   end
 
+  -- x[first:last] along axis (last nil: to the end), any other axis whole.
+  local function along(x, axis, first, last)
+    local rank = #x:get_shape().dims
+    local begin, finish, strides, begin_mask, end_mask = {}, {}, {}, 0, 0
+    for d = 0, rank - 1 do
+      begin[d + 1], finish[d + 1], strides[d + 1] = d == axis and first or 0, d == axis and last or 0, 1
+      if d ~= axis then begin_mask = begin_mask + 2 ^ d end
+      if d ~= axis or not last then end_mask = end_mask + 2 ^ d end
+    end
+    return ops.strided_slice(x, begin, finish, {strides = strides, begin_mask = begin_mask, end_mask = end_mask})
+  end
+
+  -- The differences of neighbouring pixels down (along height) and across
+  -- (along width): x[1:] - x[:-1] on each axis.
+  local function pixel_differences(x, height_axis)
+    local down = ops.subtract(along(x, height_axis, 1), along(x, height_axis, 0, -1))
+    local across = ops.subtract(along(x, height_axis + 1, 1), along(x, height_axis + 1, 0, -1))
+    return down, across
+  end
+
+  -- tf.image.total_variation(images, name): the sum of the absolute
+  -- differences of neighbouring pixels, per image of a batch.
+  function image_ns.total_variation(images, name)
+    local fname = "tf.image.total_variation"
+    name = name_of(name, fname)
+    local x = G.convert(images)
+    local dims = image_dims(fname, x)
+    local down, across = pixel_differences(x, #dims - 3)
+    local axes = #dims == 4 and {1, 2, 3} or nil
+    return ops.add(ops.reduce_sum(ops.abs(down), axes), ops.reduce_sum(ops.abs(across), axes), name)
+  end
+
+  -- tf.image.image_gradients(image): dy and dx, the differences to the next
+  -- pixel down and across, of a batch; 0 in the last row (column).
+  function image_ns.image_gradients(image)
+    local fname = "tf.image.image_gradients"
+    local x = G.convert(image)
+    local dims = x:get_shape().dims
+    if not dims or #dims ~= 4 then
+      fail(string.format("%s: image_gradients expects a 4D tensor [batch_size, h, w, d], not %s", fname,
+                         tostring(x:get_shape())))
+    end
+    local down, across = pixel_differences(x, 1)
+    return ops.pad(down, {{0, 0}, {0, 1}, {0, 0}, {0, 0}}), ops.pad(across, {{0, 0}, {0, 0}, {0, 1}, {0, 0}})
+  end
+
+  -- tf.image.psnr(a, b, max_val, name): the peak signal-to-noise ratio per
+  -- image, 20 log10(max_val) - 10 log10(mean squared error), in float32 (an
+  -- integer image and max_val are rescaled to [0, 1] first, as TensorFlow's).
+  function image_ns.psnr(a, b, max_val, name)
+    local fname = "tf.image.psnr"
+    name = name_of(name, fname)
+    local x = G.convert(a)
+    local y = G.convert(b, x.dtype, x.graph)
+    image_dims(fname, x, true)
+    local top = image_ns.convert_image_dtype(ops.cast(max_val, x.dtype), dtypes.float32)
+    x, y = image_ns.convert_image_dtype(x, dtypes.float32), image_ns.convert_image_dtype(y, dtypes.float32)
+    local mse = ops.reduce_mean(ops.squared_difference(x, y), {-3, -2, -1})
+    return ops.subtract(ops.multiply(ops.log(top), 20 / math.log(10)), ops.multiply(ops.log(mse), 10 / math.log(10)),
+                        name)
+  end
+
+  -- tf.image.adjust_gamma(image, gamma, gain): gain * image ^ gamma (of the
+  -- image as float32 in [0, 1) when it is an integer image; gamma >= 0).
+  function image_ns.adjust_gamma(image, gamma, gain)
+    gamma, gain = gamma or 1, gain or 1
+    if type(gamma) == "number" and gamma < 0 then
+      fail("tf.image.adjust_gamma: Gamma should be a non-negative real number.")
+    end
+    return adjusted(image, function(x)
+      return ops.multiply(ops.cast(gain, x.dtype), ops.pow(x, ops.cast(gamma, x.dtype)))
+    end)
+  end
+
+  -- tf.image.transpose_image(image) (also tf.image.transpose): height and width swapped.
+  function image_ns.transpose_image(image)
+    local x = G.convert(image)
+    local dims = image_dims("tf.image.transpose_image", x)
+    return ops.transpose(x, #dims == 3 and {1, 0, 2} or {0, 2, 1, 3})
+  end
+  image_ns.transpose = image_ns.transpose_image
+
+  -- tf.image.rot90(image, k, name): rotated by k quarter turns counterclockwise.
+  function image_ns.rot90(image, k, name)
+    local fname = "tf.image.rot90"
+    name = name_of(name, fname)
+    local x = G.convert(image)
+    local dims = image_dims(fname, x)
+    k = args.int_arg(k or 1, fname, "k") % 4
+    local h = #dims - 3  -- the height axis
+    local perm = #dims == 3 and {1, 0, 2} or {0, 2, 1, 3}
+    if k == 1 then return ops.transpose(ops.reverse(x, {h + 1}), perm, name) end
+    if k == 2 then return ops.reverse(x, {h, h + 1}, name) end
+    if k == 3 then return ops.reverse(ops.transpose(x, perm), {h + 1}, name) end
+    return ops.identity(x, name)
+  end
+
+  -- tf.image.resize_image_with_crop_or_pad(image, target_height,
+  -- target_width) (also resize_with_crop_or_pad): centrally cropped or
+  -- padded with zeros to the target size, as TensorFlow's.
+  function image_ns.resize_image_with_crop_or_pad(image, target_height, target_width)
+    local fname = "tf.image.resize_image_with_crop_or_pad"
+    local x = G.convert(image)
+    local dims = image_dims(fname, x)
+    local th, tw = bound(fname, "target_height", target_height), bound(fname, "target_width", target_width)
+    local h, w = dims[#dims - 2], dims[#dims - 1]
+    if h < 0 or w < 0 then
+      fail(string.format("%s: the image's height and width must be known when the graph is built, got shape %s",
+                         fname, tostring(x:get_shape())))
+    end
+    if th <= 0 or tw <= 0 then fail(fname .. ": target_height and target_width must be > 0") end
+    local dh, dw = th - h, tw - w
+    local cropped = image_ns.crop_to_bounding_box(x, math.max(math.floor(-dh / 2), 0), math.max(math.floor(-dw / 2), 0),
+                                                  math.min(th, h), math.min(tw, w))
+    return image_ns.pad_to_bounding_box(cropped, math.max(math.floor(dh / 2), 0), math.max(math.floor(dw / 2), 0), th,
+                                        tw)
+  end
+  image_ns.resize_with_crop_or_pad = image_ns.resize_image_with_crop_or_pad
+
+  -- Random augmentations; seed as tf.random_uniform's (with the graph seed).
+  -- tf.image.random_flip_left_right(image, seed) / random_flip_up_down:
+  -- flipped with probability 1/2, each image of a batch on its own draw.
+  local function random_flip(fname, axis)
+    return function(image, seed)
+      local x = G.convert(image)
+      local dims = image_dims(fname, x)
+      local flipped = ops.reverse(x, {#dims - 4 + axis})
+      if #dims == 3 then
+        local flip = ops.less(ops.random_uniform({}, 0, 1, {seed = seed}), 0.5)
+        return tf.where_v2(flip, flipped, x)
+      end
+      local flips = ops.round(ops.reshape(ops.random_uniform(ops.shape(x)[0]:reshape{1}, 0, 1, {seed = seed}),
+                                          {-1, 1, 1, 1}))
+      flips = ops.cast(flips, x.dtype)
+      return ops.add(ops.multiply(flips, flipped), ops.multiply(ops.subtract(1, flips), x))
+    end
+  end
+  image_ns.random_flip_left_right = random_flip("tf.image.random_flip_left_right", 2)
+  image_ns.random_flip_up_down = random_flip("tf.image.random_flip_up_down", 1)
+
+  -- tf.image.random_brightness(image, max_delta, seed): adjust_brightness by
+  -- a delta drawn from [-max_delta, max_delta).
+  function image_ns.random_brightness(image, max_delta, seed)
+    local fname = "tf.image.random_brightness"
+    if type(max_delta) ~= "number" or max_delta < 0 then fail(fname .. ": max_delta must be non-negative.") end
+    return image_ns.adjust_brightness(image, ops.random_uniform({}, -max_delta, max_delta, {seed = seed}))
+  end
+
+  -- tf.image.random_contrast(image, lower, upper, seed): adjust_contrast by
+  -- a factor drawn from [lower, upper).
+  function image_ns.random_contrast(image, lower, upper, seed)
+    local fname = "tf.image.random_contrast"
+    if type(lower) ~= "number" or type(upper) ~= "number" then
+      fail(fname .. ": lower and upper must be Lua numbers")
+    end
+    if upper <= lower then fail(fname .. ": upper must be > lower.") end
+    if lower < 0 then fail(fname .. ": lower must be non-negative.") end
+    return image_ns.adjust_contrast(image, ops.random_uniform({}, lower, upper, {seed = seed}))
+  end
+
   -- The resize ops: images [batch, height, width, channels], size an int32
   -- {new_height, new_width} (a Lua list or a tensor).
   local function resize_op(op_type, fname)
