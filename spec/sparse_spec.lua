@@ -100,6 +100,26 @@ describe("tf.sparse", function()
     assert_values({{3, 0}}, value(tf.sparse.add(rep, tf.zeros({1, 2}))), 0)
   end)
 
+  it("reorder (stable for repeated indices) and transpose: TensorFlow's entries and gradient", function()
+    local v = tf.constant(IN.VALUES, tf.float64)
+    local r = tf.sparse.reorder(tf.SparseTensor(IN.SHUFFLED, v, IN.SHAPE))
+    local g = tf.gradients(weighted_sum(r.values), v)[1]
+    local out = H.run({r, g})
+    assert.same(V.reorder.indices, out[1].indices:totable())
+    assert_values(V.reorder.values, out[1].values:totable(), 0)
+    assert_values(V.reorder.grad, out[2]:totable(), TOL)
+    local t = H.run(tf.sparse_transpose(sp(IN.VALUES)))
+    assert.same(V.transpose.indices, t.indices:totable())
+    assert_values(V.transpose.values, t.values:totable(), 0)
+    assert.same(V.transpose.dense_shape, t.dense_shape:totable())
+    -- what to_dense refused unsorted it takes reordered
+    local unsorted = tf.SparseTensor({{1, 1}, {0, 1}}, {3, 4}, {2, 3})
+    assert_values({{0, 4, 0}, {0, 3, 0}}, value(tf.sparse.to_dense(tf.sparse_reorder(unsorted))), 0)
+    local p = tf.placeholder(tf.float64, {5})
+    H.check_grad(p, {5}, tf.sparse.reorder(tf.SparseTensor(IN.SHUFFLED, p, IN.SHAPE)).values, {5},
+                 {x_init_value = IN.VALUES}, 1e-8)
+  end)
+
   it("gradients against central differences", function()
     local v = tf.placeholder(tf.float64, {5})
     local b = tf.placeholder(tf.float64, {4, 2})

@@ -10,6 +10,8 @@
  *   sparse matrix A (adjoint_a, adjoint_b transpose: the dtypes are real).
  * - SparseTensorDenseAdd(a_indices, a_values, a_shape, b): b with each value
  *   added at its index (repeated indices add up); a_shape must equal b's.
+ * - SparseReorder(indices, values, dense_shape): the entries sorted into
+ *   row-major order (what to_dense and TensorFlow's sparse ops expect).
  * The SparseTensor class, to_dense, reduce_sum and sparse_placeholder are in
  * lua/moonflow/ops/sparse.lua. */
 #include "core/status.h"
@@ -23,6 +25,7 @@
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
 #include "kernels/helpers.h"
+#include "exec/kernel_api.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -198,8 +201,8 @@ static mf_code check_indices(const char *op, const int64_t *idx, int64_t count, 
     for (int d = 0; d < rank && !order; d++) order = x[d] < x[d - rank] ? -1 : x[d] > x[d - rank];
     if (order < 0)
       return MF_INVALID(s,
-                        "%s: indices[%lld] = %s is out of order. Many sparse ops require sorted indices: list "
-                        "them in row-major order.",
+                        "%s: indices[%lld] = %s is out of order. Many sparse ops require sorted indices. Use "
+                        "`tf.sparse.reorder` to create a correctly ordered copy.",
                         op, (long long)i, index_str(a, sizeof a, x, rank));
     if (order == 0)
       return MF_INVALID(s, "%s: indices[%lld] = %s is repeated", op, (long long)i, index_str(a, sizeof a, x, rank));
@@ -340,6 +343,61 @@ static mf_code add_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* SparseReorder: the entries in row-major order of their indices, ties in
+ * their given order (a stable merge sort of entry numbers). */
+static bool index_before(const int64_t *idx, int rank, int64_t a, int64_t b) {
+  for (int d = 0; d < rank; d++)
+    if (idx[a * rank + d] != idx[b * rank + d]) return idx[a * rank + d] < idx[b * rank + d];
+  return false;
+}
+
+static void sort_entries(const int64_t *idx, int rank, int64_t *order, int64_t *tmp, int64_t n) {
+  for (int64_t width = 1; width < n; width *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * width) {
+      int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = index_before(idx, rank, order[j], order[i]) ? order[j++] : order[i++];
+      while (i < mid) tmp[k++] = order[i++];
+      while (j < hi) tmp[k++] = order[j++];
+    }
+    memcpy(order, tmp, (size_t)n * sizeof *order);
+  }
+}
+
+/* SparseReorder(indices, values, dense_shape): the indices and values reordered. */
+static mf_code reorder_infer(mf_infer_ctx *ic) {
+  mf_shape dense;
+  if (check_sparse(ic, 0, (const char *const[3]){"input_indices", "input_values", "input_shape"}, &dense))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = ic->in_shapes[0];
+  ic->out_dtypes[1] = ic->in_dtypes[1];
+  ic->out_shapes[1] = ic->in_shapes[1];
+  return MF_OK;
+}
+
+static mf_code reorder_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *indices = ctx->inputs[0], *values = ctx->inputs[1];
+  int64_t n = indices->dims[0];
+  int rank = (int)indices->dims[1];
+  if (values->dims[0] != n)
+    return MF_INVALID(ctx->status, "%s: input_indices has %lld entries but input_values %lld", ctx->op->name,
+                      (long long)n, (long long)values->dims[0]);
+  int64_t *owned, *order = mf_kernel_scratch(ctx, (size_t)(2 * n + 1) * sizeof(int64_t));
+  if (!order) return ctx->status->code;
+  const int64_t *idx = mf_index_values(ctx, indices, &owned);
+  if (!idx) return ctx->status->code;
+  for (int64_t i = 0; i < n; i++) order[i] = i;
+  sort_entries(idx, rank, order, order + n, n);
+  mf_free(owned);
+  size_t row = (size_t)rank * mf_dtype_size(indices->dtype), es = mf_dtype_size(values->dtype);
+  for (int64_t i = 0; i < n; i++) {
+    memcpy((char *)ctx->outputs[0]->data + (size_t)i * row, (const char *)indices->data + (size_t)order[i] * row, row);
+    memcpy((char *)ctx->outputs[1]->data + (size_t)i * es, (const char *)values->data + (size_t)order[i] * es, es);
+  }
+  return MF_OK;
+}
+
 /* ---------- gradients ---------- */
 
 /* Column c of a [N, 2] index matrix: x[:, c]. */
@@ -422,6 +480,26 @@ static mf_code add_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* SparseReorder (TensorFlow's rule): entry i of the output came from
+ * entry perm[i], where perm is the reorder of the entry numbers 0..N-1; the
+ * values' gradient puts dy[i] back there (each entry once: a segment sum). */
+static mf_code reorder_grad(mf_grad_ctx *gc) {
+  if (!gc->grads[1].op) return MF_OK;
+  mf_output indices = mf_op_in(gc->op, 0), dy = gc->grads[1];
+  mf_output n = mf_grad_op1(gc, "Size", dy);
+  mf_output numbers = mf_grad_op3(gc, "Range", mf_grad_scalar(gc, MF_INT32, 0), n, mf_grad_scalar(gc, MF_INT32, 1));
+  mf_op_desc *d = mf_grad_begin(gc, "SparseReorder");
+  if (d) {
+    mf_op_desc_add_input(d, indices);
+    mf_op_desc_add_input(d, numbers);
+    mf_op_desc_add_input(d, mf_op_in(gc->op, 2));
+  }
+  mf_output perm = mf_grad_finish(gc, d);
+  if (perm.op) perm.index = 1;
+  gc->input_grads[1] = mf_grad_op3(gc, "UnsortedSegmentSum", dy, perm, n);
+  return gc->status->code;
+}
+
 /* ---------- registrations ---------- */
 
 static const mf_op_def defs[] = {
@@ -431,5 +509,7 @@ static const mf_op_def defs[] = {
      .infer = matmul_infer, .kernel = {[MF_CPU] = matmul_kernel}, .grad = matmul_grad},
     {.name = "SparseTensorDenseAdd", .num_inputs = 4, .num_outputs = 1, .value_inputs = 1u << 2,
      .infer = add_infer, .kernel = {[MF_CPU] = add_kernel}, .grad = add_grad},
+    {.name = "SparseReorder", .num_inputs = 3, .num_outputs = 2, .infer = reorder_infer,
+     .kernel = {[MF_CPU] = reorder_kernel}, .grad = reorder_grad},
 };
 MF_OP_TABLE(mf_ops_sparse, defs);

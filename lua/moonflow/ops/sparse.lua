@@ -2,7 +2,8 @@
 -- dense_shape: three tensors), tf.SparseTensorValue (its fetched or fed
 -- value), tf.sparse_placeholder, and the wrappers of src/ops/sparse.c:
 -- to_dense (SparseToDense), sparse_dense_matmul (SparseTensorDenseMatMul),
--- add of a sparse and a dense tensor (SparseTensorDenseAdd); reduce_sum is
+-- add of a sparse and a dense tensor (SparseTensorDenseAdd), reorder
+-- (SparseReorder) and transpose (a reorder of permuted indices); reduce_sum is
 -- a composite (the sum of the dense tensor the values add into), from_dense
 -- one of where and gather_nd.
 --
@@ -213,6 +214,34 @@ return function(tf, ops)
                 name = o.name}
   end
   tf.sparse_add = sparse.add
+
+  -- tf.sparse.reorder(sp_input, name) (tf.sparse_reorder): the same
+  -- SparseTensor with its entries in row-major order of their indices
+  -- (repeated indices keep their order); gradients reach the values.
+  function sparse.reorder(sp_input, name)
+    local fname = "tf.sparse.reorder"
+    local sp = check_sparse(fname, "sp_input", sp_input)
+    local op = G.build{"SparseReorder", inputs = {sp.indices, sp.values, sp.dense_shape}, name = name_of(name, fname)}
+    return sparse_tensor(fname, op.outputs[1], op.outputs[2], sp.dense_shape)
+  end
+  tf.sparse_reorder = sparse.reorder
+
+  -- tf.sparse.transpose(sp_input, perm, name) (tf.sparse_transpose): the
+  -- dimensions permuted by perm (reversed when nil), entries reordered.
+  function sparse.transpose(sp_input, perm, name)
+    local fname = "tf.sparse.transpose"
+    local sp = check_sparse(fname, "sp_input", sp_input)
+    if perm == nil then
+      local rank = sp.dense_shape:get_shape().dims and sp.dense_shape:get_shape().dims[1]
+      if not rank or rank < 0 then fail(fname .. ": perm is required when the rank is unknown") end
+      perm = {}
+      for i = 1, rank do perm[i] = rank - i end
+    end
+    local p = G.convert(perm, dtypes.int32, sp.graph)
+    local moved = sparse_tensor(fname, ops.gather(sp.indices, p, {axis = 1}), sp.values, ops.gather(sp.dense_shape, p))
+    return sparse.reorder(moved, name)
+  end
+  tf.sparse_transpose = sparse.transpose
 
   -- tf.sparse.reduce_sum(sp_input, axis, keepdims, name) (tf.sparse_reduce_sum;
   -- also reduction_axes and keep_dims, TF1's names): the sum of the dense
