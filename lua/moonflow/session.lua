@@ -358,6 +358,27 @@ local function set_feeds(self, b, feeds)
   return n
 end
 
+-- Feeds keyed by a composite tensor (a tf.SparseTensor), whose metatable's
+-- __feed(key, value) lists the {tensor, value} pairs it stands for, replaced
+-- by those pairs; the feeds themselves when there is none.
+local function expand_feeds(feeds)
+  local expanded
+  for k in pairs(feeds) do
+    local mt = type(k) == "table" and getmetatable(k)
+    if mt and mt.__feed then expanded = {} break end
+  end
+  if not expanded then return feeds end
+  for k, v in pairs(feeds) do
+    local mt = type(k) == "table" and getmetatable(k)
+    if mt and mt.__feed then
+      for _, pair in ipairs(mt.__feed(k, v)) do expanded[pair[1]] = pair[2] end
+    else
+      expanded[k] = v
+    end
+  end
+  return expanded
+end
+
 local function count_feeds(feeds)
   local n = 0
   if feeds then for _ in pairs(feeds) do n = n + 1 end end
@@ -372,6 +393,7 @@ function Session:run(fetches, feeds)
   if feeds ~= nil and not args.is_plain(feeds) then
     fail("Session:run: feeds must be a table {[tensor or \"name:0\"] = value}, got " .. args.describe(feeds))
   end
+  if feeds then feeds = expand_feeds(feeds) end
   local graph = self.graph
   local tensors, targets = {}, {}
   local template = flatten(graph, fetches, tensors, targets, "Session:run")
