@@ -21,6 +21,7 @@
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 #include "kernels/parallel.h"
+#include "ops/reduce.h"
 
 #include <math.h>
 #include <string.h>
@@ -317,7 +318,7 @@ enum { REDUCE_FEW_PIECES = 64 };
       const int64_t j0 = b * jb->block_len;                                                  \
       const int64_t j1 = j0 + jb->block_len < g->count ? j0 + jb->block_len : g->count;      \
       A acc[REDUCE_CHUNK];                                                                   \
-      for (int64_t j = 0; j < m; j++) acc[j] = op##_##code##_identity();                                \
+      for (int64_t j = 0; j < m; j++) acc[j] = op##_##code##_identity();                     \
       op##_##code##_walk(g, (const E_ *)jb->in + base, j0, j1, acc, m);                      \
       if (jb->blocks == 1) {                                                                 \
         E_ *o = (E_ *)jb->out + kept * g->inner + i0;                                        \
@@ -337,7 +338,7 @@ enum { REDUCE_FEW_PIECES = 64 };
       const A *part = (const A *)jb->partials + piece * jb->blocks * jb->width;              \
       E_ *o = (E_ *)jb->out + kept * g->inner + i0;                                          \
       for (int64_t j = 0; j < m; j++) {                                                      \
-        A a = op##_##code##_identity();                                                                 \
+        A a = op##_##code##_identity();                                                      \
         for (int64_t b = 0; b < jb->blocks; b++)                                             \
           a = op##_##code##_combine(a, part[b * jb->width + j]);                             \
         o[j] = op##_##code##_result(a, g->count);                                            \
@@ -392,12 +393,18 @@ static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_impl *impls) {
   [code] = {op##_##code##_items, op##_##code##_combine_blocks, sizeof(op##_##code##_acc)},
 #define REDUCE_OP_FUNCS(op, types, acc, identity, combine, result, rule)                          \
   static const reduce_impl op##_impls[MF_DTYPE_SLOTS] = {MF_TYPES(types)(REDUCE_IMPL_ENTRY, op)}; \
-  static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); }   \
+  static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); }    \
   static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_impls); }
 /* Any and All take and give bools: there is no gradient to take. */
 enum { NUMERIC_IS_LOGICAL = false, BOOL_IS_LOGICAL = true };
 enum { NUMERIC_FLAGS = 0, BOOL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
 REDUCE_OPS(REDUCE_OP_FUNCS)
+
+mf_code mf_reduce_sum(mf_kernel_ctx *ctx, const mf_tensor *x, const bool *mask, mf_tensor *out) {
+  reduce_geom g;
+  reduce_geometry(x->rank, x->dims, mask, &g);
+  return reduce_run(ctx, &Sum_impls[x->dtype], &g, x->data, out->data);
+}
 
 /* ---------- SumToShape ---------- */
 
@@ -441,9 +448,7 @@ static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
   }
   mf_tensor *out = mf_kernel_alloc_output(ctx, 0, grad->dtype, want->rank, want->dims);
   if (!out) return ctx->status->code;
-  reduce_geom g;
-  reduce_geometry(grad->rank, grad->dims, mask, &g);
-  return reduce_run(ctx, &Sum_impls[grad->dtype], &g, grad->data, out->data);
+  return mf_reduce_sum(ctx, grad, mask, out);
 }
 
 /* The gradient of a sum to a shape is the gradient broadcast back. */
@@ -714,7 +719,7 @@ static mf_code tile_grad_grad(mf_grad_ctx *gc) {
 }
 
 #define REDUCE_DEF(op, types, acc, identity, combine, result, rule)                            \
-  {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                  \
+  {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                     \
    .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
 static const mf_op_def defs[] = {
     REDUCE_OPS(REDUCE_DEF)
