@@ -2,7 +2,7 @@
 -- give the same values, bit for bit, as one thread, and report failing
 -- elements anywhere. Every threaded kernel and gradient runs here on inputs
 -- large enough to be split into several chunks; the values of the new splits
--- (a fold cut into blocks, col2im by input row) are checked on their own.
+-- (a fold cut into blocks, col2im in stripes) are checked on their own.
 local tf = require("moonflow")
 local ffi = require("ffi")
 
@@ -231,7 +231,7 @@ describe("intra-op threads", function()
     assert.equal(16, count)
   end)
 
-  it("adds col2im's window rows in order, as one thread would", function()
+  it("adds every window row back in col2im's stripes", function()
     -- dx of a strided, dilated, padded convolution against the direct sum
     -- dx[n, iy, ix, c] = sum over windows covering it of dy * filter.
     local g = tf.Graph()

@@ -146,8 +146,8 @@ static void take_rows_range(void *arg, int64_t begin, int64_t end) {
   const take_rows_job *j = arg;
   for (int64_t it = begin; it < end;) {
     int64_t b = it / j->n, i = it % j->n, len = j->n - i < end - it ? j->n - i : end - it;
-    take_rows(j->dst + (size_t)it * j->row, j->src + (size_t)b * j->src_block, j->rows + b / j->rows_every * j->n + i, len,
-              j->row);
+    const int64_t *rows = j->rows + b / j->rows_every * j->n + i;
+    take_rows(j->dst + (size_t)it * j->row, j->src + (size_t)b * j->src_block, rows, len, j->row);
     it += len;
   }
 }

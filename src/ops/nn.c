@@ -12,7 +12,8 @@
  * (ky, kx, channel) like the rows of the [kh, kw, in, out] filter), so the
  * output block is one gemm with the filter viewed as a [kh*kw*in, out] matrix,
  * written straight into the NHWC output. The input gradient is the transposed
- * product scattered back (col2im); the filter gradient is col^T dy summed over
+ * product scattered back (col2im, split over threads in stripes of output
+ * rows, see col2im_run); the filter gradient is col^T dy summed over
  * blocks. The scratch is bounded (blocks of output rows) and kept in the op's
  * per-session state, so a plan that runs again allocates nothing. 1x1 filters
  * with stride 1 need no im2col at all.
@@ -521,13 +522,11 @@ static int64_t block_rows(int64_t k, size_t esize, int64_t m) {
 
 /* ---------- convolution kernels ----------
  * Per dtype: im2col (gather patches of output rows [r0, r0 + rows) into col,
- * zeros for padding), col2im (add col back into dx, the transpose: input
- * row iy of image n, see col2im_run), and a
+ * zeros for padding), col2im (add col back into dx, the transpose), and a
  * row-major gemm c = op(a) op(b) + beta c. A row of the window (ky fixed) with
  * dilation 1 fully inside the input is one contiguous run of kw * c values. */
 typedef void (*im2col_fn)(const geom *g, const void *x, int64_t r0, int64_t rows, void *col);
-typedef void (*col2im_fn)(const geom *g, const void *col, int64_t r0, int64_t rows, void *dx, int64_t n,
-                          int64_t iy);
+typedef void (*col2im_fn)(const geom *g, const void *col, int64_t r0, int64_t rows, void *dx);
 typedef void (*gemm_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                         const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 typedef struct conv_impl {
@@ -539,7 +538,7 @@ typedef struct conv_impl {
 /* Offset of pixel (iy, ix) of image n in an NHWC tensor. */
 #define PIXEL(g, n, iy, ix) ((((n) * (g)->h + (iy)) * (g)->w + (ix)) * (g)->c)
 
-/* im2col walks output rows: rows [r0, r0 + rows), each its
+/* im2col and col2im walk output rows alike: rows [r0, r0 + rows), each its
  * window rows (ky) in turn, col stepping a window row (kw * c values) at a
  * time, and (n, oy, ox) stepped like an odometer instead of divided out per
  * row. IMG is the pointer type into the image img. A window row with
@@ -578,36 +577,24 @@ typedef struct conv_impl {
   }
 
 
+#define NO_GAP(col, len) ((void)0)
+
 #define CONV_KERNELS(code, T)                                                                       \
   static inline void im2col_span_##code(const T *restrict img, T *restrict col, int64_t len) {      \
     run_copy_##code(col, img, len);                                                                 \
+  }                                                                                                 \
+  static inline void col2im_span_##code(T *restrict img, const T *restrict col, int64_t len) {      \
+    run_add_##code(img, col, len);                                                                  \
   }                                                                                                 \
   static void im2col_##code(const geom *g, const void *x_, int64_t r0, int64_t rows, void *col_) {  \
     const T *restrict x = x_;                                                                       \
     T *restrict col = col_;                                                                         \
     WALK_WINDOWS(g, x, r0, rows, col, const T *, im2col_span_##code, run_zero_##code)               \
   }                                                                                                 \
-  /* Each pixel of input row iy of image n gathers what the window rows of                          \
-   * output rows [r0, r0 + rows) read from it, in increasing output row: the                        \
-   * order in which adding each window row into the image would add them. */                        \
-  static void col2im_##code(const geom *g, const void *col_, int64_t r0, int64_t rows, void *dx_,   \
-                            int64_t n, int64_t iy) {                                                \
-    const T *col = col_;                                                                            \
-    T *dx = dx_;                                                                                    \
-    const int64_t c = g->c, k = g->kh * g->kw * c, plane = g->oh * g->ow;                           \
-    for (int64_t ix = 0; ix < g->w; ix++) {                                                         \
-      T *px = dx + PIXEL(g, n, iy, ix);                                                             \
-      for (int64_t ky = g->kh - 1; ky >= 0; ky--) {                                                 \
-        const int64_t ty = iy + g->pt - ky * g->dh, oy = ty / g->sh;                                \
-        if (ty < 0 || ty % g->sh || oy >= g->oh) continue;                                          \
-        for (int64_t kx = g->kw - 1; kx >= 0; kx--) {                                               \
-          const int64_t tx = ix + g->pl - kx * g->dw, ox = tx / g->sw;                              \
-          const int64_t r = n * plane + oy * g->ow + ox;                                            \
-          if (tx < 0 || tx % g->sw || ox >= g->ow || r < r0 || r >= r0 + rows) continue;            \
-          run_add_##code(px, col + (r - r0) * k + (ky * g->kw + kx) * c, c);                        \
-        }                                                                                           \
-      }                                                                                             \
-    }                                                                                               \
+  static void col2im_##code(const geom *g, const void *col_, int64_t r0, int64_t rows, void *dx_) { \
+    const T *restrict col = col_;                                                                   \
+    T *restrict dx = dx_;                                                                           \
+    WALK_WINDOWS(g, dx, r0, rows, col, T *, col2im_span_##code, NO_GAP)                             \
   }                                                                                                 \
   static void gemm_##code(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,         \
                           int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) { \
@@ -749,42 +736,50 @@ static void im2col_run(mf_kernel_ctx *ctx, const conv_plan *p, const void *x, in
   mf_parallel_for(ctx, rows, p->k, im2col_rows, &j);
 }
 
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 /* col2im of output rows [r0, r0 + rows) into dx, split over the session's
- * threads by input row: each input pixel is written by one thread, which adds
- * the rows' contributions in the order of the rows, so every thread count
- * gives the same bits. Items are the input rows (image, iy) of the images
- * the rows belong to. */
+ * threads. The output rows of an image go in stripes of `stripe` rows, tall
+ * enough that the input rows reached by stripes s and s + 2 never meet; the
+ * even stripes run first, side by side, then the odd ones. A stripe is added
+ * by one thread in row order, so each input element gets its terms in one
+ * order fixed by the shape, whatever the thread count. */
 typedef struct col2im_job {
   const conv_plan *p;
-  const void *col;
-  int64_t r0, rows, n0;
+  const char *col;
+  int64_t r0, rows, stripe, per_image, first; /* first: the block's first stripe, counted over images */
+  int parity;
   void *dx;
 } col2im_job;
 
-static void col2im_rows(void *arg, int64_t begin, int64_t end) {
+static void col2im_stripes(void *arg, int64_t begin, int64_t end) {
   const col2im_job *j = arg;
   const geom *g = &j->p->g;
-  const int64_t plane = g->oh * g->ow;
   for (int64_t it = begin; it < end; it++) {
-    const int64_t n = j->n0 + it / g->h, iy = it % g->h;
-    /* The output rows of image n in the block, and the input rows their windows reach. */
-    const int64_t lo = j->r0 > n * plane ? j->r0 - n * plane : 0;
-    const int64_t hi = j->r0 + j->rows < (n + 1) * plane ? j->r0 + j->rows - n * plane : plane;
-    if (iy < lo / g->ow * g->sh - g->pt || iy > (hi - 1) / g->ow * g->sh - g->pt + (g->kh - 1) * g->dh) continue;
-    j->p->im->col2im(g, j->col, j->r0, j->rows, j->dx, n, iy);
+    const int64_t s = j->first + it, n = s / j->per_image, in_image = s % j->per_image;
+    if (in_image % 2 != j->parity) continue;
+    int64_t a = (n * g->oh + in_image * j->stripe) * g->ow;
+    int64_t b = (n * g->oh + min64((in_image + 1) * j->stripe, g->oh)) * g->ow;
+    if (a < j->r0) a = j->r0;
+    if (b > j->r0 + j->rows) b = j->r0 + j->rows;
+    if (a < b) j->p->im->col2im(g, j->col + (size_t)((a - j->r0) * j->p->k) * j->p->es, a, b - a, j->dx);
   }
 }
 
 static void col2im_run(mf_kernel_ctx *ctx, const conv_plan *p, const void *col, int64_t r0, int64_t rows, void *dx) {
-  const int64_t plane = p->g.oh * p->g.ow, n0 = r0 / plane, n1 = (r0 + rows - 1) / plane + 1;
-  col2im_job j = {p, col, r0, rows, n0, dx};
-  mf_parallel_for(ctx, (n1 - n0) * p->g.h, p->g.w * p->k, col2im_rows, &j);
+  const geom *g = &p->g;
+  const int64_t stripe = (g->kh - 1) * g->dh / g->sh + 1, per_image = (g->oh + stripe - 1) / stripe;
+  /* The stripe of output row r (pixel index): its image's stripes before it. */
+  const int64_t first = r0 / g->ow / g->oh * per_image + r0 / g->ow % g->oh / stripe;
+  const int64_t last = (r0 + rows - 1) / g->ow / g->oh * per_image + (r0 + rows - 1) / g->ow % g->oh / stripe;
+  col2im_job j = {p, col, r0, rows, stripe, per_image, first, 0, dx};
+  for (j.parity = 0; j.parity < 2; j.parity++)
+    mf_parallel_for(ctx, last - first + 1, stripe * g->ow * p->k / 2, col2im_stripes, &j);
 }
 
 /* A 1x1 filter with stride 1 reads the input as it is: [n*h*w, c] is im2col. */
 static bool pointwise(const geom *g) { return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1; }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* y [m, oc] = col [m, k] filter [k, oc], block by block. */
 static mf_code conv2d_kernel(mf_kernel_ctx *ctx) {

@@ -235,6 +235,19 @@ typedef struct reduce_job {
  * keep every thread busy. */
 enum { REDUCE_FEW_PIECES = 64 };
 
+/* Piece p: its kept position, its first inner output i0 and its m outputs,
+ * which start at `out` (an offset in outputs). */
+typedef struct reduce_piece {
+  int64_t kept, i0, m, out;
+} reduce_piece;
+
+static inline reduce_piece piece_of(const reduce_job *jb, int64_t p) {
+  reduce_piece r = {.kept = p / jb->chunks, .i0 = p % jb->chunks * REDUCE_CHUNK};
+  r.m = jb->g->inner - r.i0 < REDUCE_CHUNK ? jb->g->inner - r.i0 : REDUCE_CHUNK;
+  r.out = r.kept * jb->g->inner + r.i0;
+  return r;
+}
+
 /* Per (op, dtype): combine and result from REDUCE_OPS, two inner loops, and
  * the walk over a piece's steps.
  * - fold: a contiguous run into one accumulator, through 8 independent lanes
@@ -311,17 +324,16 @@ enum { REDUCE_FEW_PIECES = 64 };
     const reduce_geom *g = jb->g;                                                            \
     int64_t kidx[REDUCE_MAX_DIMS];                                                           \
     for (int64_t it = begin; it < end; it++) {                                               \
-      const int64_t piece = it / jb->blocks, b = it % jb->blocks;                            \
-      const int64_t kept = piece / jb->chunks, i0 = piece % jb->chunks * REDUCE_CHUNK;       \
-      const int64_t m = g->inner - i0 < REDUCE_CHUNK ? g->inner - i0 : REDUCE_CHUNK;         \
-      const int64_t base = unravel(g->nk, g->kdims, g->kstrides, kept, kidx) + i0;           \
+      const int64_t b = it % jb->blocks;                                                     \
+      const reduce_piece pc = piece_of(jb, it / jb->blocks);                                 \
+      const int64_t m = pc.m, base = unravel(g->nk, g->kdims, g->kstrides, pc.kept, kidx) + pc.i0; \
       const int64_t j0 = b * jb->block_len;                                                  \
       const int64_t j1 = j0 + jb->block_len < g->count ? j0 + jb->block_len : g->count;      \
       A acc[REDUCE_CHUNK];                                                                   \
       for (int64_t j = 0; j < m; j++) acc[j] = op##_##code##_identity();                     \
       op##_##code##_walk(g, (const E_ *)jb->in + base, j0, j1, acc, m);                      \
       if (jb->blocks == 1) {                                                                 \
-        E_ *o = (E_ *)jb->out + kept * g->inner + i0;                                        \
+        E_ *o = (E_ *)jb->out + pc.out;                                                      \
         for (int64_t j = 0; j < m; j++) o[j] = op##_##code##_result(acc[j], g->count);       \
       } else {                                                                               \
         memcpy((A *)jb->partials + it * jb->width, acc, (size_t)m * sizeof *acc);            \
@@ -333,11 +345,10 @@ enum { REDUCE_FEW_PIECES = 64 };
     const reduce_job *jb = arg;                                                              \
     const reduce_geom *g = jb->g;                                                            \
     for (int64_t piece = begin; piece < end; piece++) {                                      \
-      const int64_t kept = piece / jb->chunks, i0 = piece % jb->chunks * REDUCE_CHUNK;       \
-      const int64_t m = g->inner - i0 < REDUCE_CHUNK ? g->inner - i0 : REDUCE_CHUNK;         \
+      const reduce_piece pc = piece_of(jb, piece);                                           \
       const A *part = (const A *)jb->partials + piece * jb->blocks * jb->width;              \
-      E_ *o = (E_ *)jb->out + kept * g->inner + i0;                                          \
-      for (int64_t j = 0; j < m; j++) {                                                      \
+      E_ *o = (E_ *)jb->out + pc.out;                                                        \
+      for (int64_t j = 0; j < pc.m; j++) {                                                   \
         A a = op##_##code##_identity();                                                      \
         for (int64_t b = 0; b < jb->blocks; b++)                                             \
           a = op##_##code##_combine(a, part[b * jb->width + j]);                             \
