@@ -115,7 +115,12 @@ function M.row(r)
 end
 
 -- Runs a benchmark section; one that fails becomes a row saying why.
+-- BENCH_ONLY=text runs only the sections whose name contains text (a part
+-- of the bench, e.g. while working on it; its report goes to the build folder).
+M.only = os.getenv("BENCH_ONLY")
+
 function M.section(name, fn)
+  if M.only and not name:find(M.only, 1, true) then return end
   local ok, err = pcall(fn)
   if not ok then M.row{name = name, value = "n/a", note = "failed: " .. tostring(err):gsub("\n.*", "")} end
 end
