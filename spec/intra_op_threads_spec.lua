@@ -59,6 +59,12 @@ end
 
 local function grad(y, x) return tf.gradients(y, x)[1] end
 
+-- Runs fn(sess) in a new graph with a session on 4 threads.
+local function on_four_threads(fn)
+  local g = tf.Graph()
+  g:as_default(function() fn(tf.Session({graph = g, intra_op_parallelism_threads = 4})) end)
+end
+
 describe("intra-op threads", function()
   local n = 300000  -- several chunks of the elementwise grain
   local function run(threads)
@@ -125,10 +131,8 @@ describe("intra-op threads", function()
   end)
 
   it("folds a long reduction in blocks with the double-precision sum's value", function()
-    local g = tf.Graph()
-    g:as_default(function()
+    on_four_threads(function(sess)
       local x = wave({150000, 4}, 0.11)
-      local sess = tf.Session({graph = g, intra_op_parallelism_threads = 4})
       local r = sess:run({x, tf.reduce_sum(x), tf.reduce_sum(x, 0), tf.reduce_max(x, 0)})
       local v, total, cols, maxes = r[1]:data(), 0, {0, 0, 0, 0}, {-math.huge, -math.huge, -math.huge, -math.huge}
       for i = 0, 150000 * 4 - 1 do
@@ -234,14 +238,12 @@ describe("intra-op threads", function()
   it("adds every window row back in col2im's stripes", function()
     -- dx of a strided, dilated, padded convolution against the direct sum
     -- dx[n, iy, ix, c] = sum over windows covering it of dy * filter.
-    local g = tf.Graph()
-    g:as_default(function()
+    on_four_threads(function(sess)
       local x = tf.placeholder(tf.float64, {2, 9, 8, 3})
       local f = wave({3, 2, 3, 4}, 0.7, tf.float64)
       local y = tf.nn.conv2d(x, f, {1, 2, 1, 1}, "SAME", {dilations = {1, 2, 1, 1}})
       local dy = wave({2, 5, 8, 4}, 0.31, tf.float64)
       local dx = grad(tf.reduce_sum(y * dy), x)
-      local sess = tf.Session({graph = g, intra_op_parallelism_threads = 4})
       local xv = tf.Array.from_pointer(ffi.new("double[?]", 2 * 9 * 8 * 3), {2, 9, 8, 3}, tf.float64)
       local r = sess:run({dx, f, dy}, {[x] = xv})
       local dxv, fv, dyv = r[1], r[2], r[3]
