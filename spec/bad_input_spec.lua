@@ -86,7 +86,7 @@ describe("bad input", function()
          function() local _ = x * {1, {2}} end)
     case("tf.array: expected a dtype such as tf.float32, got x (at @)",
          function() tf.array({1, 2}, "x") end)
-    case("tf.array: expected a number, boolean, nested list or tf.Array, got <moonflow.Session> (at @)",
+    case("tf.array: expected a number, boolean, nested list or tf.Array, got " .. tostring(sess) .. " (at @)",
          function() tf.array(sess) end)
   end)
 

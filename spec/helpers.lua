@@ -166,14 +166,19 @@ function H.write(path, s)
   f:close()
 end
 
+-- Runs shell command `cmd`; returns its output, stdout and stderr together
+-- (without the exit line), and its exit status.
+function H.shell(cmd)
+  local p = io.popen("{ " .. cmd .. "\n} 2>&1; echo \"exit=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local status = tonumber(out:match("exit=(%d+)%s*$"))
+  return out:gsub("exit=%d+%s*$", ""), status
+end
+
 -- Runs `luajit script args` in a process of its own (the environment, the
 -- library path included, is inherited); returns its output, stdout and
 -- stderr together, and its exit status.
-function H.run_script(script, args)
-  local p = io.popen("luajit " .. script .. " " .. args .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("*a")
-  p:close()
-  return out, tonumber(out:match("exit=(%d+)%s*$"))
-end
+function H.run_script(script, args) return H.shell("luajit " .. script .. " " .. args) end
 
 return H

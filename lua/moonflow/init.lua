@@ -38,6 +38,10 @@ end
 tf.is_tensor = G.is_tensor
 
 tf.Session = S.new
+-- The loaded library's version (moonflow.h's MF_VERSION), as TensorFlow's tf.VERSION.
+tf.VERSION = require("ffi").string(core.C.mf_version())
+tf.InteractiveSession = S.interactive
+tf.get_default_session = S.get_default_session
 tf.hygiene = require("moonflow.hygiene")
 
 -- tf.placeholder(dtype, shape, name) or tf.placeholder(dtype, {shape=, name=}).
@@ -73,6 +77,7 @@ for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "g
 end
 
 require("moonflow.registry")(tf)
+require("moonflow.eager")
 -- Errors about an argument name the tf function it was given to (args.argument_of).
 args.register_api(tf)
 

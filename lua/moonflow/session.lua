@@ -91,7 +91,67 @@ function Session:close()
   self.closed = true
 end
 
-function Session:__tostring() return "<moonflow.Session>" end
+-- The default session (TensorFlow 1.x's): the innermost sess:as_default(fn),
+-- else the open tf.InteractiveSession made last; Tensor:eval and
+-- Operation:run use it.
+local default_sessions = {}
+local interactive
+
+function M.get_default_session()
+  local top = default_sessions[#default_sessions]
+  if top then return top end
+  if interactive and not interactive.closed then return interactive end
+end
+
+-- sess:as_default(fn): fn(...) with sess as the default session (Python's
+-- `with sess.as_default():`); returns what fn returns.
+function Session:as_default(fn, ...)
+  if type(fn) ~= "function" then
+    fail("Session:as_default(fn): fn must be a function, got " .. args.describe(fn))
+  end
+  return G.with_pushed(default_sessions, self, fn, ...)
+end
+
+-- tf.InteractiveSession(graph_or_options): a session that makes itself the
+-- default one until it is closed, for the REPL.
+function M.interactive(arg)
+  interactive = M.new(arg)
+  return interactive
+end
+
+-- The session that t:eval() and op:run() use: `session` or the default one,
+-- of the graph of x.
+local function session_for(x, session, who)
+  session = session or M.get_default_session()
+  if session == nil then
+    fail(who .. ": No default session is registered. Use sess:as_default(fn), make a " ..
+         "tf.InteractiveSession(), or pass the session: " .. who:gsub(":.*", "") .. ":" ..
+         (who:find("eval") and "eval(feeds, sess)" or "run(feeds, sess)"))
+  end
+  if getmetatable(session) ~= Session then
+    fail(who .. ": session must be a tf.Session, got " .. args.describe(session))
+  end
+  if session.graph ~= x.graph then
+    fail(who .. ": Cannot use the given session to evaluate " .. tostring(x) ..
+         ": its graph is different from the session's graph.")
+  end
+  return session
+end
+
+-- t:eval(feeds, session): the value of t (Session:run's) in that session
+-- or the default one.
+function G.tensor_methods.eval(t, feeds, session)
+  return session_for(t, session, "Tensor:eval"):run(t, feeds)
+end
+
+-- op:run(feeds, session): runs op in that session or the default one.
+function G.op_methods.run(op, feeds, session)
+  session_for(op, session, "Operation:run"):run(op, feeds)
+end
+
+function Session:__tostring()
+  return "<tf.Session on " .. tostring(self.graph) .. (self.closed and " (closed)>" or ">")
+end
 
 -- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op)
 -- for fname.
@@ -379,6 +439,12 @@ local function engine_callable(self, fname, tensors, targets, feed_list)
   return callable, feed_tensors
 end
 
+-- mf_callable_run_into as a pointer returning int: LuaJIT's interpreter boxes
+-- an enum result (mf_code) in a new cdata, which would make every frame of a
+-- loop running into caller buffers leave garbage when the loop is not compiled.
+local callable_run_into = ffi.cast("int (*)(mf_callable *, mf_tensor *const *, mf_tensor *const *, mf_status *)",
+                                   C.mf_callable_run_into)
+
 -- sess:make_callable(fetches, feed_list): a function taking the feed values in
 -- feed_list order and returning what run would.
 function Session:make_callable(fetches, feed_list, _unwrapped)
@@ -401,15 +467,19 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local out_values = core.value_ptrs(math.max(nfetches, 1))
   -- A trailing {out = arrays}: the results go into the caller's arrays (an
   -- Array for one fetched tensor, else a list of them in fetch order), which
-  -- are returned; nothing is allocated for them.
+  -- are returned; nothing is allocated for them, nor any Lua garbage made
+  -- when the caller reuses its options table.
   local function outputs_of(options)
     if type(options) ~= "table" or options.out == nil or next(options, next(options)) ~= nil then
       fail("Session callable: takes " .. nfeeds .. " feed values and optionally {out = arrays}, got " ..
            select("#", options) .. " extra argument of type " .. type(options))
     end
     local out = options.out
-    if Array.is(out) then out = {out} end
-    if type(out) ~= "table" or #out ~= nfetches then
+    if Array.is(out) and nfetches == 1 then
+      out_values[0] = out.ptr
+      return out
+    end
+    if type(out) ~= "table" or Array.is(out) or #out ~= nfetches then
       fail("Session callable: out must be " .. (nfetches == 1 and "an Array" or "a list of " .. nfetches ..
            " Arrays, one per fetched tensor"))
     end
@@ -435,7 +505,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     collect_if_due()
     local rc
     if out then
-      rc = C.mf_callable_run_into(callable, feed_values, out_values, core.status)
+      rc = callable_run_into(callable, feed_values, out_values, core.status)
     elseif session.graph._host_ops then  -- calls back into Lua: host.lua
       rc = host.callable_run(session.ptr, callable, feed_values, fetch_values, core.status)
     else
@@ -451,6 +521,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     if rc ~= 0 then core.check() end
     if out then
       for i = 1, nfeeds do cdata_feeds[i] = nil end
+      if Array.is(out) then return single and out or rebuild(template, {out}) end
       if single then return out[1] end
       return rebuild(template, out)
     end

@@ -593,8 +593,8 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   if (!scoped || !mf_names_unique(&g->names, scoped, name_buf, sizeof name_buf, &unique)) goto oom;
   const char *name = unique.name;
   if (check_inputs(d, def, name, s)) goto fail;
-  const int64_t *refs;
-  int nrefs;
+  const int64_t *refs = NULL;  /* check_ref_inputs sets both; gcc may not see it */
+  int nrefs = 0;
   if (check_ref_inputs(d, name, &refs, &nrefs, s)) goto fail;
 
   int n_in = d->num_inputs;

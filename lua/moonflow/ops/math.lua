@@ -5,7 +5,8 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 
-local name_of = require("moonflow.args").name_of
+local args = require("moonflow.args")
+local name_of = args.name_of
 
 -- Lifts Lua values to constants of the other operand's dtype, in its graph;
 -- without a tensor or array to follow, numbers become float32 and booleans bool.
@@ -32,7 +33,8 @@ local unary = {
   sigmoid = "Sigmoid", floor = "Floor", ceil = "Ceil", round = "Round", logical_not = "LogicalNot",
 }
 -- TensorFlow's other names for the same functions.
-local aliases = {sub = "subtract", truediv = "divide", div = "divide", floormod = "mod", neg = "negative"}
+local aliases = {sub = "subtract", mul = "multiply", truediv = "divide", div = "divide", floormod = "mod",
+                 neg = "negative"}
 
 return function(tf, ops)
   for fname, op_type in pairs(binary) do
@@ -46,7 +48,10 @@ return function(tf, ops)
       return G.op{op_type, inputs = {G.convert(x)}, name = name_of(name, "tf." .. fname)}
     end
   end
-  for alias, fname in pairs(aliases) do ops[alias] = ops[fname] end
+  for alias, fname in pairs(aliases) do
+    ops[alias] = ops[fname]
+    args.secondary_names[alias] = true
+  end
 
   -- tf.cast(x, dtype, name | {name=}): x itself when it already has that dtype.
   function ops.cast(x, dtype, name)

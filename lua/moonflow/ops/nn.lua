@@ -208,7 +208,7 @@ return function(tf, ops)
   function tf.nn.sparse_softmax_cross_entropy_with_logits(opts)
     local fname = "tf.nn.sparse_softmax_cross_entropy_with_logits"
     local labels, logits, _, name = loss_args(fname, opts)
-    labels = G.convert(labels, tf.int32, logits.graph)
+    labels = G.int_convert(labels, logits.graph)
     if labels.dtype ~= tf.int32 and labels.dtype ~= tf.int64 then
       fail(fname .. ": labels must be int32 or int64 class indices, got " .. labels.dtype.name)
     end

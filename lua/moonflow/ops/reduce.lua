@@ -82,7 +82,7 @@ local segment_kinds = {sum = "Sum", prod = "Prod", max = "Max", min = "Min"}
 -- Lua ids and counts become int32.
 local function segment_args(data, segment_ids, num_segments, fname)
   data = G.convert(data)
-  local ids = G.convert(segment_ids, core.dtypes.int32, data.graph)
+  local ids = G.int_convert(segment_ids, data.graph)
   if fname and num_segments == nil then fail(fname .. ": num_segments is required") end
   return data, ids, num_segments ~= nil and G.convert(num_segments, core.dtypes.int32, data.graph) or nil
 end
