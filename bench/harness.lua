@@ -21,6 +21,10 @@ M.batch_seconds = M.quick and 0.02 or 0.2
 -- a while after their last job (OpenBLAS's up to about 0.1 s), and on a
 -- machine with few cores they would take cores from the next contender.
 M.settle_seconds = tonumber(os.getenv("BENCH_SETTLE") or "") or 0.1
+-- BENCH_ONLY=text runs only the sections whose names contain it (a partial
+-- run reports into the build folder, as a quick one does).
+M.only = os.getenv("BENCH_ONLY")
+if M.only == "" then M.only = nil end
 
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -116,6 +120,7 @@ end
 
 -- Runs a benchmark section; one that fails becomes a row saying why.
 function M.section(name, fn)
+  if M.only and not name:find(M.only, 1, true) then return end
   local ok, err = pcall(fn)
   if not ok then M.row{name = name, value = "n/a", note = "failed: " .. tostring(err):gsub("\n.*", "")} end
 end
