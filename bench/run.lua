@@ -198,9 +198,15 @@ for _, N in ipairs({256, 1024}) do
     local sgemm = blas and lua_contender("cblas_sgemm (same BLAS, direct)", function()
       blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
     end, {target = 0.95}) or {label = "cblas_sgemm", why = blas_why}
-    compare{name = name, unit = "GFLOP/s", figure = function(t) return string.format("%.1f", flops / t * 1e-9) end,
+    local gflops = function(t) return string.format("%.1f", flops / t * 1e-9) end
+    compare{name = name, unit = "GFLOP/s", figure = gflops,
             ours = lua_contender("moonflow", function() f(a, b) end),
             peers = {sgemm, py("numpy", "NumPy matmul (out=)", "numpy_matmul", {N})}}
+    -- The same product into the caller's array, as the peers write theirs:
+    -- what a fresh result per call (its buffer, its collection) costs apart.
+    local into = {out = tf.Array.new(tf.float32, {N, N})}
+    compare{name = name .. ", into the caller's array", unit = "GFLOP/s", figure = gflops,
+            ours = lua_contender("moonflow", function() f(a, b, into) end), peers = {sgemm}}
     if blas then
       local k = N * N - 1 - N
       assert(math.abs(f(a, b)._data[k] - out[k]) <= 1e-3 * math.abs(out[k]), "matmul disagrees with sgemm")
