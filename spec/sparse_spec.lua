@@ -40,7 +40,7 @@ describe("tf.sparse", function()
     assert.same(IN.INDICES, v.indices:totable())
     assert.same(IN.VALUES, v.values:totable())
     assert.same(IN.SHAPE, v.dense_shape:totable())
-    assert.truthy(tostring(v):find("SparseTensorValue(indices=[[0, 1], [0, 3]", 1, true))
+    assert.truthy(tostring(v):find("SparseTensorValue(indices=[[0, 1],\n [0, 3]", 1, true))
     assert.same({-1, -1}, tf.SparseTensor(tf.placeholder(tf.int64, {-1, 2}), tf.placeholder(tf.float32, {-1}),
                                           tf.placeholder(tf.int64, {2})):get_shape():as_list())
   end)

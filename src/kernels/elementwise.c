@@ -32,7 +32,7 @@ static void elementwise_chunk(void *arg, int64_t begin, int64_t end) {
 /* A tensor of at most one chunk runs its loop here directly: a scalar op in a
  * loop body costs the loop call and little more. */
 void mf_map_run(mf_kernel_ctx *ctx, mf_map_fn fn, const mf_tensor *x, mf_tensor *y, double alpha) {
-  if (y->size <= ELEMENTWISE_GRAIN) {
+  if (y->size <= MF_PARALLEL_GRAIN) {
     fn(x->data, y->data, y->size, alpha);
     return;
   }
@@ -43,7 +43,7 @@ void mf_map_run(mf_kernel_ctx *ctx, mf_map_fn fn, const mf_tensor *x, mf_tensor 
 
 bool mf_zip_run(mf_kernel_ctx *ctx, mf_zip_fn fn, const mf_tensor *a, bool a_steps, const mf_tensor *b, bool b_steps,
                 mf_tensor *y, double alpha) {
-  if (y->size <= ELEMENTWISE_GRAIN) return fn(a->data, a_steps, b->data, b_steps, y->data, y->size, alpha);
+  if (y->size <= MF_PARALLEL_GRAIN) return fn(a->data, a_steps, b->data, b_steps, y->data, y->size, alpha);
   elementwise_job j = {.zip = fn, .a = a->data, .a_steps = a_steps, .b = b->data, .b_steps = b_steps,
                        .y = y->data, .a_size = mf_dtype_size(a->dtype), .b_size = mf_dtype_size(b->dtype),
                        .y_size = mf_dtype_size(y->dtype), .alpha = alpha};
