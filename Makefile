@@ -32,7 +32,7 @@ LUA_LIBDIR ?= $(LUADIR)
 INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR ?= $(PREFIX)/lib
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn pkg-config tmux
 
 # The version is the header's MF_VERSION; the shared library's soname carries
@@ -47,7 +47,7 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -lopenblas -lm -lpthread
+LIBS := -ljansson -lopenblas -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 

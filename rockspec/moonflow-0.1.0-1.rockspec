@@ -19,6 +19,7 @@ dependencies = {
 }
 external_dependencies = {
   OPENBLAS = { library = "openblas" },
+  JANSSON = { header = "jansson.h", library = "jansson" },
 }
 build = {
   type = "make",
@@ -27,8 +28,8 @@ build = {
   build_target = "lib",
   build_variables = {
     CC = "$(CC)",
-    CFLAGS = "$(CFLAGS)",
-    LDFLAGS = "-L$(OPENBLAS_LIBDIR)",
+    CFLAGS = "$(CFLAGS) -I$(JANSSON_INCDIR)",
+    LDFLAGS = "-L$(OPENBLAS_LIBDIR) -L$(JANSSON_LIBDIR)",
     WERROR = "",
   },
   -- The Lua modules go to LUADIR (the tree's share/lua/5.1/moonflow/) and the

@@ -82,11 +82,9 @@ describe("tf.train.Saver", function()
     local n = 0
     for i = 8, 1, -1 do n = n * 256 + s:byte(i) end
     assert.equal(0, n % 8)
-    local header = require("moonflow.json").decode(s:sub(9, 8 + n))
-    assert.same({dtype = "F32", shape = {3, 4}, data_offsets = {4, 52}}, {dtype = header.w.dtype,
-                shape = {unpack(header.w.shape)}, data_offsets = {unpack(header.w.data_offsets)}})
-    assert.equal("I32", header.n.dtype)
-    assert.same({0, 4}, {unpack(header.n.data_offsets)})
+    -- keys sorted, the data in the saver's order of names (n, w)
+    assert.equal('{"__metadata__":{"format":"moonflow"},"n":{"data_offsets":[0,4],"dtype":"I32","shape":[]},' ..
+                 '"w":{"data_offsets":[4,52],"dtype":"F32","shape":[3,4]}}', (s:sub(9, 8 + n):gsub(" +$", "")))
     assert.equal(8 + n + 52, #s)
     -- n = 42 as a little-endian int32 right after the header
     assert.equal(string.char(42, 0, 0, 0), s:sub(9 + n, 12 + n))

@@ -118,8 +118,9 @@ Graph.__index = Graph
 -- variable's `initializer`) is kept for the graph's life (`_kept`).
 local WEAK_VALUES = {__mode = "v"}
 
-function Graph.new()
-  local ptr = C.mf_graph_new()
+-- A Graph of graph pointer ptr (a new reference, taken over), or of a new graph.
+function Graph.new(ptr)
+  ptr = ptr or C.mf_graph_new()
   if ptr == nil then fail("tf.Graph: out of memory creating a graph") end
   return setmetatable({
     ptr = ffi.gc(ptr, C.mf_graph_release),

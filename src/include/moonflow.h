@@ -44,9 +44,9 @@ typedef enum mf_dtype {
 /* TensorFlow's status codes. */
 typedef enum mf_code {
   MF_OK = 0, MF_CANCELLED = 1, MF_UNKNOWN = 2, MF_INVALID_ARGUMENT = 3,
-  MF_NOT_FOUND = 5, MF_ALREADY_EXISTS = 6, MF_RESOURCE_EXHAUSTED = 8,
-  MF_FAILED_PRECONDITION = 9, MF_OUT_OF_RANGE = 11, MF_UNIMPLEMENTED = 12,
-  MF_INTERNAL = 13
+  MF_NOT_FOUND = 5, MF_ALREADY_EXISTS = 6, MF_PERMISSION_DENIED = 7,
+  MF_RESOURCE_EXHAUSTED = 8, MF_FAILED_PRECONDITION = 9, MF_OUT_OF_RANGE = 11,
+  MF_UNIMPLEMENTED = 12, MF_INTERNAL = 13, MF_DATA_LOSS = 15
 } mf_code;
 
 typedef enum mf_device_type { MF_CPU = 0, MF_CUDA = 1, MF_NUM_DEVICE_TYPES = 2 } mf_device_type;
@@ -111,6 +111,94 @@ MF_API mf_device_type mf_tensor_device(const mf_tensor *t);
  * other I/O errors. */
 MF_API mf_code mf_file_write_atomic(const char *path, const void *const *data, const size_t *sizes, int n,
                              mf_status *s);
+
+/* --- checkpoints --- */
+/* A checkpoint is a safetensors file: an 8-byte little-endian header length,
+ * a JSON header naming each value's dtype ("F32", "F64", "I32", "I64", "U8",
+ * "BOOL"), shape and data offsets, then the raw little-endian data
+ * (docs/api/train.md). tf.train.Saver reads and writes it through these. */
+typedef struct mf_checkpoint mf_checkpoint; /* a checkpoint read whole: names and values */
+/* Reads and checks the whole file at path: the JSON header, every entry, that
+ * the values cover the data exactly once, bool values 0 or 1. New; free with
+ * mf_checkpoint_free. NULL with s set: NOT_FOUND (no such file),
+ * PERMISSION_DENIED, FAILED_PRECONDITION (a directory), DATA_LOSS (not a
+ * valid checkpoint: the message says what is wrong where), RESOURCE_EXHAUSTED. */
+MF_API mf_checkpoint *mf_checkpoint_read(const char *path, mf_status *s);
+MF_API void mf_checkpoint_free(mf_checkpoint *c);       /* NULL is fine */
+/* Entries are sorted by name. */
+MF_API int mf_checkpoint_num_entries(const mf_checkpoint *c);
+MF_API const char *mf_checkpoint_name(const mf_checkpoint *c, int i); /* owned by c; NULL out of range */
+MF_API int mf_checkpoint_find(const mf_checkpoint *c, const char *name); /* index of name, -1 if absent */
+/* Entry i's value: borrowed, owned by c (mf_tensor_retain keeps it longer); NULL out of range. */
+MF_API mf_tensor *mf_checkpoint_value(const mf_checkpoint *c, int i);
+/* Writes values[i] (borrowed, host memory, a dtype listed above) under
+ * names[i] (distinct, not empty, not "__metadata__") to path, crash-safely
+ * as mf_file_write_atomic does; INVALID_ARGUMENT names a bad name or value. */
+MF_API mf_code mf_checkpoint_write(const char *path, const char *const *names, mf_tensor *const *values, int n,
+                                   mf_status *s);
+
+/* --- graph files --- */
+/* A graph file (JSON, format "moonflow.graph": src/io/graph_file.c,
+ * docs/api/train.md) holds a graph with its function graphs (branches, loop
+ * bodies) and what the program that wrote it recorded beside them: its
+ * variables (to initialize, save and restore them), its collections and its
+ * variable store (tf.get_variable's names). tf.train.write_graph and
+ * tf.train.import_graph go through these. Strings in these structs are owned
+ * by the mf_graph_file they come from; the add functions copy theirs. */
+typedef struct mf_graph_file mf_graph_file;
+typedef struct mf_graph_file_variable {
+  const char *tensor;         /* the variable's value, "dense/w:0" (output 0 of a VariableV2 op) */
+  const char *initializer;    /* the op that assigns its initial value, "dense/w/Assign" */
+  const char *initial_value;  /* the tensor it assigns; NULL when not recorded */
+  bool trainable;
+} mf_graph_file_variable;
+typedef enum mf_item_kind {
+  MF_ITEM_TENSOR, MF_ITEM_OP, MF_ITEM_NUMBER, MF_ITEM_STRING, MF_ITEM_BOOL
+} mf_item_kind;
+typedef struct mf_graph_file_item {  /* one item of a collection */
+  const char *collection;     /* the collection's key */
+  mf_item_kind kind;
+  const char *text;           /* TENSOR, OP: its name ("y:0", "train"); STRING: the string */
+  double number;              /* NUMBER */
+  bool flag;                  /* BOOL */
+} mf_graph_file_item;
+typedef struct mf_graph_file_name { const char *name, *tensor; } mf_graph_file_name; /* "scope/w" -> "scope/w:0" */
+/* A graph file of g to be written (retains g). New; free with mf_graph_file_free.
+ * NULL when out of memory. */
+MF_API mf_graph_file *mf_graph_file_new(mf_graph *g);
+/* What goes beside the graph; names must be tensors and ops of g, else INVALID_ARGUMENT. */
+MF_API mf_code mf_graph_file_add_variable(mf_graph_file *f, const mf_graph_file_variable *v, mf_status *s);
+MF_API mf_code mf_graph_file_add_item(mf_graph_file *f, const mf_graph_file_item *item, mf_status *s);
+MF_API mf_code mf_graph_file_add_stored(mf_graph_file *f, const char *name, const char *tensor, mf_status *s);
+/* Writes f to path crash-safely (as mf_file_write_atomic). A LuaFunc op
+ * (a host function) cannot be written: INVALID_ARGUMENT naming it. */
+MF_API mf_code mf_graph_file_write(const mf_graph_file *f, const char *path, mf_status *s);
+/* Reads a graph file into a new graph: every op, name and id as written.
+ * New; free with mf_graph_file_free. NULL with s set: NOT_FOUND, or
+ * INVALID_ARGUMENT naming the file, the function, the op and the attribute
+ * that is wrong. */
+MF_API mf_graph_file *mf_graph_file_read(const char *path, mf_status *s);
+MF_API mf_graph *mf_graph_file_graph(const mf_graph_file *f); /* borrowed: mf_graph_retain keeps it */
+/* The recorded variables, collection items (in order, collections by key) and
+ * variable store entries; *out is owned by f. Returns the count. */
+MF_API int mf_graph_file_variables(const mf_graph_file *f, const mf_graph_file_variable **out);
+MF_API int mf_graph_file_items(const mf_graph_file *f, const mf_graph_file_item **out);
+MF_API int mf_graph_file_stored(const mf_graph_file *f, const mf_graph_file_name **out);
+MF_API void mf_graph_file_free(mf_graph_file *f);       /* NULL is fine */
+/* The port a name gives in g: "y:1" (output 1 of op y) or "y" (output 0);
+ * NOT_FOUND when g has none. */
+MF_API mf_code mf_graph_port(const mf_graph *g, const char *name, mf_output *out, mf_status *s);
+/* A graph file's model in a session of its graph (a C host's
+ * tf.global_variables_initializer and tf.train.Saver()): initialize runs every
+ * recorded variable's initializer; restore sets every recorded variable from
+ * checkpoint path, the entry named by the variable's op ("dense/w"), checking
+ * all of them (present, dtype, shape) before assigning any, then assigning
+ * them in one run (each initializer with the checkpoint's value fed in place
+ * of its initial value); save writes their values under those names, the
+ * checkpoint tf.train.Saver():save writes. */
+MF_API mf_code mf_graph_file_initialize(const mf_graph_file *f, mf_session *sess, mf_status *s);
+MF_API mf_code mf_graph_file_restore(const mf_graph_file *f, mf_session *sess, const char *path, mf_status *s);
+MF_API mf_code mf_graph_file_save(const mf_graph_file *f, mf_session *sess, const char *path, mf_status *s);
 
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU (a session may split it
