@@ -53,42 +53,29 @@ describe("moonflow.mpi", function()
     assert.matches("false\t[^\n]*mpi.allreduce: MPI is not initialized", out)
   end)
 
+  -- Worker cases and the checks each rank makes at least. collectives: 6
+  -- dtypes x 5 shapes broadcast, the 4 numeric dtypes allreduced (sum, and
+  -- average for floats), every shape with a dimension allgathered.
+  local CASES = {
+    {"collectives", "allreduce, allgather and broadcast every dtype and odd shape", 30 + 4 * 5 + 2 * 5 + 6 * 4},
+    {"gradients", "gradients match central differences of the job's loss", 10},
+    {"bad_input", "refuses bad input with errors naming the op and every rank's value", 9},
+    {"control_flow", "runs inside while_loop and cond", 3},
+  }
   for _, k in ipairs({2, 3}) do
-    -- 6 dtypes x 5 shapes: broadcast each, allreduce (sum, and average for
-    -- floats) the 4 numeric dtypes, allgather every shape with a dimension.
-    it("allreduce, allgather and broadcast every dtype and odd shape on " .. k .. " ranks", function()
-      local why = missing()
-      if why then pending(why) return end
-      local out, ok = mpirun(k, "collectives")
-      assert.is_true(ok, out)
-      all_done(out, k, 30 + 4 * 5 + 2 * 5 + 6 * 4)
-      assert.truthy(out:find("rank 0 ok allgather bool [1,7,3]", 1, true), out)
-      assert.truthy(out:find("rank " .. (k - 1) .. " ok allreduce average float64 []", 1, true), out)
-    end)
-
-    it("gradients match central differences of the job's loss on " .. k .. " ranks", function()
-      local why = missing()
-      if why then pending(why) return end
-      local out, ok = mpirun(k, "gradients")
-      assert.is_true(ok, out)
-      all_done(out, k, 10)
-    end)
-
-    it("refuses bad input with errors naming the op and every rank's value on " .. k .. " ranks", function()
-      local why = missing()
-      if why then pending(why) return end
-      local out, ok = mpirun(k, "bad_input")
-      assert.is_true(ok, out)
-      all_done(out, k, 9)
-    end)
-
-    it("runs inside while_loop and cond on " .. k .. " ranks", function()
-      local why = missing()
-      if why then pending(why) return end
-      local out, ok = mpirun(k, "control_flow")
-      assert.is_true(ok, out)
-      all_done(out, k, 3)
-    end)
+    for _, c in ipairs(CASES) do
+      it(c[2] .. " on " .. k .. " ranks", function()
+        local why = missing()
+        if why then pending(why) return end
+        local out, ok = mpirun(k, c[1])
+        assert.is_true(ok, out)
+        all_done(out, k, c[3])
+        if c[1] == "collectives" then
+          assert.truthy(out:find("rank 0 ok allgather bool [1,7,3]", 1, true), out)
+          assert.truthy(out:find("rank " .. (k - 1) .. " ok allreduce average float64 []", 1, true), out)
+        end
+      end)
+    end
   end
 
   it("trains the digits MLP on 2 and 3 ranks to the weights of 1 process with the same global batch", function()
