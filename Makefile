@@ -42,19 +42,25 @@ SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 SONAME := libmoonflow.so.$(SOVERSION)
 
 # One folder per layer (src/README.md); object files mirror the folders.
-SRC := $(wildcard src/*/*.c src/*/*/*.c)
+# src/mpi/ is no layer of the core: it builds libmoonflow_mpi.so apart.
+SRC := $(filter-out src/mpi/%,$(wildcard src/*/*.c src/*/*/*.c))
 HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBS := -ljansson -lopenblas -lm -lpthread
-CDEF := lua/moonflow/cdef.lua
+CDEF := lua/moonflow/cdef.lua lua/moonflow/mpi_cdef.lua
+# The MPI library (src/mpi/README.md), built where Open MPI's mpicc is found.
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+MPI_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/mpi/*.c))
+MPI_LIB := $(if $(MPI_LIBS),$(BUILD)/libmoonflow_mpi.so)
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
 .PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
-lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
+lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF) $(MPI_LIB)
 
 # Installs the missing Debian packages of $(1) when root; otherwise says what
 # to run, then runs $(2) (exit 1 where they are required).
@@ -89,11 +95,20 @@ $(BUILD)/libmoonflow.so.$(VERSION): $(OBJ)
 $(BUILD)/libmoonflow.so: $(BUILD)/libmoonflow.so.$(VERSION)
 	ln -sf libmoonflow.so.$(VERSION) $(BUILD)/$(SONAME) && ln -sf libmoonflow.so.$(VERSION) $@
 
+# The MPI library links the shared core (by its soname, found beside it) and
+# Open MPI; --no-undefined catches a call into the core's hidden internals.
+$(BUILD)/mpi/%.o: INCLUDES += $(MPI_CFLAGS)
+$(BUILD)/libmoonflow_mpi.so: $(MPI_OBJ) $(BUILD)/libmoonflow.so
+	$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' -o $@ $(MPI_OBJ) \
+	  $(BUILD)/$(SONAME) $(MPI_LIBS) -lpthread $(LDFLAGS)
+
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
 
-$(CDEF): src/include/moonflow.h tools/gencdef.sh
+lua/moonflow/cdef.lua: src/include/moonflow.h tools/gencdef.sh
 	sh tools/gencdef.sh src/include/moonflow.h > $@
+lua/moonflow/mpi_cdef.lua: src/mpi/moonflow_mpi.h tools/gencdef.sh
+	sh tools/gencdef.sh src/mpi/moonflow_mpi.h > $@
 
 test: all test-deps
 	$(LUA_ENV) busted $(BUSTED_ARGS) spec
@@ -210,6 +225,7 @@ install-lua: lib
 	for d in lua/moonflow/*/; do [ -d "$$d" ] || continue; sub=$$(basename "$$d"); \
 	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
 	cp $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow.so
+	$(if $(MPI_LIB),cp $(MPI_LIB) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow_mpi.so)
 	mkdir -p $(DESTDIR)$(LUADIR)/moonflow/doc
 	cp docs/api/*.md $(DESTDIR)$(LUADIR)/moonflow/doc/
 

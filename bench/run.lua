@@ -799,6 +799,65 @@ section("graph building", function()
   collect()
 end)
 
+-- MPI (moonflow.mpi, src/mpi/): ranks under mpirun on this machine's loopback,
+-- run by bench/mpi_worker.lua, which times them with a schedule every rank
+-- shares (each batch's time is the slowest rank's); the peer is Open MPI's
+-- own MPI_Allreduce in a C loop (bench/mpi_peer.c) on the same buffers.
+local MPI_LIB = build .. "/libmoonflow_mpi.so"
+local function mpi_missing()
+  if os.execute("command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1") ~= 0 then
+    return "no mpirun/mpicc (apt-get install openmpi-bin libopenmpi-dev)"
+  end
+  local f = io.open(MPI_LIB)
+  if not f then return "no " .. MPI_LIB end
+  f:close()
+end
+local function mpirun(np, args)
+  local out = output_of(string.format("MOONFLOW_MPI_LIB=%s timeout 900 mpirun -np %d --oversubscribe " ..
+                                      "--allow-run-as-root luajit bench/mpi_worker.lua %s", MPI_LIB, np, args))
+  local rows_out = {}
+  for line in out:gmatch("row ([^\n]*)") do rows_out[#rows_out + 1] = line end
+  if #rows_out == 0 then error("mpirun printed no rows: " .. out:sub(1, 300)) end
+  return rows_out
+end
+local function size_name(bytes)
+  return bytes >= 1024 * 1024 and string.format("%d MB", bytes / 1024 / 1024) or string.format("%d KB", bytes / 1024)
+end
+
+section("MPI allreduce bandwidth, 2 ranks", function()
+  local why = mpi_missing()
+  if why then H.row{name = "MPI allreduce bandwidth, 2 ranks", value = "n/a", note = why} return end
+  local peer = build .. "/mpi_peer.so"
+  local out = output_of("mpicc -O2 -shared -fPIC bench/mpi_peer.c -o " .. peer)
+  if out ~= "" then error("mpicc: " .. out) end
+  for _, line in ipairs(mpirun(2, "allreduce " .. peer)) do
+    local bytes, ours, theirs = line:match("^(%d+) (%S+) (%S+)")
+    bytes, ours, theirs = tonumber(bytes), tonumber(ours), tonumber(theirs)
+    local function gbs(t) return string.format("%.3f", bytes / t / 1e9) end
+    H.row{name = "MPI allreduce float32 " .. size_name(bytes) .. ", 2 ranks", value = gbs(ours), unit = "GB/s",
+          note = string.format("%.1f us per allreduce, with the exchange of dtypes and shapes", ours * 1e6)}
+    H.row{peer = "MPI_Allreduce in a C loop", peer_value = gbs(theirs), ratio = theirs / ours,
+          note = string.format("%.1f us", theirs * 1e6)}
+  end
+end)
+
+section("MPI training steps/s, 1 vs 2 ranks", function()
+  local name = "MLP 784-512-512-10, SGD, global batch 256, 2 ranks"
+  local why = mpi_missing()
+  if why then H.row{name = name, value = "n/a", note = why} return end
+  -- The two jobs in turn, 3 times each: the medians of their medians.
+  local one, two = {}, {}
+  for _ = 1, quick and 1 or 3 do
+    one[#one + 1] = tonumber(mpirun(1, "train")[1]:match("^train (%S+)"))
+    two[#two + 1] = tonumber(mpirun(2, "train")[1]:match("^train (%S+)"))
+  end
+  local t1, t2 = H.median(one), H.median(two)
+  H.row{name = name, value = per_second(t2), unit = "steps/s",
+        note = string.format("%.1f ms/step; each rank 128 rows, one fused allreduce of the gradients", t2 * 1e3)}
+  H.row{peer = "1 rank, batch 256", peer_value = per_second(t1), ratio = t1 / t2,
+        note = string.format("%.1f ms/step; %d cores shared by the ranks", t1 * 1e3, cores)}
+end)
+
 H.close_python_peers()
 if #H.rows == 0 then
   io.stderr:write(string.format("BENCH_ONLY=%s matches no section; the sections:\n  %s\n", tostring(H.only),
@@ -834,6 +893,7 @@ if H.only then
   table.insert(intro, 2, string.format("\nOnly the sections whose name matches one of the Lua patterns `%s` " ..
                                        "(BENCH_ONLY).", H.only))
 end
+
 
 local rows = H.rows
 print(table.concat(intro, "\n"))

@@ -264,6 +264,10 @@ end
 -- next starts (the engine is single-threaded from Lua's side).
 M.status = ffi.gc(C.mf_status_new(), C.mf_status_free)
 
+-- Whether Saver:save writes its files in this process: moonflow.mpi leaves
+-- the writing to rank 0 (the other ranks' save returns the path it writes).
+M.writes_checkpoints = true
+
 -- Raises the status message as a Lua error when a call failed. Errors of
 -- ops name the line that built the op already; check_here adds the user's
 -- line (fail) for the failures no op explains (a value too large to allocate,

@@ -208,6 +208,8 @@ return function(tf, ops)
       end
       path = string.format("%s-%d", path, step)
     end
+    -- Under moonflow.mpi only rank 0 writes (core.writes_checkpoints).
+    if not core.writes_checkpoints then return path end
     local n = #self.names
     local ports, values = core.ports(n), core.value_ptrs(n)
     for i, name in ipairs(self.names) do

@@ -171,12 +171,6 @@ void mf_graph_pop_name_scope(mf_graph *g) {
 
 /* ---------- attributes ---------- */
 
-const mf_attr *mf_attrs_find(const mf_attrs *a, const char *name, mf_attr_kind kind) {
-  for (int i = 0; i < a->n; i++)
-    if (a->items[i].kind == kind && strcmp(a->items[i].name, name) == 0) return &a->items[i];
-  return NULL;
-}
-
 int64_t mf_attr_int(const mf_attrs *a, const char *name, int64_t dflt) {
   const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_INT);
   return at ? at->v.i : dflt;

@@ -30,6 +30,13 @@
 #define MF_API
 #endif
 
+/* printf-style format checks of the declarations below. */
+#if defined(__GNUC__)
+#define MF_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define MF_PRINTF(a, b)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -535,6 +542,34 @@ MF_API mf_code mf_status_set_error(mf_status *s, mf_code code, const char *messa
  * its runs, in functions too); 0 for other ops and after mf_session_close. */
 MF_API int64_t mf_session_op_run_count(const mf_session *sess, const mf_op *op);
 /* MF_CDEF_END */
+
+/* --- op libraries: ops registered by a library loaded at run time --- */
+/* Such a library (src/mpi/ builds libmoonflow_mpi.so) is compiled against
+ * this tree's internal headers: its table (src/graph/op_def.h) holds one
+ * registration per op, as the tables of src/ops/ do, and it calls the
+ * engine through the functions declared here. */
+typedef struct mf_op_table mf_op_table;
+typedef struct mf_grad_ctx mf_grad_ctx;
+/* Adds the table's ops to the registry; pass MF_VERSION as abi_version (a
+ * library built for another version is FAILED_PRECONDITION). The table is
+ * borrowed for the life of the process (the library is never unloaded).
+ * Adding the same table again is no error; an op type already registered is
+ * ALREADY_EXISTS and adds nothing. Safe from any thread. */
+MF_API mf_code mf_registry_add(const mf_op_table *table, const char *abi_version, mf_status *s);
+/* Sets code and a printf-formatted message; returns code. */
+MF_API mf_code mf_status_set(mf_status *s, mf_code code, const char *fmt, ...) MF_PRINTF(3, 4);
+/* Writes "[2,-1]" or "<unknown>" into buf; returns buf. */
+MF_API char *mf_shape_str(const mf_shape *s, char *buf, size_t n);
+/* Builders for gradient rules (src/graph/autodiff.c): they take and return
+ * ports; a port whose .op is NULL (an earlier failure) makes them return one
+ * too. begin gives NULL after a failure; finish returns output 0 and discards
+ * d after a failure; rebuild builds `type` on the n inputs with every
+ * attribute of the op being differentiated. */
+MF_API mf_op_desc *mf_grad_begin(mf_grad_ctx *gc, const char *type);
+MF_API mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d);
+MF_API mf_output mf_grad_op1(mf_grad_ctx *gc, const char *type, mf_output a);
+MF_API mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b);
+MF_API mf_output mf_grad_rebuild(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n);
 
 #ifdef __cplusplus
 }
