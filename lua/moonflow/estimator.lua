@@ -190,7 +190,8 @@ local Estimator = {}
 Estimator.__index = Estimator
 
 local ESTIMATOR_OPTIONS = {"model_dir", "config", "params", empty = true}
-local TRAIN_OPTIONS = {"hooks", "steps", "max_steps", empty = true}
+local TRAIN_OPTIONS = {"hooks", "steps", "max_steps", "saving_listeners", empty = true}
+local LISTENER_METHODS = {"begin", "before_save", "after_save", "end"}
 local EVALUATE_OPTIONS = {"steps", "hooks", "checkpoint_path", "name", empty = true}
 local PREDICT_OPTIONS = {"predict_keys", "hooks", "checkpoint_path", "yield_single_examples", empty = true}
 
@@ -210,7 +211,11 @@ local function make_dirs(dir, fname)
   end
 end
 
-return function(tf)
+-- The module: its classes (for type checks: experiment.lua), called with
+-- tf to install tf.estimator.
+local M = {Estimator = Estimator, RunConfig = RunConfig}
+
+return setmetatable(M, {__call = function(_, tf)
   tf.estimator = tf.estimator or {}
   tf.estimator.ModeKeys = ModeKeys
   tf.estimator.RunConfig = function(o) return run_config(o) end
@@ -331,11 +336,42 @@ return function(tf)
     end
   end
 
-  -- est:train(input_fn, hooks, steps, max_steps) or (input_fn, {steps=} | {max_steps=}): returns est.
+  -- saving_listeners: a list of objects with any of the methods begin(),
+  -- before_save(sess, step), after_save(sess, step), end(sess, step), as
+  -- TensorFlow's CheckpointSaverListener.
+  local function check_listeners(listeners, fname)
+    if listeners == nil then return {} end
+    if not args.is_plain(listeners) then fail(fname .. ": saving_listeners must be a list, got " .. args.describe(listeners)) end
+    for i, l in ipairs(listeners) do
+      local any = false
+      for _, m in ipairs(LISTENER_METHODS) do
+        local f = type(l) == "table" and l[m]
+        if f ~= nil and f ~= false then
+          if type(f) ~= "function" then fail(string.format("%s: saving_listeners[%d].%s must be a function", fname, i, m)) end
+          any = true
+        end
+      end
+      if not any then
+        fail(string.format("%s: saving_listeners[%d] has none of the methods begin, before_save, after_save, end",
+                           fname, i))
+      end
+    end
+    return listeners
+  end
+
+  local function notify(listeners, method, ...)
+    for _, l in ipairs(listeners) do
+      if l[method] then l[method](l, ...) end
+    end
+  end
+
+  -- est:train(input_fn, hooks, steps, max_steps, saving_listeners) or
+  -- (input_fn, {steps=} | {max_steps=}, saving_listeners=): returns est.
   function Estimator:train(input_fn, ...)
     local fname = "Estimator:train"
     local o = options(fname, TRAIN_OPTIONS, ...)
     no_hooks(o, fname)
+    local listeners = check_listeners(o.saving_listeners, fname)
     if o.steps ~= nil and o.max_steps ~= nil then fail(fname .. ": ValueError: Can not provide both steps and max_steps.") end
     positive_steps(o.steps, fname, "steps")
     positive_steps(o.max_steps, fname, "max_steps")
@@ -360,15 +396,19 @@ return function(tf)
       sess:close()
       return self
     end
+    local progress = not quiet and Progress.new({label = "train", first = step, last = last,
+                                                 every = config.log_step_count_steps})
     local prefix = self.model_dir .. "/model.ckpt"
     local saved_step, saved_at = first, now()
     local function save()
+      notify(listeners, "before_save", sess, step)
       local path = saver:save(sess, prefix, {global_step = step})
       saved_step, saved_at = step, now()
+      if progress and #listeners > 0 then progress:pause() end
+      notify(listeners, "after_save", sess, step)
       return path
     end
-    local progress = not quiet and Progress.new({label = "train", first = step, last = last,
-                                                 every = config.log_step_count_steps})
+    notify(listeners, "begin")
     local run = sess:make_callable({spec.loss, spec.train_op})
     local loss
     while not last or step < last do
@@ -402,6 +442,7 @@ return function(tf)
     end
     local path = saved_step ~= step and save() or tf.train.latest_checkpoint(self.model_dir)
     if progress then progress:finish(step, loss, "saved " .. tostring(path)) end
+    notify(listeners, "end", sess, step)
     sess:close()
     return self
   end
@@ -588,4 +629,4 @@ return function(tf)
     return tf.train.load_variable(checkpoint_of(self, "Estimator:get_variable_value"), name)
   end
 
-end
+end})

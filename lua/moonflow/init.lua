@@ -72,7 +72,8 @@ tf.ops = ops
 -- ops.* are the op wrappers (lua/moonflow/ops/).
 for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
                          "train", "ops.conv", "ops.index", "ops.linalg", "ops.control_flow", "layers", "cookbook",
-                         "saver", "graph_io", "data", "io", "ops.debugging", "devices", "hparams", "flags", "metrics", "estimator"}) do
+                         "saver", "graph_io", "data", "io", "ops.debugging", "devices", "hparams", "flags", "metrics",
+                         "estimator", "experiment"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

@@ -71,6 +71,16 @@ function Progress:update(step, loss)
   end
 end
 
+-- Before other output (an evaluation between steps): ends the line drawn in
+-- place, so that the output starts on a line of its own.
+function Progress:pause()
+  if self.tty and self.drawn_at > -math.huge then
+    self.stream:write("\n")
+    self.stream:flush()
+    self.drawn_at = -math.huge
+  end
+end
+
 -- When the work ends: the last line, with the rate over the whole run.
 function Progress:finish(step, loss, tail)
   local t = now()
