@@ -30,13 +30,7 @@ local function estimator(dir, config)
                                                log_step_count_steps = 0, tf_random_seed = 3})})
 end
 
-local function ls(dir)
-  local p = io.popen("ls '" .. dir .. "'")
-  local names = {}
-  for name in p:lines() do names[#names + 1] = name end
-  p:close()
-  return names
-end
+local ls = H.files_in
 
 -- The whole data set at every step: the result of training is a function of the step alone.
 local function full_batch() return tf.constant(XS), tf.constant(YS) end
@@ -166,6 +160,9 @@ describe("tf.estimator.Estimator", function()
                    H.error_of(est.train, est, full_batch, {steps = 1, max_steps = 2}))
     assert.matches("Must specify max_steps > 0, given: 0", H.error_of(est.train, est, full_batch, {max_steps = 0}))
     assert.matches("input_fn must be a function", H.error_of(est.train, est, nil, {max_steps = 1}))
+    local outside = tf.constant(XS)
+    assert.matches("input_fn returned features from another graph: Tensor%(\"Const[_%d]*:0\".*must make its tensors",
+                   H.error_of(est.train, est, function() return outside, tf.constant(YS) end, {max_steps = 1}))
     assert.matches("model_dir are set both in constructor and RunConfig, but with different values",
                    H.error_of(tf.estimator.Estimator, linear_model,
                               {model_dir = "a", config = tf.estimator.RunConfig({model_dir = "b"})}))

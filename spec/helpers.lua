@@ -160,6 +160,15 @@ function H.read(path)
   return s
 end
 
+-- The names in a directory, sorted (ls).
+function H.files_in(dir)
+  local p = io.popen("ls -1 '" .. dir .. "'")
+  local out = {}
+  for line in p:lines() do out[#out + 1] = line end
+  p:close()
+  return out
+end
+
 function H.write(path, s)
   local f = assert(io.open(path, "wb"))
   f:write(s)

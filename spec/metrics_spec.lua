@@ -36,34 +36,31 @@ local function placeholders(dtypes)
 end
 
 describe("tf.metrics", function()
-  it("accuracy matches scikit-learn's accuracy_score, with and without weights", function()
-    check_stream(fixtures.accuracy, function()
-      local p, feeds_of = placeholders({labels = tf.int32, predictions = tf.int32})
-      return feeds_of, tf.metrics.accuracy(p.labels, p.predictions)
-    end, 1e-6)
-    check_stream(fixtures.accuracy_weighted, function()
-      local p, feeds_of = placeholders({labels = tf.int32, predictions = tf.int32, weights = tf.float32})
-      return feeds_of, tf.metrics.accuracy(p.labels, p.predictions, p.weights)
-    end, 1e-6)
-  end)
-
-  it("mean matches NumPy's weighted average", function()
-    check_stream(fixtures.mean_weighted, function()
-      local p, feeds_of = placeholders({values = tf.float32, weights = tf.float32})
-      return feeds_of, tf.metrics.mean(p.values, {weights = p.weights})
-    end, 1e-5)
-  end)
-
-  it("auc matches scikit-learn's roc_auc_score where the thresholds cover every prediction", function()
-    check_stream(fixtures.auc, function()
-      local p, feeds_of = placeholders({labels = tf.int32, predictions = tf.float32})
-      return feeds_of, tf.metrics.auc(p.labels, p.predictions)
-    end, 1e-5)
-    check_stream(fixtures.auc_weighted, function()
-      local p, feeds_of = placeholders({labels = tf.int32, predictions = tf.float32, weights = tf.float32})
-      return feeds_of, tf.metrics.auc(p.labels, p.predictions, p.weights)
-    end, 1e-5)
-  end)
+  -- Each reference case: its metric on placeholders of the fixture's fields.
+  local cases = {
+    {"accuracy matches scikit-learn's accuracy_score", "accuracy", {labels = tf.int32, predictions = tf.int32},
+     function(p) return tf.metrics.accuracy(p.labels, p.predictions) end, 1e-6},
+    {"accuracy matches scikit-learn's accuracy_score with sample weights", "accuracy_weighted",
+     {labels = tf.int32, predictions = tf.int32, weights = tf.float32},
+     function(p) return tf.metrics.accuracy(p.labels, p.predictions, p.weights) end, 1e-6},
+    {"mean matches NumPy's weighted average", "mean_weighted", {values = tf.float32, weights = tf.float32},
+     function(p) return tf.metrics.mean(p.values, {weights = p.weights}) end, 1e-5},
+    -- predictions at bin centres: the thresholds cover every prediction
+    {"auc matches scikit-learn's roc_auc_score", "auc", {labels = tf.int32, predictions = tf.float32},
+     function(p) return tf.metrics.auc(p.labels, p.predictions) end, 1e-5},
+    {"auc matches scikit-learn's roc_auc_score with sample weights", "auc_weighted",
+     {labels = tf.int32, predictions = tf.float32, weights = tf.float32},
+     function(p) return tf.metrics.auc(p.labels, p.predictions, p.weights) end, 1e-5},
+  }
+  for _, case in ipairs(cases) do
+    local title, fixture, dtypes, metric, tol = unpack(case)
+    it(title .. ", batch by batch", function()
+      check_stream(fixtures[fixture], function()
+        local p, feeds_of = placeholders(dtypes)
+        return feeds_of, metric(p)
+      end, tol)
+    end)
+  end
 
   it("auc's precision-recall curve and Riemann sums, by hand", function()
     -- Three thresholds: just below 0, 0.5, just above 1. Labels 1, 0, 1, 0

@@ -12,13 +12,7 @@ local function exists(path)
   return f ~= nil
 end
 
-local function files_in(dir)
-  local p = io.popen("ls -1 '" .. dir .. "'")
-  local out = {}
-  for line in p:lines() do out[#out + 1] = line end
-  p:close()
-  return out
-end
+local files_in = H.files_in
 
 -- Builds w (float32 3x4), b (float64 {4}), n (int32 scalar), k (int64 {2}),
 -- mask (bool {3}) and u (uint8 {2}) in the default graph with these initial values.

@@ -273,6 +273,16 @@ return setmetatable(M, {__call = function(_, tf)
     if features == nil then
       fail(fname .. ": input_fn returned nothing; it must return a tf.data.Dataset or (features, labels)")
     end
+    local g = G.get_default_graph()
+    for what, value in pairs({features = features, labels = labels or false}) do
+      for _, t in pairs(G.is_tensor(value) and {value} or args.is_plain(value) and value or {}) do
+        if G.is_tensor(t) and t.graph ~= g then
+          fail(fname .. ": input_fn returned " .. what .. " from another graph: " .. tostring(t) .. "; each call " ..
+               "of train, evaluate and predict builds a graph of its own, so input_fn must make its tensors " ..
+               "when it is called (tf.Array values are graph-free)")
+        end
+      end
+    end
     return features, labels
   end
 

@@ -66,17 +66,9 @@ return function(tf, ops)
   -- Weights as float32 broadcast to the shape of `like` (their shapes checked when both are known).
   local function broadcast_weights(weights, like, fname)
     weights = ops.cast(G.convert(weights), dtypes.float32)
-    local wd, ld = weights:get_shape().dims, like:get_shape().dims
-    if wd and ld then
-      local ok = #wd <= #ld
-      for i = 1, ok and #wd or 0 do
-        local w, l = wd[#wd - i + 1], ld[#ld - i + 1]
-        if w >= 0 and l >= 0 and w ~= 1 and w ~= l then ok = false end
-      end
-      if not ok then
-        fail(string.format("%s: ValueError: weights can not be broadcast to values. values.shape=%s, " ..
-                           "weights.shape=%s", fname, tostring(like:get_shape()), tostring(weights:get_shape())))
-      end
+    if not weights:get_shape():broadcasts_to(like:get_shape()) then
+      fail(string.format("%s: ValueError: weights can not be broadcast to values. values.shape=%s, " ..
+                         "weights.shape=%s", fname, tostring(like:get_shape()), tostring(weights:get_shape())))
     end
     return weights * ops.ones_like(like)
   end
