@@ -160,6 +160,9 @@ describe("tf.estimator.Estimator", function()
                    H.error_of(est.train, est, full_batch, {steps = 1, max_steps = 2}))
     assert.matches("Must specify max_steps > 0, given: 0", H.error_of(est.train, est, full_batch, {max_steps = 0}))
     assert.matches("input_fn must be a function", H.error_of(est.train, est, nil, {max_steps = 1}))
+    local nowhere = estimator("/dev/null/model")
+    assert.matches("Estimator:train: cannot create the model directory /dev/null/model",
+                   H.error_of(nowhere.train, nowhere, full_batch, {max_steps = 1}))
     local outside = tf.constant(XS)
     assert.matches("input_fn returned features from another graph: Tensor%(\"Const[_%d]*:0\".*must make its tensors",
                    H.error_of(est.train, est, function() return outside, tf.constant(YS) end, {max_steps = 1}))
@@ -216,5 +219,35 @@ describe("the progress line", function()
                    "\rtrain  step 1000  loss 0.25  [%d.]+ steps/s\27%[K\n$", text())
     p:update(2, 0.5)  -- within a tenth of a second of the last: not drawn
     assert.matches("\n$", text())
+  end)
+end)
+
+describe("the progress line on a terminal (tmux)", function()
+  if not H.has_tmux then
+    pending("tmux is not installed (Debian package tmux; .ci/run installs it)")
+    return
+  end
+
+  it("is one line rewritten in place while training, then ended", function()
+    local dir = H.tmpdir()
+    H.write(dir .. "/train.lua", [[
+local tf = require("moonflow")
+local est = tf.estimator.Estimator(function(features, labels, mode)
+  local loss = tf.reduce_mean(tf.square(tf.layers.dense(features, 1) - labels))
+  return tf.estimator.EstimatorSpec(mode, {loss = loss,
+    train_op = tf.train.GradientDescentOptimizer(0.01):minimize(loss, {global_step = tf.train.get_global_step()})})
+end, {model_dir = "]] .. dir .. [[/model", config = tf.estimator.RunConfig({log_step_count_steps = 50})})
+est:train(function() return tf.ones({8, 2}), tf.zeros({8, 1}) end, {max_steps = 3000})
+print("finished")
+]])
+    local term = H.terminal("progress")
+    term:start("luajit '" .. dir .. "/train.lua'; sleep 60")
+    local shown = term:wait_for("finished")
+    term:kill()
+    local lines = {}
+    for l in shown:gmatch("[^\n]+") do if l:find("train  step", 1, true) then lines[#lines + 1] = l end end
+    assert.equals(1, #lines, shown)
+    assert.matches("^train  step 3000  loss [%d.e-]+  [%d.]+ steps/s  saved .*/model/model.ckpt%-3000$", lines[1])
+    os.execute("rm -rf '" .. dir .. "'")
   end)
 end)

@@ -206,7 +206,8 @@ local function temporary_dir()
 end
 
 local function make_dirs(dir, fname)
-  if not os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'") then
+  local status = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  if status ~= 0 and status ~= true then  -- (LuaJIT gives the status; Lua 5.2 compatibility true or nil)
     fail(fname .. ": cannot create the model directory " .. dir)
   end
 end
