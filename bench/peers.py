@@ -156,6 +156,38 @@ def torch_mlp(sizes, adam, lr, batch, threads):
     return step, torch_threads(threads)
 
 
+@workload
+def numpy_sum(n):
+    import numpy as np
+    x = (np.arange(n) % 1000 * 0.001).astype(np.float32)
+    return lambda: x.sum()
+
+
+@workload
+def numpy_softmax(rows, cols):
+    """softmax along the last axis, shifted by the row maximum as moonflow's."""
+    import numpy as np
+    x = (np.arange(rows * cols) % 1000 * 0.01).astype(np.float32).reshape(rows, cols)
+
+    def call():
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    return call
+
+
+@workload
+def torch_conv2d(n, h, w, c, oc, threads):
+    """A 3x3 SAME convolution of an NHWC-sized input (PyTorch's layout is NCHW)."""
+    import torch
+    x = torch.rand(n, c, h, w)
+    f = torch.rand(oc, c, 3, 3)
+
+    def call():
+        with torch.no_grad():
+            torch.nn.functional.conv2d(x, f, padding=1)
+    return call, torch_threads(threads)
+
+
 def tf1():
     """TensorFlow 1.x graph mode: sessions, placeholders, no eager."""
     import os

@@ -111,13 +111,19 @@ function M.call(fname, fn, ...)
 end
 
 -- The op wrapper `name` applied eagerly, for Array methods (a:reduce_sum(0)).
+-- (No closure is made in M.method itself: returning from a function that
+-- made one closes upvalues, which LuaJIT cannot compile, and data pipelines
+-- probe Arrays for absent fields on every batch.)
 local methods = {}
+local function new_method(name, fn)
+  return function(...) return M.call(name, fn, ...) end
+end
 function M.method(name)
-  local fn = G.ops[name]
-  if fn == nil then return nil end
   local m = methods[name]
-  if not m then
-    m = function(...) return M.call(name, fn, ...) end
+  if m == nil then
+    local fn = G.ops[name]
+    if fn == nil then return nil end
+    m = new_method(name, fn)
     methods[name] = m
   end
   return m
