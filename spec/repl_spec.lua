@@ -208,55 +208,29 @@ describe("the moonflow command", function()
   end)
 end)
 
--- The REPL on a terminal: tmux runs it in a pane of a private server; keys
--- go in with send-keys and the screen comes back with capture-pane.
-local has_tmux = os.execute("command -v tmux > /dev/null 2>&1") == 0
-
+-- The REPL on a terminal (H.terminal: tmux).
 describe("the moonflow REPL on a terminal (tmux)", function()
-  if not has_tmux then
+  if not H.has_tmux then
     pending("tmux is not installed (Debian package tmux; .ci/run installs it)")
     return
   end
 
-  local socket = "moonflow-spec-" .. tostring(os.time()) .. "-" .. tostring(math.random(1e6))
-  local function tmux(args)
-    local p = io.popen("tmux -L " .. socket .. " " .. args .. " 2>&1")
-    local out = p:read("*a")
-    p:close()
-    return out
-  end
-  local function screen() return tmux("capture-pane -p -t repl") end
-  -- Waits up to 20 s for the screen to show `text` (plain; capture-pane drops
-  -- the spaces that end a line, so text's are dropped too); returns the screen.
-  local function wait_for(text)
-    text = text:gsub(" +$", "")
-    local shown
-    for _ = 1, 200 do
-      shown = screen()
-      if shown:find(text, 1, true) then return shown end
-      os.execute("sleep 0.1")
-    end
-    error("the screen never showed " .. text .. "; it shows:\n" .. shown)
-  end
-  local function keys(...) tmux("send-keys -t repl " .. table.concat({...}, " ")) end
-  local function line(s) keys("-l", "'" .. s:gsub("'", "'\\''") .. "'"); keys("Enter") end
+  local term = H.terminal("repl")
+  local function tmux(args) return term:tmux(args) end
+  local function screen() return term:screen() end
+  local function wait_for(text) return term:wait_for(text) end
+  local function keys(...) term:keys(...) end
+  local function line(s) term:line(s) end
 
   local dir
   before_each(function() dir = H.tmpdir() end)
   after_each(function()
-    tmux("kill-server")
+    term:kill()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
   local function start()
-    local env = {}
-    for _, name in ipairs({"LUA_PATH", "MOONFLOW_LIB", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"}) do
-      local v = os.getenv(name)
-      if v then env[#env + 1] = name .. "='" .. v .. "'" end
-    end
-    local cmd = string.format("cd '%s' && env %s MOONFLOW_HISTORY='%s/history' TERM=xterm '%s'", root,
-                              table.concat(env, " "), dir, command)
-    tmux("new-session -d -s repl -x 100 -y 40 \"" .. cmd:gsub('"', '\\"') .. "\"")
+    term:start(string.format("MOONFLOW_HISTORY='%s/history' '%s'", dir, command))
     return wait_for("> ")
   end
 

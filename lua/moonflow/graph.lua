@@ -64,6 +64,20 @@ function TensorShape:is_compatible_with(other)
   end
   return true
 end
+-- Whether this shape broadcasts against `other` leaving other's shape as it
+-- is (NumPy's rule: from the last axis, each dimension is 1 or other's);
+-- unknown ranks and dimensions are taken to fit.
+function TensorShape:broadcasts_to(other)
+  local a, b = self.dims, other.dims
+  if not a or not b then return true end
+  if #a > #b then return false end
+  for i = 1, #a do
+    local x, y = a[#a - i + 1], b[#b - i + 1]
+    if x >= 0 and y >= 0 and x ~= 1 and x ~= y then return false end
+  end
+  return true
+end
+
 function TensorShape:__tostring()
   if not self.dims then return "<unknown>" end
   local parts = {}

@@ -235,6 +235,24 @@ return function(tf, ops)
     return path
   end
 
+  -- saver:recover_last_checkpoints(paths): takes over the checkpoints an
+  -- earlier saver wrote (oldest first; those no longer on disk are left out),
+  -- so that max_to_keep counts them and the index keeps listing them, as
+  -- TensorFlow's Saver.recover_last_checkpoints.
+  function Saver:recover_last_checkpoints(paths)
+    if not args.is_plain(paths) then
+      fail("Saver:recover_last_checkpoints: paths must be a list of checkpoint paths, got " .. args.describe(paths))
+    end
+    local kept = {}
+    for i, p in ipairs(paths) do
+      if type(p) ~= "string" then
+        fail("Saver:recover_last_checkpoints: paths[" .. i .. "] is not a path: " .. args.describe(p))
+      end
+      if exists(p) then kept[#kept + 1] = p end
+    end
+    self.last_checkpoints = kept
+  end
+
   -- saver:restore(sess, path): sets every variable of the saver from the file.
   function Saver:restore(sess, path)
     check_session(self, sess, "restore")

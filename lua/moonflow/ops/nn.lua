@@ -28,19 +28,12 @@ local function param(fname, what, v, x)
   if t.dtype ~= x.dtype then
     fail(string.format("%s: %s has dtype %s but x has dtype %s (use tf.cast)", fname, what, t.dtype.name, x.dtype.name))
   end
-  local pd, xd = t:get_shape().dims, x:get_shape().dims
-  if pd and xd then
-    local ok = #pd <= #xd
-    for i = 1, ok and #pd or 0 do
-      local a, b = pd[#pd - i + 1], xd[#xd - i + 1]
-      if a >= 0 and b >= 0 and a ~= 1 and a ~= b then ok = false end
-    end
-    if not ok then
-      fail(string.format("%s: %s of shape %s does not broadcast against x of shape %s (rank %d); give one value " ..
-                         "per entry of the normalized axes, e.g. shape (%s,)", fname, what,
-                         tostring(t:get_shape()), tostring(x:get_shape()), #xd,
-                         xd[#xd] and xd[#xd] >= 0 and tostring(xd[#xd]) or "channels"))
-    end
+  if not t:get_shape():broadcasts_to(x:get_shape()) then
+    local xd = x:get_shape().dims
+    fail(string.format("%s: %s of shape %s does not broadcast against x of shape %s (rank %d); give one value " ..
+                       "per entry of the normalized axes, e.g. shape (%s,)", fname, what,
+                       tostring(t:get_shape()), tostring(x:get_shape()), #xd,
+                       xd[#xd] and xd[#xd] >= 0 and tostring(xd[#xd]) or "channels"))
   end
   return t
 end
