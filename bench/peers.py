@@ -92,6 +92,33 @@ def numpy_chain(chain, n):
     return lambda: chain_in_place(np, chain, x, y)
 
 
+def softmax_input(np, rows, cols):
+    return (np.arange(rows * cols) % 997 * 0.01 - 5).astype(np.float32).reshape(rows, cols)
+
+
+@workload
+def numpy_softmax(rows, cols):
+    """Softmax over each row as NumPy users write it: max, exp, sum, divide."""
+    import numpy as np
+    x = softmax_input(np, rows, cols)
+    y = np.empty_like(x)
+
+    def softmax():
+        np.subtract(x, x.max(axis=1, keepdims=True), out=y)
+        np.exp(y, out=y)
+        np.divide(y, y.sum(axis=1, keepdims=True), out=y)
+    return softmax
+
+
+@workload
+def torch_softmax(rows, cols, threads):
+    import numpy as np
+    import torch
+    x = torch.from_numpy(softmax_input(np, rows, cols))
+    y = torch.empty_like(x)
+    return (lambda: torch.softmax(x, 1, out=y)), torch_threads(threads)
+
+
 @workload
 def numpy_matmul(n):
     import numpy as np

@@ -286,6 +286,32 @@ section("elementwise fusion, 10M float32", function()
   end
 end)
 
+-- Softmax over the rows of a 4096x1000 float32 batch into a caller's buffer
+-- (the composite of tf.nn.softmax: max, exp, sum, log, exp, fused where it
+-- can be), on one thread and on the session's, against NumPy (max, exp, sum,
+-- divide into its output) and PyTorch's softmax.
+section("softmax, 4096x1000 float32", function()
+  local ROWS, COLS = 4096, 1000
+  tf.reset_default_graph()
+  local xa = tf.Array.new(tf.float32, {ROWS, COLS})
+  for i = 0, ROWS * COLS - 1 do xa._data[i] = (i % 997) * 0.01 - 5 end
+  local out = tf.Array.new(tf.float32, {ROWS, COLS})
+  local x = tf.placeholder(tf.float32, {ROWS, COLS})
+  local y, into = tf.nn.softmax(x), {out = out}
+  local f = tf.Session():make_callable(y, {x})
+  local one = tf.Session({intra_op_parallelism_threads = 1}):make_callable(y, {x})
+  f(xa, into)
+  local row_sum = 0
+  for j = 0, COLS - 1 do row_sum = row_sum + out._data[j] end
+  assert(math.abs(row_sum - 1) < 1e-4, "softmax rows do not sum to 1")
+  compare{name = "softmax over rows, 4096x1000 float32", unit = "ms", figure = ms,
+          note = "into a caller's buffer",
+          ours = lua_contender("moonflow", function() f(xa, into) end),
+          peers = {lua_contender("moonflow, 1 thread", function() one(xa, into) end),
+                   py("numpy", "NumPy: max, exp, sum, divide (out=)", "numpy_softmax", {ROWS, COLS}),
+                   torch_best("PyTorch softmax (out=), best thread count", "torch_softmax", {ROWS, COLS})}}
+end)
+
 -- The loop of how-not-to-program-the-tensorflow-graph.txt done right: a
 -- prebuilt increment_x = tf.assign(x, x + 1) run a million times.
 section("1M sess:run(tf.assign(x, x + 1)), built once", function()
