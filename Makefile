@@ -134,7 +134,7 @@ test-asan: deps asan
 # depending on how many cores the machine has). moonflow's own threads are all
 # instrumented, so races in moonflow's code stay visible; no suppressions.
 TSAN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1
-THREAD_CHECKS := async_check threads_check fuse_check
+THREAD_CHECKS := async_check threads_check fuse_check kernels_threads_check
 test-threads: deps
 	mkdir -p build-tsan
 	for c in $(THREAD_CHECKS); do \

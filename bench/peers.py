@@ -92,33 +92,6 @@ def numpy_chain(chain, n):
     return lambda: chain_in_place(np, chain, x, y)
 
 
-def softmax_input(np, rows, cols):
-    return (np.arange(rows * cols) % 997 * 0.01 - 5).astype(np.float32).reshape(rows, cols)
-
-
-@workload
-def numpy_softmax(rows, cols):
-    """Softmax over each row as NumPy users write it: max, exp, sum, divide."""
-    import numpy as np
-    x = softmax_input(np, rows, cols)
-    y = np.empty_like(x)
-
-    def softmax():
-        np.subtract(x, x.max(axis=1, keepdims=True), out=y)
-        np.exp(y, out=y)
-        np.divide(y, y.sum(axis=1, keepdims=True), out=y)
-    return softmax
-
-
-@workload
-def torch_softmax(rows, cols, threads):
-    import numpy as np
-    import torch
-    x = torch.from_numpy(softmax_input(np, rows, cols))
-    y = torch.empty_like(x)
-    return (lambda: torch.softmax(x, 1, out=y)), torch_threads(threads)
-
-
 @workload
 def numpy_matmul(n):
     import numpy as np
@@ -181,6 +154,38 @@ def torch_mlp(sizes, adam, lr, batch, threads):
         loss_fn(model(x), y).backward()
         opt.step()
     return step, torch_threads(threads)
+
+
+@workload
+def numpy_sum(n):
+    import numpy as np
+    x = (np.arange(n) % 1000 * 0.001).astype(np.float32)
+    return lambda: x.sum()
+
+
+@workload
+def numpy_softmax(rows, cols):
+    """softmax along the last axis, shifted by the row maximum as moonflow's."""
+    import numpy as np
+    x = (np.arange(rows * cols) % 1000 * 0.01).astype(np.float32).reshape(rows, cols)
+
+    def call():
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    return call
+
+
+@workload
+def torch_conv2d(n, h, w, c, oc, threads):
+    """A 3x3 SAME convolution of an NHWC-sized input (PyTorch's layout is NCHW)."""
+    import torch
+    x = torch.rand(n, c, h, w)
+    f = torch.rand(oc, c, 3, 3)
+
+    def call():
+        with torch.no_grad():
+            torch.nn.functional.conv2d(x, f, padding=1)
+    return call, torch_threads(threads)
 
 
 def tf1():

@@ -54,6 +54,10 @@ local load_at_start = load_average()
 
 local c_peers, c_peers_why = H.c_peers(cc, cflags, build)
 local blas, blas_why = H.blas()
+ffi.cdef[[
+  void openblas_set_num_threads(int n);
+  int openblas_get_num_threads(void);
+]]
 local function c_contender(label, fn, options)
   if not c_peers then return {label = label, why = c_peers_why} end
   return lua_contender(label, fn, options)
@@ -194,9 +198,15 @@ for _, N in ipairs({256, 1024}) do
     local sgemm = blas and lua_contender("cblas_sgemm (same BLAS, direct)", function()
       blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
     end, {target = 0.95}) or {label = "cblas_sgemm", why = blas_why}
-    compare{name = name, unit = "GFLOP/s", figure = function(t) return string.format("%.1f", flops / t * 1e-9) end,
+    local gflops = function(t) return string.format("%.1f", flops / t * 1e-9) end
+    compare{name = name, unit = "GFLOP/s", figure = gflops,
             ours = lua_contender("moonflow", function() f(a, b) end),
             peers = {sgemm, py("numpy", "NumPy matmul (out=)", "numpy_matmul", {N})}}
+    -- The same product into the caller's array, as the peers write theirs:
+    -- what a fresh result per call (its buffer, its collection) costs apart.
+    local into = {out = tf.Array.new(tf.float32, {N, N})}
+    compare{name = name .. ", into the caller's array", unit = "GFLOP/s", figure = gflops,
+            ours = lua_contender("moonflow", function() f(a, b, into) end), peers = {sgemm}}
     if blas then
       local k = N * N - 1 - N
       assert(math.abs(f(a, b)._data[k] - out[k]) <= 1e-3 * math.abs(out[k]), "matmul disagrees with sgemm")
@@ -286,30 +296,55 @@ section("elementwise fusion, 10M float32", function()
   end
 end)
 
--- Softmax over the rows of a 4096x1000 float32 batch into a caller's buffer
--- (the composite of tf.nn.softmax: max, exp, sum, log, exp, fused where it
--- can be), on one thread and on the session's, against NumPy (max, exp, sum,
--- divide into its output) and PyTorch's softmax.
-section("softmax, 4096x1000 float32", function()
-  local ROWS, COLS = 4096, 1000
-  tf.reset_default_graph()
-  local xa = tf.Array.new(tf.float32, {ROWS, COLS})
-  for i = 0, ROWS * COLS - 1 do xa._data[i] = (i % 997) * 0.01 - 5 end
-  local out = tf.Array.new(tf.float32, {ROWS, COLS})
-  local x = tf.placeholder(tf.float32, {ROWS, COLS})
-  local y, into = tf.nn.softmax(x), {out = out}
-  local f = tf.Session():make_callable(y, {x})
-  local one = tf.Session({intra_op_parallelism_threads = 1}):make_callable(y, {x})
-  f(xa, into)
-  local row_sum = 0
-  for j = 0, COLS - 1 do row_sum = row_sum + out._data[j] end
-  assert(math.abs(row_sum - 1) < 1e-4, "softmax rows do not sum to 1")
-  compare{name = "softmax over rows, 4096x1000 float32", unit = "ms", figure = ms,
-          note = "into a caller's buffer",
-          ours = lua_contender("moonflow", function() f(xa, into) end),
-          peers = {lua_contender("moonflow, 1 thread", function() one(xa, into) end),
-                   py("numpy", "NumPy: max, exp, sum, divide (out=)", "numpy_softmax", {ROWS, COLS}),
-                   torch_best("PyTorch softmax (out=), best thread count", "torch_softmax", {ROWS, COLS})}}
+-- Large kernels on the intra-op thread pool (src/kernels/parallel.h): one
+-- thread against a thread per core (the first contender and a peer), NumPy
+-- and PyTorch beside them. A session sets OpenBLAS's thread count, which is
+-- the process's, when made; each contender sets its own again before it
+-- runs, so a 1-thread convolution's gemm runs on one thread too.
+local function on_threads(build, feed_shape, feed_value, peers)
+  local contenders = {}
+  for _, threads in ipairs(cores > 1 and {1, cores} or {1}) do
+    tf.reset_default_graph()
+    local x = tf.placeholder(tf.float32, feed_shape)
+    local sess = tf.Session({intra_op_parallelism_threads = threads})
+    local f = sess:make_callable(build(x), {x})
+    local c = lua_contender(string.format("moonflow, %d thread%s", threads, threads > 1 and "s" or ""),
+                            function() f(feed_value) end)
+    local run = c.run
+    c.run = function(calls)
+      if blas then blas.openblas_set_num_threads(threads) end
+      return run(calls)
+    end
+    contenders[#contenders + 1] = c
+  end
+  for _, p in ipairs(peers) do contenders[#contenders + 1] = p end
+  return {ours = contenders[1], peers = {unpack(contenders, 2)}}
+end
+
+local function filled(shape, scale)
+  local a = tf.Array.new(tf.float32, shape)
+  for i = 0, a:size() - 1 do a._data[i] = (i % 1000) * scale end
+  return a
+end
+
+section("threaded kernels", function()
+  local blas_threads = blas and blas.openblas_get_num_threads()
+  local N, ROWS, COLS = quick and 1000000 or 10000000, 4096, 1000
+  local sum = on_threads(tf.reduce_sum, {N}, filled({N}, 0.001), {py("numpy", "NumPy sum", "numpy_sum", {N})})
+  compare{name = string.format("reduce_sum, %s float32", count(N)), unit = "ms", figure = ms,
+          ours = sum.ours, peers = sum.peers}
+  local softmax = on_threads(tf.nn.softmax, {ROWS, COLS}, filled({ROWS, COLS}, 0.01),
+                             {py("numpy", "NumPy softmax", "numpy_softmax", {ROWS, COLS})})
+  compare{name = string.format("softmax %dx%d float32", ROWS, COLS), unit = "ms", figure = ms,
+          ours = softmax.ours, peers = softmax.peers}
+  local B, S, C = quick and 8 or 32, 64, 32
+  local filter = filled({3, 3, C, C}, 0.0001)
+  local conv = on_threads(function(x) return tf.nn.conv2d(x, tf.constant(filter), {1, 1, 1, 1}, "SAME") end,
+                          {B, S, S, C}, filled({B, S, S, C}, 0.001),
+                          {torch_best("PyTorch, best thread count", "torch_conv2d", {B, S, S, C, C})})
+  compare{name = string.format("conv2d %dx%dx%dx%d, 3x3, %d out", B, S, S, C, C), unit = "ms", figure = ms,
+          ours = conv.ours, peers = conv.peers}
+  if blas then blas.openblas_set_num_threads(blas_threads) end
 end)
 
 -- The loop of how-not-to-program-the-tensorflow-graph.txt done right: a
@@ -464,10 +499,6 @@ section("input pipeline: 256x256 matmul map -> step", function()
   pipeline_rows("input pipeline: 256x256 matmul map -> step, prefetch(2)",
                 "the map runs on a worker thread during the step")
   if not blas then return end
-  ffi.cdef[[
-    void openblas_set_num_threads(int n);
-    int openblas_get_num_threads(void);
-  ]]
   local threads = blas.openblas_get_num_threads()
   blas.openblas_set_num_threads(1)
   local ok, err = pcall(pipeline_rows, "input pipeline, prefetch(2), OpenBLAS 1 thread",

@@ -79,6 +79,13 @@ function H.run(t, feeds)
   return r
 end
 
+-- The value of t in a session of its own: a number (or boolean) as it is,
+-- an Array as nested Lua tables.
+function H.value(t, feeds)
+  local r = H.run(t, feeds)
+  return type(r) == "table" and r:totable() or r
+end
+
 -- The line of the spec that calls it.
 -- Every outcome of running a dataset's get_next tensors until the end of
 -- the sequence: a value (Arrays as tables), or {error = message} for a run

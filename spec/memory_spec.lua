@@ -213,3 +213,26 @@ describe("a plan's arena", function()
     end
   end)
 end)
+
+describe("number feeds", function()
+  -- A number fed to a run goes through a value kept for the next runs, unless
+  -- the run kept a reference to it: then a value still in use is never overwritten.
+  it("never overwrite a value that a result or a variable still holds", function()
+    local x = tf.placeholder(tf.float32, {}, "x")
+    local v = tf.Variable(0, {name = "v"})
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local view = sess:make_callable(tf.reshape(x, {1}), {x})  -- a result that may share the fed bytes
+    local a, b = view(1), view(2)
+    assert.same({{1}, {2}}, {a:totable(), b:totable()})
+    local same = sess:make_callable(x, {x})
+    assert.same({1.5, 2.5, -3}, {same(1.5), same(2.5), same(-3)})
+    local set = sess:make_callable(tf.assign(v, x), {x})
+    set(5)
+    assert.equal(5, sess:run(v))
+    sess:run(tf.assign(v, x), {[x] = 7})
+    assert.equal(12, sess:run(x + 1, {[x] = 11}))
+    assert.equal(7, sess:run(v))
+    assert.equal(4, sess:run(x + 1, {[x] = 3}))
+  end)
+end)

@@ -71,6 +71,7 @@ describe("vectorized float32 math", function()
     {"log1p", tf.math.log1p, ffi.C.log1p, 3},
     {"tanh", tf.tanh, math.tanh, 2},
     {"sigmoid", tf.sigmoid, sigmoid, 3},
+    {"expm1", tf.math.expm1, ffi.C.expm1, 3},
     {"elu (expm1 below 0)", tf.nn.elu, function(v) return v < 0 and ffi.C.expm1(v) or v end, 3},
     {"softplus", tf.nn.softplus, function(v) return math.max(v, 0) + ffi.C.log1p(math.exp(-math.abs(v))) end, 3},
   }

@@ -48,6 +48,34 @@ local function device_count(config, counts)
   end
 end
 
+-- Numbers fed to numeric tensors go through scalar values kept from run to
+-- run, one per feed (`scalars.ptr[key]`, an owned mf_tensor*, and
+-- `scalars.data[key]`, its element), so such a run allocates nothing: returns
+-- the value holding v. recycle_scalar, after the run, keeps it for the next
+-- run unless the run kept a reference (a variable took the fed value, a fetch
+-- is the feed itself); then it is left to its holders and the next run makes
+-- another.
+local function is_number_feed(v, dtype) return type(v) == "number" and dtype.name ~= "bool" end
+local function scalar_feed(scalars, key, v, dtype)
+  local ptr = scalars.ptr[key]
+  if ptr == nil then
+    ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
+    if ptr == nil then core.check() end
+    ptr = ffi.gc(ptr, C.mf_tensor_release)
+    scalars.ptr[key], scalars.data[key] = ptr, ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))
+  end
+  scalars.data[key][0] = v
+  return ptr
+end
+local function recycle_scalar(scalars, key)
+  local ptr = scalars.ptr[key]
+  if ptr ~= nil and C.mf_tensor_refcount(ptr) ~= 1 then scalars.ptr[key], scalars.data[key] = nil, nil end
+end
+local function new_scalars(weak)
+  local mode = weak and {__mode = "k"} or nil
+  return {ptr = setmetatable({}, mode), data = setmetatable({}, mode)}
+end
+
 -- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=,
 -- intra_op_parallelism_threads=, elementwise_fusion=, device_count=}).
 local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", "intra_op_parallelism_threads",
@@ -75,7 +103,9 @@ function M.new(arg)
   local ptr = C.mf_session_new_with_config(g.ptr, config, core.status)
   if ptr == nil then core.check_here() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
-                       _log_placement = options.log_device_placement == true}, Session)
+                       _log_placement = options.log_device_placement == true, _scalars = new_scalars(true),
+                       _flat = setmetatable({}, {__mode = "k"})},
+                      Session)
 end
 
 -- With log_device_placement, the placement of each op of the plans built
@@ -320,6 +350,7 @@ local function buffers(self, nfeeds, nfetches, ntargets)
     b.feed_ports = core.ports(b.nfeeds)
     b.feed_values = core.value_ptrs(b.nfeeds)
     b.feed_holds = {}
+    b.scalar_keys = {}
     b.fetch_ports = core.ports(b.nfetches)
     b.fetch_values = core.value_ptrs(b.nfetches)
     b.targets = core.op_ptrs(b.ntargets)
@@ -342,20 +373,61 @@ local function set_feeds(self, b, feeds)
     end
     b.feed_ports[n].op = t.op.ptr
     b.feed_ports[n].index = t.value_index
-    local converted, ptr, hold, kept = pcall(to_value, v, t.dtype, t)
-    if not converted then
-      release_holds(b.feed_holds, 0, n - 1)
-      fail("feed for " .. t.name .. ": " .. tostring(ptr))
-    end
-    b.feed_values[n] = ptr
-    b.feed_holds[n] = hold
-    n = n + 1
-    if kept then
-      b.feed_kept = b.feed_kept or {}
-      b.feed_kept[n] = kept
+    local dtype = t.dtype
+    if is_number_feed(v, dtype) then
+      b.feed_values[n] = scalar_feed(self._scalars, t, v, dtype)
+      b.scalar_keys[n] = t
+      n = n + 1
+    else
+      local converted, ptr, hold, kept = pcall(to_value, v, dtype, t)
+      if not converted then
+        release_holds(b.feed_holds, 0, n - 1)
+        fail("feed for " .. t.name .. ": " .. tostring(ptr))
+      end
+      b.feed_values[n] = ptr
+      b.feed_holds[n] = hold
+      b.scalar_keys[n] = false
+      n = n + 1
+      if kept then
+        b.feed_kept = b.feed_kept or {}
+        b.feed_kept[n] = kept
+      end
     end
   end
   return n
+end
+
+-- Feeds keyed by a composite tensor (a tf.SparseTensor), whose metatable's
+-- __feed(key, value) lists the {tensor, value} pairs it stands for, replaced
+-- by those pairs; the feeds themselves when there is none.
+local function expand_feeds(feeds)
+  local expanded
+  for k in pairs(feeds) do
+    local mt = type(k) == "table" and getmetatable(k)
+    if mt and mt.__feed then expanded = {} break end
+  end
+  if not expanded then return feeds end
+  for k, v in pairs(feeds) do
+    local mt = type(k) == "table" and getmetatable(k)
+    if mt and mt.__feed then
+      for _, pair in ipairs(mt.__feed(k, v)) do expanded[pair[1]] = pair[2] end
+    else
+      expanded[k] = v
+    end
+  end
+  return expanded
+end
+
+-- The flattened fetches of a run (flatten): tensors, targets and template.
+-- A fetch that is one Tensor or Operation, immutable handles, keeps them in
+-- the session for its next runs (read-only from then on).
+local function flat_fetches(self, fetches)
+  local flat = self._flat[fetches]
+  if flat then return flat[1], flat[2], flat[3] end
+  local tensors, targets = {}, {}
+  local template = flatten(self.graph, fetches, tensors, targets, "Session:run")
+  if G.is_tensor(fetches) or G.is_operation(fetches) then self._flat[fetches] = {tensors, targets, template} end
+  return tensors, targets, template
 end
 
 local function count_feeds(feeds)
@@ -372,9 +444,9 @@ function Session:run(fetches, feeds)
   if feeds ~= nil and not args.is_plain(feeds) then
     fail("Session:run: feeds must be a table {[tensor or \"name:0\"] = value}, got " .. args.describe(feeds))
   end
+  if feeds then feeds = expand_feeds(feeds) end
   local graph = self.graph
-  local tensors, targets = {}, {}
-  local template = flatten(graph, fetches, tensors, targets, "Session:run")
+  local tensors, targets, template = flat_fetches(self, fetches)
   -- Dataset iterators (data/iterator.lua) add their next elements to the feeds.
   if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
@@ -391,6 +463,9 @@ function Session:run(fetches, feeds)
   local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
                    b.fetch_values, #tensors, b.targets, #targets, core.status)
   release_holds(b.feed_holds, 0, nfeeds - 1)
+  for i = 0, nfeeds - 1 do
+    if b.scalar_keys[i] then recycle_scalar(self._scalars, b.scalar_keys[i]) end
+  end
   if self._log_placement then
     local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
     print_placement(self)
@@ -399,10 +474,11 @@ function Session:run(fetches, feeds)
   if rc ~= 0 then core.check() end
   hygiene.after_run(self)
   if self.on_run then self.on_run(self, tensors, targets) end
-  local values = {}
-  for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end
   local kept = b.feed_kept
   b.feed_kept = nil
+  if template == 1 and not kept then return to_lua(b.fetch_values[0]) end
+  local values = {}
+  for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end
   keep_fed(values, kept)
   return rebuild(template, values)
 end
@@ -461,7 +537,9 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local log_placement = self._log_placement
   local feed_values = core.value_ptrs(math.max(nfeeds, 1))
   local fetch_values = core.value_ptrs(math.max(nfetches, 1))
-  local holds, cdata_feeds = {}, {}
+  local holds, cdata_feeds, scalar_used, scalars = {}, {}, {}, new_scalars(false)
+  local feed_dtypes = {}
+  for i, t in ipairs(feed_tensors) do feed_dtypes[i] = t.dtype end
   local session = self  -- keeps the session (and so the callable) alive
   local single = type(template) == "number"
   local out_values = core.value_ptrs(math.max(nfetches, 1))
@@ -494,13 +572,20 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       fail(CLOSED)
     end
     local out = select("#", ...) > nfeeds and outputs_of(select(nfeeds + 1, ...))
+    local any_kept = false
     for i = 1, nfeeds do
-      local ok, ptr, hold, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
-      if not ok then
-        release_holds(holds, 1, i - 1)
-        fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
+      local v, dtype = (select(i, ...)), feed_dtypes[i]
+      if is_number_feed(v, dtype) then
+        feed_values[i - 1], scalar_used[i] = scalar_feed(scalars, i, v, dtype), true
+      else
+        local ok, ptr, hold, kept = pcall(to_value, v, dtype, feed_tensors[i])
+        if not ok then
+          release_holds(holds, 1, i - 1)
+          fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
+        end
+        feed_values[i - 1], holds[i], cdata_feeds[i], scalar_used[i] = ptr, hold, kept, false
+        any_kept = any_kept or kept ~= nil
       end
-      feed_values[i - 1], holds[i], cdata_feeds[i] = ptr, hold, kept
     end
     collect_if_due()
     local rc
@@ -512,6 +597,9 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
     end
     release_holds(holds, 1, nfeeds)
+    for i = 1, nfeeds do
+      if scalar_used[i] then recycle_scalar(scalars, i) end
+    end
     if log_placement then  -- plans of functions (branches, loop bodies) built by this run
       local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
       print_placement(session)
@@ -525,12 +613,17 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       if single then return out[1] end
       return rebuild(template, out)
     end
-    local values = {}
-    for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
-    keep_fed(values, cdata_feeds)
+    local result
+    if single and not any_kept then
+      result = to_lua(fetch_values[0])
+    else
+      local values = {}
+      for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
+      keep_fed(values, cdata_feeds)
+      result = single and values[1] or rebuild(template, values)
+    end
     for i = 1, nfeeds do cdata_feeds[i] = nil end
-    if single then return values[1] end
-    return rebuild(template, values)
+    return result
   end
 end
 

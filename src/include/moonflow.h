@@ -286,11 +286,14 @@ MF_API mf_session *mf_session_new_with_options(mf_graph *g, unsigned options, mf
 /* A session's configuration (TensorFlow's ConfigProto). */
 typedef struct mf_session_config {
   unsigned options;                 /* MF_ALLOW_SOFT_PLACEMENT | MF_LOG_DEVICE_PLACEMENT */
-  /* Threads that large kernels (elementwise, reductions, ...) split their work
-   * over, the calling thread included: 0 takes MOONFLOW_NUM_THREADS from the
-   * environment, else the number of cores. A number set here or in the
-   * environment is also OpenBLAS's thread count, so the two never
-   * oversubscribe the cores (OpenBLAS's count is process-wide). */
+  /* Threads that large kernels (elementwise, reductions, softmax and the
+   * cross-entropies, convolutions, pooling, gathers and scatters, segment
+   * ops, scans, copies) split their work over, the calling thread included:
+   * 0 takes MOONFLOW_NUM_THREADS from the environment, else the number of
+   * cores. Results are bit for bit the same for every count (OpenBLAS's gemm
+   * aside). A number set here or in the environment is also OpenBLAS's
+   * thread count, so the two never oversubscribe the cores (OpenBLAS's count
+   * is process-wide). */
   int intra_op_parallelism_threads;
   /* Plans fuse chains of elementwise ops (arithmetic, comparisons, casts,
    * BiasAdd, activations) into one step that makes one pass over the data, keeping
