@@ -245,17 +245,27 @@ function HParams:override_from_dict(map)
   return set_from_map(self, map, sorted_keys(map, "HParams:override_from_dict"), "HParams:override_from_dict")
 end
 
--- hp:to_json() and hp:parse_json(text).
-function HParams:to_json() return json.encode(self:values()) end
+-- hp:to_json(): the values as a JSON object, keys sorted, numbers in the
+-- fewest digits that read back the same (0.1, not 0.10000000000000001).
+function HParams:to_json() return json.encode(self:values(), "HParams:to_json") end
 
+-- hp:parse_json(text): overrides from a JSON object, as TensorFlow's
+-- json.loads then override_from_dict; returns hp. Text that is not JSON fails
+-- with the reader's line and column.
 function HParams:parse_json(text)
-  if type(text) ~= "string" then fail("HParams:parse_json: a JSON string is required") end
-  local ok, map = pcall(json.decode, text)
-  if not ok or type(map) ~= "table" or json.is_array(map) then
-    fail("HParams:parse_json: ValueError: not a JSON object: " .. (ok and text or tostring(map)))
+  if type(text) ~= "string" then fail("HParams:parse_json: a JSON string is required, got " .. args.describe(text)) end
+  local map, err = json.decode(text)
+  if map == nil then fail("HParams:parse_json: ValueError: invalid JSON: " .. err) end
+  if type(map) ~= "table" or map == json.null or json.is_array(map) then
+    fail("HParams:parse_json: ValueError: not a JSON object: " .. text)
   end
   for k, v in pairs(map) do
-    if json.is_array(v) then map[k] = setmetatable(v, nil) end
+    if json.is_array(v) then
+      map[k] = setmetatable(v, nil)
+    elseif type(v) == "table" and v ~= json.null then
+      fail(string.format("HParams:parse_json: ValueError: hyperparameter '%s' has an object value; numbers, " ..
+                         "booleans, strings and lists of them are allowed", k))
+    end
   end
   return set_from_map(self, map, sorted_keys(map, "HParams:parse_json"), "HParams:parse_json")
 end

@@ -144,6 +144,36 @@ MF_API mf_tensor *mf_checkpoint_value(const mf_checkpoint *c, int i);
 MF_API mf_code mf_checkpoint_write(const char *path, const char *const *names, mf_tensor *const *values, int n,
                                    mf_status *s);
 
+/* --- JSON --- */
+/* A JSON document read with Jansson, for Lua code that takes JSON text
+ * (HParams.parse_json); a value is borrowed from its document and lives as
+ * long as it. Object members keep the order of the text. */
+typedef struct mf_json mf_json;
+typedef struct mf_json_value mf_json_value;
+typedef enum mf_json_type {
+  MF_JSON_OBJECT, MF_JSON_ARRAY, MF_JSON_STRING, MF_JSON_INTEGER, MF_JSON_REAL, MF_JSON_TRUE, MF_JSON_FALSE,
+  MF_JSON_NULL
+} mf_json_type;
+/* Parses text[0 .. len) (one JSON value; a key twice in one object is an
+ * error). New; free with mf_json_free. NULL with s set: INVALID_ARGUMENT
+ * "line L column C (char P): what is wrong", Jansson's words and position
+ * (where it stopped: just past the offending token, P bytes read),
+ * RESOURCE_EXHAUSTED. */
+MF_API mf_json *mf_json_parse(const char *text, size_t len, mf_status *s);
+MF_API void mf_json_free(mf_json *j);                   /* NULL is fine */
+MF_API const mf_json_value *mf_json_root(const mf_json *j); /* owned by j */
+MF_API mf_json_type mf_json_type_of(const mf_json_value *v);
+MF_API double mf_json_number(const mf_json_value *v);   /* INTEGER, REAL; 0 otherwise */
+/* STRING: its bytes (owned by the document, NUL-terminated) and *len; NULL otherwise. */
+MF_API const char *mf_json_string(const mf_json_value *v, size_t *len);
+MF_API size_t mf_json_length(const mf_json_value *v);   /* ARRAY, OBJECT: items, members; 0 otherwise */
+/* Item i of an ARRAY, value of member i of an OBJECT (owned by the document);
+ * NULL out of range or for other types. */
+MF_API const mf_json_value *mf_json_item(const mf_json_value *v, size_t i);
+/* Key of member i of an OBJECT (owned by the document, NUL-terminated; *len
+ * its bytes); NULL out of range or for other types. */
+MF_API const char *mf_json_key(const mf_json_value *v, size_t i, size_t *len);
+
 /* --- graph files --- */
 /* A graph file (JSON, format "moonflow.graph": src/io/graph_file.c,
  * docs/api/train.md) holds a graph with its function graphs (branches, loop
