@@ -318,6 +318,10 @@ function cases.stop()
   local again = error_of(function() sess:run(mpi.allreduce(x)) end)
   assert(again:find("MPI is unusable in this process since an earlier collective timed out", 1, true), again)
   ok("later collectives fail at once")
+  -- A rank that timed out ends the job as it exits (MPI_Abort): linger as
+  -- long as the deadline, so the other waiting rank, whose deadline may fall
+  -- a little later on a loaded machine, reports too.
+  os.execute("sleep 3")
 end
 
 -- Rank 1 dies (SIGKILL) before the allreduce: mpirun ends the job.
