@@ -111,10 +111,18 @@ describe("moonflow.mpi", function()
     local out, ok, seconds = mpirun(3, "stop", "MOONFLOW_MPI_TIMEOUT=3")
     assert.is_false(ok, out)
     assert.is_true(seconds < 60, seconds .. " s")
+    -- The first waiting rank to time out ends the job as it exits; on a
+    -- loaded machine the other may be killed before its deadline, so at
+    -- least one of them reports (each one that does, in full).
+    local reported = 0
     for _, r in ipairs({0, 2}) do
-      assert.truthy(out:find("rank " .. r .. " ok timed out after", 1, true), out)
-      assert.truthy(out:find("rank " .. r .. " ok later collectives fail at once", 1, true), out)
+      if out:find("rank " .. r .. " ok timed out after", 1, true) then
+        reported = reported + 1
+        assert.truthy(out:find("rank " .. r .. " ok later collectives fail at once", 1, true), out)
+      end
     end
+    assert.is_true(reported >= 1, out)
+    assert.falsy(out:find("rank 1 ok timed out", 1, true), out)
     assert.matches("MpiAllreduce 'after_stop': timed out after 3 s waiting for [^\n]*: not every rank of 3 joined " ..
                    "%(a rank died, stopped", out)
     assert.truthy(out:find("MPI_ABORT was invoked", 1, true), out)
