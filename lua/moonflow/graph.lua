@@ -706,7 +706,7 @@ local function tensor_in(x, who)
   end
 end
 
-local CONVERTIBLE = "expected a Tensor or a Lua number, boolean, nested list or tf.Array"
+local CONVERTIBLE = "expected a Tensor or a Lua number, boolean, string, nested list or tf.Array"
 
 -- x as a tensor (a Tensor passes through); `dtype` is the dtype numbers take,
 -- `graph` the graph a new constant joins; `who` names the caller in errors
@@ -718,7 +718,7 @@ local function to_tensor(x, dtype, graph, who)
   if kind == "number" and (dtype == nil or (getmetatable(dtype) == core.DType and dtype ~= core.dtypes.bool)) then
     return scalar_const(x, dtype or core.dtypes.float32, nil, graph, who)  -- the common case: y + 1
   end
-  if kind ~= "number" and kind ~= "boolean" and not args.is_plain(x) then
+  if kind ~= "number" and kind ~= "boolean" and kind ~= "string" and not args.is_plain(x) then
     fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
   end
   -- A list holding Tensors is stacked along a new first axis, as TensorFlow

@@ -17,7 +17,8 @@
 --   {"int": 3}, {"float": 0.5} (or "inf", "-inf", "nan"), {"bool": true},
 --   {"type": "float32"}, {"ints": [0, 1]}, {"shape": [2, -1] or null},
 --   {"string": "s"}, {"tensor": {"dtype": "float32", "shape": [2],
---   "data": base64 of the raw little-endian bytes}}, {"graph": i} (functions[i+1]).
+--   "data": base64 of the raw little-endian bytes}} (strings: {"dtype": "string",
+--   "shape": [2], "strings": [base64 of each string]}), {"graph": i} (functions[i+1]).
 -- Integers beyond 2^53 are written as decimal strings. fn = {"seed", "ops"}: a
 -- function graph refers to its ops by id (attrs then_in, body_out, ...: see
 -- src/ops/call.c), and a variable used inside one by the id of the outer
@@ -125,11 +126,20 @@ for _, k in ipairs({"INT", "FLOAT", "BOOL", "TYPE", "INTS", "SHAPE", "STRING", "
   kinds[tonumber(C["MF_ATTR_" .. k])] = k:lower()
 end
 
+local string_length = ffi.new("int64_t[1]")
 local function tensor_out(t)
   local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(t))]
   local dims = json.array({})
   local cd = C.mf_tensor_dims(t)
   for i = 0, C.mf_tensor_rank(t) - 1 do dims[i + 1] = tonumber(cd[i]) end
+  if dtype.name == "string" then  -- each string's bytes, not the value's layout
+    local strings = json.array({})
+    for i = 0, tonumber(C.mf_tensor_size(t)) - 1 do
+      local bytes = C.mf_tensor_string(t, i, string_length)
+      strings[i + 1] = base64_encode(bytes, tonumber(string_length[0]))
+    end
+    return {dtype = dtype.name, shape = dims, strings = strings}
+  end
   return {dtype = dtype.name, shape = dims,
           data = base64_encode(C.mf_tensor_data(t), tonumber(C.mf_tensor_nbytes(t)))}
 end
@@ -252,9 +262,36 @@ local function dims_of(v, what)
   return dims
 end
 
+-- A string tensor: {dtype = "string", shape, strings = [base64 of each, in order]}.
+local function strings_in(v, dims, what)
+  if type(v.strings) ~= "table" then fail(what .. ": expected {dtype, shape, strings}") end
+  local numel = 1
+  for i = 1, #dims do numel = numel * tonumber(dims[i]) end
+  if numel ~= #v.strings then
+    fail(string.format("%s: %d strings for a shape of %.0f elements", what, #v.strings, numel))
+  end
+  local bytes, lengths = ffi.new("const char*[?]", numel + 1), ffi.new("int64_t[?]", numel + 1)
+  local keep = {}
+  for i, enc in ipairs(v.strings) do
+    local n = type(enc) == "string" and math.floor(#enc / 4) * 3 - #enc:match("=*$") or -1
+    local buf = n >= 0 and ffi.new("uint8_t[?]", n + 1)
+    if not (buf and base64_decode(enc, buf, n)) then fail(what .. ": string " .. i .. " is not base64") end
+    keep[i] = buf
+    bytes[i - 1], lengths[i - 1] = ffi.cast("const char *", buf), n
+  end
+  local cdims = core.dims_buffer(#dims > 0 and #dims or 1)
+  for i = 1, #dims do cdims[i - 1] = dims[i] end
+  local t = C.mf_tensor_new_strings(#dims, cdims, bytes, lengths, core.status)
+  if t == nil then core.check_here() end
+  return require("moonflow.array").wrap(t)
+end
+
 local function tensor_in(v, what)
+  local dtype = type(v) == "table" and core.dtypes[v.dtype]
+  if dtype and dtype.name == "string" then
+    return strings_in(v, dims_of(v.shape, what) or fail(what .. ": a tensor needs a shape"), what)
+  end
   if type(v) ~= "table" or type(v.data) ~= "string" then fail(what .. ": expected {dtype, shape, data}") end
-  local dtype = core.dtypes[v.dtype]
   if not dtype then fail(what .. ": unknown dtype " .. tostring(v.dtype)) end
   local dims = dims_of(v.shape, what) or fail(what .. ": a tensor needs a shape")
   -- Size the data from the declared shape before allocating anything, so a

@@ -22,8 +22,18 @@ extern "C" {
 enum { MF_MAX_RANK = 8, MF_ALIGNMENT = 64 };
 
 typedef enum mf_dtype {
-  MF_FLOAT32 = 1, MF_FLOAT64 = 2, MF_INT32 = 3, MF_INT64 = 4, MF_BOOL = 5, MF_UINT8 = 6
+  MF_FLOAT32 = 1, MF_FLOAT64 = 2, MF_INT32 = 3, MF_INT64 = 4, MF_BOOL = 5, MF_UINT8 = 6,
+  MF_STRING = 7
 } mf_dtype;
+
+/* An element of a string value (dtype MF_STRING, TensorFlow's tf.string): a
+ * byte string of `length` bytes (any bytes, NUL included) that start
+ * `offset` bytes from the element itself. A string value owns one buffer:
+ * its elements, then the bytes of all its strings, so it moves by one copy
+ * of mf_tensor_nbytes bytes and its elements are read where they lie, never
+ * copied one by one. String values are immutable once built; they live in
+ * host memory only. A zero-filled element is the empty string. */
+typedef struct mf_tstring { int64_t offset; int64_t length; } mf_tstring;
 
 /* TensorFlow's status codes. */
 typedef enum mf_code {
@@ -78,9 +88,17 @@ mf_dtype mf_tensor_dtype(const mf_tensor *t);
 int mf_tensor_rank(const mf_tensor *t);
 const int64_t *mf_tensor_dims(const mf_tensor *t); /* owned by t */
 int64_t mf_tensor_size(const mf_tensor *t);     /* number of elements */
-size_t mf_tensor_nbytes(const mf_tensor *t);
+size_t mf_tensor_nbytes(const mf_tensor *t);   /* strings: elements and their bytes */
 void *mf_tensor_data(mf_tensor *t);             /* owned by t */
 mf_device_type mf_tensor_device(const mf_tensor *t);
+/* New string value of shape dims holding copies of its n elements (n the
+ * product of dims): bytes[i][0 .. lengths[i]). New reference. mf_tensor_new
+ * makes one of empty strings; mf_tensor_wrap takes no strings. */
+mf_tensor *mf_tensor_new_strings(int rank, const int64_t *dims, const char *const *bytes,
+                                 const int64_t *lengths, mf_status *s);
+/* Element i of string value t: its bytes (owned by t, not NUL-terminated)
+ * and their number in *length. */
+const char *mf_tensor_string(const mf_tensor *t, int64_t i, int64_t *length);
 
 /* --- files --- */
 /* Writes the n chunks data[i][0 .. sizes[i]) to `path` crash-safely: into a
