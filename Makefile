@@ -21,7 +21,7 @@ WARN := -std=c11 -Wall -Wextra -Werror
 MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev lua-busted
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev zlib1g-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn
 
 # One folder per layer (src/README.md); object files mirror the folders.
@@ -30,7 +30,7 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -lopenblas -lm -lpthread
+LIBS := -lopenblas -lz -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
@@ -139,7 +139,7 @@ valgrind: all
 # inputs go to build-fuzz/corpus/<target>, findings to build-fuzz/<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
-FUZZ_TARGETS := checkpoint graph npy csv feeds
+FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps

@@ -63,6 +63,17 @@ function M.csv(bytes)
   sess:close()
 end
 
+-- Every record of a TFRecord file, read plainly and as gzip (the first
+-- byte's low bit picks), strictly and skipping corrupt records.
+function M.tfrecord(bytes)
+  if #bytes < 1 then return end
+  local compression = bytes:byte(1) % 2 == 1 and "GZIP" or ""
+  local file = as_file(bytes:sub(2))
+  pcall(function() for _ in tf.io.tf_record_iterator(file, compression) do end end)
+  local reader = require("moonflow.tfrecord").open_reader(file, compression, true, "fuzz")
+  while reader.next() do end
+end
+
 -- A JSON value after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end

@@ -17,6 +17,7 @@ dependencies = {
 }
 external_dependencies = {
   OPENBLAS = { library = "openblas" },
+  ZLIB = { header = "zlib.h", library = "z" },
 }
 build = {
   type = "make",
@@ -25,7 +26,7 @@ build = {
   build_variables = {
     CC = "$(CC)",
     CFLAGS = "$(CFLAGS)",
-    LDFLAGS = "-L$(OPENBLAS_LIBDIR)",
+    LDFLAGS = "-L$(OPENBLAS_LIBDIR) -L$(ZLIB_LIBDIR)",
   },
   -- The Lua modules, the generated cdef.lua and libmoonflow.so go to
   -- LUADIR/moonflow/, where core.lua finds the library next to itself.

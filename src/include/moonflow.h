@@ -40,7 +40,7 @@ typedef enum mf_code {
   MF_OK = 0, MF_CANCELLED = 1, MF_UNKNOWN = 2, MF_INVALID_ARGUMENT = 3,
   MF_NOT_FOUND = 5, MF_ALREADY_EXISTS = 6, MF_RESOURCE_EXHAUSTED = 8,
   MF_FAILED_PRECONDITION = 9, MF_OUT_OF_RANGE = 11, MF_UNIMPLEMENTED = 12,
-  MF_INTERNAL = 13
+  MF_INTERNAL = 13, MF_DATA_LOSS = 15
 } mf_code;
 
 typedef enum mf_device_type { MF_CPU = 0, MF_CUDA = 1, MF_NUM_DEVICE_TYPES = 2 } mf_device_type;
@@ -111,6 +111,40 @@ const char *mf_tensor_string(const mf_tensor *t, int64_t i, int64_t *length);
  * other I/O errors. */
 mf_code mf_file_write_atomic(const char *path, const void *const *data, const size_t *sizes, int n,
                              mf_status *s);
+
+/* --- TFRecord files --- */
+/* TensorFlow's record files: each record is its length (8 bytes, little
+ * endian), the masked CRC-32C of the length (4), the data, and the masked
+ * CRC-32C of the data (4). `compression` is "" (none) or "GZIP" (the whole
+ * file gzip-compressed); anything else is INVALID_ARGUMENT. */
+typedef struct mf_record_writer mf_record_writer;
+/* Starts writing path crash-safely: records go to a temporary file beside it,
+ * which close renames over path (until then path is unchanged). New; NULL
+ * with s set when the file cannot be created. */
+mf_record_writer *mf_record_writer_open(const char *path, const char *compression, mf_status *s);
+mf_code mf_record_writer_write(mf_record_writer *w, const void *data, size_t n, mf_status *s);
+/* Pushes what was written to the temporary file (not to path). */
+mf_code mf_record_writer_flush(mf_record_writer *w, mf_status *s);
+/* Finishes the file and puts it in place; then frees w. An error (a full
+ * disk) leaves path unchanged. */
+mf_code mf_record_writer_close(mf_record_writer *w, mf_status *s);
+/* Drops what was written, leaving path unchanged, and frees w. NULL is fine. */
+void mf_record_writer_abandon(mf_record_writer *w);
+
+typedef struct mf_record_reader mf_record_reader;
+/* Opens path for reading records. With skip_corrupt, a record whose data
+ * fails its CRC is skipped (and counted) rather than an error; a bad length
+ * or a truncated record ends the file, counted once, since nothing after it
+ * can be found. New; NULL with s set (NOT_FOUND when path cannot be opened). */
+mf_record_reader *mf_record_reader_open(const char *path, const char *compression, bool skip_corrupt,
+                                        mf_status *s);
+/* The next record: *data (owned by r, valid until the next call) and *n.
+ * OUT_OF_RANGE at the end of the file; DATA_LOSS naming the file and the
+ * record's offset (in the uncompressed stream) for a corrupt record. */
+mf_code mf_record_reader_next(mf_record_reader *r, const char **data, size_t *n, mf_status *s);
+/* Corrupt records skipped so far (skip_corrupt). */
+int64_t mf_record_reader_skipped(const mf_record_reader *r);
+void mf_record_reader_free(mf_record_reader *r);  /* NULL is fine */
 
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU (a session may split it
