@@ -8,6 +8,7 @@
 #   make fuzz       libFuzzer on the readers (fuzz/README.md), FUZZ_SECONDS each
 #   make bench      benchmarks with peer comparisons (docs/bench.md, docs/bench.svg)
 #   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
+#   make proto      regenerates src/proto/*.pb-c.* from the .proto files
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header and
 #                   libraries into PREFIX/include and PREFIX/lib
@@ -21,7 +22,7 @@ WARN := -std=c11 -Wall -Wextra -Werror
 MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev zlib1g-dev lua-busted
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev zlib1g-dev libprotobuf-c-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn
 
 # One folder per layer (src/README.md); object files mirror the folders.
@@ -30,11 +31,11 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -lopenblas -lz -lm -lpthread
+LIBS := -lopenblas -lprotobuf-c -lz -lm -lpthread
 CDEF := lua/moonflow/cdef.lua
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c clean
+.PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
@@ -69,6 +70,11 @@ $(BUILD)/libmoonflow.so: $(OBJ)
 
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
+
+# The protobuf-c code of src/proto/ is committed (src/proto/README.md); this
+# regenerates it from the .proto files with protobuf-c-compiler.
+proto:
+	protoc-c --c_out=src/proto -Isrc/proto feature.proto example.proto
 
 $(CDEF): src/include/moonflow.h tools/gencdef.sh
 	sh tools/gencdef.sh src/include/moonflow.h > $@

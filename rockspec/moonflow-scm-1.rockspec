@@ -18,6 +18,7 @@ dependencies = {
 external_dependencies = {
   OPENBLAS = { library = "openblas" },
   ZLIB = { header = "zlib.h", library = "z" },
+  PROTOBUF_C = { header = "protobuf-c/protobuf-c.h", library = "protobuf-c" },
 }
 build = {
   type = "make",
@@ -26,7 +27,7 @@ build = {
   build_variables = {
     CC = "$(CC)",
     CFLAGS = "$(CFLAGS)",
-    LDFLAGS = "-L$(OPENBLAS_LIBDIR) -L$(ZLIB_LIBDIR)",
+    LDFLAGS = "-L$(OPENBLAS_LIBDIR) -L$(ZLIB_LIBDIR) -L$(PROTOBUF_C_LIBDIR)",
   },
   -- The Lua modules, the generated cdef.lua and libmoonflow.so go to
   -- LUADIR/moonflow/, where core.lua finds the library next to itself.

@@ -97,6 +97,7 @@ local CATALOG = {
   OnesLike = {"tf.ones_like"},
   Pack = {"tf.stack"},
   Pad = {"tf.pad"},
+  ParseExample = {"tf.io.parse_single_example", "tf.io.parse_example"},
   Placeholder = {"tf.placeholder"},
   Pow = {"tf.pow"},
   Print = {"tf.Print"},

@@ -19,7 +19,7 @@ describe("the static library", function()
     end
     local exe = os.tmpname()
     -- MOONFLOW_LINK_FLAGS carries the sanitizer flags when the archive is instrumented.
-    local cmd = string.format("%s -std=c11 -Isrc/include '%s' '%s' %s -lopenblas -lz -lm -lpthread -o '%s' 2>&1 && '%s' 2>&1",
+    local cmd = string.format("%s -std=c11 -Isrc/include '%s' '%s' %s -lopenblas -lprotobuf-c -lz -lm -lpthread -o '%s' 2>&1 && '%s' 2>&1",
                               os.getenv("CC") or "cc", src, archive, os.getenv("MOONFLOW_LINK_FLAGS") or "",
                               exe, exe)
     local p = assert(io.popen(cmd .. "; echo \"exit=$?\""))

@@ -161,6 +161,19 @@ local function strings_from(value, dims, who)
     return v
   end
   if #dims == 0 then check(value) else fill_from_table(value, {}, dims, 1, 0, check, who) end
+  return Array.from_strings(strings, dims)
+end
+
+-- The elements of string array a as a flat Lua list, in row-major order.
+function Array.flat_strings(a)
+  local out = {}
+  for i = 0, a._size - 1 do out[i + 1] = string_at(a.ptr, i) end
+  return out
+end
+
+-- A string array of shape dims (a Lua list) holding the Lua strings of the
+-- flat list `strings` (as many as dims holds), in row-major order.
+function Array.from_strings(strings, dims)
   local n = #strings
   local bytes, lengths = ffi.new("const char*[?]", n + 1), ffi.new("int64_t[?]", n + 1)
   for i = 1, n do bytes[i - 1], lengths[i - 1] = strings[i], #strings[i] end

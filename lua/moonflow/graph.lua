@@ -680,7 +680,11 @@ function M.constant(value, ...)
     local want = opts.shape
     local n = 1
     for _, d in ipairs(want) do n = n * d end
-    if a:size() == 1 and n ~= 1 then
+    if a.dtype.name == "string" and (a:size() == n or a:size() == 1) then  -- strings move as Lua strings
+      local flat = Array.flat_strings(a)
+      for i = 2, n do flat[i] = flat[i] or flat[1] end
+      a = Array.from_strings(flat, want)
+    elseif a:size() == 1 and n ~= 1 then
       local filled = Array.new(a.dtype, want)
       for i = 0, n - 1 do filled._data[i] = a._data[0] end
       a = filled

@@ -68,7 +68,7 @@ tf.ops = ops
 -- ops.* are the op wrappers (lua/moonflow/ops/).
 for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
                          "train", "ops.conv", "ops.index", "ops.linalg", "ops.strings", "ops.control_flow", "layers", "cookbook",
-                         "saver", "graph_io", "data", "io", "tfrecord", "ops.debugging", "devices"}) do
+                         "saver", "graph_io", "data", "io", "tfrecord", "example", "ops.debugging", "devices"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

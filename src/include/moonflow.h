@@ -146,6 +146,38 @@ mf_code mf_record_reader_next(mf_record_reader *r, const char **data, size_t *n,
 int64_t mf_record_reader_skipped(const mf_record_reader *r);
 void mf_record_reader_free(mf_record_reader *r);  /* NULL is fine */
 
+/* --- tf.train.Example --- */
+/* TensorFlow's Example message (example.proto, feature.proto): named
+ * features, each a list of floats, int64s or byte strings, packed and parsed
+ * with protobuf-c. Features keep the order they were set or parsed in. */
+typedef struct mf_example mf_example;
+typedef enum mf_feature_kind {
+  MF_FEATURE_NONE = 0, MF_FEATURE_BYTES = 1, MF_FEATURE_FLOATS = 2, MF_FEATURE_INT64S = 3
+} mf_feature_kind;
+mf_example *mf_example_new(void);                /* new, empty; NULL when out of memory */
+void mf_example_free(mf_example *e);             /* NULL is fine */
+/* Sets feature key (replacing one of that key) to copies of n values. */
+mf_code mf_example_set_floats(mf_example *e, const char *key, const float *v, size_t n, mf_status *s);
+mf_code mf_example_set_int64s(mf_example *e, const char *key, const int64_t *v, size_t n, mf_status *s);
+mf_code mf_example_set_bytes(mf_example *e, const char *key, const char *const *v, const size_t *lengths,
+                             size_t n, mf_status *s);
+/* The wire bytes into *out (new, free with mf_free_bytes) and *n. */
+mf_code mf_example_serialize(const mf_example *e, char **out, size_t *n, mf_status *s);
+void mf_free_bytes(char *p);
+/* Parses wire bytes; new, or NULL with s set (INVALID_ARGUMENT) when they
+ * are no Example. */
+mf_example *mf_example_parse(const void *data, size_t n, mf_status *s);
+int mf_example_num_features(const mf_example *e);
+const char *mf_example_key(const mf_example *e, int i);   /* owned by e; NULL out of range */
+int mf_example_find(const mf_example *e, const char *key); /* index, or -1 */
+/* For i in [0, mf_example_num_features): the kind, the number of values and
+ * the values (owned by e). */
+mf_feature_kind mf_example_kind(const mf_example *e, int i);
+size_t mf_example_count(const mf_example *e, int i);
+const float *mf_example_floats(const mf_example *e, int i);
+const int64_t *mf_example_int64s(const mf_example *e, int i);
+const char *mf_example_bytes(const mf_example *e, int i, size_t j, size_t *length);
+
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU (a session may split it
  * into several, mf_session_config.device_count); for MF_CUDA the GPUs a
