@@ -74,6 +74,21 @@ function M.tfrecord(bytes)
   while reader.next() do end
 end
 
+-- A serialized tf.train.Example: parsed into Lua tables, and by ParseExample
+-- for a float, an int64 and a string feature of any length.
+local example_graph = tf.Graph()
+local example_input, example_parsed = example_graph:as_default(function()
+  local serialized = tf.placeholder(tf.string, {})
+  return serialized, tf.io.parse_single_example(serialized, {
+    v = tf.io.VarLenFeature(tf.float32), id = tf.io.FixedLenFeature({}, tf.int64, 0),
+    name = tf.io.VarLenFeature(tf.string)})
+end)
+local example_session = tf.Session(example_graph)
+function M.example(bytes)
+  pcall(tf.train.Example.FromString, bytes)
+  example_session:run(example_parsed, {[example_input] = bytes})
+end
+
 -- A JSON value after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end

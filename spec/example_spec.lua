@@ -81,6 +81,20 @@ describe("parsing Examples in the graph", function()
     assert.same({3, 2}, got.tags.dense_shape:totable())
   end)
 
+  it("tf.sparse.to_dense fills what a VarLenFeature lacks", function()
+    local records = {}
+    for i = 0, 2 do
+      local v = {}
+      for k = 1, i do v[k] = k * 1.5 end
+      records[i + 1] = tf.train.Example{features = tf.train.Features{feature = {v = floats(v)}}}:SerializeToString()
+    end
+    local p = tf.io.parse_example(records, {v = tf.io.VarLenFeature(tf.float32)})
+    local sess = tf.Session()
+    assert.same({{0, 0}, {1.5, 0}, {1.5, 3}}, sess:run(tf.sparse.to_dense(p.v)):totable())
+    assert.same({{-1, -1}, {1.5, -1}, {1.5, 3}}, sess:run(tf.sparse.to_dense(p.v, -1)):totable())
+    assert.truthy(H.error_of(tf.sparse.to_dense, {1}):find("expected a tf.SparseTensor", 1, true))
+  end)
+
   it("names the feature and example that do not fit", function()
     local one = H.read(FIXTURES .. "one.pb")
     local sess = tf.Session()
