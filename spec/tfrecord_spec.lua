@@ -91,7 +91,9 @@ describe("TFRecord files", function()
       H.write(path, bytes)
       return path
     end
-    local function flip(bytes, at) return bytes:sub(1, at - 1) .. string.char(255 - bytes:byte(at)) .. bytes:sub(at + 1) end
+    local function flip(bytes, at)
+      return bytes:sub(1, at - 1) .. string.char(255 - bytes:byte(at)) .. bytes:sub(at + 1)
+    end
 
     it("a bad data checksum is an error naming the file and offset, or a skipped record", function()
       local path = file_with(function(b) return flip(b, 20 + 12 + 1) end)  -- a byte of "bbbb"

@@ -46,7 +46,9 @@ local function install(tf)
     if not args.is_plain(t) then fail(fname .. ": expected a table with one list, got " .. args.describe(t)) end
     local kind
     for k in pairs(t) do
-      if not LISTS[k] then fail(fname .. ": unknown field '" .. tostring(k) .. "' (expected bytes_list, float_list or int64_list)") end
+      if not LISTS[k] then
+        fail(fname .. ": unknown field '" .. tostring(k) .. "' (expected bytes_list, float_list or int64_list)")
+      end
       if kind then fail(fname .. ": a feature holds one list, got " .. kind .. " and " .. k) end
       kind = k
     end
@@ -111,7 +113,9 @@ local function install(tf)
 
   -- tf.train.Example.FromString(bytes): the message parsed.
   function tf.train.Example.FromString(bytes)
-    if type(bytes) ~= "string" then fail("tf.train.Example.FromString: expected a string, got " .. args.describe(bytes)) end
+    if type(bytes) ~= "string" then
+      fail("tf.train.Example.FromString: expected a string, got " .. args.describe(bytes))
+    end
     local e = C.mf_example_parse(bytes, #bytes, core.status)
     if e == nil then core.check_here() end
     e = ffi.gc(e, C.mf_example_free)
@@ -144,7 +148,8 @@ local function install(tf)
   local FixedLen, VarLen = {}, {}
   function tf.io.FixedLenFeature(shape, dtype, default_value)
     return setmetatable({shape = args.int_list(shape, "tf.io.FixedLenFeature", "shape"),
-                         dtype = core.as_dtype(dtype, "tf.io.FixedLenFeature"), default_value = default_value}, FixedLen)
+                         dtype = core.as_dtype(dtype, "tf.io.FixedLenFeature"), default_value = default_value},
+                        FixedLen)
   end
   function tf.io.VarLenFeature(dtype)
     return setmetatable({dtype = core.as_dtype(dtype, "tf.io.VarLenFeature")}, VarLen)

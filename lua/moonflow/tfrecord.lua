@@ -14,7 +14,9 @@ function M.compression_of(options, fname)
   local c = options
   if args.is_plain(options) then
     for k in pairs(options) do
-      if k ~= "compression_type" then fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected compression_type)") end
+      if k ~= "compression_type" then
+        fail(fname .. ": unknown option '" .. tostring(k) .. "' (expected compression_type)")
+      end
     end
     c = options.compression_type
   end
@@ -77,7 +79,9 @@ local function install(tf)
     return setmetatable({ptr = ffi.gc(w, C.mf_record_writer_abandon), path = path}, Writer)
   end
   local function open_writer(w, what)
-    if getmetatable(w) ~= Writer then fail("TFRecordWriter:" .. what .. ": call it as a method (w:" .. what .. "(...))") end
+    if getmetatable(w) ~= Writer then
+      fail("TFRecordWriter:" .. what .. ": call it as a method (w:" .. what .. "(...))")
+    end
     if w.ptr == nil then fail("TFRecordWriter:" .. what .. ": the writer of " .. w.path .. " is closed") end
     return w.ptr
   end

@@ -68,7 +68,9 @@ static feature *slot(mf_example *e, const char *key) {
   return f;
 }
 
-static mf_code oom(mf_status *s) { return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an Example"); }
+static mf_code oom(mf_status *s) {
+  return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building an Example");
+}
 
 /* A copy of n items of `size` bytes (NULL for none; *ok false when out of memory). */
 static void *copy_of(const void *v, size_t n, size_t size, bool *ok) {

@@ -50,7 +50,8 @@ static mf_code decode_raw_kernel(mf_kernel_ctx *ctx) {
                         ctx->op->name, (long long)i, (long long)n, (long long)length);
   }
   if (length % (int64_t)width)
-    return MF_INVALID(ctx->status, "%s: Input to DecodeRaw has length %lld that is not a multiple of %zu, the size of %s",
+    return MF_INVALID(ctx->status,
+                      "%s: Input to DecodeRaw has length %lld that is not a multiple of %zu, the size of %s",
                       ctx->op->name, (long long)length, width, mf_dtype_name(t));
   int64_t dims[MF_MAX_RANK];
   memcpy(dims, in->dims, (size_t)in->rank * sizeof *dims);
@@ -250,7 +251,8 @@ static mf_code csv_kernel(mf_kernel_ctx *ctx) {
       for (int k = 0; k < ncols && !code; k++) {
         if ((pass < 0) == (ctx->op->out_dtypes[k] == MF_STRING) || (pass >= 0 && k != pass)) continue;
         csv_field f = fields[nselect > 0 ? cols[k] : k];
-        bool missing = f.length == 0 || (na_len && (size_t)f.length == na_len && memcmp(f.start, na_value, na_len) == 0);
+        bool missing = f.length == 0 ||
+                       (na_len && (size_t)f.length == na_len && memcmp(f.start, na_value, na_len) == 0);
         code = csv_store(ctx, k, r, f, missing, &b);
       }
     }
@@ -352,9 +354,14 @@ static mf_code parse_example_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-static const char *feature_type_name(mf_dtype t) { return t == MF_FLOAT32 ? "float" : t == MF_INT64 ? "int64" : "string"; }
+static const char *feature_type_name(mf_dtype t) {
+  return t == MF_FLOAT32 ? "float" : t == MF_INT64 ? "int64" : "string";
+}
 static const char *kind_name(mf_feature_kind k) {
-  return k == MF_FEATURE_FLOATS ? "float" : k == MF_FEATURE_INT64S ? "int64" : k == MF_FEATURE_BYTES ? "string" : "none";
+  return k == MF_FEATURE_FLOATS ? "float"
+         : k == MF_FEATURE_INT64S ? "int64"
+         : k == MF_FEATURE_BYTES ? "string"
+                                  : "none";
 }
 static mf_feature_kind kind_of(mf_dtype t) {
   return t == MF_FLOAT32 ? MF_FEATURE_FLOATS : t == MF_INT64 ? MF_FEATURE_INT64S : MF_FEATURE_BYTES;

@@ -392,7 +392,8 @@ static mf_code regex_infer(mf_infer_ctx *ic) {
   for (int i = 1; i < 3; i++)
     if (ic->in_shapes[i].rank > 0) {
       char buf[128];
-      return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name, i == 1 ? "pattern" : "rewrite",
+      return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name,
+                        i == 1 ? "pattern" : "rewrite",
                         mf_shape_str(&ic->in_shapes[i], buf, sizeof buf));
     }
   ic->out_dtypes[0] = MF_STRING;

@@ -161,7 +161,8 @@ return function(tf, ops)
   tf.sparse = tf.sparse or {}
   function tf.sparse.to_dense(sp, default_value, name)
     local fname = "tf.sparse.to_dense"
-    if not args.is_plain(sp) or not (G.is_tensor(sp.indices) and G.is_tensor(sp.values) and G.is_tensor(sp.dense_shape)) then
+    if not (args.is_plain(sp) and G.is_tensor(sp.indices) and G.is_tensor(sp.values) and
+            G.is_tensor(sp.dense_shape)) then
       fail(fname .. ": expected a tf.SparseTensor {indices, values, dense_shape}, got " .. args.describe(sp))
     end
     if sp.values.dtype == string_dtype then fail(fname .. ": string values are not supported yet") end
