@@ -10,35 +10,58 @@
 #   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
 #   make proto      regenerates src/proto/*.pb-c.* from the .proto files
 #   make demo       runs examples/demo.lua
-#   make install    Lua modules + library into LUADIR/moonflow, header and
-#                   libraries into PREFIX/include and PREFIX/lib
-#   make install-lua  only the Lua modules + library (what LuaRocks runs)
+#   make install    Lua modules + library into LUADIR/moonflow, header,
+#                   libraries and moonflow.pc into PREFIX/include and PREFIX/lib,
+#                   the moonflow command (the REPL) into PREFIX/bin
+#   make install-lua  only the Lua modules + library + API reference (what LuaRocks runs)
+#   make install-c  only the header, libraries and moonflow.pc
 CC ?= cc
 CFLAGS ?= -O2 -g
-WARN := -std=c11 -Wall -Wextra -Werror
+# Warnings are errors in this project's builds; WERROR= builds users' copies
+# (LuaRocks) without, so a newer compiler's new warning does not stop them.
+WERROR ?= -Werror
+WARN := -std=c11 -Wall -Wextra $(WERROR)
 # sqrt and friends never set errno here, so their loops can vectorize; gcc's
 # -O2 vectorizes only loops that need no remainder loop unless told its
 # dynamic cost model (clang vectorizes them at -O2 and lacks the flag).
 MATH := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev zlib1g-dev libprotobuf-c-dev lua-busted
-DEB_TEST_PACKAGES := python3-sklearn
+# Where install-lua puts the library the Lua modules load: beside them by
+# default; LuaRocks puts it in its tree for C code (rockspec/).
+LUA_LIBDIR ?= $(LUADIR)
+INCLUDEDIR ?= $(PREFIX)/include
+LIBDIR ?= $(PREFIX)/lib
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev zlib1g-dev libprotobuf-c-dev lua-busted
+DEB_TEST_PACKAGES := python3-sklearn pkg-config tmux
+
+# The version is the header's MF_VERSION; the shared library's soname carries
+# its major number (libmoonflow.so.0), which changes when the ABI does.
+VERSION := $(shell sed -n 's/^\#define MF_VERSION "\(.*\)"$$/\1/p' src/include/moonflow.h)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libmoonflow.so.$(SOVERSION)
 
 # One folder per layer (src/README.md); object files mirror the folders.
-SRC := $(wildcard src/*/*.c src/*/*/*.c)
+# src/mpi/ is no layer of the core: it builds libmoonflow_mpi.so apart.
+SRC := $(filter-out src/mpi/%,$(wildcard src/*/*.c src/*/*/*.c))
 HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -lopenblas -lprotobuf-c -lz -lm -lpthread
-CDEF := lua/moonflow/cdef.lua
-LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(BUILD)/libmoonflow.so
+LIBS := -ljansson -lopenblas -lprotobuf-c -lz -lm -lpthread
+CDEF := lua/moonflow/cdef.lua lua/moonflow/mpi_cdef.lua
+# The MPI library (src/mpi/README.md), built where Open MPI's mpicc is found.
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+MPI_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/mpi/*.c))
+MPI_LIB := $(if $(MPI_LIBS),$(BUILD)/libmoonflow_mpi.so)
+LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
-.PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c clean
+.PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
-lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF)
+lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF) $(MPI_LIB)
 
 # Installs the missing Debian packages of $(1) when root; otherwise says what
 # to run, then runs $(2) (exit 1 where they are required).
@@ -57,16 +80,28 @@ define install_debs
 endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES),exit 1)
-# The digits spec trains on the data python3-sklearn ships; without it, it is skipped.
+# The digits spec trains on the data python3-sklearn ships, the C host of
+# names_spec is built with pkg-config, and the REPL spec drives the REPL on a
+# terminal through tmux; without them, those specs are skipped.
 test-deps: | deps
 	$(call install_debs,$(DEB_TEST_PACKAGES),true)
 
 $(BUILD)/%.o: src/%.c $(HDR)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC $(INCLUDES) -c $< -o $@
+	$(CC) $(WARN) $(MATH) $(CFLAGS) -fPIC -fvisibility=hidden $(INCLUDES) -c $< -o $@
 
-$(BUILD)/libmoonflow.so: $(OBJ)
-	$(CC) $(CFLAGS) -shared -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
+# Only what moonflow.h declares (MF_API) is exported; the rest is hidden.
+$(BUILD)/libmoonflow.so.$(VERSION): $(OBJ)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $(OBJ) $(LIBS) $(LDFLAGS)
+$(BUILD)/libmoonflow.so: $(BUILD)/libmoonflow.so.$(VERSION)
+	ln -sf libmoonflow.so.$(VERSION) $(BUILD)/$(SONAME) && ln -sf libmoonflow.so.$(VERSION) $@
+
+# The MPI library links the shared core (by its soname, found beside it) and
+# Open MPI; --no-undefined catches a call into the core's hidden internals.
+$(BUILD)/mpi/%.o: INCLUDES += $(MPI_CFLAGS)
+$(BUILD)/libmoonflow_mpi.so: $(MPI_OBJ) $(BUILD)/libmoonflow.so
+	$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' -o $@ $(MPI_OBJ) \
+	  $(BUILD)/$(SONAME) $(MPI_LIBS) -lpthread $(LDFLAGS)
 
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
@@ -76,8 +111,10 @@ $(BUILD)/libmoonflow.a: $(OBJ)
 proto:
 	protoc-c --c_out=src/proto -Isrc/proto feature.proto example.proto
 
-$(CDEF): src/include/moonflow.h tools/gencdef.sh
+lua/moonflow/cdef.lua: src/include/moonflow.h tools/gencdef.sh
 	sh tools/gencdef.sh src/include/moonflow.h > $@
+lua/moonflow/mpi_cdef.lua: src/mpi/moonflow_mpi.h tools/gencdef.sh
+	sh tools/gencdef.sh src/mpi/moonflow_mpi.h > $@
 
 test: all test-deps
 	$(LUA_ENV) busted $(BUSTED_ARGS) spec
@@ -102,7 +139,7 @@ asan:
 # hosts that specs link against the instrumented archive need the runtimes.
 ASAN_RUNTIME = $$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)
 test-asan: deps asan
-	$(LUA_ENV) MOONFLOW_LIB=build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
+	$(LUA_ENV) MOONFLOW_LIB=$(CURDIR)/build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
 	  MOONFLOW_LINK_FLAGS="-fsanitize=$(SANITIZERS)" \
 	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  busted $(BUSTED_ARGS) spec
@@ -115,7 +152,7 @@ test-asan: deps asan
 # depending on how many cores the machine has). moonflow's own threads are all
 # instrumented, so races in moonflow's code stay visible; no suppressions.
 TSAN_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1
-THREAD_CHECKS := async_check threads_check fuse_check
+THREAD_CHECKS := async_check threads_check fuse_check kernels_threads_check
 test-threads: deps
 	mkdir -p build-tsan
 	for c in $(THREAD_CHECKS); do \
@@ -133,7 +170,7 @@ VALGRIND_SPECS := $(addprefix spec/,args_spec.lua core_spec.lua array_spec.lua m
   gradients_spec.lua grad_index_spec.lua train_spec.lua scopes_spec.lua saver_spec.lua graph_io_spec.lua \
   npy_spec.lua data_spec.lua prefetch_spec.lua layers_spec.lua debugging_spec.lua lua_func_spec.lua \
   hygiene_spec.lua device_spec.lua registry_spec.lua cookbook_spec.lua ordering_spec.lua bad_input_spec.lua \
-  linalg_spec.lua)
+  linalg_spec.lua eager_spec.lua printing_spec.lua)
 valgrind: all
 	$(call install_debs,valgrind,exit 1)
 	$(LUA_ENV) valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
@@ -156,7 +193,7 @@ fuzz: deps
 	  $$(pkg-config --libs luajit) -o build-fuzz/fuzz
 	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t && \
-	  $(LUA_ENV) MOONFLOW_LIB=build-fuzz/libmoonflow.so MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 \
+	  $(LUA_ENV) MOONFLOW_LIB=$(CURDIR)/build-fuzz/libmoonflow.so MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 \
 	    build-fuzz/fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -artifact_prefix=build-fuzz/$$t- \
 	    build-fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
 	done
@@ -164,11 +201,13 @@ fuzz: deps
 # The C peers are compiled by bench/harness.lua with the library's CC and
 # CFLAGS. The Python peers (NumPy, PyTorch, TensorFlow 1.x graph mode) run in
 # the virtualenv `make bench-peers` makes, else in Debian's python3 with what
-# it has; BENCH_QUICK=1 is a short smoke run that reports into $(BUILD)/.
+# it has; BENCH_QUICK=1 is a short smoke run that reports into $(BUILD)/, and
+# ONLY=<Lua patterns, comma-separated> runs only the sections whose name one
+# of them matches (also into $(BUILD)/), e.g. make bench ONLY=tf.data,fusion.
 BENCH_VENV ?= $(HOME)/.cache/moonflow/bench-venv
 BENCH_PYTHON ?= $(firstword $(wildcard $(BENCH_VENV)/bin/python3 /usr/bin/python3) python3)
 bench: all
-	$(LUA_ENV) BENCH_BUILD=$(BUILD) BENCH_PYTHON="$(BENCH_PYTHON)" CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
+	$(LUA_ENV) BENCH_BUILD=$(BUILD) BENCH_PYTHON="$(BENCH_PYTHON)" BENCH_ONLY="$(ONLY)" CC="$(CC)" CFLAGS="$(CFLAGS)" luajit bench/run.lua
 
 # The peers' virtualenv, outside the tree (it is several GB: PyPI's torch
 # wheel brings its CUDA libraries along) and shared by every checkout.
@@ -181,21 +220,39 @@ bench-peers:
 demo: all
 	$(LUA_ENV) luajit examples/demo.lua
 
-install: install-lua install-c
+install: install-lua install-c install-bin
 
-# Lua modules (with the generated cdef.lua) and the library they load, side by side.
+# Lua modules (with the generated cdef.lua), the library they load as
+# LUA_LIBDIR/moonflow/libmoonflow.so (lua/moonflow/core.lua finds it there),
+# and the API reference in LUADIR/moonflow/doc/, which the REPL's help() reads.
 install-lua: lib
-	mkdir -p $(DESTDIR)$(LUADIR)/moonflow
+	mkdir -p $(DESTDIR)$(LUADIR)/moonflow $(DESTDIR)$(LUA_LIBDIR)/moonflow
 	cp lua/moonflow/*.lua $(DESTDIR)$(LUADIR)/moonflow/
 	for d in lua/moonflow/*/; do [ -d "$$d" ] || continue; sub=$$(basename "$$d"); \
 	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
-	cp $(BUILD)/libmoonflow.so $(DESTDIR)$(LUADIR)/moonflow/libmoonflow.so
+	cp $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow.so
+	$(if $(MPI_LIB),cp $(MPI_LIB) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow_mpi.so)
+	mkdir -p $(DESTDIR)$(LUADIR)/moonflow/doc
+	cp docs/api/*.md $(DESTDIR)$(LUADIR)/moonflow/doc/
 
-# The C API for hosts without Lua.
+# The moonflow command: the REPL and script runner (LuaRocks installs it from
+# the rockspec's build.install.bin).
+install-bin:
+	mkdir -p $(DESTDIR)$(PREFIX)/bin
+	cp bin/moonflow $(DESTDIR)$(PREFIX)/bin/moonflow
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/moonflow
+
+# The C API for hosts without Lua: the header, the static library, the shared
+# one under its full version with the soname and development links, and
+# moonflow.pc (`pkg-config --cflags --libs moonflow`; --static for the archive).
 install-c: lib
-	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib
-	cp src/include/moonflow.h $(DESTDIR)$(PREFIX)/include/moonflow.h
-	cp $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(DESTDIR)$(PREFIX)/lib/
+	mkdir -p $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	cp src/include/moonflow.h $(DESTDIR)$(INCLUDEDIR)/moonflow.h
+	cp $(BUILD)/libmoonflow.a $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libmoonflow.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmoonflow.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@LIBDIR@|$(LIBDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|; s|@LIBS@|$(LIBS)|' src/moonflow.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/moonflow.pc
 
 clean:
 	rm -rf build build-asan build-clang build-tsan build-fuzz $(CDEF)

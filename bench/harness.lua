@@ -6,7 +6,7 @@
 --
 -- A contender is {label =, run = function(calls) -> seconds or nil, why}
 -- plus optional `units` (units of work per call: loop iterations, runs) and
--- `target` (the speed ratio issue 13 asks of moonflow against this peer).
+-- `target` (the speed ratio an issue asks of moonflow against this peer).
 -- One that cannot run carries `why` instead of `run`.
 local ffi = require("ffi")
 
@@ -21,6 +21,18 @@ M.batch_seconds = M.quick and 0.02 or 0.2
 -- a while after their last job (OpenBLAS's up to about 0.1 s), and on a
 -- machine with few cores they would take cores from the next contender.
 M.settle_seconds = tonumber(os.getenv("BENCH_SETTLE") or "") or 0.1
+-- BENCH_ONLY (`make bench ONLY=...`): Lua patterns separated by commas; only
+-- the sections whose name one of them matches run.
+M.only = os.getenv("BENCH_ONLY")
+if M.only == "" then M.only = nil end
+
+local function selected(name)
+  if not M.only then return true end
+  for pattern in M.only:gmatch("[^,]+") do
+    if name:find(pattern) then return true end
+  end
+  return false
+end
 
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -43,47 +55,79 @@ function M.median(values)
   return #sorted % 2 == 1 and sorted[mid + 1] or (sorted[mid] + sorted[mid + 1]) / 2
 end
 
--- A contender timed in this process: one call of fn is `units` units of work.
-function M.lua_contender(label, fn, options)
+-- A contender with the options every kind takes: units (of work per call),
+-- target, note and budget (the most seconds its repeats may take: one whose
+-- single call takes long runs fewer rounds, at least one).
+local function contender(label, options, run)
   options = options or {}
   return {label = label, units = options.units, target = options.target, note = options.note,
-          run = function(calls)
-            local t0 = M.now()
-            for _ = 1, calls do fn() end
-            return M.now() - t0
-          end}
+          budget = options.budget, run = run}
+end
+M.contender = contender
+
+-- A contender timed in this process: one call of fn is `units` units of work.
+function M.lua_contender(label, fn, options)
+  return contender(label, options, function(calls)
+    local t0 = M.now()
+    for _ = 1, calls do fn() end
+    return M.now() - t0
+  end)
+end
+
+-- A contender whose calls time themselves: fn() does untimed work first
+-- (freeing the previous call's graph, collecting garbage) and returns the
+-- seconds of its timed part.
+function M.timed_contender(label, fn, options)
+  return contender(label, options, function(calls)
+    local seconds = 0
+    for _ = 1, calls do seconds = seconds + fn() end
+    return seconds
+  end)
 end
 
 -- Calls per batch so that one batch takes about batch_seconds; the first
--- calls warm up plans, buffers and JIT traces.
+-- calls warm up plans, buffers and JIT traces. Also returns the seconds of
+-- the first call when it alone took a batch or more (then no more were run).
 local function calibrate(c)
   local calls = 1
   local t, why = c.run(calls)
   if not t then return nil, why end
+  local single = t >= M.batch_seconds / 4 and t or nil
   while t < M.batch_seconds / 4 and calls < 2 ^ 24 do
     calls = calls * 4
     t, why = c.run(calls)
     if not t then return nil, why end
   end
-  return math.max(1, math.floor(calls * M.batch_seconds / math.max(t, 1e-9) + 0.5))
+  return math.max(1, math.floor(calls * M.batch_seconds / math.max(t, 1e-9) + 0.5)), single
 end
 
 -- Seconds per unit of each contender: `reps` rounds, each running every
 -- contender once in turn, so that a change of load on the machine hits all
 -- alike; the median of the rounds. A contender that fails gets `why` and no
--- time.
+-- time. One with a budget whose single calibration call took long keeps
+-- that call as its first sample and runs only the rounds its budget allows
+-- (c.samples says how many it got).
 function M.interleave(contenders)
-  local calls, samples = {}, {}
+  local calls, samples, rounds = {}, {}, {}
   for i, c in ipairs(contenders) do
-    samples[i] = {}
+    samples[i], rounds[i] = {}, M.reps
     if c.run then
-      local n, why = calibrate(c)
-      if n then calls[i] = n else c.why = "failed: " .. tostring(why) end
+      local n, single_or_why = calibrate(c)
+      if not n then
+        c.why = "failed: " .. tostring(single_or_why)
+      else
+        local single = single_or_why
+        calls[i] = n
+        if c.budget and single and single * M.reps > c.budget then
+          samples[i][1] = single / (c.units or 1)
+          rounds[i] = math.max(0, math.floor(c.budget / single) - 1)
+        end
+      end
     end
   end
-  for _ = 1, M.reps do
+  for r = 1, M.reps do
     for i, c in ipairs(contenders) do
-      if calls[i] then
+      if calls[i] and r <= rounds[i] then
         if M.settle_seconds > 0 then ffi.C.poll(nil, 0, math.floor(M.settle_seconds * 1000)) end
         local t, why = c.run(calls[i])
         if t then
@@ -95,8 +139,9 @@ function M.interleave(contenders)
     end
   end
   local medians = {}
-  for i = 1, #contenders do
+  for i, c in ipairs(contenders) do
     medians[i] = calls[i] and M.median(samples[i]) or nil
+    c.samples = calls[i] and #samples[i] or nil
   end
   return medians
 end
@@ -105,7 +150,7 @@ end
 -- A row is moonflow's figure, or a peer's figure under the row above it:
 -- {name, value, unit, peer, peer_value, ratio, target, met, note}. ratio is
 -- the peer's time over moonflow's (or the peer's memory over moonflow's):
--- above 1, moonflow is faster or smaller. target is the ratio issue 13 asks
+-- above 1, moonflow is faster or smaller. target is the ratio an issue asks
 -- for; met says whether the run reached it (or an absolute goal).
 M.rows = {}
 
@@ -114,8 +159,13 @@ function M.row(r)
   return r
 end
 
--- Runs a benchmark section; one that fails becomes a row saying why.
+-- Runs a benchmark section (unless BENCH_ONLY leaves it out); one that fails
+-- becomes a row saying why.
+-- M.sections: the name of every section met, run or not.
+M.sections = {}
 function M.section(name, fn)
+  M.sections[#M.sections + 1] = name
+  if not selected(name) then return end
   local ok, err = pcall(fn)
   if not ok then M.row{name = name, value = "n/a", note = "failed: " .. tostring(err):gsub("\n.*", "")} end
 end
@@ -124,7 +174,8 @@ end
 -- figure, then one per peer with the speed ratio. spec:
 --   name, ours (a contender), peers (contenders; a best_of group counts as one),
 --   figure(seconds per unit) -> text, unit
---   goal: the most seconds per unit issue 13 allows moonflow (optional)
+--   goal: the most seconds per unit the issues allow moonflow (optional);
+--   rate: the figure is a rate (rows/s), so the goal reads ">=" its figure
 --   note: about moonflow's figure; note_of(seconds): the same, from the time
 -- Returns moonflow's seconds per unit and each peer's (by label).
 function M.compare(spec)
@@ -143,7 +194,7 @@ function M.compare(spec)
   end
   local note = spec.note_of and spec.note_of(ours) or spec.note
   M.row{name = spec.name, value = spec.figure(ours), unit = spec.unit,
-        target = spec.goal and "<= " .. spec.figure(spec.goal) .. " " .. spec.unit,
+        target = spec.goal and (spec.rate and ">= " or "<= ") .. spec.figure(spec.goal) .. " " .. spec.unit,
         met = spec.goal and ours <= spec.goal, note = note}
   local peer_times = {}
   for _, p in ipairs(spec.peers or {}) do
@@ -158,9 +209,13 @@ function M.compare(spec)
     peer_times[p.label] = best
     if best then
       local ratio = best / ours
+      local note = p.choices and ("best: " .. best_label) or p.note
+      if p.samples and p.samples < M.reps then
+        local fewer = string.format("median of %d within its %g s budget", p.samples, p.budget)
+        note = note and note .. "; " .. fewer or fewer
+      end
       M.row{peer = p.label, peer_value = spec.figure(best), ratio = ratio,
-            target = p.target, met = p.target and ratio >= p.target,
-            note = p.choices and ("best: " .. best_label) or p.note}
+            target = p.target, met = p.target and ratio >= p.target, note = note}
     else
       M.row{peer = p.label, peer_value = "not run", note = why or p.why}
     end
@@ -190,6 +245,8 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float a
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void peer_axpb(const float *x, float *y, int64_t n);
 void peer_axpb_omp(const float *x, float *y, int64_t n, int threads);
+void peer_tanh_chain(const float *x, float *y, int64_t n, float a, float b, float c);
+void peer_tanh_chain_omp(const float *x, float *y, int64_t n, float a, float b, float c, int threads);
 ]]
 
 -- bench/peers.c compiled now with the library's compiler and flags, plus
@@ -198,7 +255,7 @@ function M.c_peers(cc, cflags, build)
   local so = build .. "/bench_peers.so"
   os.remove(so)
   -- LuaJIT's popen close does not report the exit status: the echo does.
-  local p = io.popen(string.format("%s %s -fopenmp -shared -fPIC -o %s bench/peers.c 2>&1 && echo BENCH_CC_OK",
+  local p = io.popen(string.format("%s %s -fopenmp -shared -fPIC -o %s bench/peers.c -lm 2>&1 && echo BENCH_CC_OK",
                                    cc, cflags, so))
   local out = p:read("*a")
   p:close()
@@ -290,8 +347,7 @@ end
 -- A contender running workload(args...) of bench/peers.py in the process of
 -- `module`; one that cannot be set up carries why.
 function M.python_contender(module, label, workload, args, options)
-  options = options or {}
-  local c = {label = label, units = options.units, target = options.target, note = options.note}
+  local c = contender(label, options)
   local proc, why = M.python_peer(module)
   if not proc then c.why = why; return c end
   proc.next_id = proc.next_id + 1
@@ -304,6 +360,12 @@ function M.python_contender(module, label, workload, args, options)
     local seconds, run_why = proc:request("run " .. id .. " " .. calls)
     if not seconds then return nil, run_why end
     return tonumber(seconds)
+  end
+  -- Another figure the workload measured (bytes per op), or nil and why.
+  c.figure = function(key)
+    local value, figure_why = proc:request("figure " .. id .. " " .. key)
+    if not value then return nil, figure_why end
+    return tonumber(value)
   end
   return c
 end

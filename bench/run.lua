@@ -3,7 +3,9 @@
 -- and as docs/bench.md and docs/bench.svg (bench/report.lua). `make bench`
 -- runs it (LUA_PATH, MOONFLOW_LIB, CC, CFLAGS, BENCH_BUILD and BENCH_PYTHON
 -- set by the Makefile); BENCH_QUICK=1 shortens every count for a smoke run
--- and writes its report into the build folder instead of docs/. A peer that
+-- and BENCH_ONLY=<Lua patterns, comma-separated> runs only the sections whose
+-- name one of them matches;
+-- both write their report into the build folder instead of docs/. A peer that
 -- cannot run is a row saying why; the bench itself never fails on one.
 package.path = "bench/?.lua;" .. package.path
 local ffi = require("ffi")
@@ -16,7 +18,9 @@ local quick = H.quick
 local build = os.getenv("BENCH_BUILD") or "build"
 local cc = os.getenv("CC") or "cc"
 local cflags = os.getenv("CFLAGS") or "-O2"
-local out_dir = os.getenv("BENCH_OUT") or (quick and build or "docs")
+-- A smoke run or a run of some sections (BENCH_ONLY) reports into the build
+-- folder; only a full run renews docs/ and README.md.
+local out_dir = os.getenv("BENCH_OUT") or ((quick or H.only) and build or "docs")
 
 local function us(t) return string.format("%.2f", t * 1e6) end
 local function ms(t) return string.format("%.2f", t * 1e3) end
@@ -50,6 +54,10 @@ local load_at_start = load_average()
 
 local c_peers, c_peers_why = H.c_peers(cc, cflags, build)
 local blas, blas_why = H.blas()
+ffi.cdef[[
+  void openblas_set_num_threads(int n);
+  int openblas_get_num_threads(void);
+]]
 local function c_contender(label, fn, options)
   if not c_peers then return {label = label, why = c_peers_why} end
   return lua_contender(label, fn, options)
@@ -190,9 +198,15 @@ for _, N in ipairs({256, 1024}) do
     local sgemm = blas and lua_contender("cblas_sgemm (same BLAS, direct)", function()
       blas.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1, a._data, N, b._data, N, 0, out, N)
     end, {target = 0.95}) or {label = "cblas_sgemm", why = blas_why}
-    compare{name = name, unit = "GFLOP/s", figure = function(t) return string.format("%.1f", flops / t * 1e-9) end,
+    local gflops = function(t) return string.format("%.1f", flops / t * 1e-9) end
+    compare{name = name, unit = "GFLOP/s", figure = gflops,
             ours = lua_contender("moonflow", function() f(a, b) end),
             peers = {sgemm, py("numpy", "NumPy matmul (out=)", "numpy_matmul", {N})}}
+    -- The same product into the caller's array, as the peers write theirs:
+    -- what a fresh result per call (its buffer, its collection) costs apart.
+    local into = {out = tf.Array.new(tf.float32, {N, N})}
+    compare{name = name .. ", into the caller's array", unit = "GFLOP/s", figure = gflops,
+            ours = lua_contender("moonflow", function() f(a, b, into) end), peers = {sgemm}}
     if blas then
       local k = N * N - 1 - N
       assert(math.abs(f(a, b)._data[k] - out[k]) <= 1e-3 * math.abs(out[k]), "matmul disagrees with sgemm")
@@ -237,6 +251,100 @@ section("y = x * 2 + 1, 10M float32", function()
   end
   measure("y = x * 2 + 1, 10M float32, holding 100 MB", HOLD_MIB)
   assert(out[999] == 1999 and out_array:size() == N and #held == HOLD_MIB)  -- keeps them alive until here
+end)
+
+-- Elementwise fusion: two chains over 10M float32 into a caller's buffer,
+-- fused (one pass over the data) against the same session config with
+-- fusion off (a pass per op), the chain as one C loop, and NumPy and PyTorch
+-- (a pass per op, each into its output with out=).
+section("elementwise fusion, 10M float32", function()
+  local N = 10000000
+  tf.reset_default_graph()
+  local xa = tf.Array.new(tf.float32, {N})
+  for i = 0, N - 1 do xa._data[i] = (i % 1000) * 0.001 end
+  local out_array = tf.Array.new(tf.float32, {N})
+  local out, into = out_array._data, {out = out_array}
+  local x = tf.placeholder(tf.float32, {N})
+  local fused, plain = tf.Session(), tf.Session({elementwise_fusion = false})
+  local chains = {
+    {name = "y = x * 2 + 1", key = "axpb", y = x * 2 + 1, at = function(v) return v * 2 + 1 end,
+     target = 0.8,  -- issue 13's, against the 2-thread OpenMP loop
+     c = function() c_peers.peer_axpb(xa._data, out, N) end,
+     omp = function() c_peers.peer_axpb_omp(xa._data, out, N, 2) end},
+    {name = "y = tanh(x * 0.5 + 0.25) * 3", key = "tanh", y = tf.tanh(x * 0.5 + 0.25) * 3,
+     at = function(v) return math.tanh(v * 0.5 + 0.25) * 3 end,
+     c = function() c_peers.peer_tanh_chain(xa._data, out, N, 0.5, 0.25, 3) end,
+     omp = function() c_peers.peer_tanh_chain_omp(xa._data, out, N, 0.5, 0.25, 3, 2) end},
+  }
+  for _, chain in ipairs(chains) do
+    local f, g = fused:make_callable(chain.y, {x}), plain:make_callable(chain.y, {x})
+    for _, run in ipairs({f, g}) do
+      run(xa, into)
+      local k = N - 1
+      assert(math.abs(out[k] - chain.at(xa._data[k])) <= 1e-5, chain.name .. " gave a wrong value")
+    end
+    local steps, unfused_steps = fused:plan_stats(chain.y, {x}).num_steps, plain:plan_stats(chain.y, {x}).num_steps
+    local chain_arg = "'" .. chain.key .. "'"
+    compare{name = "elementwise fusion: " .. chain.name .. ", 10M float32", unit = "ms", figure = ms,
+            note = string.format("into a caller's buffer; fused: %d step(s), unfused: %d", steps, unfused_steps),
+            ours = lua_contender("moonflow, fused", function() f(xa, into) end),
+            peers = {lua_contender("moonflow unfused (elementwise_fusion = false)", function() g(xa, into) end),
+                     c_contender("C loop, OpenMP 2 threads", chain.omp, {target = chain.target}),
+                     c_contender("C loop, 1 thread", chain.c),
+                     py("numpy", "NumPy, a pass per op (out=)", "numpy_chain", {chain_arg, N}),
+                     torch_best("PyTorch, a pass per op (out=), best thread count", "torch_chain", {chain_arg, N})}}
+  end
+end)
+
+-- Large kernels on the intra-op thread pool (src/kernels/parallel.h): one
+-- thread against a thread per core (the first contender and a peer), NumPy
+-- and PyTorch beside them. A session sets OpenBLAS's thread count, which is
+-- the process's, when made; each contender sets its own again before it
+-- runs, so a 1-thread convolution's gemm runs on one thread too.
+local function on_threads(build, feed_shape, feed_value, peers)
+  local contenders = {}
+  for _, threads in ipairs(cores > 1 and {1, cores} or {1}) do
+    tf.reset_default_graph()
+    local x = tf.placeholder(tf.float32, feed_shape)
+    local sess = tf.Session({intra_op_parallelism_threads = threads})
+    local f = sess:make_callable(build(x), {x})
+    local c = lua_contender(string.format("moonflow, %d thread%s", threads, threads > 1 and "s" or ""),
+                            function() f(feed_value) end)
+    local run = c.run
+    c.run = function(calls)
+      if blas then blas.openblas_set_num_threads(threads) end
+      return run(calls)
+    end
+    contenders[#contenders + 1] = c
+  end
+  for _, p in ipairs(peers) do contenders[#contenders + 1] = p end
+  return {ours = contenders[1], peers = {unpack(contenders, 2)}}
+end
+
+local function filled(shape, scale)
+  local a = tf.Array.new(tf.float32, shape)
+  for i = 0, a:size() - 1 do a._data[i] = (i % 1000) * scale end
+  return a
+end
+
+section("threaded kernels", function()
+  local blas_threads = blas and blas.openblas_get_num_threads()
+  local N, ROWS, COLS = quick and 1000000 or 10000000, 4096, 1000
+  local sum = on_threads(tf.reduce_sum, {N}, filled({N}, 0.001), {py("numpy", "NumPy sum", "numpy_sum", {N})})
+  compare{name = string.format("reduce_sum, %s float32", count(N)), unit = "ms", figure = ms,
+          ours = sum.ours, peers = sum.peers}
+  local softmax = on_threads(tf.nn.softmax, {ROWS, COLS}, filled({ROWS, COLS}, 0.01),
+                             {py("numpy", "NumPy softmax", "numpy_softmax", {ROWS, COLS})})
+  compare{name = string.format("softmax %dx%d float32", ROWS, COLS), unit = "ms", figure = ms,
+          ours = softmax.ours, peers = softmax.peers}
+  local B, S, C = quick and 8 or 32, 64, 32
+  local filter = filled({3, 3, C, C}, 0.0001)
+  local conv = on_threads(function(x) return tf.nn.conv2d(x, tf.constant(filter), {1, 1, 1, 1}, "SAME") end,
+                          {B, S, S, C}, filled({B, S, S, C}, 0.001),
+                          {torch_best("PyTorch, best thread count", "torch_conv2d", {B, S, S, C, C})})
+  compare{name = string.format("conv2d %dx%dx%dx%d, 3x3, %d out", B, S, S, C, C), unit = "ms", figure = ms,
+          ours = conv.ours, peers = conv.peers}
+  if blas then blas.openblas_set_num_threads(blas_threads) end
 end)
 
 -- The loop of how-not-to-program-the-tensorflow-graph.txt done right: a
@@ -391,10 +499,6 @@ section("input pipeline: 256x256 matmul map -> step", function()
   pipeline_rows("input pipeline: 256x256 matmul map -> step, prefetch(2)",
                 "the map runs on a worker thread during the step")
   if not blas then return end
-  ffi.cdef[[
-    void openblas_set_num_threads(int n);
-    int openblas_get_num_threads(void);
-  ]]
   local threads = blas.openblas_get_num_threads()
   blas.openblas_set_num_threads(1)
   local ok, err = pcall(pipeline_rows, "input pipeline, prefetch(2), OpenBLAS 1 thread",
@@ -403,33 +507,363 @@ section("input pipeline: 256x256 matmul map -> step", function()
   assert(ok, err)
 end)
 
--- The text's bad loop, x = x + 1 a million times without running anything:
--- the cost of building ops, in time and memory (the process's resident size,
--- which holds the C graph and the Lua objects, and the Lua heap alone). It
--- runs last: what it builds stays in the process's resident size.
-section("creating 1M ops (x = x + 1)", function()
-  local OPS = quick and 100000 or 1000000
+-- tf.data throughput: each pipeline repeats and is consumed by a callable
+-- that takes its next batch and fetches the batch's size, against TensorFlow
+-- 1.x's tf.data doing the same (a one-shot iterator in a session).
+local function batch_sizes(ds)
+  local nxt = ds:make_one_shot_iterator():get_next()
+  return tf.Session():make_callable(tf.size(tf.is_tensor(nxt) and nxt or nxt[1]))
+end
+-- Three significant digits: the map per element runs thousands of times slower.
+local function million_rows_per_second(t) return string.format("%.3g", 1 / t / 1e6) end
+
+-- map: x * 2 + 1 over rows of 8 float32, batched by 1024, fused (an
+-- elementwise function runs once per batch) against the same function run
+-- per element (a Reshape of its result keeps it per element).
+section("tf.data map", function()
+  local n, width, rows = 65536, 8, 1024
   tf.reset_default_graph()
+  local x = tf.Array.new(tf.float32, {n, width})
+  for i = 0, n * width - 1 do x._data[i] = (i % 1000) / 100 end
+  local function f(v) return v * 2 + 1 end
+  local fused = batch_sizes(tf.data.Dataset.from_tensor_slices(x):map(f):batch(rows):repeat_())
+  local per_element = batch_sizes(tf.data.Dataset.from_tensor_slices(x):map(function(v)
+    local y = f(v)
+    return tf.reshape(y, tf.shape(y))
+  end):batch(rows):repeat_())
+  assert(fused() == rows * width and per_element() == rows * width, "a batch of the wrong size")
+  compare{name = "tf.data map(x*2+1):batch(1024), rows of 8 float32", unit = "M rows/s",
+          figure = million_rows_per_second, rate = true, goal = 1 / 2e6,
+          note = "map-and-batch fusion: one run of the map per batch",
+          ours = lua_contender("moonflow", fused, {units = rows}),
+          peers = {lua_contender("moonflow, the map per element", per_element, {units = rows}),
+                   py("tensorflow", "TF1 tf.data", "tf1_data_map", {n, width, rows}, {units = rows})}}
+end)
+
+-- batch: rows of 64 float32 and an int32 label, batched by 128, and the same
+-- rows shuffled first (then they are gathered one by one).
+section("tf.data batch", function()
+  local n, width, rows = 65536, 64, 128
+  tf.reset_default_graph()
+  local x, y = tf.Array.new(tf.float32, {n, width}), tf.Array.new(tf.int32, {n})
+  for i = 0, n * width - 1 do x._data[i] = i % 17 end
+  for i = 0, n - 1 do y._data[i] = i % 10 end
+  local slices = tf.data.Dataset.from_tensor_slices({x, y})
+  for _, shuffle in ipairs({0, 10000}) do
+    local ds = shuffle > 0 and slices:shuffle(shuffle, {seed = 1}) or slices
+    local run = batch_sizes(ds:batch(rows):repeat_())
+    assert(run() == rows * width, "a batch of the wrong size")
+    compare{name = string.format("tf.data %sbatch(128), rows of 64 float32 + int32",
+                                 shuffle > 0 and "shuffle(10000):" or ""),
+            unit = "M rows/s", figure = million_rows_per_second, rate = true,
+            goal = shuffle == 0 and 1 / 5e6 or nil,
+            note = shuffle > 0 and "shuffled rows are gathered by row index"
+                   or "consecutive rows are copied as one block",
+            ours = lua_contender("moonflow", run, {units = rows}),
+            peers = {py("tensorflow", "TF1 tf.data", "tf1_data_batch", {n, width, rows, shuffle}, {units = rows})}}
+  end
+end)
+
+-- The digits MLP (64-128-10, Adam, batch 32) trained from a tf.data pipeline
+-- (shuffle, a map scaling the pixels, batch, repeat) with prefetch(2)
+-- against without: issue 13 asks that prefetch be at least as fast.
+local function read_digits()
+  local pipe = io.popen("gzip -dc " .. DIGITS_DATA .. " 2>/dev/null")
+  local lines = {}
+  for line in pipe:lines() do if line:find("%d") then lines[#lines + 1] = line end end
+  pipe:close()
+  if #lines == 0 then return nil end
+  local n = #lines
+  local images, labels = tf.Array.new(tf.float32, {n, 64}), tf.Array.new(tf.int32, {n})
+  for r, line in ipairs(lines) do
+    local c = 0
+    for field in line:gmatch("[^,]+") do
+      if c < 64 then images._data[(r - 1) * 64 + c] = tonumber(field) else labels._data[r - 1] = tonumber(field) end
+      c = c + 1
+    end
+  end
+  return images, labels
+end
+
+section("digits training from tf.data", function()
+  local name = "digits MLP from tf.data (shuffle, map, batch 32), prefetch(2)"
+  local images, labels = read_digits()
+  if not images then
+    H.row{name = name, value = "n/a", note = "no " .. DIGITS_DATA .. " (apt-get install python3-sklearn)"}
+    return
+  end
+  local n = images:shape()[1]
+  local function training_step(prefetch)
+    return tf.Graph():as_default(function()
+      tf.set_random_seed(1)
+      local ds = tf.data.Dataset.from_tensor_slices({images, labels}):shuffle(n, {seed = 1})
+        :map(function(x, y) return x / 16, y end):batch(32):repeat_()
+      if prefetch then ds = ds:prefetch(2) end
+      local x, y = unpack(ds:make_one_shot_iterator():get_next())
+      local h = tf.layers.dense(x, 128, {activation = tf.nn.relu})
+      local logits = tf.layers.dense(h, 10)
+      local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = logits}))
+      local train = tf.train.AdamOptimizer(0.01):minimize(loss)
+      local sess = tf.Session()
+      sess:run(tf.global_variables_initializer())
+      return sess:make_callable({loss, train})
+    end)
+  end
+  compare{name = name, unit = "steps/s", figure = per_second,
+          note_of = function(t) return string.format("%.1f us/step", t * 1e6) end,
+          ours = lua_contender("moonflow, prefetch(2)", training_step(true)),
+          peers = {lua_contender("moonflow, no prefetch", training_step(false), {target = 1})}}
+end)
+
+-- Graph building (issue 16): creating ops from Lua (y = y + 1, a Const and
+-- an Add per step, the text's bad loop) at 10k to 1M ops, the same through
+-- the C API (FFI calls, no Lua objects), a 100-layer MLP's build, gradients
+-- and minimize, and importing a graph file of 100k ops; each against
+-- TensorFlow 1.x graph mode (tensorflow.compat.v1) doing the same build.
+-- Every build starts in a new graph; freeing the previous one and
+-- collecting garbage come first and are not timed, on either side. Bytes per
+-- op are the resident size's growth over the first build of each size
+-- (sizes go up, so memory a smaller graph freed does not hide a larger
+-- one's). It runs last: what it builds stays in the process's resident size.
+local GRAPH_SIZES = quick and {10000, 100000} or {10000, 100000, 300000, 1000000}
+local MLP_DEPTH, MLP_WIDTH, IMPORT_OPS = 100, 32, 100000
+local BYTES_PER_OP_GOAL = 300
+
+-- Collects all garbage twice: objects with finalizers (a graph's handle)
+-- free their C memory in the first pass and their Lua memory in the second.
+local function collect()
   collectgarbage()
   collectgarbage()
-  local rss0, heap0 = H.rss_bytes(), collectgarbage("count") * 1024
-  local x = tf.Variable(1.0, {name = "x"})
+end
+
+-- A timed build of n ops in a new default graph, and what the first one
+-- grew the resident size by, per op.
+local function chain_build(n)
+  local bytes_per_op
+  return function()
+    tf.reset_default_graph()
+    collect()
+    local g = tf.get_default_graph()
+    local rss0 = H.rss_bytes()
+    local t0 = H.now()
+    local y = tf.constant(0.0)
+    for _ = 1, n / 2 do y = y + 1 end
+    local seconds = H.now() - t0
+    if not bytes_per_op then
+      assert(g:num_ops() == n + 1, "the chain has " .. g:num_ops() .. " ops")
+      collectgarbage()
+      bytes_per_op = (H.rss_bytes() - rss0) / n
+    end
+    return seconds
+  end, function() return bytes_per_op end
+end
+
+-- Ops through the C API, called from LuaJIT's FFI: the engine's own cost.
+local function c_api_build(n)
+  local core = require("moonflow.core")
+  local C, status = core.C, core.status
+  local function finish(d)
+    C.mf_op_desc_set_origin(d, "bench/run.lua:1")
+    local op = C.mf_op_desc_finish(d, status)
+    core.check(status)
+    return C.mf_op_id(op)
+  end
+  local g
+  return function()
+    g = nil
+    collect()
+    local t0 = H.now()
+    g = ffi.gc(C.mf_graph_new(), C.mf_graph_release)
+    local y
+    for _ = 1, n / 2 do
+      local d = C.mf_op_desc_new(g, "Const", nil)
+      C.mf_op_desc_set_attr_scalar(d, "value", C.MF_FLOAT32, 1)
+      local c = finish(d)
+      if y then
+        d = C.mf_op_desc_new(g, "Add", nil)
+        C.mf_op_desc_add_input_id(d, y, 0)
+        C.mf_op_desc_add_input_id(d, c, 0)
+        c = finish(d)
+      end
+      y = c
+    end
+    return H.now() - t0
+  end
+end
+
+local function mlp_loss()
+  local h = tf.placeholder(tf.float32, {-1, MLP_WIDTH})
+  for _ = 1, MLP_DEPTH do
+    local w = tf.Variable(tf.zeros({MLP_WIDTH, MLP_WIDTH}))
+    local b = tf.Variable(tf.zeros({MLP_WIDTH}))
+    h = tf.nn.relu(tf.matmul(h, w) + b)
+  end
+  return tf.reduce_mean(tf.square(h))
+end
+
+-- The MLP built in a new graph, then part ("build", "gradients",
+-- "minimize") timed, as peers.py's tf1_mlp_graph does.
+local function mlp_graph(part)
+  return function()
+    tf.reset_default_graph()
+    collect()
+    local t0 = H.now()
+    local loss = mlp_loss()
+    local t1 = H.now()
+    if part == "build" then return t1 - t0 end
+    if part == "gradients" then
+      tf.gradients(loss, tf.trainable_variables())
+    else
+      tf.train.GradientDescentOptimizer(0.1):minimize(loss)
+    end
+    return H.now() - t1
+  end
+end
+
+local TF1 = "TF1 graph mode"
+-- The most seconds TensorFlow's repeats of one graph-building row may take:
+-- it builds ops hundreds of times slower than moonflow, so at the larger
+-- sizes it gets fewer repeats, and none where one build would take longer.
+local PEER_BUDGET = tonumber(os.getenv("BENCH_PEER_BUDGET") or "") or (quick and 10 or 120)
+
+section("graph building", function()
+  local peer_op_seconds, peer_measured_at  -- TensorFlow's time per op at the last size it built
+  for _, n in ipairs(GRAPH_SIZES) do
+    local build, bytes_per_op = chain_build(n)
+    local peer
+    if peer_op_seconds and peer_op_seconds * n > PEER_BUDGET then
+      peer = {label = TF1, why = string.format("not run: one build would take about %.0f s (%.0f us/op at %s ops), " ..
+                                               "over its budget of %g s (BENCH_PEER_BUDGET)", peer_op_seconds * n,
+                                               peer_op_seconds * 1e6, count(peer_measured_at), PEER_BUDGET)}
+    else
+      peer = py("tensorflow", TF1, "tf1_chain", {n}, {units = n, budget = PEER_BUDGET})
+    end
+    local name = "creating " .. count(n) .. " ops from Lua (y = y + 1)"
+    local _, peer_times = compare{name = name, unit = "us/op", figure = us, goal = 2e-6,
+                                  ours = H.timed_contender("moonflow", build, {units = n}), peers = {peer}}
+    if peer_times and peer_times[TF1] then peer_op_seconds, peer_measured_at = peer_times[TF1], n end
+    local ours = bytes_per_op()
+    if ours then
+      H.row{name = name .. ", memory", value = string.format("%.0f", ours), unit = "bytes/op",
+            target = "<= " .. BYTES_PER_OP_GOAL .. " bytes/op", met = ours <= BYTES_PER_OP_GOAL,
+            note = "resident size's growth over the first build"}
+      local theirs, why = (peer.figure or function() return nil, peer.why end)("bytes_per_op")
+      H.row(theirs and {peer = TF1, peer_value = string.format("%.0f", theirs), ratio = theirs / ours,
+                        note = "ratio of memory: the peer's over moonflow's"}
+            or {peer = TF1, peer_value = "not run", note = why})
+    end
+  end
+  tf.reset_default_graph()
+  collect()
+
+  local C_OPS = 100000
+  compare{name = "creating " .. count(C_OPS) .. " ops through the C API", unit = "us/op", figure = us,
+          goal = 0.5e-6, note = "FFI calls from LuaJIT: a Const and an Add per step, no Lua objects",
+          ours = H.timed_contender("moonflow", c_api_build(C_OPS), {units = C_OPS})}
+  collect()
+
+  for _, part in ipairs({"build", "gradients", "minimize"}) do
+    compare{name = string.format("%d-layer MLP (%d wide): %s", MLP_DEPTH, MLP_WIDTH,
+                                 part == "build" and "building it" or part == "gradients" and "tf.gradients"
+                                 or "minimize (SGD)"),
+            unit = "ms", figure = ms, goal = part ~= "build" and 20e-3 or nil,
+            ours = H.timed_contender("moonflow", mlp_graph(part)),
+            peers = {py("tensorflow", TF1, "tf1_mlp_graph", {MLP_DEPTH, MLP_WIDTH, "'" .. part .. "'"},
+                        {budget = PEER_BUDGET})}}
+  end
+
+  -- A graph file of x + c chained, imported into a new graph each time.
+  tf.reset_default_graph()
   local g = tf.get_default_graph()
-  local n0 = g:num_ops()
-  local t0 = H.now()
-  while g:num_ops() - n0 < OPS do x = x + 1 end  -- a Const and an Add per step
-  local t = (H.now() - t0) / (g:num_ops() - n0)
-  collectgarbage()
-  local rss1, heap1 = H.rss_bytes(), collectgarbage("count") * 1024
-  local ops = g:num_ops() - n0
-  H.row{name = "creating " .. count(OPS) .. " ops (x = x + 1)", value = us(t), unit = "us/op",
-        note = string.format("%.0f bytes/op resident (Lua heap %.0f bytes/op); one measurement",
-                             (rss1 - rss0) / ops, (heap1 - heap0) / ops)}
+  local y, c = tf.placeholder(tf.float32, {}, "x"), tf.constant(1.0)
+  while g:num_ops() < IMPORT_OPS do y = y + c end
+  local path = os.tmpname()
+  tf.train.write_graph(g, path)
   tf.reset_default_graph()
-  collectgarbage()
+  local imported
+  local ok, err = pcall(compare, {
+    name = "importing a graph file of " .. count(IMPORT_OPS) .. " ops", unit = "s",
+    figure = function(t) return string.format("%.3f", t) end, goal = 1,
+    note = "moonflow reads its JSON graph file, TensorFlow a binary GraphDef",
+    ours = H.timed_contender("moonflow", function()
+      imported = nil
+      collect()
+      local t0 = H.now()
+      imported = tf.train.import_graph(path)
+      return H.now() - t0
+    end),
+    peers = {py("tensorflow", TF1, "tf1_import", {IMPORT_OPS}, {budget = PEER_BUDGET})}})
+  os.remove(path)
+  assert(ok, err)
+  imported = nil
+  collect()
+end)
+
+-- MPI (moonflow.mpi, src/mpi/): ranks under mpirun on this machine's loopback,
+-- run by bench/mpi_worker.lua, which times them with a schedule every rank
+-- shares (each batch's time is the slowest rank's); the peer is Open MPI's
+-- own MPI_Allreduce in a C loop (bench/mpi_peer.c) on the same buffers.
+local MPI_LIB = build .. "/libmoonflow_mpi.so"
+local function mpi_missing()
+  if os.execute("command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1") ~= 0 then
+    return "no mpirun/mpicc (apt-get install openmpi-bin libopenmpi-dev)"
+  end
+  local f = io.open(MPI_LIB)
+  if not f then return "no " .. MPI_LIB end
+  f:close()
+end
+local function mpirun(np, args)
+  local out = output_of(string.format("MOONFLOW_MPI_LIB=%s timeout 900 mpirun -np %d --oversubscribe " ..
+                                      "--allow-run-as-root luajit bench/mpi_worker.lua %s", MPI_LIB, np, args))
+  local rows_out = {}
+  for line in out:gmatch("row ([^\n]*)") do rows_out[#rows_out + 1] = line end
+  if #rows_out == 0 then error("mpirun printed no rows: " .. out:sub(1, 300)) end
+  return rows_out
+end
+local function size_name(bytes)
+  return bytes >= 1024 * 1024 and string.format("%d MB", bytes / 1024 / 1024) or string.format("%d KB", bytes / 1024)
+end
+
+section("MPI allreduce bandwidth, 2 ranks", function()
+  local why = mpi_missing()
+  if why then H.row{name = "MPI allreduce bandwidth, 2 ranks", value = "n/a", note = why} return end
+  local peer = build .. "/mpi_peer.so"
+  local out = output_of("mpicc -O2 -shared -fPIC bench/mpi_peer.c -o " .. peer)
+  if out ~= "" then error("mpicc: " .. out) end
+  for _, line in ipairs(mpirun(2, "allreduce " .. peer)) do
+    local bytes, ours, theirs = line:match("^(%d+) (%S+) (%S+)")
+    bytes, ours, theirs = tonumber(bytes), tonumber(ours), tonumber(theirs)
+    local function gbs(t) return string.format("%.3f", bytes / t / 1e9) end
+    H.row{name = "MPI allreduce float32 " .. size_name(bytes) .. ", 2 ranks", value = gbs(ours), unit = "GB/s",
+          note = string.format("%.1f us per allreduce, with the exchange of dtypes and shapes", ours * 1e6)}
+    H.row{peer = "MPI_Allreduce in a C loop", peer_value = gbs(theirs), ratio = theirs / ours,
+          note = string.format("%.1f us", theirs * 1e6)}
+  end
+end)
+
+section("MPI training steps/s, 1 vs 2 ranks", function()
+  local name = "MLP 784-512-512-10, SGD, global batch 256, 2 ranks"
+  local why = mpi_missing()
+  if why then H.row{name = name, value = "n/a", note = why} return end
+  -- The two jobs in turn, 3 times each: the medians of their medians.
+  local one, two = {}, {}
+  for _ = 1, quick and 1 or 3 do
+    one[#one + 1] = tonumber(mpirun(1, "train")[1]:match("^train (%S+)"))
+    two[#two + 1] = tonumber(mpirun(2, "train")[1]:match("^train (%S+)"))
+  end
+  local t1, t2 = H.median(one), H.median(two)
+  H.row{name = name, value = per_second(t2), unit = "steps/s",
+        note = string.format("%.1f ms/step; each rank 128 rows, one fused allreduce of the gradients", t2 * 1e3)}
+  H.row{peer = "1 rank, batch 256", peer_value = per_second(t1), ratio = t1 / t2,
+        note = string.format("%.1f ms/step; %d cores shared by the ranks", t1 * 1e3, cores)}
 end)
 
 H.close_python_peers()
+if #H.rows == 0 then
+  io.stderr:write(string.format("BENCH_ONLY=%s matches no section; the sections:\n  %s\n", tostring(H.only),
+                                table.concat(H.sections, "\n  ")))
+  os.exit(1)
+end
 
 -- Report ------------------------------------------------------------------------
 local cpu = output_of("grep -m1 'model name' /proc/cpuinfo"):match(":%s*([^\n]+)") or "unknown CPU"
@@ -448,13 +882,18 @@ local intro = {
   "",
   string.format("Each figure is the median of %d batches of about %.2f s, every contender of a row timed in turn " ..
                 "in each round (ours, peer, ours, peer, ...). peer/moonflow is the peer's time over moonflow's " ..
-                "(memory for the memory row): above 1, moonflow is faster. Targets are issue 13's.",
+                "(memory for the memory row): above 1, moonflow is faster. Targets are issues 13's and 16's.",
                 H.reps, H.batch_seconds),
   "",
   "Peers:",
   "",
 }
 for _, p in ipairs(peers) do intro[#intro + 1] = "- " .. p end
+if H.only then
+  table.insert(intro, 2, string.format("\nOnly the sections whose name matches one of the Lua patterns `%s` " ..
+                                       "(BENCH_ONLY).", H.only))
+end
+
 
 local rows = H.rows
 print(table.concat(intro, "\n"))

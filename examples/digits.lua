@@ -6,11 +6,13 @@
 -- goes; default .), --quiet (no progress bars).
 -- The data ships with Debian's python3-sklearn:
 --   apt-get install python3-sklearn
-local ffi = require("ffi")
 local tf = require("moonflow")
+-- The data set's loading and splitting, shared with digits_estimator.lua.
+package.path = (arg and arg[0] and arg[0]:match("^(.*)[/\\]") or ".") .. "/?.lua;" .. package.path
+local digits = require("digits_data")
 
-local DEFAULT_DATA = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
-local FEATURES, CLASSES = 64, 10
+local DEFAULT_DATA, FEATURES, CLASSES = digits.DEFAULT_DATA, digits.FEATURES, digits.CLASSES
+local load_digits, split, permutation, gather_rows = digits.load, digits.split, digits.permutation, digits.gather_rows
 
 local function parse_args(argv)
   local o = {model = "mlp", data = DEFAULT_DATA, out = ".", quiet = false}
@@ -29,77 +31,6 @@ local function parse_args(argv)
   end
   o.epochs = tonumber(o.epochs) or 20
   return o
-end
-
--- The CSV rows as one float32 image array ([n, 64], pixels scaled to [0, 1])
--- and one int32 label array ([n]).
-local function load_digits(path)
-  local probe = io.open(path, "rb")
-  if not probe then
-    error(string.format("digits.lua: %s not found.\nThe UCI digits ship with Debian's python3-sklearn: " ..
-                        "apt-get install python3-sklearn (or pass --data PATH to digits.csv.gz)", path), 0)
-  end
-  probe:close()
-  local pipe = assert(io.popen("gzip -dc '" .. path:gsub("'", "'\\''") .. "'"))
-  local rows = {}
-  for line in pipe:lines() do
-    if line:find("%d") then rows[#rows + 1] = line end
-  end
-  pipe:close()
-  local n = #rows
-  if n == 0 then error("digits.lua: no rows in " .. path, 0) end
-  local images = tf.Array.new(tf.float32, {n, FEATURES})
-  local labels = tf.Array.new(tf.int32, {n})
-  local pixels, classes = images:data(), labels:data()
-  for r, line in ipairs(rows) do
-    local c = 0
-    for field in line:gmatch("[^,]+") do
-      if c < FEATURES then pixels[(r - 1) * FEATURES + c] = tonumber(field) / 16
-      else classes[r - 1] = tonumber(field) end
-      c = c + 1
-    end
-    if c ~= FEATURES + 1 then error(string.format("digits.lua: row %d has %d fields, expected %d", r, c, FEATURES + 1), 0) end
-  end
-  return images, labels
-end
-
--- A seeded permutation of 0..n-1 (Fisher-Yates on Lua's generator).
-local function permutation(n)
-  local p = {}
-  for i = 1, n do p[i] = i - 1 end
-  for i = n, 2, -1 do
-    local j = math.random(i)
-    p[i], p[j] = p[j], p[i]
-  end
-  return p
-end
-
--- Copies the rows `order[first..last]` of images/labels into the batch arrays.
-local function gather_rows(images, labels, order, first, last, batch_images, batch_labels)
-  local src_px, src_lb = images:data(), labels:data()
-  local dst_px, dst_lb = batch_images:data(), batch_labels:data()
-  for k = first, last do
-    local row = order[k]
-    ffi.copy(dst_px + (k - first) * FEATURES, src_px + row * FEATURES, FEATURES * 4)
-    dst_lb[k - first] = src_lb[row]
-  end
-end
-
--- Splits the data: a seeded shuffle, then the last `test_fraction` for testing.
-local function split(images, labels, test_fraction)
-  local n = images:shape()[1]
-  local order = permutation(n)
-  local n_test = math.floor(n * test_fraction + 0.5)
-  local n_train = n - n_test
-  local function part(first, last)
-    local im = tf.Array.new(tf.float32, {last - first + 1, FEATURES})
-    local lb = tf.Array.new(tf.int32, {last - first + 1})
-    gather_rows(images, labels, order, first, last, im, lb)
-    return im, lb
-  end
-  local train_x, train_y = part(1, n_train)
-  local test_x, test_y = part(n_train + 1, n)
-  return train_x, train_y, test_x, test_y
 end
 
 -- The two models: logits for a [batch, 64] float32 input.

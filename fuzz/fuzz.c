@@ -1,7 +1,8 @@
 /* fuzz.c — libFuzzer entry for moonflow's readers: checkpoints, graph files,
  * .npy and CSV files, and feeds.
  *
- * The readers are Lua (through the FFI into the engine), so this embeds
+ * The targets are the Lua API's readers (checkpoints and graph files call the
+ * engine's C readers), so this embeds
  * LuaJIT and hands each input to a target of fuzz/targets.lua, named by the
  * environment variable MOONFLOW_FUZZ_TARGET. A Lua error is a rejected input;
  * a crash or a sanitizer report (in the engine, built with ASan and UBSan) is

@@ -88,7 +88,7 @@ describe("bad input", function()
          function() local _ = x * {1, {2}} end)
     case("tf.array: expected a dtype such as tf.float32, got x (at @)",
          function() tf.array({1, 2}, "x") end)
-    case("tf.array: expected a number, boolean, string, nested list or tf.Array, got <moonflow.Session> (at @)",
+    case("tf.array: expected a number, boolean, string, nested list or tf.Array, got " .. tostring(sess) .. " (at @)",
          function() tf.array(sess) end)
   end)
 
@@ -714,8 +714,8 @@ describe("bad input", function()
          function() tf.train.write_graph(tf.get_default_graph(), dir .. "/no/such/g") end)
     case("tf.train.import_graph: NotFound: graph file $/missing does not exist (at @)",
          function() tf.train.import_graph(dir .. "/missing") end)
-    case("tf.train.import_graph: graph file $/graph.json is not valid JSON: JSON: expected a string key at " ..
-         "byte 2 (at @)",
+    case("tf.train.import_graph: graph file $/graph.json is not valid JSON: string or '}' expected near 'not' " ..
+         "(line 1, column 4) (at @)",
          function() tf.train.import_graph(dir .. "/graph.json") end)
     case("tf.train.import_graph: graph file $/other.json is not a moonflow graph (format 'moonflow.graph') (at " ..
          "@)",

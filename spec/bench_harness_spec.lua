@@ -93,6 +93,45 @@ describe("bench harness", function()
     assert.are.equal("doomed", H.rows[1].name)
     assert.matches("failed: .*no such op$", H.rows[1].note)
   end)
+
+  it("reads a rate's goal as a least figure", function()
+    H.compare{name = "rows", unit = "M rows/s", rate = true, goal = 1 / 2e6,
+              figure = function(t) return string.format("%.1f", 1 / t / 1e6) end,
+              ours = fake("moonflow", {1 / 4e6})}
+    assert.are.same({"4.0", ">= 2.0 M rows/s", true}, {H.rows[1].value, H.rows[1].target, H.rows[1].met})
+  end)
+
+  it("runs only the sections one of BENCH_ONLY's patterns matches", function()
+    local saved_only, ran = H.only, {}
+    H.only = "tf%.data,^matmul 256"
+    for _, name in ipairs({"tf.data map", "matmul 256x256", "matmul 1024x1024", "tf.data batch", "tfxdata"}) do
+      H.section(name, function() ran[#ran + 1] = name end)
+    end
+    H.only = saved_only
+    assert.are.same({"tf.data map", "matmul 256x256", "tf.data batch"}, ran)
+  end)
+
+  it("keeps a slow contender's calibration call and runs only the rounds its budget allows", function()
+    local order = {}
+    -- one call takes 2 s (a batch is 1 s here): 3 rounds would take 6 s, over the budget of 5
+    local slow = fake("slow", {2, 4, 9}, order, {units = 2})
+    slow.budget = 5
+    local medians = H.interleave({fake("a", {1, 1, 1, 1}, order), slow})
+    assert.are.same({"a", "slow", "a", "slow", "a", "a"}, order)
+    assert.are.equal(3 / 2, medians[2])  -- median of 2 (the calibration) and 4, per unit
+    assert.are.equal(2, slow.samples)
+    H.compare{name = "slow thing", unit = "s", figure = tostring, ours = fake("moonflow", {1}),
+              peers = {H.contender("slow peer", {budget = 5}, function(calls) return 2 * calls end)}}
+    assert.are.equal("median of 2 within its 5 s budget", H.rows[2].note)
+  end)
+
+  it("sums the seconds a self-timed contender's calls report", function()
+    local calls = 0
+    local c = H.timed_contender("builds", function() calls = calls + 1; return 0.5 end, {units = 10})
+    assert.are.equal(1.5, c.run(3))
+    assert.are.equal(3, calls)
+    assert.are.same({"builds", 10}, {c.label, c.units})
+  end)
 end)
 
 describe("bench report", function()
@@ -191,6 +230,34 @@ describe("bench Python peers", function()
     assert.matches("no workload named no_such_workload", c.why, 1, true)
     local _, why = H.python_peer("no_such_module_for_the_bench")
     assert.are.equal("not installed in python3 (make bench-peers installs it)", why)
+  end)
+
+  it("sums a self-timed workload's seconds and reads the figures it measured", function()
+    -- peers.py's serve loop on a workload registered here, through python3
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write([[
+import sys
+sys.path.insert(0, "bench")
+import peers
+made = []
+@peers.workload
+def fake_build(seconds):
+    def call():
+        made.append(1)
+        timed.figures["calls"] = len(made)
+        return seconds
+    timed = peers.Timed(call)
+    return timed
+lines = ["setup a fake_build 0.25", "run a 4", "figure a calls", "figure a bytes", "quit"]
+peers.serve(lines, print)
+]])
+    f:close()
+    local p = io.popen("python3 " .. script .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    os.remove(script)
+    assert.are.equal("ok\nok 1\nok 4\nerr KeyError: 'workload a has measured no bytes'\n", out)
   end)
 
   it("says when the Python interpreter is missing", function()

@@ -1,6 +1,8 @@
 -- examples/digits.lua end to end: the UCI digits from Debian's python3-sklearn
 -- (which .ci/run installs), an MLP and a convnet each trained to at least 95%
--- held-out accuracy, with a progress bar and an SVG loss curve.
+-- held-out accuracy, with a progress bar and an SVG loss curve; and
+-- examples/digits_estimator.lua, the MLP on the Estimator API, stopped
+-- halfway and resumed from its checkpoint to the same final accuracy.
 local DATA = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 
 local function have_data()
@@ -62,5 +64,54 @@ describe("examples/digits.lua", function()
     local out, ok = run_example("--bogus")
     assert.is_false(ok)
     assert.matches("unknown argument --bogus (use mlp|convnet", out, 1, true)
+  end)
+end)
+
+describe("examples/digits_estimator.lua", function()
+  local function run(args) return H.run_script("examples/digits_estimator.lua", args) end
+  local function line(out, prefix)
+    return out:match("\n(" .. prefix:gsub("%p", "%%%0") .. "[^\n]*)") or out:match("^(" .. prefix:gsub("%p", "%%%0") .. "[^\n]*)")
+  end
+
+  it("trains the MLP to digits.lua's accuracy, and stopped halfway resumes to the same result", function()
+    if not have_data() then pending("needs " .. DATA .. " (apt-get install python3-sklearn)") return end
+    local dir = H.tmpdir()
+    local whole, status = run("--model_dir " .. dir .. "/whole")
+    assert.equals(0, status, whole)
+    assert.matches("training from scratch", whole, 1, true)
+    assert.equals("global step 880", line(whole, "global step"))
+    local accuracy = tonumber(whole:match("test accuracy ([%d.]+)"))
+    assert.is_true(accuracy >= 0.95, "test accuracy " .. tostring(accuracy))
+    assert.matches("train  step 100/880  loss [%d.e-]+  [%d.]+ steps/s  ETA %d+s\n", whole)
+
+    local half
+    half, status = run("--model_dir " .. dir .. "/resumed --stop_at 440")
+    assert.equals(0, status, half)
+    assert.equals("global step 440", line(half, "global step"))
+    -- every 100 steps and at the stop, the last 3 kept
+    assert.same({"checkpoint", "model.ckpt-300", "model.ckpt-400", "model.ckpt-440"}, H.files_in(dir .. "/resumed"))
+
+    local resumed
+    resumed, status = run("--model_dir " .. dir .. "/resumed")
+    assert.equals(0, status, resumed)
+    assert.matches("resuming from " .. dir .. "/resumed/model.ckpt-440", resumed, 1, true)
+    assert.is_nil(resumed:find("step 100/880", 1, true))
+    assert.matches("train  step 540/880", resumed, 1, true)
+    assert.equals("global step 880", line(resumed, "global step"))
+    assert.equals(line(whole, "test accuracy"), line(resumed, "test accuracy"))
+    assert.equals(line(whole, "test loss"), line(resumed, "test loss"))
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("takes its settings as flags and hyperparameters", function()
+    local out, status = run("--help")
+    assert.equals(0, status)
+    assert.matches("--train_steps: training steps", out, 1, true)
+    out, status = run("--hparams layers=3")
+    assert.equals(1, status)
+    assert.matches("Unknown hyperparameter type for layers", out, 1, true)
+    out, status = run("--train_steps=many")
+    assert.equals(1, status)
+    assert.matches("FATAL Flags parsing error: IllegalFlagValueError: flag --train_steps=many", out, 1, true)
   end)
 end)

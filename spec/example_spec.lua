@@ -92,7 +92,7 @@ describe("parsing Examples in the graph", function()
     local sess = tf.Session()
     assert.same({{0, 0}, {1.5, 0}, {1.5, 3}}, sess:run(tf.sparse.to_dense(p.v)):totable())
     assert.same({{-1, -1}, {1.5, -1}, {1.5, 3}}, sess:run(tf.sparse.to_dense(p.v, -1)):totable())
-    assert.truthy(H.error_of(tf.sparse.to_dense, {1}):find("expected a tf.SparseTensor", 1, true))
+    assert.truthy(H.error_of(tf.sparse.to_dense, {1}):find("sp_input must be a tf.SparseTensor", 1, true))
   end)
 
   it("names the feature and example that do not fit", function()

@@ -56,6 +56,9 @@ local function sigmoid(x) return 1 / (1 + math.exp(-x)) end
 local GENERAL = {-1.3, 0.4, 2.1, -0.7, 0.9, -2.2}
 local POSITIVE = {0.3, 1.4, 2.7, 0.8, 4.1, 1.9}
 local ABOVE_MINUS_ONE = {-0.6, 0.4, 2.1, -0.2, 0.9, 3.3}
+local UNIT = {-0.7, 0.4, 0.2, -0.3, 0.6, -0.5}
+local ABOVE_ONE = {1.3, 2.4, 1.7, 3.1, 1.1, 2.2}
+local TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
 -- {wrapper, inputs, first derivative, second derivative (nil: no gradient of
 -- the gradient, since it does not depend on x)}.
@@ -74,6 +77,22 @@ local UNARY = {
    function(x) local t = math.tanh(x) return -2 * t * (1 - t * t) end},
   {"sigmoid", GENERAL, function(x) local s = sigmoid(x) return s * (1 - s) end,
    function(x) local s = sigmoid(x) return s * (1 - s) * (1 - 2 * s) end},
+  {"tan", GENERAL, function(x) return 1 + math.tan(x) ^ 2 end,
+   function(x) return 2 * math.tan(x) * (1 + math.tan(x) ^ 2) end},
+  {"asin", UNIT, function(x) return (1 - x * x) ^ -0.5 end, function(x) return x * (1 - x * x) ^ -1.5 end},
+  {"acos", UNIT, function(x) return -(1 - x * x) ^ -0.5 end, function(x) return -x * (1 - x * x) ^ -1.5 end},
+  {"atan", GENERAL, function(x) return 1 / (1 + x * x) end, function(x) return -2 * x / (1 + x * x) ^ 2 end},
+  {"sinh", GENERAL, math.cosh, math.sinh},
+  {"cosh", GENERAL, math.sinh, math.cosh},
+  {"asinh", GENERAL, function(x) return (x * x + 1) ^ -0.5 end, function(x) return -x * (x * x + 1) ^ -1.5 end},
+  {"acosh", ABOVE_ONE, function(x) return (x * x - 1) ^ -0.5 end, function(x) return -x * (x * x - 1) ^ -1.5 end},
+  {"atanh", UNIT, function(x) return 1 / (1 - x * x) end, function(x) return 2 * x / (1 - x * x) ^ 2 end},
+  {"erf", GENERAL, function(x) return TWO_OVER_SQRT_PI * math.exp(-x * x) end,
+   function(x) return -2 * x * TWO_OVER_SQRT_PI * math.exp(-x * x) end},
+  {"erfc", GENERAL, function(x) return -TWO_OVER_SQRT_PI * math.exp(-x * x) end,
+   function(x) return 2 * x * TWO_OVER_SQRT_PI * math.exp(-x * x) end},
+  {"expm1", GENERAL, math.exp, math.exp},
+  {"reciprocal", GENERAL, function(x) return -1 / (x * x) end, function(x) return 2 / (x * x * x) end},
 }
 
 describe("gradients of unary math ops", function()
@@ -146,6 +165,8 @@ local BINARY = {
   {"pow", PA, PB, function(a, b) return b * a ^ (b - 1) end, function(a, b) return a ^ b * math.log(a) end},
   {"maximum", A, B, function(a, b) return a >= b and 1 or 0 end, function(a, b) return a < b and 1 or 0 end},
   {"minimum", A, B, function(a, b) return a <= b and 1 or 0 end, function(a, b) return b < a and 1 or 0 end},
+  {"squared_difference", A, B, function(a, b) return 2 * (a - b) end, function(a, b) return -2 * (a - b) end},
+  {"atan2", A, B, function(a, b) return b / (a * a + b * b) end, function(a, b) return -a / (a * a + b * b) end},
 }
 
 -- Operand shapes: same shape, a row, an outer product, scalars, each on either side.
@@ -465,5 +486,38 @@ describe("math ops declared not differentiable", function()
     -- round-to-nearest trick: x - stop(x - round(x)) passes the gradient of x
     local ste = x - tf.stop_gradient(x - tf.round(x))
     assert.same({1, 1, 1}, sess:run(tf.gradients(ste, x)[1], feed):totable())
+  end)
+end)
+
+describe("gradients of the math composites", function()
+  before_each(function() tf.reset_default_graph() end)
+
+  it("divide_no_nan, multiply_no_nan, xdivy, xlogy: finite differences, and 0 where guarded", function()
+    local a = tf.placeholder(tf.float64, {6}, "a")
+    for _, fname in ipairs({"divide_no_nan", "multiply_no_nan", "xdivy", "xlogy"}) do
+      local z = tf.math[fname](a, tf.constant(PA, tf.float64))
+      assert.is_true(grad_error(a, {6}, z, {6}, A) < TOL, fname)
+      z = tf.math[fname](tf.constant(PA, tf.float64), a)
+      assert.is_true(grad_error(a, {6}, z, {6}, POSITIVE) < TOL, fname)
+    end
+    -- where the guard is 0 the result and both gradients are 0, with inf or NaN on the other side
+    local x, y = tf.placeholder(tf.float64, {2}), tf.placeholder(tf.float64, {2})
+    local sess = tf.Session()
+    for _, case in ipairs({{"divide_no_nan", {1 / 0, 0 / 0}, {0, 0}}, {"multiply_no_nan", {1 / 0, 0 / 0}, {0, 0}},
+                           {"xdivy", {0, 0}, {0, 1 / 0}}, {"xlogy", {0, 0}, {0, -1}}}) do
+      local z = tf.math[case[1]](x, y)
+      local r = sess:run({z, tf.gradients(z, {x, y})}, {[x] = case[2], [y] = case[3]})
+      assert.same({0, 0}, r[1]:totable(), case[1])
+      assert.same({0, 0}, r[2][2]:totable(), case[1])
+    end
+  end)
+
+  it("reduce_variance, reduce_std, reduce_euclidean_norm, log_sigmoid", function()
+    local x = tf.placeholder(tf.float64, {2, 3}, "x")
+    local values = fill(GENERAL, {2, 3})
+    assert.is_true(grad_error(x, {2, 3}, tf.math.reduce_variance(x, 1), {2}, values) < TOL)
+    assert.is_true(grad_error(x, {2, 3}, tf.math.reduce_std(x, {axis = 0, keepdims = true}), {1, 3}, values) < TOL)
+    assert.is_true(grad_error(x, {2, 3}, tf.math.reduce_euclidean_norm(x), {}, values) < TOL)
+    assert.is_true(grad_error(x, {2, 3}, tf.math.log_sigmoid(x), {2, 3}, values) < TOL)
   end)
 end)

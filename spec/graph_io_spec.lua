@@ -253,12 +253,11 @@ describe("graph files", function()
   it("are JSON with constants inline as base64", function()
     tf.constant({1, 2}, {name = "c"})
     local text = read(tf.train.write_graph(tf.get_default_graph(), dir .. "/c.json"))
-    local doc = require("moonflow.json").decode(text)
-    assert.equal("moonflow.graph", doc.format)
-    assert.equal("c", doc.ops[1].name)
-    local value = doc.ops[1].attrs.value.tensor
-    assert.equal("float32", value.dtype)
-    assert.equal("AACAPwAAAEA=", value.data)  -- 1.0f, 2.0f little-endian
+    assert.is_truthy(text:find('\n "format": "moonflow.graph",\n', 1, true), text)
+    -- one op a line, keys sorted; 1.0f, 2.0f little-endian
+    assert.is_truthy(text:find('\n "ops": [\n  {"attrs":{"value":{"tensor":' ..
+                               '{"data":"AACAPwAAAEA=","dtype":"float32","shape":[2]}}},"control_inputs":[],' ..
+                               '"inputs":[],"name":"c",', 1, true), text)
   end)
 
   it("check a constant's data against its declared shape before allocating it", function()

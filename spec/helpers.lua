@@ -79,6 +79,13 @@ function H.run(t, feeds)
   return r
 end
 
+-- The value of t in a session of its own: a number (or boolean) as it is,
+-- an Array as nested Lua tables.
+function H.value(t, feeds)
+  local r = H.run(t, feeds)
+  return type(r) == "table" and r:totable() or r
+end
+
 -- The line of the spec that calls it.
 -- Every outcome of running a dataset's get_next tensors until the end of
 -- the sequence: a value (Arrays as tables), or {error = message} for a run
@@ -160,20 +167,86 @@ function H.read(path)
   return s
 end
 
+-- The names in a directory, sorted (ls).
+function H.files_in(dir)
+  local p = io.popen("ls -1 '" .. dir .. "'")
+  local out = {}
+  for line in p:lines() do out[#out + 1] = line end
+  p:close()
+  return out
+end
+
 function H.write(path, s)
   local f = assert(io.open(path, "wb"))
   f:write(s)
   f:close()
 end
 
+-- Runs shell command `cmd`; returns its output, stdout and stderr together
+-- (without the exit line), and its exit status.
+function H.shell(cmd)
+  local p = io.popen("{ " .. cmd .. "\n} 2>&1; echo \"exit=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local status = tonumber(out:match("exit=(%d+)%s*$"))
+  return out:gsub("exit=%d+%s*$", ""), status
+end
+
 -- Runs `luajit script args` in a process of its own (the environment, the
 -- library path included, is inherited); returns its output, stdout and
 -- stderr together, and its exit status.
-function H.run_script(script, args)
-  local p = io.popen("luajit " .. script .. " " .. args .. " 2>&1; echo \"exit=$?\"")
+function H.run_script(script, args) return H.shell("luajit " .. script .. " " .. args) end
+
+-- A terminal for specs of what a program shows on one: tmux runs a shell
+-- command in a 100x40 pane (session `name`) of a private server; keys go in
+-- with send-keys and the screen comes back with capture-pane. H.has_tmux
+-- says whether tmux is there (Debian package tmux; .ci/run installs it).
+H.has_tmux = os.execute("command -v tmux > /dev/null 2>&1") == 0
+
+local Terminal = {}
+Terminal.__index = Terminal
+
+function H.terminal(name)
+  return setmetatable({name = name, socket = "moonflow-spec-" .. tostring(os.time()) .. "-" ..
+                       tostring(math.random(1e6))}, Terminal)
+end
+
+function Terminal:tmux(args)
+  local p = io.popen("tmux -L " .. self.socket .. " " .. args .. " 2>&1")
   local out = p:read("*a")
   p:close()
-  return out, tonumber(out:match("exit=(%d+)%s*$"))
+  return out
 end
+
+-- Starts `cmd` in the checkout (the working directory) with the
+-- environment that finds the library and the modules, and TERM=xterm.
+function Terminal:start(cmd)
+  local env = {}
+  for _, name in ipairs({"LUA_PATH", "MOONFLOW_LIB", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"}) do
+    local v = os.getenv(name)
+    if v then env[#env + 1] = name .. "='" .. v .. "'" end
+  end
+  cmd = string.format("cd '%s' && env %s TERM=xterm %s", os.getenv("PWD") or ".", table.concat(env, " "), cmd)
+  self:tmux("new-session -d -s " .. self.name .. " -x 100 -y 40 \"" .. cmd:gsub('"', '\\"') .. "\"")
+end
+
+function Terminal:screen() return self:tmux("capture-pane -p -t " .. self.name) end
+
+-- Waits up to 20 s for the screen to show `text` (plain; capture-pane drops
+-- the spaces that end a line, so text's are dropped too); returns the screen.
+function Terminal:wait_for(text)
+  text = text:gsub(" +$", "")
+  local shown
+  for _ = 1, 200 do
+    shown = self:screen()
+    if shown:find(text, 1, true) then return shown end
+    os.execute("sleep 0.1")
+  end
+  error("the screen never showed " .. text .. "; it shows:\n" .. shown)
+end
+
+function Terminal:keys(...) self:tmux("send-keys -t " .. self.name .. " " .. table.concat({...}, " ")) end
+function Terminal:line(s) self:keys("-l", "'" .. s:gsub("'", "'\\''") .. "'"); self:keys("Enter") end
+function Terminal:kill() self:tmux("kill-server") end
 
 return H

@@ -50,6 +50,30 @@ describe("tf.gather", function()
     end)
   end
 
+  it("takes float constants of integers as int32 indices, as TensorFlow makes [2, 0] int32", function()
+    local p = tf.constant(m)
+    -- Lua numbers are float32 constants (Lua cannot tell 2 from 2.0): where
+    -- an op wants indices, a constant of integers stands for Python's ints.
+    local via_constant = tf.gather(p, tf.constant({2, 0}))
+    assert.equal(tf.int32, via_constant.op.inputs[2].dtype)
+    assert.same({{7, 8, 9}, {1, 2, 3}}, tbl(via_constant))
+    assert.same({{4, 5, 6}}, tbl(tf.gather(p, tf.convert_to_tensor({1}))))
+    assert.same({{3, 1}, {6, 4}, {9, 7}}, tbl(tf.gather(p, tf.array({2, 0}), {axis = 1})))
+    assert.same({{0, 1, 0}, {1, 0, 0}}, tbl(tf.one_hot(tf.constant({1, 0}), 3)))
+    assert.same({{1, 2, 3, 4, 5, 6, 7, 8, 9}}, tbl(tf.reshape(p, tf.constant({1, 9}))))
+    assert.same({5, 11}, tbl(tf.unsorted_segment_sum({1, 4, 2, 9}, tf.constant({0, 0, 1, 1}), 2)))
+    -- Fractions are no indices: the op's own error, which names tf.cast.
+    local err = H.error_of(tf.gather, p, tf.constant({0.5, 2}))
+    assert.matches("indices must be int32 or int64, got float32; use tf.cast", err, 1, true)
+    -- Computed float tensors and float32 asked for are never converted.
+    err = H.error_of(tf.gather, p, tf.constant({1, 0}) + 0)
+    assert.matches("indices must be int32 or int64, got float32", err, 1, true)
+    err = H.error_of(tf.gather, p, tf.constant({1, 0}, tf.float32))
+    assert.matches("indices must be int32 or int64, got float32", err, 1, true)
+    err = H.error_of(tf.gather, p, tf.array({1, 0}, tf.float32))
+    assert.matches("indices must be int32 or int64, got float32", err, 1, true)
+  end)
+
   it("takes int64 and n-d indices; the result is params[:axis] + indices + params[axis+1:]", function()
     local p = tf.reshape(tf.range(12), {2, 3, 2})
     local g = tf.gather(p, tf.constant({{2, 0}, {1, 1}}, tf.int64), {axis = 1})
@@ -111,7 +135,7 @@ describe("tf.gather", function()
 
   it("rejects bad indices, axes and batch_dims when built", function()
     local p = tf.constant(m)
-    assert.matches("indices must be int32 or int64, got float32", error_of(tf.gather, p, tf.constant({1.0})))
+    assert.matches("indices must be int32 or int64, got float32", error_of(tf.gather, p, tf.constant({1.5})))
     assert.matches("axis 2 is out of range for a tensor of rank 2", error_of(tf.gather, p, {0}, {axis = 2}))
     assert.matches("params must be at least 1%-dimensional", error_of(tf.gather, tf.constant(1), {0}))
     assert.matches("batch_dims %(1%) must be <= axis %(0%)", error_of(tf.gather, p, {{0}, {1}, {2}}, {batch_dims = 1}))
@@ -167,7 +191,7 @@ describe("tf.gather_nd and tf.scatter_nd", function()
     assert.matches("index vectors have length 3 %(indices.shape%[%-1%]%), more than the rank 2",
                    error_of(tf.gather_nd, p, {{0, 0, 0}}))
     assert.matches("indices must be at least rank 1", error_of(tf.gather_nd, p, 0))
-    assert.matches("indices must be int32 or int64", error_of(tf.gather_nd, p, tf.constant({{0.0}})))
+    assert.matches("indices must be int32 or int64", error_of(tf.gather_nd, p, tf.constant({{0.5}})))
   end)
 
   for _, dtype in ipairs(numeric) do
@@ -506,7 +530,7 @@ describe("tf.one_hot", function()
 
   it("rejects float indices, mixed value dtypes, bad depths and axes", function()
     assert.matches("indices must be uint8, int32 or int64, got float32",
-                   error_of(tf.one_hot, tf.constant({1.0}), 3))
+                   error_of(tf.one_hot, tf.constant({1.5}), 3))
     assert.matches("on_value is float64 but dtype is float32",
                    error_of(tf.one_hot, {1}, 3, {on_value = tf.constant(1, tf.float64), dtype = tf.float32}))
     assert.matches("off_value is float32 but dtype is float64",
@@ -665,7 +689,7 @@ describe("tf.nn.top_k and tf.nn.in_top_k", function()
     assert.same({true}, sess:run(r, {[p] = {{1, 2, 3}}, [t] = {2}}):totable())
     assert.matches("predictions must be a matrix", error_of(tf.nn.in_top_k, tf.constant({1, 2}), {0}, 1))
     assert.matches("targets must be a vector", error_of(tf.nn.in_top_k, tf.constant({{1, 2}}), {{0}}, 1))
-    assert.matches("targets must be int32 or int64", error_of(tf.nn.in_top_k, tf.constant({{1, 2}}), tf.constant({0.0}), 1))
+    assert.matches("targets must be int32 or int64", error_of(tf.nn.in_top_k, tf.constant({{1, 2}}), tf.constant({0.5}), 1))
     assert.matches("k must be an integer", error_of(tf.nn.in_top_k, tf.constant({{1, 2}}), {0}))
   end)
 end)

@@ -44,6 +44,16 @@ describe("tf.layers.dense", function()
     assert_near_all({{9, 12}, {0, 0}}, sess:run(r, {[x] = {{1, 1, 1}, {1, 0, -1}}}), 1e-15)
   end)
 
+  it("takes an empty options table as no options", function()
+    local x = tf.placeholder(tf.float32, {-1, 3})
+    local y = tf.layers.dense(x, 10, {})
+    assert.equal("dense/BiasAdd:0", y.name)
+    assert.same({-1, 10}, y:get_shape():as_list())
+    assert.equal("conv2d/BiasAdd:0", tf.layers.conv2d(tf.zeros({1, 4, 4, 1}), 2, 3, {}).name)
+    assert.equal("max_pooling2d/MaxPool:0", tf.layers.max_pooling2d(tf.zeros({1, 4, 4, 1}), 2, 2, {}).name)
+    assert.equal("flatten/Reshape:0", tf.layers.flatten(tf.zeros({2, 3, 4}), {}).name)
+  end)
+
   it("applies to the last axis of a rank-3 input, with unknown leading dims", function()
     local x = tf.placeholder(tf.float64, {-1, -1, 2})
     local y = tf.layers.dense(x, 3, {kernel_initializer = tf.constant_initializer({1, 0, 2, 0, 1, 3}),

@@ -297,7 +297,7 @@ describe("binary ops", function()
   it("registered op types, aliases, methods and names", function()
     local x, y = tf.constant({6}), tf.constant({4})
     assert.equal("Add:0", tf.add(x, y).name)
-    local types = {add = "Add", subtract = "Sub", sub = "Sub", multiply = "Mul", divide = "Div",
+    local types = {add = "Add", subtract = "Sub", sub = "Sub", multiply = "Mul", mul = "Mul", divide = "Div",
                    truediv = "Div", div = "Div", floordiv = "FloorDiv", mod = "Mod", floormod = "Mod",
                    pow = "Pow", maximum = "Maximum", minimum = "Minimum", equal = "Equal",
                    less_equal = "LessEqual", greater = "Greater"}
@@ -307,6 +307,7 @@ describe("binary ops", function()
       assert.equal(op_type, x[fname](x, y).op.type)
     end
     assert_values({2}, eval(x:sub(y)))
+    assert_values({24}, eval(tf.mul(x, y)))
     assert_values({1.5}, eval(tf.div(x, y)))
     assert.equal("s:0", tf.add(x, y, "s").name)
     assert.equal("t:0", tf.add(x, y, {name = "t"}).name)

@@ -1,6 +1,7 @@
 -- A session's memory: results the caller drops come back for later runs, and
 -- the statistics say what is in use, kept and taken from the system.
 local tf = require("moonflow")
+local H = require("spec.helpers")
 
 describe("session memory", function()
   it("gives the buffers of dropped results to later runs", function()
@@ -80,6 +81,38 @@ describe("fetching into the caller's arrays", function()
     assert.truthy(err:find("takes 1 feed values and optionally {out = arrays}", 1, true), err)
     -- The session still works.
     assert.same({{2, 3, 4}, {5, 6, 7}}, f(xv):totable())
+  end)
+
+  it("runs an 8-64-64-4 policy net per frame into caller buffers with no allocation and no Lua garbage", function()
+    local x = tf.placeholder(tf.float32, {1, 8})
+    local h = tf.layers.dense(x, 64, {activation = tf.nn.relu})
+    h = tf.layers.dense(h, 64, {activation = tf.nn.relu})
+    local policy = tf.layers.dense(h, 4, {activation = tf.tanh})
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local f = sess:make_callable(policy, {x})
+    local observation = tf.array({{0, 0, 0, 0, 0, 0, 0, 0}}, tf.float32)
+    local action = tf.array({{0, 0, 0, 0}}, tf.float32)
+    local options, obs = {out = action}, observation:data()
+    local function frames(n)
+      for i = 1, n do
+        for k = 0, 7 do obs[k] = math.sin(0.01 * i + k) end
+        f(observation, options)
+      end
+    end
+    frames(5000)  -- warm-up: plans, buffers, and LuaJIT's traces of this very loop
+    local allocations = sess:num_allocations()
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    frames(10000)
+    local garbage = (collectgarbage("count") - before) * 1024
+    collectgarbage("restart")
+    assert.equal(allocations, sess:num_allocations())
+    assert.equal(0, garbage)
+    -- And the frames computed what a plain run computes.
+    local want = sess:run(policy, {[x] = observation})
+    H.assert_near_all(H.flat(want), H.flat(action), 1e-6)
   end)
 
   it("makes a steady-state run allocate nothing: a 1-op callable and a training step", function()
@@ -178,5 +211,28 @@ describe("a plan's arena", function()
       assert.same({i + 1, i + 1, i + 1, i + 1}, runs[i][2]:totable())
       assert.same({{5 * i, 5 * i}, {5 * i, 5 * i}}, runs[i][3]:totable())
     end
+  end)
+end)
+
+describe("number feeds", function()
+  -- A number fed to a run goes through a value kept for the next runs, unless
+  -- the run kept a reference to it: then a value still in use is never overwritten.
+  it("never overwrite a value that a result or a variable still holds", function()
+    local x = tf.placeholder(tf.float32, {}, "x")
+    local v = tf.Variable(0, {name = "v"})
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    local view = sess:make_callable(tf.reshape(x, {1}), {x})  -- a result that may share the fed bytes
+    local a, b = view(1), view(2)
+    assert.same({{1}, {2}}, {a:totable(), b:totable()})
+    local same = sess:make_callable(x, {x})
+    assert.same({1.5, 2.5, -3}, {same(1.5), same(2.5), same(-3)})
+    local set = sess:make_callable(tf.assign(v, x), {x})
+    set(5)
+    assert.equal(5, sess:run(v))
+    sess:run(tf.assign(v, x), {[x] = 7})
+    assert.equal(12, sess:run(x + 1, {[x] = 11}))
+    assert.equal(7, sess:run(v))
+    assert.equal(4, sess:run(x + 1, {[x] = 3}))
   end)
 end)

@@ -166,6 +166,50 @@ describe("Operation and Tensor objects", function()
     -- A coroutine running tf.constant itself has no line of the user's above it.
     assert.equal("?", coroutine.wrap(tf.constant)(2).op.origin)
   end)
+
+  it("build and report errors when a C host lua_pcalls moonflow's functions itself", function()
+    if os.execute("pkg-config --exists luajit") ~= 0 then
+      pending("pkg-config and LuaJIT's headers are needed to build the C host (make test-deps)")
+      return
+    end
+    -- No Lua or C frame lies below tf.constant's own: the walk for the
+    -- user's line must not ask getfenv past the last frame.
+    local dir = H.tmpdir()
+    H.write(dir .. "/host.c", [[
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+static int call(lua_State *L, const char *fn, int nargs) {
+  int rc = lua_pcall(L, nargs, 1, 0);
+  printf("%s: %s\n", fn, rc ? lua_tostring(L, -1) : luaL_typename(L, -1));
+  return rc;
+}
+int main(void) {
+  lua_State *L = luaL_newstate();
+  luaL_openlibs(L);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "moonflow");
+  if (call(L, "require", 1)) return 1;
+  lua_getfield(L, -1, "constant");
+  lua_pushnumber(L, 3);
+  if (call(L, "constant", 1)) return 1;
+  lua_getfield(L, -2, "reshape");
+  lua_pushvalue(L, -2);
+  lua_pushstring(L, "bad");
+  call(L, "reshape", 2);
+  lua_close(L);
+  return 0;
+}
+]])
+    local cc = "cc $(pkg-config --cflags luajit) " .. dir .. "/host.c $(pkg-config --libs luajit) -o " .. dir .. "/host"
+    assert.is_true(os.execute(cc) == 0)
+    local p = io.popen(dir .. "/host 2>&1")
+    local out = p:read("*a")
+    p:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.equal("require: table\nconstant: table\n" ..
+      "reshape: tf.reshape: expected a shape (a Lua list of integers or an int32 tensor), got the string \"bad\"\n", out)
+  end)
 end)
 
 describe("the C API's inputs by op id and scalar constants", function()

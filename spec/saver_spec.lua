@@ -12,13 +12,7 @@ local function exists(path)
   return f ~= nil
 end
 
-local function files_in(dir)
-  local p = io.popen("ls -1 '" .. dir .. "'")
-  local out = {}
-  for line in p:lines() do out[#out + 1] = line end
-  p:close()
-  return out
-end
+local files_in = H.files_in
 
 -- Builds w (float32 3x4), b (float64 {4}), n (int32 scalar), k (int64 {2}),
 -- mask (bool {3}) and u (uint8 {2}) in the default graph with these initial values.
@@ -82,11 +76,9 @@ describe("tf.train.Saver", function()
     local n = 0
     for i = 8, 1, -1 do n = n * 256 + s:byte(i) end
     assert.equal(0, n % 8)
-    local header = require("moonflow.json").decode(s:sub(9, 8 + n))
-    assert.same({dtype = "F32", shape = {3, 4}, data_offsets = {4, 52}}, {dtype = header.w.dtype,
-                shape = {unpack(header.w.shape)}, data_offsets = {unpack(header.w.data_offsets)}})
-    assert.equal("I32", header.n.dtype)
-    assert.same({0, 4}, {unpack(header.n.data_offsets)})
+    -- keys sorted, the data in the saver's order of names (n, w)
+    assert.equal('{"__metadata__":{"format":"moonflow"},"n":{"data_offsets":[0,4],"dtype":"I32","shape":[]},' ..
+                 '"w":{"data_offsets":[4,52],"dtype":"F32","shape":[3,4]}}', (s:sub(9, 8 + n):gsub(" +$", "")))
     assert.equal(8 + n + 52, #s)
     -- n = 42 as a little-endian int32 right after the header
     assert.equal(string.char(42, 0, 0, 0), s:sub(9 + n, 12 + n))
@@ -176,6 +168,16 @@ describe("tf.train.Saver", function()
     assert.same({dir .. "/model.ckpt-3", dir .. "/model.ckpt-4"}, state.all_model_checkpoint_paths)
     assert.equal(46, tf.train.load_variable(tf.train.latest_checkpoint(dir), "n"):get())
     assert.equal(45, tf.train.load_variable(dir .. "/model.ckpt-3", "n"):get())
+    -- a new saver (a restarted program) takes the old ones over: they count towards max_to_keep
+    local again = tf.train.Saver(nil, {max_to_keep = 2})
+    again:recover_last_checkpoints({dir .. "/model.ckpt-2", dir .. "/model.ckpt-3", dir .. "/model.ckpt-4"})
+    assert.same({dir .. "/model.ckpt-3", dir .. "/model.ckpt-4"}, again.last_checkpoints)  -- -2 is gone
+    again:save(sess, dir .. "/model.ckpt", {global_step = 5})
+    assert.same({"checkpoint", "model.ckpt-4", "model.ckpt-5"}, files_in(dir))
+    assert.same({dir .. "/model.ckpt-4", dir .. "/model.ckpt-5"},
+                tf.train.get_checkpoint_state(dir).all_model_checkpoint_paths)
+    assert.matches("Saver:recover_last_checkpoints: paths must be a list of checkpoint paths",
+                   H.error_of(again.recover_last_checkpoints, again, "x"))
     -- max_to_keep = 0 keeps them all
     local all = tf.train.Saver({v.n}, {max_to_keep = 0})
     for step = 10, 16 do all:save(sess, dir .. "/all", {global_step = step}) end

@@ -18,7 +18,9 @@ describe("the string dtype", function()
     local got = run(c)
     assert.same({{"hello", "wor\0ld"}, {"", "\255\254"}}, got:totable())
     assert.equal("wor\0ld", got:get(0, 1))
-    assert.equal('[["hello", "wor\\000ld"], ["", "\\255\\254"]]', tostring(got))
+    -- Laid out as NumPy lays out bytes arrays (printing.lua), each element a Lua literal.
+    assert.equal('[["hello", "wor\\000ld"],\n ["", "\\255\\254"]]', tostring(got))
+    assert.equal('tf.Array(["a", "bc"], shape=(2,), dtype=string)', require("moonflow.printing").repr(tf.array({"a", "bc"}, tf.string)))
     assert.equal('["a\\"b\\\\c\\n"]', tostring(tf.array({'a"b\\c\n'}, tf.string)))
     assert.equal("x", run(tf.constant("x")))
     assert.equal(tostring(tf.constant("s", {name = "s"})), 'Tensor("s:0", shape=(), dtype=string)')
@@ -221,6 +223,39 @@ describe("string constants in graph files", function()
     local g2 = tf.train.import_graph(dir .. "/g.json")
     assert.same({{"a+s", "+s"}, {"x\0y+s", "hello world!+s"}},
                 tf.Session(g2):run(g2:get_tensor_by_name("j:0")):totable())
+  end)
+
+  it("name the op whose strings do not fit their shape or are not base64", function()
+    local dir = H.tmpdir()
+    local g = tf.Graph()
+    g:as_default(function() tf.constant({"a", "bc"}, {name = "c"}) end)
+    tf.train.write_graph(g, dir, "g.json")
+    local text = H.read(dir .. "/g.json")
+    local function error_with(bad)
+      local f = assert(io.open(dir .. "/bad.json", "wb"))
+      f:write((text:gsub('"strings":%[[^%]]*%]', bad)))
+      f:close()
+      return H.error_of(tf.train.import_graph, dir .. "/bad.json")
+    end
+    local where = "graph file " .. dir .. "/bad.json: op 'c', attribute value: "
+    assert.truthy(error_with('"strings":["YQ=="]'):find(where .. "1 strings for shape [2], which holds 2", 1, true))
+    assert.truthy(error_with('"strings":["YQ==","Ym*="]'):find(where .. "string 2 is not base64", 1, true))
+    assert.truthy(error_with('"strings":["YQ==","Ymm"]'):find(where .. "string 2 is not base64", 1, true))
+    assert.truthy(error_with('"data":"YQ=="'):find(where .. "expected {dtype, shape, strings} for a string tensor",
+                                                   1, true))
+  end)
+
+  it("are refused by checkpoints, which safetensors gives no string dtype", function()
+    local ffi = require("ffi")
+    local C = require("moonflow.core").C
+    local status = ffi.gc(C.mf_status_new(), C.mf_status_free)
+    local a = tf.array({"a"}, tf.string)
+    local names, values = ffi.new("const char *[1]", {"s"}), ffi.new("mf_tensor *[1]", {a.ptr})
+    local path = H.tmpdir() .. "/strings.ckpt"
+    assert.equal(C.MF_INVALID_ARGUMENT, C.mf_checkpoint_write(path, names, values, 1, status))
+    assert.equal("'s' is a string value; safetensors checkpoints have no string dtype (they hold float32, float64, " ..
+                 "int32, int64, uint8 and bool)", ffi.string(C.mf_status_message(status)))
+    assert.is_nil(io.open(path))
   end)
 end)
 

@@ -112,6 +112,16 @@ local api, api_names
 
 function M.register_api(tf) api, api_names = tf, nil end
 
+-- Other names of functions that have a TensorFlow 1.x name too (tf.mul,
+-- tf.sub: op modules add them); errors name the function by its 1.x name.
+M.secondary_names = {}
+
+local function before(a, b)
+  local sa, sb = M.secondary_names[a] or false, M.secondary_names[b] or false
+  if sa ~= sb then return sb end
+  return a < b
+end
+
 -- Function -> "tf.name", breadth first (tf.add wins over tf.math.add); the
 -- op wrappers are found through tf's __index table.
 local function names_of_api()
@@ -123,7 +133,7 @@ local function names_of_api()
       local t, prefix = entry[1], entry[2]
       local keys = {}
       for k in pairs(t) do if type(k) == "string" then keys[#keys + 1] = k end end
-      table.sort(keys)  -- the same name whatever the hash order
+      table.sort(keys, before)  -- the same name whatever the hash order
       for _, k in ipairs(keys) do
         local v = t[k]
         if type(v) == "function" and not names[v] then names[v] = prefix .. "." .. k
@@ -136,6 +146,13 @@ local function names_of_api()
     level = next_level
   end
   return names
+end
+
+-- The name under which the API knows function fn ("tf.matmul"), or nil.
+function M.api_name(fn)
+  if not api then return nil end
+  api_names = api_names or names_of_api()
+  return api_names[fn]
 end
 
 -- The API function the user called that called `callee` (which may call API

@@ -4,6 +4,7 @@ local core = require("moonflow.core")
 local C = core.C
 local fail = core.fail
 local describe = require("moonflow.args").describe
+local printing = require("moonflow.printing")
 
 local Array = {}
 Array.__index = Array
@@ -215,6 +216,7 @@ function Array.from(value, dtype, exact, who)
     end
     return out
   end
+  local from_lua_numbers = dtype == nil and type(value) ~= "boolean"
   dtype = dtype or Array.default_dtype(value)
   local dims = {}
   if type(value) == "table" and getmetatable(value) == nil then table_shape(value, dims, 1, who)
@@ -227,6 +229,8 @@ function Array.from(value, dtype, exact, who)
   -- An empty result is filled too: the walk finds ragged lists such as {{}, {5, 7}}.
   if #dims == 0 then out._data[0] = convert(value)
   else fill_from_table(value, out._data, dims, 1, 0, convert, who) end
+  -- float32 only because Lua numbers have no integer kind (graph.lua's int_convert)
+  if from_lua_numbers and dtype == core.dtypes.float32 then out.from_lua_numbers = true end
   return out
 end
 
@@ -349,75 +353,34 @@ function Array:set(...)
   if self.dtype.name == "bool" then self._data[off] = v and true or false else self._data[off] = v end
 end
 
--- Builds a nested structure over the elements in row-major order: leaf(v)
--- for each element, group(list, depth) for each run along a dimension. With
--- `edge`, a dimension longer than 2*edge keeps only its first and last `edge`
--- entries, with `gap` between them (NumPy's summarized printing).
-local function nest(self, leaf, group, edge, gap)
-  local dims, data = self._dims, self._data
-  if self.dtype.name == "string" then  -- elements are read as Lua strings
+-- Element i (0-based, row-major) of a string array as a Lua string (printing.lua reads them so).
+function Array:string_at(i) return string_at(self.ptr, i) end
+
+-- The elements as nested Lua lists in row-major order.
+function Array:totable()
+  local dims, data, dtype = self._dims, self._data, self.dtype
+  if dtype.name == "string" then  -- elements are read as Lua strings
     local ptr = self.ptr
     data = setmetatable({}, {__index = function(_, i) return string_at(ptr, i) end})
   end
-  if #dims == 0 then return leaf(data[0]) end
+  if #dims == 0 then return scalar_of(dtype, data[0]) end
   local strides = {}
   local stride = 1
   for d = #dims, 1, -1 do strides[d] = stride; stride = stride * dims[d] end
   local function build(depth, offset)
     local t = {}
-    local n = dims[depth]
-    local i = 0
-    while i < n do
-      if edge and n > 2 * edge and i == edge then
-        t[#t + 1] = gap
-        i = n - edge
-      end
+    for i = 0, dims[depth] - 1 do
       local at = offset + i * strides[depth]
-      if depth == #dims then t[#t + 1] = leaf(data[at]) else t[#t + 1] = build(depth + 1, at) end
-      i = i + 1
+      if depth == #dims then t[i + 1] = scalar_of(dtype, data[at]) else t[i + 1] = build(depth + 1, at) end
     end
-    return group(t, depth)
+    return t
   end
   return build(1, 0)
 end
 
-local function as_list(t) return t end
-
-function Array:totable()
-  local dtype = self.dtype
-  return nest(self, function(v) return scalar_of(dtype, v) end, as_list)
-end
-
--- A string as a Lua literal: printable ASCII as it is, other bytes escaped.
-local ESCAPES = {['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r"}
-local function quote_string(v)
-  return '"' .. v:gsub('[%c"\\\128-\255]', function(c)
-    return ESCAPES[c] or string.format("\\%03d", c:byte())
-  end) .. '"'
-end
-
-local function format_scalar(dtype, v)
-  if dtype.name == "bool" then return v and "True" or "False" end
-  if dtype.name == "string" then return quote_string(v) end
-  v = tonumber(v)
-  if dtype.is_floating then
-    if v ~= v then return "nan" end
-    if v == math.huge then return "inf" end
-    if v == -math.huge then return "-inf" end
-    if v == math.floor(v) and math.abs(v) < 1e16 then return string.format("%d.", v) end
-    return string.format("%.6g", v)
-  end
-  return string.format("%d", v)
-end
-
-local function bracket(parts) return "[" .. table.concat(parts, ", ") .. "]" end
-
--- NumPy-like printing on one line: [[1, 2], [3, 4]], floats as [1., 2.5];
--- past 1000 elements, like NumPy, only 3 entries at each end of a dimension.
-function Array:__tostring()
-  local dtype = self.dtype
-  local edge = self._size > 1000 and 3 or nil
-  return nest(self, function(v) return format_scalar(dtype, v) end, bracket, edge, "...")
-end
+-- Printing as NumPy does (printing.lua): print(a) shows the aligned grid of
+-- array2string(a, separator=", "); the REPL shows the repr, with shape and dtype.
+Array.__tostring = printing.array_string
+Array.__repr = printing.array_repr
 
 return Array

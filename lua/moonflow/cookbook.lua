@@ -82,7 +82,7 @@ return function(tf, ops)
     local rest = {}
     for i = 3, #shape do rest[#rest + 1] = shape[i] end
     local flat_first = ops.reshape(tensor, {product({shape[1], shape[2]}), unpack(rest)})
-    indices = G.is_tensor(indices) and indices or G.convert(indices, dtypes.int32, tensor.graph)
+    indices = G.int_convert(indices, tensor.graph)
     if not indices.dtype.is_integer then
       fail(fname .. ": indices must be int32 or int64, got " .. indices.dtype.name)
     end

@@ -21,18 +21,32 @@ local own_env = setmetatable({}, {__index = _G})
 M.own_env = own_env
 setfenv(1, own_env)
 
+-- A module's chunk from a file, or in LÖVE from the game's file system (a
+-- .love archive or a fused game, where the modules are not files); nil when
+-- there is no such file.
+local function load_chunk(path)
+  local f = io.open(path, "rb")
+  if f then
+    f:close()
+    local chunk, err = loadfile(path)
+    if not chunk then error(err, 0) end
+    return chunk
+  end
+  local fs = rawget(_G, "love") and love.filesystem
+  if fs and fs.getInfo and fs.getInfo(path, "file") then
+    local chunk, err = fs.load(path)
+    if not chunk then error(err, 0) end
+    return chunk
+  end
+end
+
 local function own_loader(name)
   local rest = name:match("^moonflow%.(.+)$")
   if not rest then return nil end
   local base = here .. "/" .. rest:gsub("%.", "/")
   for _, path in ipairs({base .. ".lua", base .. "/init.lua"}) do
-    local f = io.open(path, "rb")
-    if f then
-      f:close()
-      local chunk, err = loadfile(path)
-      if not chunk then error(err, 0) end
-      return setfenv(chunk, M.own_env)
-    end
+    local chunk = load_chunk(path)
+    if chunk then return setfenv(chunk, M.own_env) end
   end
   return "\n\tno file '" .. base .. ".lua' (moonflow's loader)"
 end
@@ -68,17 +82,26 @@ end
 
 -- getfenv raises past the last frame, where getinfo returns nil, so the
 -- walk asks getfenv only while a frame of another kind is sure to lie below:
--- in the main thread the stack of a script ends in the C frame of the host
--- that ran it. In a coroutine, and once the walk has passed a C frame, it
--- asks getinfo alone. (Not covered: a C host that lua_pcalls a moonflow
--- function itself on the main thread, outside any C function: the walk
--- would pass the last frame. Hosts run Lua code that calls moonflow.) (A pcall per frame would guard every case but doubles
--- the cost of the walk: it keeps LuaJIT from compiling the loops that build.)
+-- in the main thread of the luajit command (and busted) the stack ends in the
+-- C frame of the host that ran the script. In a coroutine, and once the walk
+-- has passed a C frame, it asks getinfo alone. A C host that runs Lua with
+-- lua_pcall (LÖVE, a game engine) may call a moonflow function with no frame
+-- below it: the stack that loads moonflow tells which kind of host this is
+-- (a Lua chunk or `require` itself at the bottom), and in such a host the
+-- walk asks getinfo alone. A pcall around the walk would guard every host
+-- but costs a third more per op.
 local running = coroutine.running
 
-function M.user_location()
-  local fenv_safe = running() == nil
-  for level = 3, 50 do
+local function host_ends_stacks_in_c()
+  local bottom = 1
+  while getinfo(bottom + 1, "") do bottom = bottom + 1 end
+  local info = getinfo(bottom, "Sf")
+  return info.what == "C" and info.func ~= require
+end
+local fenv_safe_in_main_thread = host_ends_stacks_in_c()
+
+local function walk(first, fenv_safe)
+  for level = first, first + 47 do
     if not (fenv_safe and getfenv(level) == own_env) then
       local info = getinfo(level, "fl")
       if not info then break end
@@ -103,6 +126,14 @@ function M.user_location()
   return "?"
 end
 
+-- Levels: walk's own frame is 1, user_location's 2, its caller's 3: the
+-- caller of that is the first frame that may be the user's. (No tail call:
+-- it would drop user_location's frame.)
+function M.user_location()
+  local where = walk(4, fenv_safe_in_main_thread and running() == nil)
+  return where
+end
+
 -- Errors ---------------------------------------------------------------------
 -- The one way moonflow's Lua code raises an error: fail(msg) raises
 -- "msg (at file:line)", the user's line (user_location) after the message,
@@ -121,24 +152,78 @@ function M.fail(msg)
   error(msg .. " (at " .. where .. ")", 0)
 end
 
-local function load_library()
-  local candidates = {}
-  if os.getenv("MOONFLOW_LIB") then candidates[#candidates + 1] = os.getenv("MOONFLOW_LIB") end
-  candidates[#candidates + 1] = here .. "/libmoonflow.so"
-  candidates[#candidates + 1] = here .. "/../../build/libmoonflow.so"
-  local errors = {}
-  for _, path in ipairs(candidates) do
-    local f = io.open(path, "rb")
-    if f then
-      f:close()
-      local ok, lib = pcall(ffi.load, path)
-      if ok then return lib, path end
-      errors[#errors + 1] = tostring(lib)
-    else
-      errors[#errors + 1] = path .. ": not found"
+-- Finding the library ----------------------------------------------------------
+-- The engine's file name on this system (Windows DLLs from MinGW keep "lib").
+local lib_ext = ffi.os == "Windows" and "dll" or ffi.os == "OSX" and "dylib" or "so"
+local lib_name = "libmoonflow." .. lib_ext
+
+-- The library is, in order: the file MOONFLOW_LIB names, when set (and
+-- only there); the host program itself, when it has moonflow linked in
+-- (host_has_engine); else the first of these files that loads: next to these
+-- modules (`make install`); in package.cpath's directories, as
+-- moonflow/libmoonflow then libmoonflow (a LuaRocks tree has the first); in
+-- LÖVE, on the C require path (love.filesystem.getCRequirePath) under the
+-- game's save directory, the directory holding the game or fused
+-- executable, and the game's own directory, where games ship native
+-- libraries (the modules may be inside a .love archive, which no library
+-- can be loaded from); the checkout's build/.
+local function library_candidates()
+  local out = {here .. "/" .. lib_name}
+  for template in package.cpath:gmatch("[^;]+") do
+    if template:find("?", 1, true) then
+      out[#out + 1] = template:gsub("%?", "moonflow/libmoonflow")
+      out[#out + 1] = template:gsub("%?", "libmoonflow")
     end
   end
-  M.fail("moonflow: cannot load libmoonflow.so (run `make` first):\n  " .. table.concat(errors, "\n  "))
+  local fs = rawget(_G, "love") and love.filesystem
+  if fs and fs.getCRequirePath then
+    local bases = {fs.getSaveDirectory(), fs.getSourceBaseDirectory()}
+    if not fs.isFused() then bases[#bases + 1] = fs.getSource() end  -- a game run from its directory
+    for _, base in ipairs(bases) do
+      for template in fs.getCRequirePath():gmatch("[^;]+") do
+        for _, name in ipairs({"moonflow/libmoonflow", "libmoonflow"}) do
+          out[#out + 1] = base .. "/" .. template:gsub("%?%?", name .. "." .. lib_ext):gsub("%?", name)
+        end
+      end
+    end
+  end
+  out[#out + 1] = here .. "/../../build/" .. lib_name
+  return out
+end
+
+-- The engine linked into the host program itself (a game or app built with
+-- libmoonflow.a, exporting its symbols: -rdynamic): ffi.C has its functions.
+local function host_has_engine()
+  return pcall(function() return ffi.C.mf_version end)
+end
+
+local function try_load(path, errors)
+  local f = io.open(path, "rb")
+  if not f then
+    errors[#errors + 1] = path .. ": not found"
+    return nil
+  end
+  f:close()
+  local ok, lib = pcall(ffi.load, path)
+  if ok then return lib end
+  errors[#errors + 1] = tostring(lib)
+end
+
+local function load_library()
+  local errors = {}
+  local env = os.getenv("MOONFLOW_LIB")
+  if env then
+    local lib = try_load(env, errors)
+    if lib then return lib, env end
+    M.fail("moonflow: cannot load the library MOONFLOW_LIB names: " .. errors[1])
+  end
+  if host_has_engine() then return ffi.C, "(the host program)" end
+  for _, path in ipairs(library_candidates()) do
+    local lib = try_load(path, errors)
+    if lib then return lib, path end
+  end
+  M.fail("moonflow: cannot load " .. lib_name .. " (run `make` first, or set MOONFLOW_LIB to its path); tried:\n  " ..
+         table.concat(errors, "\n  "))
 end
 
 M.C, M.library_path = load_library()
@@ -181,6 +266,10 @@ end
 -- One status object per library load: every call finishes with it before the
 -- next starts (the engine is single-threaded from Lua's side).
 M.status = ffi.gc(C.mf_status_new(), C.mf_status_free)
+
+-- Whether Saver:save writes its files in this process: moonflow.mpi leaves
+-- the writing to rank 0 (the other ranks' save returns the path it writes).
+M.writes_checkpoints = true
 
 -- Raises the status message as a Lua error when a call failed. Errors of
 -- ops name the line that built the op already; check_here adds the user's

@@ -2,7 +2,7 @@
 -- (BytesList, FloatList, Int64List): TensorFlow's messages as Lua tables,
 -- packed and parsed in C with protobuf-c (src/io/example.c); and
 -- tf.io.parse_single_example / parse_example with FixedLenFeature and
--- VarLenFeature, and tf.sparse.to_dense.
+-- VarLenFeature (a tf.SparseTensor, ops/sparse.lua).
 local ffi = require("ffi")
 local core = require("moonflow.core")
 local args = require("moonflow.args")

@@ -1,4 +1,4 @@
--- fileio.lua — durable file writes for checkpoints and graph files.
+-- fileio.lua — durable file writes for checkpoints and graph files, and their errors.
 --
 -- write_atomic(path, chunks) writes through the engine's crash-safe writer
 -- (src/io/file.c): readers see the old file or the new one, never a part, a
@@ -21,9 +21,18 @@ function M.exists(path)
   return false
 end
 
--- TensorFlow's names of the codes the writer reports.
+-- TensorFlow's names of the codes that reading and writing files report.
 local code_names = {[C.MF_NOT_FOUND] = "NotFound", [C.MF_RESOURCE_EXHAUSTED] = "ResourceExhausted",
-                    [C.MF_INVALID_ARGUMENT] = "InvalidArgument", [C.MF_UNKNOWN] = "Unknown"}
+                    [C.MF_INVALID_ARGUMENT] = "InvalidArgument", [C.MF_UNKNOWN] = "Unknown",
+                    [C.MF_PERMISSION_DENIED] = "PermissionDenied", [C.MF_FAILED_PRECONDITION] = "FailedPrecondition",
+                    [C.MF_DATA_LOSS] = "DataLoss", [C.MF_UNIMPLEMENTED] = "Unimplemented"}
+
+-- Raises the error of core.status as "fname: Code: message" (fname: the
+-- function reading or writing).
+function M.fail_status(fname)
+  local code = tonumber(C.mf_status_code(core.status))
+  fail(fname .. ": " .. (code_names[code] or "Unknown") .. ": " .. ffi.string(C.mf_status_message(core.status)))
+end
 
 -- Writes the chunks to `path` atomically; errors, which name fname (the
 -- function writing), leave `path` untouched.
@@ -34,10 +43,7 @@ function M.write_atomic(path, chunks, fname)
     if type(c) == "string" then data[i - 1], sizes[i - 1] = c, #c
     else data[i - 1], sizes[i - 1] = c[1], c[2] end
   end
-  local code = C.mf_file_write_atomic(path, data, sizes, n, core.status)
-  if code ~= 0 then
-    fail(fname .. ": " .. code_names[tonumber(code)] .. ": " .. ffi.string(C.mf_status_message(core.status)))
-  end
+  if C.mf_file_write_atomic(path, data, sizes, n, core.status) ~= 0 then M.fail_status(fname) end
 end
 
 return M

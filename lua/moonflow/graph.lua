@@ -64,12 +64,33 @@ function TensorShape:is_compatible_with(other)
   end
   return true
 end
+-- Whether this shape broadcasts against `other` leaving other's shape as it
+-- is (NumPy's rule: from the last axis, each dimension is 1 or other's);
+-- unknown ranks and dimensions are taken to fit.
+function TensorShape:broadcasts_to(other)
+  local a, b = self.dims, other.dims
+  if not a or not b then return true end
+  if #a > #b then return false end
+  for i = 1, #a do
+    local x, y = a[#a - i + 1], b[#b - i + 1]
+    if x >= 0 and y >= 0 and x ~= 1 and x ~= y then return false end
+  end
+  return true
+end
+
 function TensorShape:__tostring()
   if not self.dims then return "<unknown>" end
   local parts = {}
   for i, d in ipairs(self.dims) do parts[i] = d < 0 and "?" or tostring(d) end
   if #parts == 1 then return "(" .. parts[1] .. ",)" end
   return "(" .. table.concat(parts, ", ") .. ")"
+end
+-- TensorFlow 1.x's repr: TensorShape([Dimension(None), Dimension(128)]).
+function TensorShape:__repr()
+  if not self.dims then return "TensorShape(None)" end
+  local parts = {}
+  for i, d in ipairs(self.dims) do parts[i] = "Dimension(" .. (d < 0 and "None" or tostring(d)) .. ")" end
+  return "TensorShape([" .. table.concat(parts, ", ") .. "])"
 end
 function TensorShape.__eq(a, b)
   if (a.dims == nil) ~= (b.dims == nil) then return false end
@@ -111,8 +132,9 @@ Graph.__index = Graph
 -- variable's `initializer`) is kept for the graph's life (`_kept`).
 local WEAK_VALUES = {__mode = "v"}
 
-function Graph.new()
-  local ptr = C.mf_graph_new()
+-- A Graph of graph pointer ptr (a new reference, taken over), or of a new graph.
+function Graph.new(ptr)
+  ptr = ptr or C.mf_graph_new()
   if ptr == nil then fail("tf.Graph: out of memory creating a graph") end
   return setmetatable({
     ptr = ffi.gc(ptr, C.mf_graph_release),
@@ -270,7 +292,7 @@ end
 
 function Graph:finalize() C.mf_graph_finalize(self.ptr) end
 function Graph:num_ops() return C.mf_graph_num_ops(self.ptr) end
-function Graph:__tostring() return "<moonflow.Graph with " .. self:num_ops() .. " ops>" end
+function Graph:__tostring() return "<tf.Graph with " .. self:num_ops() .. " ops>" end
 
 -- Operation --------------------------------------------------------------------
 local op_props = {
@@ -300,6 +322,7 @@ local op_props = {
   end,
 }
 local op_methods = {}
+M.op_methods = op_methods
 
 function Operation.__index(op, k)
   local m = op_methods[k]
@@ -400,17 +423,20 @@ function Tensor.__tostring(t)
   end
   return string.format('Tensor("%s", shape=%s, dtype=%s)', t.name, tostring(t:get_shape()), t.dtype.name)
 end
+-- TensorFlow 1.x's repr, which the REPL shows: <tf.Tensor 'MatMul:0' shape=(10, 10) dtype=float32>.
+function Tensor.__repr(t)
+  if rawget(t, "initializer") then return tostring(t) end
+  return string.format("<tf.Tensor '%s' shape=%s dtype=%s>", t.name, tostring(t:get_shape()), t.dtype.name)
+end
 
 -- Operators: M.ops entries are looked up when called, so op modules can load later.
 local function operator(name)
   return function(a, b) return M.ops[name](a, b) end
 end
-Tensor.__add = operator("add")
-Tensor.__sub = operator("subtract")
-Tensor.__mul = operator("multiply")
-Tensor.__div = operator("divide")
-Tensor.__mod = operator("mod")
-Tensor.__pow = operator("pow")
+-- The binary operators of tensors (and of arrays: eager.lua): metamethod -> op.
+M.binary_operators = {__add = "add", __sub = "subtract", __mul = "multiply", __div = "divide", __mod = "mod",
+                      __pow = "pow"}
+for metamethod, name in pairs(M.binary_operators) do Tensor[metamethod] = operator(name) end
 Tensor.__unm = function(a) return M.ops.negative(a) end
 
 -- Attributes ---------------------------------------------------------------------------
@@ -650,6 +676,14 @@ function M.placeholder(dtype, dims, name)
 end
 
 -- Constants and conversion -------------------------------------------------------------------
+-- Float32 constants whose dtype was not asked for but came from Lua numbers
+-- (tf.constant({0, 2}), y + 1): where TensorFlow would have seen Python ints,
+-- int_convert takes them for ints. Weak keys: the graph keeps the op either way.
+local from_lua_numbers = setmetatable({}, {__mode = "k"})
+local function lua_numbers(t)
+  from_lua_numbers[t] = true
+  return t
+end
 -- A Const op holding Array a, in graph (nil: the default one).
 local function const_op(a, name, graph)
   local t = M.op{"Const", attrs = {value = attr.value(a)}, name = name, graph = graph}
@@ -666,18 +700,10 @@ local function scalar_const(x, dtype, name, graph, who)
   return M.op{"Const", attrs = {value = {kind = "scalar", v = x, dtype = dtype}}, name = name, graph = graph}
 end
 
--- tf.constant(value, dtype, shape, name) or (value, {dtype=, shape=, name=});
--- the option graph (internal) is the graph it joins, else the default one.
-local CONSTANT_OPTIONS = {"dtype", "shape", "name", "graph", positional = 3, empty = true}
-function M.constant(value, ...)
-  local opts = args.options("tf.constant", CONSTANT_OPTIONS, ...)
-  local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
-  if type(value) == "number" and not opts.shape and dtype ~= core.dtypes.bool then
-    return scalar_const(value, dtype or core.dtypes.float32, opts.name, opts.graph, "tf.constant")
-  end
-  local a = Array.from(value, dtype, true, "tf.constant")
-  if opts.shape then
-    local want = opts.shape
+-- Array a filled into shape `want` (tf.constant's shape option): a single
+-- value repeated, or the values in row-major order; a itself without one.
+local function reshaped(a, want)
+  if want then
     local n = 1
     for _, d in ipairs(want) do n = n * d end
     if a.dtype.name == "string" and (a:size() == n or a:size() == 1) then  -- strings move as Lua strings
@@ -696,9 +722,23 @@ function M.constant(value, ...)
       fail(string.format("tf.constant: %d values cannot fill shape {%s}", a:size(), table.concat(want, ", ")))
     end
   end
-  return const_op(a, opts.name, opts.graph)
+  return a
 end
 
+-- tf.constant(value, dtype, shape, name) or (value, {dtype=, shape=, name=});
+-- the option graph (internal) is the graph it joins, else the default one.
+local CONSTANT_OPTIONS = {"dtype", "shape", "name", "graph", positional = 3, empty = true}
+function M.constant(value, ...)
+  local opts = args.options("tf.constant", CONSTANT_OPTIONS, ...)
+  local dtype = opts.dtype and core.as_dtype(opts.dtype, "tf.constant") or nil
+  if type(value) == "number" and not opts.shape and dtype ~= core.dtypes.bool then
+    local t = scalar_const(value, dtype or core.dtypes.float32, opts.name, opts.graph, "tf.constant")
+    return dtype and t or lua_numbers(t)
+  end
+  local a = Array.from(value, dtype, true, "tf.constant")
+  local t = const_op(reshaped(a, opts.shape), opts.name, opts.graph)
+  return (dtype == nil and a.dtype == core.dtypes.float32) and lua_numbers(t) or t
+end
 -- The first Tensor in a nested Lua list, or nil; `who` names the caller.
 local function tensor_in(x, who)
   if is_tensor(x) then return x end
@@ -720,7 +760,8 @@ local function to_tensor(x, dtype, graph, who)
   if Array.is(x) then return const_op(x, nil, graph) end
   local kind = type(x)
   if kind == "number" and (dtype == nil or (getmetatable(dtype) == core.DType and dtype ~= core.dtypes.bool)) then
-    return scalar_const(x, dtype or core.dtypes.float32, nil, graph, who)  -- the common case: y + 1
+    local t = scalar_const(x, dtype or core.dtypes.float32, nil, graph, who)  -- the common case: y + 1
+    return dtype and t or lua_numbers(t)
   end
   if kind ~= "number" and kind ~= "boolean" and kind ~= "string" and not args.is_plain(x) then
     fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
@@ -733,7 +774,9 @@ local function to_tensor(x, dtype, graph, who)
     for i, v in ipairs(x) do parts[i] = to_tensor(v, dtype or inner.dtype, graph, who) end
     return M.ops.stack(parts)
   end
-  return const_op(Array.from(x, dtype, true, who), nil, graph)
+  local a = Array.from(x, dtype, true, who)
+  local t = const_op(a, nil, graph)
+  return (dtype == nil and a.dtype == core.dtypes.float32) and lua_numbers(t) or t
 end
 
 -- x as a tensor for the API function the user called (a Lua value becomes a
@@ -757,6 +800,31 @@ function M.convert(x, dtype, graph)
   return t  -- not a tail call: argument_of looks above this frame
 end
 
+-- x as an int tensor for an index argument (indices, ids, labels, lengths,
+-- depths, shapes): Lua values become int32 constants, as TensorFlow makes
+-- Python ints int32. Lua cannot tell 2 from 2.0, so a constant that took
+-- float32 from Lua numbers (see from_lua_numbers), or such a tf.Array, whose
+-- values are all integers stands for such ints too and becomes an int32
+-- constant beside it; any other tensor passes as it is (the op checks its dtype).
+local function integral_int32(a)
+  local data = a._data
+  for i = 0, a._size - 1 do
+    local v = data[i]
+    if v % 1 ~= 0 or v < -2 ^ 31 or v >= 2 ^ 31 then return nil end
+  end
+  return Array.from(a, core.dtypes.int32)
+end
+function M.int_convert(x, graph)
+  if is_tensor(x) then
+    if not from_lua_numbers[x] then return x end
+    local ints = integral_int32(x.op:get_attr("value"))
+    return ints and const_op(ints, nil, x.graph) or x
+  end
+  if Array.is(x) and x.from_lua_numbers then x = integral_int32(x) or x end
+  local t = M.convert(x, core.dtypes.int32, graph)
+  return t  -- not a tail call: argument_of looks above this frame
+end
+
 -- x as a tensor for argument `what` of fname, named so in errors; `dtype`
 -- and `graph` as for convert.
 function M.tensor_arg(fname, what, x, dtype, graph) return to_tensor(x, dtype, graph, fname .. ": " .. what) end
@@ -765,8 +833,7 @@ function M.tensor_arg(fname, what, x, dtype, graph) return to_tensor(x, dtype, g
 -- constant, int64 when a size needs it (shape inference then sees every
 -- value); lists holding scalar tensors are stacked, as TensorFlow does.
 function M.shape_tensor(shape, fname, graph)
-  if is_tensor(shape) then return shape end
-  if Array.is(shape) then return M.convert(shape, nil, graph) end
+  if is_tensor(shape) or Array.is(shape) then return M.int_convert(shape, graph) end
   if getmetatable(shape) == TensorShape then
     if not shape.dims then fail(fname .. ": the shape must have a known rank") end
     shape = shape.dims

@@ -200,7 +200,8 @@ local function grad(g_ptr, op_ptr, fn_id, grads, ngrads, input_grads, ninputs)
     return nil, op_name(op_ptr) .. ": this lua_func has no gradient function"
   end
   local g = graph_for(g_ptr)
-  local op = graph_for(C.mf_op_graph(op_ptr)):_op(op_ptr)
+  -- The handle may be made here first and keeps its pointer: not const.
+  local op = graph_for(C.mf_op_graph(op_ptr)):_op(ffi.cast("mf_op *", op_ptr))
   local dys = {}
   for i = 0, ngrads - 1 do dys[i + 1] = g:_op(grads[i].op):output(grads[i].index) end
   local results = pack(xpcall(function()

@@ -38,6 +38,10 @@ end
 tf.is_tensor = G.is_tensor
 
 tf.Session = S.new
+-- The loaded library's version (moonflow.h's MF_VERSION), as TensorFlow's tf.VERSION.
+tf.VERSION = require("ffi").string(core.C.mf_version())
+tf.InteractiveSession = S.interactive
+tf.get_default_session = S.get_default_session
 tf.hygiene = require("moonflow.hygiene")
 
 -- tf.placeholder(dtype, shape, name) or tf.placeholder(dtype, {shape=, name=}).
@@ -67,12 +71,15 @@ tf.ops = ops
 -- Installed in this order (a module may use what an earlier one set up);
 -- ops.* are the op wrappers (lua/moonflow/ops/).
 for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
-                         "train", "ops.conv", "ops.index", "ops.linalg", "ops.strings", "ops.control_flow", "layers", "cookbook",
-                         "saver", "graph_io", "data", "io", "tfrecord", "example", "ops.debugging", "devices"}) do
+                         "train", "ops.conv", "ops.index", "ops.linalg", "ops.image", "ops.sparse", "ops.strings",
+                         "ops.control_flow", "layers", "cookbook", "saver", "graph_io", "data", "io", "tfrecord",
+                         "example", "ops.debugging", "devices", "hparams", "flags", "metrics", "estimator",
+                         "experiment"}) do
   require("moonflow." .. module)(tf, ops)
 end
 
 require("moonflow.registry")(tf)
+require("moonflow.eager")
 -- Errors about an argument name the tf function it was given to (args.argument_of).
 args.register_api(tf)
 

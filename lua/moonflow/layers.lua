@@ -116,7 +116,7 @@ return function(tf, ops)
 
   local dense_names = {"activation", "use_bias", "kernel_initializer", "bias_initializer", "kernel_regularizer",
                        "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
-                       "trainable", "name", "reuse"}
+                       "trainable", "name", "reuse", empty = true}
 
   -- A layer's output: its activation, and its activity regularizer's loss
   -- added to REGULARIZATION_LOSSES.
@@ -179,7 +179,7 @@ return function(tf, ops)
   -- tf.layers.flatten(inputs, {name=, data_format=}): [batch, everything else].
   function layers.flatten(inputs, ...)
     local fname = "tf.layers.flatten"
-    local o = options(fname, {"name", "data_format"}, ...)
+    local o = options(fname, {"name", "data_format", empty = true}, ...)
     check_data_format(fname, o.data_format)
     local x = G.tensor_arg(fname, "inputs", inputs)
     local dims = dims_of(fname, x, nil, 1)
@@ -201,7 +201,7 @@ return function(tf, ops)
   local conv_names = {"strides", "padding", "data_format", "dilation_rate", "activation", "use_bias",
                       "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
                       "activity_regularizer", "kernel_constraint", "bias_constraint", "trainable", "name",
-                      "reuse"}
+                      "reuse", empty = true}
 
   -- tf.layers.conv2d(inputs, filters, kernel_size, {strides = 1, padding = "valid",
   -- dilation_rate = 1, activation=, use_bias = true, kernel_initializer=,
@@ -243,7 +243,7 @@ return function(tf, ops)
   for lname, nn_name in pairs({max_pooling2d = "max_pool", average_pooling2d = "avg_pool"}) do
     local fname = "tf.layers." .. lname
     layers[lname] = function(inputs, pool_size, strides, ...)
-      local o = options(fname, {"padding", "data_format", "name"}, ...)
+      local o = options(fname, {"padding", "data_format", "name", empty = true}, ...)
       local x = G.tensor_arg(fname, "inputs", inputs)
       local p = pair(fname, "pool_size", pool_size)
       if strides == nil then fail(fname .. ": strides is required (tf.layers." .. lname .. "(inputs, pool_size, strides))") end
@@ -274,7 +274,7 @@ return function(tf, ops)
   -- training may be a bool tensor (then tf.cond chooses at run time).
   function layers.dropout(inputs, ...)
     local fname = "tf.layers.dropout"
-    local o = options(fname, {"rate", "noise_shape", "seed", "training", "name"}, ...)
+    local o = options(fname, {"rate", "noise_shape", "seed", "training", "name", empty = true}, ...)
     local x = float_input(fname, inputs)
     local rate = o.rate == nil and 0.5 or o.rate
     if type(rate) == "number" and not (rate >= 0 and rate < 1) then
@@ -292,7 +292,8 @@ return function(tf, ops)
 
   local bn_names = {"axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
                     "moving_mean_initializer", "moving_variance_initializer", "beta_regularizer",
-                    "gamma_regularizer", "training", "trainable", "name", "reuse", "fused"}
+                    "gamma_regularizer", "training", "trainable", "name", "reuse", "fused",
+                    empty = true}
 
   -- tf.layers.batch_normalization(inputs, {axis = -1, momentum = 0.99, epsilon =
   -- 1e-3, center = true, scale = true, beta_initializer=, gamma_initializer=,

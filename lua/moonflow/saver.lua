@@ -1,7 +1,8 @@
 -- saver.lua — checkpoints: tf.train.Saver, tf.train.latest_checkpoint,
 -- tf.train.get_checkpoint_state, tf.train.list_variables, tf.train.load_variable.
 --
--- A checkpoint is one safetensors file: an 8-byte little-endian header
+-- A checkpoint is one safetensors file, read and written by the engine
+-- (src/io/checkpoint.c, mf_checkpoint_*): an 8-byte little-endian header
 -- length n, n bytes of JSON (padded with spaces to a multiple of 8) mapping
 -- each variable's name to {dtype ("F32", "F64", "I32", "I64", "U8", "BOOL"),
 -- shape, data_offsets = {begin, end}} (offsets into the data that follows the
@@ -27,18 +28,11 @@ local ffi = require("ffi")
 local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
-local json = require("moonflow.json")
 local fileio = require("moonflow.fileio")
 local args = require("moonflow.args")
 local C = core.C
 
 local M = {}
-
--- safetensors dtype codes.
-local code_of = {float32 = "F32", float64 = "F64", int32 = "I32", int64 = "I64", uint8 = "U8", bool = "BOOL"}
-local dtype_of = {}
-for name, code in pairs(code_of) do dtype_of[code] = core.dtypes[name] end
-M.code_of, M.dtype_of = code_of, dtype_of
 
 local fail, options = core.fail, args.options
 
@@ -49,113 +43,29 @@ local SAVE_OPTIONS = {"global_step", empty = true}
 local dirname, basename, exists = fileio.dirname, fileio.basename, fileio.exists
 M.write_atomic = fileio.write_atomic
 
-local function check_little_endian(fname)
-  if not ffi.abi("le") then fail(fname .. ": Unimplemented: checkpoints are little-endian; this host is big-endian") end
-end
-
 -- Reading checkpoints -----------------------------------------------------------------
-local function is_count(x) return type(x) == "number" and x >= 0 and x % 1 == 0 and x < 2 ^ 53 end
-
--- Reads and checks a checkpoint. Returns {entries = {name = {dtype, shape,
--- offset, nbytes}}, data = the file as a string, base = the offset of the data
--- part in it}. Every error names fname, the function reading, and says what
--- is wrong with which file.
+-- Reads and checks a checkpoint (src/io/checkpoint.c). Returns {entries =
+-- {name = {dtype, shape, index}}, handle = the mf_checkpoint}. Errors name
+-- fname, the function reading, and say what is wrong with which file.
 function M.read(path, fname)
-  check_little_endian(fname)
   if type(path) ~= "string" then fail(fname .. ": a checkpoint path must be a string, got " .. type(path)) end
-  local f, open_err, open_errno = io.open(path, "rb")
-  if not f then
-    if open_errno == 13 then fail(fname .. ": PermissionDenied: cannot read checkpoint " .. path .. ": " .. open_err) end
-    fail(fname .. ": NotFound: Failed to find any matching files for " .. path)
-  end
-  local s, err, errno = f:read("*a")
-  f:close()
-  if s == nil then
-    if errno == 21 then  -- EISDIR: io.open opens a directory, reading it fails
-      fail(fname .. ": FailedPrecondition: " .. path .. " is a directory, not a checkpoint file; " ..
-           "use tf.train.latest_checkpoint(dir) for the newest checkpoint in it")
-    end
-    fail(fname .. ": Unknown: cannot read checkpoint " .. path .. ": " .. tostring(err))
-  end
-  local function corrupt(what)
-    fail(fname .. ": DataLoss: " .. path .. " is not a valid checkpoint (truncated or corrupted?): " .. what)
-  end
-  if #s < 8 then corrupt("the file has " .. #s .. " bytes, fewer than the 8-byte header length") end
-  local length = ffi.cast("const uint64_t *", ffi.cast("const char *", s))[0]
-  local n = tonumber(length)
-  if n > #s - 8 then
-    corrupt(string.format("the header length is %s bytes but only %d bytes follow it",
-                          tostring(length):match("%d+"), #s - 8))
-  end
-  local ok, header = pcall(json.decode, s:sub(9, 8 + n))
-  if not ok then corrupt("the header is not valid JSON (" .. tostring(header) .. ")") end
-  if type(header) ~= "table" or json.is_array(header) then corrupt("the header is not a JSON object") end
-  local base, size = 8 + n, #s - 8 - n
+  local handle = C.mf_checkpoint_read(path, core.status)
+  if handle == nil then fileio.fail_status(fname) end
+  handle = ffi.gc(handle, C.mf_checkpoint_free)
   local entries = {}
-  for name, e in pairs(header) do
-    if name ~= "__metadata__" then
-      if type(e) ~= "table" or json.is_array(e) then corrupt("the entry for '" .. name .. "' is not an object") end
-      local dtype = dtype_of[e.dtype]
-      if not dtype then corrupt("'" .. name .. "' has an unsupported dtype " .. tostring(e.dtype)) end
-      if type(e.shape) ~= "table" or not json.is_array(e.shape) or #e.shape > C.MF_MAX_RANK then
-        corrupt("'" .. name .. "' has no valid shape")
-      end
-      local count = 1
-      for _, d in ipairs(e.shape) do
-        if not is_count(d) then corrupt("'" .. name .. "' has an invalid dimension " .. tostring(d)) end
-        count = count * d
-      end
-      local off = e.data_offsets
-      if type(off) ~= "table" or #off ~= 2 or not is_count(off[1]) or not is_count(off[2]) or off[1] > off[2] then
-        corrupt("'" .. name .. "' has invalid data_offsets")
-      end
-      if off[2] > size then
-        corrupt(string.format("the data of '%s' ends at byte %.0f past the %d bytes of data", name, off[2], size))
-      end
-      local nbytes = count * dtype.size
-      if off[2] - off[1] ~= nbytes then
-        corrupt(string.format("'%s' holds %.0f bytes, but %s %s needs %.0f", name, off[2] - off[1],
-                              dtype.name, tostring(G.TensorShape.new(e.shape)), nbytes))
-      end
-      if dtype.name == "bool" and s:sub(base + off[1] + 1, base + off[2]):find("[^%z\1]") then
-        corrupt("'" .. name .. "' has bool values other than 0 and 1")
-      end
-      entries[name] = {dtype = dtype, shape = {unpack(e.shape)}, offset = off[1], nbytes = nbytes}
-    end
+  for i = 0, C.mf_checkpoint_num_entries(handle) - 1 do
+    local t = C.mf_checkpoint_value(handle, i)
+    local shape, dims = {}, C.mf_tensor_dims(t)
+    for k = 0, C.mf_tensor_rank(t) - 1 do shape[k + 1] = tonumber(dims[k]) end
+    entries[ffi.string(C.mf_checkpoint_name(handle, i))] =
+      {dtype = core.by_enum[tonumber(C.mf_tensor_dtype(t))], shape = shape, index = i}
   end
-  -- safetensors: the tensors index the data whole, each byte once (no overlaps,
-  -- no gaps, nothing after the last), so one file cannot be read two ways.
-  local order = {}
-  for name, e in pairs(entries) do order[#order + 1] = {name = name, b = e.offset, e = e.offset + e.nbytes} end
-  table.sort(order, function(x, y)
-    if x.b ~= y.b then return x.b < y.b end
-    if x.e ~= y.e then return x.e < y.e end
-    return x.name < y.name
-  end)
-  local at, prev = 0, nil
-  for _, t in ipairs(order) do
-    if t.b < at then
-      corrupt(string.format("the data of '%s' (bytes %.0f to %.0f) overlaps that of '%s' (bytes %.0f to %.0f); " ..
-                            "safetensors tensors may not share bytes", t.name, t.b, t.e, prev.name, prev.b, prev.e))
-    elseif t.b > at then
-      corrupt(string.format("bytes %.0f to %.0f of the data belong to no tensor (a gap before '%s'); " ..
-                            "safetensors data has no gaps", at, t.b, t.name))
-    end
-    at, prev = t.e, t
-  end
-  if at ~= size then
-    corrupt(string.format("bytes %.0f to %d of the data, after the last tensor, belong to no tensor", at, size))
-  end
-  return {entries = entries, data = s, base = base, path = path}
+  return {entries = entries, handle = handle, path = path}
 end
 
--- The value of one entry as a new Array (one memory copy).
+-- The value of one entry as an Array (the value read from the file, shared).
 function M.entry_value(ckpt, e)
-  local a = Array.new(e.dtype, e.shape)
-  if e.nbytes > 0 then
-    ffi.copy(a:data(), ffi.cast("const char *", ckpt.data) + ckpt.base + e.offset, e.nbytes)
-  end
-  return a
+  return Array.wrap(C.mf_tensor_retain(C.mf_checkpoint_value(ckpt.handle, e.index)))
 end
 
 -- The `checkpoint` index file of a directory --------------------------------------------
@@ -286,7 +196,6 @@ return function(tf, ops)
   -- writes the variables' values; returns the path written (path .. "-" ..
   -- step with a global step).
   function Saver:save(sess, path, ...)
-    check_little_endian("Saver:save")
     check_session(self, sess, "save")
     if type(path) ~= "string" or path == "" then fail("Saver:save: a path is required") end
     local step = options("Saver:save", SAVE_OPTIONS, ...).global_step
@@ -299,6 +208,8 @@ return function(tf, ops)
       end
       path = string.format("%s-%d", path, step)
     end
+    -- Under moonflow.mpi only rank 0 writes (core.writes_checkpoints).
+    if not core.writes_checkpoints then return path end
     local n = #self.names
     local ports, values = core.ports(n), core.value_ptrs(n)
     for i, name in ipairs(self.names) do
@@ -306,28 +217,11 @@ return function(tf, ops)
       ports[i - 1].op, ports[i - 1].index = v.op.ptr, v.value_index
     end
     if C.mf_session_run(sess.ptr, nil, nil, 0, ports, values, n, nil, 0, core.status) ~= 0 then core.check() end
-    local ok, err = pcall(function()
-      local header, chunks, offset = {__metadata__ = {format = "moonflow"}}, {}, 0
-      for i, name in ipairs(self.names) do
-        local t = values[i - 1]
-        local rank, dims = C.mf_tensor_rank(t), C.mf_tensor_dims(t)
-        local shape = json.array({})
-        for k = 0, rank - 1 do shape[k + 1] = tonumber(dims[k]) end
-        local nbytes = tonumber(C.mf_tensor_nbytes(t))
-        header[name] = {dtype = code_of[core.by_enum[tonumber(C.mf_tensor_dtype(t))].name], shape = shape,
-                        data_offsets = {offset, offset + nbytes}}
-        chunks[#chunks + 1] = {C.mf_tensor_data(t), nbytes}
-        offset = offset + nbytes
-      end
-      local text = json.encode(header)
-      text = text .. string.rep(" ", (8 - #text % 8) % 8)
-      local len = ffi.new("uint64_t[1]", #text)
-      table.insert(chunks, 1, {len, 8})
-      table.insert(chunks, 2, text)
-      M.write_atomic(path, chunks, "Saver:save")
-    end)
+    local names = ffi.new("const char *[?]", n)
+    for i, name in ipairs(self.names) do names[i - 1] = name end
+    local code = C.mf_checkpoint_write(path, names, values, n, core.status)
     for i = 0, n - 1 do C.mf_tensor_release(values[i]) end
-    if not ok then error(err, 0) end
+    if code ~= 0 then fileio.fail_status("Saver:save") end
     -- Bookkeeping: the newest last; older ones past max_to_keep are deleted.
     local kept = self.last_checkpoints
     for i = #kept, 1, -1 do if kept[i] == path then table.remove(kept, i) end end
@@ -339,6 +233,24 @@ return function(tf, ops)
     end
     write_index(dirname(path), path, kept)
     return path
+  end
+
+  -- saver:recover_last_checkpoints(paths): takes over the checkpoints an
+  -- earlier saver wrote (oldest first; those no longer on disk are left out),
+  -- so that max_to_keep counts them and the index keeps listing them, as
+  -- TensorFlow's Saver.recover_last_checkpoints.
+  function Saver:recover_last_checkpoints(paths)
+    if not args.is_plain(paths) then
+      fail("Saver:recover_last_checkpoints: paths must be a list of checkpoint paths, got " .. args.describe(paths))
+    end
+    local kept = {}
+    for i, p in ipairs(paths) do
+      if type(p) ~= "string" then
+        fail("Saver:recover_last_checkpoints: paths[" .. i .. "] is not a path: " .. args.describe(p))
+      end
+      if exists(p) then kept[#kept + 1] = p end
+    end
+    self.last_checkpoints = kept
   end
 
   -- saver:restore(sess, path): sets every variable of the saver from the file.

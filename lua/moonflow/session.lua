@@ -48,6 +48,35 @@ local function device_count(config, counts)
   end
 end
 
+-- Numbers fed to numeric tensors go through scalar values kept from run to
+-- run, one per feed (`scalars.ptr[key]`, an owned mf_tensor*, and
+-- `scalars.data[key]`, its element), so such a run allocates nothing: returns
+-- the value holding v. recycle_scalar, after the run, keeps it for the next
+-- run unless the run kept a reference (a variable took the fed value, a fetch
+-- is the feed itself); then it is left to its holders and the next run makes
+-- another.
+-- (Numbers fed to bool and string tensors are refused by to_value.)
+local function is_number_feed(v, dtype) return type(v) == "number" and (dtype.is_floating or dtype.is_integer) end
+local function scalar_feed(scalars, key, v, dtype)
+  local ptr = scalars.ptr[key]
+  if ptr == nil then
+    ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
+    if ptr == nil then core.check() end
+    ptr = ffi.gc(ptr, C.mf_tensor_release)
+    scalars.ptr[key], scalars.data[key] = ptr, ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))
+  end
+  scalars.data[key][0] = v
+  return ptr
+end
+local function recycle_scalar(scalars, key)
+  local ptr = scalars.ptr[key]
+  if ptr ~= nil and C.mf_tensor_refcount(ptr) ~= 1 then scalars.ptr[key], scalars.data[key] = nil, nil end
+end
+local function new_scalars(weak)
+  local mode = weak and {__mode = "k"} or nil
+  return {ptr = setmetatable({}, mode), data = setmetatable({}, mode)}
+end
+
 -- tf.Session(graph) or tf.Session({graph=, allow_soft_placement=, log_device_placement=,
 -- intra_op_parallelism_threads=, elementwise_fusion=, device_count=}).
 local SESSION_OPTIONS = {"graph", "allow_soft_placement", "log_device_placement", "intra_op_parallelism_threads",
@@ -75,7 +104,9 @@ function M.new(arg)
   local ptr = C.mf_session_new_with_config(g.ptr, config, core.status)
   if ptr == nil then core.check_here() end
   return setmetatable({ptr = ffi.gc(ptr, C.mf_session_free), graph = g, options = options,
-                       _log_placement = options.log_device_placement == true}, Session)
+                       _log_placement = options.log_device_placement == true, _scalars = new_scalars(true),
+                       _flat = setmetatable({}, {__mode = "k"})},
+                      Session)
 end
 
 -- With log_device_placement, the placement of each op of the plans built
@@ -91,7 +122,67 @@ function Session:close()
   self.closed = true
 end
 
-function Session:__tostring() return "<moonflow.Session>" end
+-- The default session (TensorFlow 1.x's): the innermost sess:as_default(fn),
+-- else the open tf.InteractiveSession made last; Tensor:eval and
+-- Operation:run use it.
+local default_sessions = {}
+local interactive
+
+function M.get_default_session()
+  local top = default_sessions[#default_sessions]
+  if top then return top end
+  if interactive and not interactive.closed then return interactive end
+end
+
+-- sess:as_default(fn): fn(...) with sess as the default session (Python's
+-- `with sess.as_default():`); returns what fn returns.
+function Session:as_default(fn, ...)
+  if type(fn) ~= "function" then
+    fail("Session:as_default(fn): fn must be a function, got " .. args.describe(fn))
+  end
+  return G.with_pushed(default_sessions, self, fn, ...)
+end
+
+-- tf.InteractiveSession(graph_or_options): a session that makes itself the
+-- default one until it is closed, for the REPL.
+function M.interactive(arg)
+  interactive = M.new(arg)
+  return interactive
+end
+
+-- The session that t:eval() and op:run() use: `session` or the default one,
+-- of the graph of x.
+local function session_for(x, session, who)
+  session = session or M.get_default_session()
+  if session == nil then
+    fail(who .. ": No default session is registered. Use sess:as_default(fn), make a " ..
+         "tf.InteractiveSession(), or pass the session: " .. who:gsub(":.*", "") .. ":" ..
+         (who:find("eval") and "eval(feeds, sess)" or "run(feeds, sess)"))
+  end
+  if getmetatable(session) ~= Session then
+    fail(who .. ": session must be a tf.Session, got " .. args.describe(session))
+  end
+  if session.graph ~= x.graph then
+    fail(who .. ": Cannot use the given session to evaluate " .. tostring(x) ..
+         ": its graph is different from the session's graph.")
+  end
+  return session
+end
+
+-- t:eval(feeds, session): the value of t (Session:run's) in that session
+-- or the default one.
+function G.tensor_methods.eval(t, feeds, session)
+  return session_for(t, session, "Tensor:eval"):run(t, feeds)
+end
+
+-- op:run(feeds, session): runs op in that session or the default one.
+function G.op_methods.run(op, feeds, session)
+  session_for(op, session, "Operation:run"):run(op, feeds)
+end
+
+function Session:__tostring()
+  return "<tf.Session on " .. tostring(self.graph) .. (self.closed and " (closed)>" or ">")
+end
 
 -- Resolves a fetch or feed key given by name ("x:0" is a tensor, "x" an op)
 -- for fname.
@@ -265,6 +356,7 @@ local function buffers(self, nfeeds, nfetches, ntargets)
     b.feed_ports = core.ports(b.nfeeds)
     b.feed_values = core.value_ptrs(b.nfeeds)
     b.feed_holds = {}
+    b.scalar_keys = {}
     b.fetch_ports = core.ports(b.nfetches)
     b.fetch_values = core.value_ptrs(b.nfetches)
     b.targets = core.op_ptrs(b.ntargets)
@@ -287,20 +379,61 @@ local function set_feeds(self, b, feeds)
     end
     b.feed_ports[n].op = t.op.ptr
     b.feed_ports[n].index = t.value_index
-    local converted, ptr, hold, kept = pcall(to_value, v, t.dtype, t)
-    if not converted then
-      release_holds(b.feed_holds, 0, n - 1)
-      fail("feed for " .. t.name .. ": " .. tostring(ptr))
-    end
-    b.feed_values[n] = ptr
-    b.feed_holds[n] = hold
-    n = n + 1
-    if kept then
-      b.feed_kept = b.feed_kept or {}
-      b.feed_kept[n] = kept
+    local dtype = t.dtype
+    if is_number_feed(v, dtype) then
+      b.feed_values[n] = scalar_feed(self._scalars, t, v, dtype)
+      b.scalar_keys[n] = t
+      n = n + 1
+    else
+      local converted, ptr, hold, kept = pcall(to_value, v, dtype, t)
+      if not converted then
+        release_holds(b.feed_holds, 0, n - 1)
+        fail("feed for " .. t.name .. ": " .. tostring(ptr))
+      end
+      b.feed_values[n] = ptr
+      b.feed_holds[n] = hold
+      b.scalar_keys[n] = false
+      n = n + 1
+      if kept then
+        b.feed_kept = b.feed_kept or {}
+        b.feed_kept[n] = kept
+      end
     end
   end
   return n
+end
+
+-- Feeds keyed by a composite tensor (a tf.SparseTensor), whose metatable's
+-- __feed(key, value) lists the {tensor, value} pairs it stands for, replaced
+-- by those pairs; the feeds themselves when there is none.
+local function expand_feeds(feeds)
+  local expanded
+  for k in pairs(feeds) do
+    local mt = type(k) == "table" and getmetatable(k)
+    if mt and mt.__feed then expanded = {} break end
+  end
+  if not expanded then return feeds end
+  for k, v in pairs(feeds) do
+    local mt = type(k) == "table" and getmetatable(k)
+    if mt and mt.__feed then
+      for _, pair in ipairs(mt.__feed(k, v)) do expanded[pair[1]] = pair[2] end
+    else
+      expanded[k] = v
+    end
+  end
+  return expanded
+end
+
+-- The flattened fetches of a run (flatten): tensors, targets and template.
+-- A fetch that is one Tensor or Operation, immutable handles, keeps them in
+-- the session for its next runs (read-only from then on).
+local function flat_fetches(self, fetches)
+  local flat = self._flat[fetches]
+  if flat then return flat[1], flat[2], flat[3] end
+  local tensors, targets = {}, {}
+  local template = flatten(self.graph, fetches, tensors, targets, "Session:run")
+  if G.is_tensor(fetches) or G.is_operation(fetches) then self._flat[fetches] = {tensors, targets, template} end
+  return tensors, targets, template
 end
 
 local function count_feeds(feeds)
@@ -317,9 +450,9 @@ function Session:run(fetches, feeds)
   if feeds ~= nil and not args.is_plain(feeds) then
     fail("Session:run: feeds must be a table {[tensor or \"name:0\"] = value}, got " .. args.describe(feeds))
   end
+  if feeds then feeds = expand_feeds(feeds) end
   local graph = self.graph
-  local tensors, targets = {}, {}
-  local template = flatten(graph, fetches, tensors, targets, "Session:run")
+  local tensors, targets, template = flat_fetches(self, fetches)
   -- Dataset iterators (data/iterator.lua) add their next elements to the feeds.
   if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
@@ -336,6 +469,9 @@ function Session:run(fetches, feeds)
   local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
                    b.fetch_values, #tensors, b.targets, #targets, core.status)
   release_holds(b.feed_holds, 0, nfeeds - 1)
+  for i = 0, nfeeds - 1 do
+    if b.scalar_keys[i] then recycle_scalar(self._scalars, b.scalar_keys[i]) end
+  end
   if self._log_placement then
     local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
     print_placement(self)
@@ -344,10 +480,11 @@ function Session:run(fetches, feeds)
   if rc ~= 0 then core.check() end
   hygiene.after_run(self)
   if self.on_run then self.on_run(self, tensors, targets) end
-  local values = {}
-  for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end
   local kept = b.feed_kept
   b.feed_kept = nil
+  if template == 1 and not kept then return to_lua(b.fetch_values[0]) end
+  local values = {}
+  for i = 1, #tensors do values[i] = to_lua(b.fetch_values[i - 1]) end
   keep_fed(values, kept)
   return rebuild(template, values)
 end
@@ -384,6 +521,12 @@ local function engine_callable(self, fname, tensors, targets, feed_list)
   return callable, feed_tensors
 end
 
+-- mf_callable_run_into as a pointer returning int: LuaJIT's interpreter boxes
+-- an enum result (mf_code) in a new cdata, which would make every frame of a
+-- loop running into caller buffers leave garbage when the loop is not compiled.
+local callable_run_into = ffi.cast("int (*)(mf_callable *, mf_tensor *const *, mf_tensor *const *, mf_status *)",
+                                   C.mf_callable_run_into)
+
 -- sess:make_callable(fetches, feed_list): a function taking the feed values in
 -- feed_list order and returning what run would.
 function Session:make_callable(fetches, feed_list, _unwrapped)
@@ -400,21 +543,27 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
   local log_placement = self._log_placement
   local feed_values = core.value_ptrs(math.max(nfeeds, 1))
   local fetch_values = core.value_ptrs(math.max(nfetches, 1))
-  local holds, cdata_feeds = {}, {}
+  local holds, cdata_feeds, scalar_used, scalars = {}, {}, {}, new_scalars(false)
+  local feed_dtypes = {}
+  for i, t in ipairs(feed_tensors) do feed_dtypes[i] = t.dtype end
   local session = self  -- keeps the session (and so the callable) alive
   local single = type(template) == "number"
   local out_values = core.value_ptrs(math.max(nfetches, 1))
   -- A trailing {out = arrays}: the results go into the caller's arrays (an
   -- Array for one fetched tensor, else a list of them in fetch order), which
-  -- are returned; nothing is allocated for them.
+  -- are returned; nothing is allocated for them, nor any Lua garbage made
+  -- when the caller reuses its options table.
   local function outputs_of(options)
     if type(options) ~= "table" or options.out == nil or next(options, next(options)) ~= nil then
       fail("Session callable: takes " .. nfeeds .. " feed values and optionally {out = arrays}, got " ..
            select("#", options) .. " extra argument of type " .. type(options))
     end
     local out = options.out
-    if Array.is(out) then out = {out} end
-    if type(out) ~= "table" or #out ~= nfetches then
+    if Array.is(out) and nfetches == 1 then
+      out_values[0] = out.ptr
+      return out
+    end
+    if type(out) ~= "table" or Array.is(out) or #out ~= nfetches then
       fail("Session callable: out must be " .. (nfetches == 1 and "an Array" or "a list of " .. nfetches ..
            " Arrays, one per fetched tensor"))
     end
@@ -429,24 +578,34 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       fail(CLOSED)
     end
     local out = select("#", ...) > nfeeds and outputs_of(select(nfeeds + 1, ...))
+    local any_kept = false
     for i = 1, nfeeds do
-      local ok, ptr, hold, kept = pcall(to_value, (select(i, ...)), feed_tensors[i].dtype, feed_tensors[i])
-      if not ok then
-        release_holds(holds, 1, i - 1)
-        fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
+      local v, dtype = (select(i, ...)), feed_dtypes[i]
+      if is_number_feed(v, dtype) then
+        feed_values[i - 1], scalar_used[i] = scalar_feed(scalars, i, v, dtype), true
+      else
+        local ok, ptr, hold, kept = pcall(to_value, v, dtype, feed_tensors[i])
+        if not ok then
+          release_holds(holds, 1, i - 1)
+          fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
+        end
+        feed_values[i - 1], holds[i], cdata_feeds[i], scalar_used[i] = ptr, hold, kept, false
+        any_kept = any_kept or kept ~= nil
       end
-      feed_values[i - 1], holds[i], cdata_feeds[i] = ptr, hold, kept
     end
     collect_if_due()
     local rc
     if out then
-      rc = C.mf_callable_run_into(callable, feed_values, out_values, core.status)
+      rc = callable_run_into(callable, feed_values, out_values, core.status)
     elseif session.graph._host_ops then  -- calls back into Lua: host.lua
       rc = host.callable_run(session.ptr, callable, feed_values, fetch_values, core.status)
     else
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
     end
     release_holds(holds, 1, nfeeds)
+    for i = 1, nfeeds do
+      if scalar_used[i] then recycle_scalar(scalars, i) end
+    end
     if log_placement then  -- plans of functions (branches, loop bodies) built by this run
       local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
       print_placement(session)
@@ -456,15 +615,21 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     if rc ~= 0 then core.check() end
     if out then
       for i = 1, nfeeds do cdata_feeds[i] = nil end
+      if Array.is(out) then return single and out or rebuild(template, {out}) end
       if single then return out[1] end
       return rebuild(template, out)
     end
-    local values = {}
-    for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
-    keep_fed(values, cdata_feeds)
+    local result
+    if single and not any_kept then
+      result = to_lua(fetch_values[0])
+    else
+      local values = {}
+      for i = 1, nfetches do values[i] = to_lua(fetch_values[i - 1]) end
+      keep_fed(values, cdata_feeds)
+      result = single and values[1] or rebuild(template, values)
+    end
     for i = 1, nfeeds do cdata_feeds[i] = nil end
-    if single then return values[1] end
-    return rebuild(template, values)
+    return result
   end
 end
 

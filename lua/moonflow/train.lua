@@ -432,6 +432,8 @@ return function(tf, ops)
     local half = #halves == 1 and halves[1] or ops.add_n(halves)
     return ops.sqrt(half * 2, name_of(name, "tf.global_norm") or "global_norm")
   end
+  tf.linalg = tf.linalg or {}
+  tf.linalg.global_norm = tf.global_norm
 
   -- tf.clip_by_global_norm(t_list, clip_norm, use_norm, name): returns
   -- list_clipped, global_norm. Every tensor is scaled by

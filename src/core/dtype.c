@@ -12,6 +12,8 @@ size_t mf_abi_sizeof(const char *type_name) {
   return 0;
 }
 
+const char *mf_version(void) { return MF_VERSION; }
+
 size_t mf_dtype_size(mf_dtype t) {
   switch (t) {
     case MF_FLOAT32: return 4;

@@ -28,8 +28,7 @@ int64_t mf_shape_num_elements(int rank, const int64_t *dims);
  * dimensions fit. */
 mf_code mf_shape_known_elements(const char *op, const mf_shape *shape, int64_t *count, mf_status *s);
 bool mf_shape_compatible(const mf_shape *a, const mf_shape *b);
-/* Writes "[2,-1]" or "<unknown>" into buf; returns buf. */
-char *mf_shape_str(const mf_shape *s, char *buf, size_t n);
+/* mf_shape_str ("[2,-1]") is in moonflow.h, for op libraries. */
 /* Writes "(2, ?)" as TensorFlow prints shapes; returns buf. */
 char *mf_shape_str_tf(const mf_shape *s, char *buf, size_t n);
 /* NumPy broadcasting of static shapes; an error names the op. */

@@ -8,8 +8,7 @@ struct mf_status {
   mf_code code;
   char msg[1024];
 };
-/* Sets code and a printf-formatted message; returns code. */
-mf_code mf_status_set(mf_status *s, mf_code code, const char *fmt, ...) MF_PRINTF(3, 4);
+/* mf_status_set (set code and a printf-formatted message) is in moonflow.h, for op libraries. */
 /* Appends to the message of an error status. */
 void mf_status_append(mf_status *s, const char *fmt, ...) MF_PRINTF(2, 3);
 static inline bool mf_ok(const mf_status *s) { return s->code == MF_OK; }

@@ -71,9 +71,10 @@ static size_t arena_bytes_of(const mf_plan *p, const mf_step *st, int k, const b
 }
 
 /* The input an elementwise step can write its output over: read once, dying
- * here, in the arena with exactly the output's dtype and size; else -1. */
+ * here (its buffer's life ends with the step's span, span_last), in the arena
+ * with exactly the output's dtype and size; else -1. */
 static int inplace_input(const mf_step *st, const int *buffer_of, const buffer *bufs,
-                         int step_index) {
+                         int span_last) {
   const mf_op *op = st->op;
   if (st->copy_from || !(op->def->flags & MF_OP_FORWARDS_INPUT) || buffer_of[st->out_slot] < 0) return -1;
   size_t out_bytes = bufs[buffer_of[st->out_slot]].exact;
@@ -82,7 +83,7 @@ static int inplace_input(const mf_step *st, const int *buffer_of, const buffer *
     if (!(st->dying & (1u << k)) || slot < 0 || buffer_of[slot] < 0) continue;
     const buffer *b = &bufs[buffer_of[slot]];
     mf_output in = op->inputs[k];
-    if (b->last != step_index || b->exact != out_bytes || in.op->out_dtypes[in.index] != op->out_dtypes[0])
+    if (b->last != span_last || b->exact != out_bytes || in.op->out_dtypes[in.index] != op->out_dtypes[0])
       continue;
     bool once = true;
     for (int j = 0; j < op->num_inputs; j++) once &= j == k || st->in_slots[j] != slot;
@@ -134,14 +135,28 @@ static bool place(buffer *bufs, int n, size_t *arena_bytes) {
 }
 
 mf_code mf_plan_assign_buffers(mf_plan *p, int *last_use, mf_status *s) {
-  int *buffer_of = NULL;
+  int *buffer_of = NULL, *span_first = NULL, *span_last = NULL;
   buffer *bufs = NULL;
   bool *escapes = NULL;
   int n = 0;
   if (!PLAN_ALLOC(p->slot_offset, p->num_slots) || !PLAN_ALLOC(buffer_of, p->num_slots) ||
-      !PLAN_ALLOC(bufs, p->num_slots) || !PLAN_ALLOC(escapes, p->num_slots))
+      !PLAN_ALLOC(bufs, p->num_slots) || !PLAN_ALLOC(escapes, p->num_slots) ||
+      !PLAN_ALLOC(span_first, p->num_steps) || !PLAN_ALLOC(span_last, p->num_steps))
     goto oom;
   follow_handed_on(p, last_use, escapes);
+  /* A fusion group runs its steps at once, tile by tile and split over
+   * threads: a value it makes or reads is alive over the whole group, or one
+   * chunk would write a value's bytes over those of another value that
+   * another chunk still reads (a float64 input dying at the group beneath its
+   * float32 cast). Each step's span is its group's steps (its own, unfused). */
+  for (int si = 0; si < p->num_steps;) {
+    int len = p->steps[si].fused ? mf_fused_num_steps(p->steps[si].fused) : 1;
+    for (int j = si; j < si + len; j++) {
+      span_first[j] = si;
+      span_last[j] = si + len - 1;
+    }
+    si += len;
+  }
   for (int i = 0; i < p->num_slots; i++) {
     p->slot_offset[i] = -1;
     buffer_of[i] = -1;
@@ -158,10 +173,11 @@ mf_code mf_plan_assign_buffers(mf_plan *p, int *last_use, mf_status *s) {
       size_t bytes = in_tiles ? 0 : arena_bytes_of(p, st, k, escapes);
       int slot = st->out_slot + k;
       if (!bytes) continue;
-      bufs[n] = (buffer){round_up(bytes), bytes, si, last_use[slot] > si ? last_use[slot] : si, -1};
+      bufs[n] = (buffer){round_up(bytes), bytes, span_first[si], span_last[last_use[slot] > si ? last_use[slot] : si],
+                         -1};
       buffer_of[slot] = n++;
     }
-    st->inplace_input = inplace_input(st, buffer_of, bufs, si);
+    st->inplace_input = inplace_input(st, buffer_of, bufs, span_last[si]);
     if (st->inplace_input >= 0) {  /* the output's buffer is the input's, living on */
       int out = st->out_slot, in = buffer_of[st->in_slots[st->inplace_input]];
       bufs[in].last = bufs[buffer_of[out]].last;
@@ -177,11 +193,15 @@ mf_code mf_plan_assign_buffers(mf_plan *p, int *last_use, mf_status *s) {
   for (int i = 0; i < p->num_slots && n; i++)
     if (buffer_of[i] >= 0) p->slot_offset[i] = bufs[buffer_of[i]].offset;
   mf_free(buffer_of);
+  mf_free(span_first);
+  mf_free(span_last);
   mf_free(bufs);
   mf_free(escapes);
   return MF_OK;
 oom:
   mf_free(buffer_of);
+  mf_free(span_first);
+  mf_free(span_last);
   mf_free(bufs);
   mf_free(escapes);
   return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory assigning a plan's buffers");

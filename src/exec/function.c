@@ -27,6 +27,7 @@ void mf_function_recycle(mf_callable *c, mf_tensor *t) {
 /* v on device d: v itself when it lives there, else a copy there (counted);
  * takes the caller's reference to v. NULL with s set on error. */
 static mf_tensor *onto(mf_run *r, mf_tensor *v, mf_device *d, mf_status *s) {
+  if (v->device == d->type && v->device_index == d->index) return v;  /* the common case: no lookup */
   mf_device *from = mf_session_device_of(r->plan->sess, v);
   if (from == d || v->handle) return v;  /* a host object's handle crosses as it is */
   mf_tensor *t = mf_pool_alloc(r, d, v->dtype, v->rank, v->dims, s);

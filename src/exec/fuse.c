@@ -83,8 +83,8 @@ void mf_fused_free(mf_fused *f) { mf_free(f); }
 /* ---------- grouping ---------- */
 
 /* Whether st runs one element loop the group can call: a CPU kernel of an
- * elementwise op of one or two value inputs and one output, nothing fed,
- * no variable state. */
+ * elementwise op of one or two value inputs and one output of more than one
+ * element, nothing fed, no variable state. */
 static bool fusible(const mf_step *st, mf_element_loop *loop) {
   const mf_op *op = st->op;
   const mf_op_def *def = op->def;
@@ -94,6 +94,10 @@ static bool fusible(const mf_step *st, mf_element_loop *loop) {
     return false;
   for (int k = 0; k < op->num_inputs; k++)
     if (st->in_slots[k] < 0) return false;
+  /* One element (a loop counter): no memory traffic to save, and a group's
+   * setup costs more than running its steps one by one. */
+  const mf_shape *out = &op->out_shapes[0];
+  if (mf_shape_fully_defined(out) && mf_shape_num_elements(out->rank, out->dims) <= 1) return false;
   if (!def->element_loop(&op->attrs, mf_port_dtype(op->inputs[0]), loop)) return false;
   return op->num_inputs == 1 ? loop->map != NULL : loop->zip != NULL;
 }

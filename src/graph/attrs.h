@@ -4,6 +4,8 @@
 
 #include "core/base.h"
 
+#include <string.h>
+
 typedef struct mf_attr {
   char *name;
   mf_attr_kind kind;
@@ -21,7 +23,12 @@ typedef struct mf_attr {
 } mf_attr;
 
 typedef struct mf_attrs { mf_attr *items; int n; } mf_attrs;
-const mf_attr *mf_attrs_find(const mf_attrs *a, const char *name, mf_attr_kind kind);
+/* Inline, so that op libraries (src/mpi/) read attributes without a call into the engine. */
+static inline const mf_attr *mf_attrs_find(const mf_attrs *a, const char *name, mf_attr_kind kind) {
+  for (int i = 0; i < a->n; i++)
+    if (a->items[i].kind == kind && strcmp(a->items[i].name, name) == 0) return &a->items[i];
+  return NULL;
+}
 /* Convenience getters with defaults, for shape functions and kernels. */
 int64_t mf_attr_int(const mf_attrs *a, const char *name, int64_t dflt);
 double mf_attr_float(const mf_attrs *a, const char *name, double dflt);

@@ -171,12 +171,6 @@ void mf_graph_pop_name_scope(mf_graph *g) {
 
 /* ---------- attributes ---------- */
 
-const mf_attr *mf_attrs_find(const mf_attrs *a, const char *name, mf_attr_kind kind) {
-  for (int i = 0; i < a->n; i++)
-    if (a->items[i].kind == kind && strcmp(a->items[i].name, name) == 0) return &a->items[i];
-  return NULL;
-}
-
 int64_t mf_attr_int(const mf_attrs *a, const char *name, int64_t dflt) {
   const mf_attr *at = mf_attrs_find(a, name, MF_ATTR_INT);
   return at ? at->v.i : dflt;
@@ -607,8 +601,8 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   if (!scoped || !mf_names_unique(&g->names, scoped, name_buf, sizeof name_buf, &unique)) goto oom;
   const char *name = unique.name;
   if (check_inputs(d, def, name, s)) goto fail;
-  const int64_t *refs;
-  int nrefs;
+  const int64_t *refs = NULL;  /* check_ref_inputs sets both; gcc may not see it */
+  int nrefs = 0;
   if (check_ref_inputs(d, name, &refs, &nrefs, s)) goto fail;
 
   int n_in = d->num_inputs;

@@ -1,13 +1,9 @@
 /* elementwise.c — running map and zip loop functions over a whole tensor,
  * split over the session's threads when it is large. */
 #include "kernels/elementwise.h"
-#include "exec/kernel_api.h"
+#include "kernels/parallel.h"
 
 #include <stdatomic.h>
-
-/* Elements per chunk at the least: below this, waking a thread costs more
- * than the elements take (a few microseconds). */
-enum { ELEMENTWISE_GRAIN = 1 << 15 };
 
 typedef struct elementwise_job {
   mf_map_fn map;
@@ -33,18 +29,25 @@ static void elementwise_chunk(void *arg, int64_t begin, int64_t end) {
     atomic_store_explicit(&j->bad, true, memory_order_relaxed);
 }
 
+/* A tensor of at most one chunk runs its loop here directly: a scalar op in a
+ * loop body costs the loop call and little more. */
 void mf_map_run(mf_kernel_ctx *ctx, mf_map_fn fn, const mf_tensor *x, mf_tensor *y, double alpha) {
+  if (y->size <= MF_PARALLEL_GRAIN) {
+    fn(x->data, y->data, y->size, alpha);
+    return;
+  }
   elementwise_job j = {.map = fn, .a = x->data, .a_steps = true, .y = y->data,
                        .a_size = mf_dtype_size(x->dtype), .y_size = mf_dtype_size(y->dtype), .alpha = alpha};
-  mf_kernel_parallel_for(ctx, y->size, ELEMENTWISE_GRAIN, elementwise_chunk, &j);
+  mf_parallel_for(ctx, y->size, 1, elementwise_chunk, &j);
 }
 
 bool mf_zip_run(mf_kernel_ctx *ctx, mf_zip_fn fn, const mf_tensor *a, bool a_steps, const mf_tensor *b, bool b_steps,
                 mf_tensor *y, double alpha) {
+  if (y->size <= MF_PARALLEL_GRAIN) return fn(a->data, a_steps, b->data, b_steps, y->data, y->size, alpha);
   elementwise_job j = {.zip = fn, .a = a->data, .a_steps = a_steps, .b = b->data, .b_steps = b_steps,
                        .y = y->data, .a_size = mf_dtype_size(a->dtype), .b_size = mf_dtype_size(b->dtype),
                        .y_size = mf_dtype_size(y->dtype), .alpha = alpha};
   atomic_init(&j.bad, false);
-  mf_kernel_parallel_for(ctx, y->size, ELEMENTWISE_GRAIN, elementwise_chunk, &j);
+  mf_parallel_for(ctx, y->size, 1, elementwise_chunk, &j);
   return atomic_load(&j.bad);
 }

@@ -19,6 +19,7 @@
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
 #include "kernels/helpers.h"
+#include "kernels/parallel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -191,8 +192,28 @@ DEFINE_COPY_BOX(uint32_t)
 DEFINE_COPY_BOX(uint64_t)
 #undef DEFINE_COPY_BOX
 
+/* The copy of a box, split over the session's threads along its first
+ * dimension: each part is the box with that dimension cut to a range. */
+typedef struct copy_box_job {
+  char *dst;
+  const char *src;
+  const box *b;
+  size_t elem; /* 4 or 8: the size the steps count; else 1 (bytes) */
+} copy_box_job;
+
+static void copy_box_part(void *arg, int64_t begin, int64_t end) {
+  const copy_box_job *j = arg;
+  box part = *j->b;
+  part.dims[0] = end - begin;
+  char *dst = j->dst + (size_t)(begin * part.dst_step[0]) * j->elem;
+  const char *src = j->src + (size_t)(begin * part.src_step[0]) * j->elem;
+  if (j->elem == 4) copy_box_uint32_t((uint32_t *)dst, (const uint32_t *)src, &part);
+  else if (j->elem == 8) copy_box_uint64_t((uint64_t *)dst, (const uint64_t *)src, &part);
+  else copy_box_uint8_t((uint8_t *)dst, (const uint8_t *)src, &part);
+}
+
 /* Copies box b (no dimension of size 0) from src to dst, elements of elem bytes. */
-static void copy_box(void *dst, const void *src, box *b, size_t elem) {
+static void copy_box(mf_kernel_ctx *ctx, void *dst, const void *src, box *b, size_t elem) {
   if (elem != 4 && elem != 8) {  /* bytes: one more dimension of elem bytes */
     for (int i = 0; i < b->rank; i++) {
       b->src_step[i] *= (int64_t)elem;
@@ -203,14 +224,19 @@ static void copy_box(void *dst, const void *src, box *b, size_t elem) {
     b->rank++;
   }
   box_simplify(b);
-  if (elem == 4) copy_box_uint32_t(dst, src, b);
-  else if (elem == 8) copy_box_uint64_t(dst, src, b);
-  else copy_box_uint8_t(dst, src, b);
+  copy_box_job j = {dst, src, b, elem == 4 || elem == 8 ? elem : 1};
+  if (b->rank == 0) {
+    copy_box_part(&j, 0, 1);
+    return;
+  }
+  int64_t total = 1;
+  for (int i = 0; i < b->rank; i++) total *= b->dims[i];
+  mf_parallel_for(ctx, b->dims[0], total / b->dims[0], copy_box_part, &j);
 }
 
 /* Fills out (size > 0) from the input at element offset `start`, moving
  * src_step[d] input elements per step of output dimension d. */
-static void gather_box(mf_tensor *out, const mf_tensor *in, int64_t start, int rank,
+static void gather_box(mf_kernel_ctx *ctx, mf_tensor *out, const mf_tensor *in, int64_t start, int rank,
                        const int64_t *dims, const int64_t *src_step) {
   size_t elem = mf_dtype_size(in->dtype);
   box b = {.rank = rank};
@@ -221,7 +247,7 @@ static void gather_box(mf_tensor *out, const mf_tensor *in, int64_t start, int r
     b.src_step[i] = src_step[i];
     b.dst_step[i] = dst_step[i];
   }
-  copy_box(out->data, (const char *)in->data + start * (int64_t)elem, &b, elem);
+  copy_box(ctx, out->data, (const char *)in->data + start * (int64_t)elem, &b, elem);
 }
 
 /* ---------- Shape, Size, Rank ---------- */
@@ -456,6 +482,26 @@ static void tile_dim(int d, int rank, const char *src, char *dst, const int64_t 
   for (int64_t k = 1; k < mult[d]; k++) memcpy(dst + (size_t)k * block, dst, block);
 }
 
+/* Tile split over the session's threads along the output's first dimension. */
+typedef struct tile_job {
+  const char *src;
+  char *dst;
+  const int64_t *in_dims, *mult, *in_stride, *out_stride;
+  int rank;
+} tile_job;
+
+static void tile_outer(void *arg, int64_t begin, int64_t end) {
+  const tile_job *j = arg;
+  if (j->rank == 1) {
+    size_t row = (size_t)j->in_stride[0] * (size_t)j->in_dims[0];
+    for (int64_t k = begin; k < end; k++) memcpy(j->dst + (size_t)k * row, j->src, row);
+    return;
+  }
+  for (int64_t i = begin; i < end; i++)
+    tile_dim(1, j->rank, j->src + i % j->in_dims[0] * j->in_stride[0], j->dst + i * j->out_stride[0], j->in_dims,
+             j->mult, j->in_stride, j->out_stride);
+}
+
 static mf_code tile_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *in = ctx->inputs[0];
   mf_tensor *out = ctx->outputs[0];
@@ -474,7 +520,11 @@ static mf_code tile_kernel(mf_kernel_ctx *ctx) {
     in_stride[i] *= (int64_t)elem;
     out_stride[i] *= (int64_t)elem;
   }
-  tile_dim(0, in->rank, in->data, out->data, in->dims, m, in_stride, out_stride);
+  tile_job j = {in->data, out->data, in->dims, m, in_stride, out_stride, in->rank};
+  /* Rank 1: the copies of the row; else output index i along dimension 0,
+   * tiled from input index i % dims[0]. */
+  int64_t items = in->rank == 1 ? m[0] : out->dims[0];
+  mf_parallel_for(ctx, items, (int64_t)(mf_tensor_nbytes(out) / (size_t)items) / 4 + 1, tile_outer, &j);
   return MF_OK;
 }
 
@@ -532,7 +582,7 @@ static mf_code slice_kernel(mf_kernel_ctx *ctx) {
   strides_of(in->rank, in->dims, stride);
   int64_t offset = 0;
   for (int i = 0; i < in->rank; i++) offset += begin[i] * stride[i];
-  gather_box(out, in, offset, in->rank, out->dims, stride);
+  gather_box(ctx, out, in, offset, in->rank, out->dims, stride);
   return MF_OK;
 }
 
@@ -705,7 +755,7 @@ static mf_code strided_slice_kernel(mf_kernel_ctx *ctx) {
     offset += sp.begin[i] * stride[i];
     step[i] = sp.stride[i] * stride[i];
   }
-  gather_box(ctx->outputs[0], in, offset, in->rank, sp.size, step);
+  gather_box(ctx, ctx->outputs[0], in, offset, in->rank, sp.size, step);
   return MF_OK;
 }
 
@@ -758,7 +808,7 @@ static mf_code strided_slice_grad_kernel(mf_kernel_ctx *ctx) {
     b.dst_step[i] = sp.stride[i] * stride[i];
     offset += sp.begin[i] * stride[i];
   }
-  copy_box((char *)out->data + offset * (int64_t)elem, dy->data, &b, elem);
+  copy_box(ctx, (char *)out->data + offset * (int64_t)elem, dy->data, &b, elem);
   return MF_OK;
 }
 
@@ -808,16 +858,29 @@ static mf_code pack_infer(mf_infer_ctx *ic) {
 
 /* Pack and Concat are one loop: per outer index, each input's chunk in turn.
  * A chunk is inner_bytes times the input's size along axis, or just
- * inner_bytes for Pack (axis -1: the inputs lack the new dimension). */
-static void concat_chunks(mf_kernel_ctx *ctx, int64_t outer, int64_t inner_bytes, int axis) {
-  char *dst = ctx->outputs[0]->data;
-  for (int64_t o = 0; o < outer; o++)
-    for (int i = 0; i < ctx->num_inputs; i++) {
-      const mf_tensor *in = ctx->inputs[i];
-      size_t chunk = (size_t)inner_bytes * (size_t)(axis >= 0 ? in->dims[axis] : 1);
+ * inner_bytes for Pack (axis -1: the inputs lack the new dimension). Outer
+ * indices split over the session's threads. */
+typedef struct concat_job {
+  mf_kernel_ctx *ctx;
+  int64_t inner_bytes, out_bytes; /* out_bytes: the output's bytes per outer index */
+  int axis;
+} concat_job;
+
+static void concat_outer(void *arg, int64_t begin, int64_t end) {
+  const concat_job *j = arg;
+  char *dst = (char *)j->ctx->outputs[0]->data + (size_t)(begin * j->out_bytes);
+  for (int64_t o = begin; o < end; o++)
+    for (int i = 0; i < j->ctx->num_inputs; i++) {
+      const mf_tensor *in = j->ctx->inputs[i];
+      size_t chunk = (size_t)j->inner_bytes * (size_t)(j->axis >= 0 ? in->dims[j->axis] : 1);
       if (chunk) memcpy(dst, (const char *)in->data + (size_t)o * chunk, chunk);
       dst += chunk;
     }
+}
+
+static void concat_chunks(mf_kernel_ctx *ctx, int64_t outer, int64_t inner_bytes, int axis) {
+  concat_job j = {ctx, inner_bytes, outer ? (int64_t)mf_tensor_nbytes(ctx->outputs[0]) / outer : 0, axis};
+  mf_parallel_for(ctx, outer, j.out_bytes / 4 + 1, concat_outer, &j);
 }
 
 /* Pack and Concat: the inputs' chunks along the output's attr axis; Pack's
@@ -1131,7 +1194,7 @@ static mf_code transpose_kernel(mf_kernel_ctx *ctx) {
   int64_t stride[MF_MAX_RANK], step[MF_MAX_RANK];
   strides_of(in->rank, in->dims, stride);
   for (int i = 0; i < n; i++) step[i] = stride[perm[i]];
-  gather_box(out, in, 0, n, out->dims, step);
+  gather_box(ctx, out, in, 0, n, out->dims, step);
   return MF_OK;
 }
 
@@ -1255,7 +1318,7 @@ static mf_code broadcast_to_kernel(mf_kernel_ctx *ctx) {
   strides_of(x->rank, x->dims, x_strides);
   for (int d = 0; d < out->rank; d++)
     step[d] = d < lead || x->dims[d - lead] == 1 ? 0 : x_strides[d - lead];
-  gather_box(out, x, 0, out->rank, out->dims, step);
+  gather_box(ctx, out, x, 0, out->rank, out->dims, step);
   return MF_OK;
 }
 

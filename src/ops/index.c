@@ -23,6 +23,7 @@
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
 #include "kernels/helpers.h"
+#include "kernels/parallel.h"
 #include "exec/kernel_api.h"
 
 #include <math.h>
@@ -80,25 +81,79 @@ static void put_rows(void *dst, const void *src, const int64_t *rows, int64_t n,
     for (int64_t i = 0; i < n; i++) memcpy((char *)dst + rows[i] * row, (const char *)src + i * row, row);
 }
 
-/* Scatter-add: destination row rows[i] += source row i, rows of `inner` elements. */
+/* Scatter-add: destination row rows[i] += source row i, rows of `inner`
+ * elements, columns [j0, j1) of them. */
 #define DEFINE_ADD_ROWS(code, T)                                                               \
-  static void add_rows_##code(T *dst, const T *src, const int64_t *rows, int64_t n, int64_t inner) { \
+  static void add_rows_##code(T *dst, const T *src, const int64_t *rows, int64_t n, int64_t inner, \
+                              int64_t j0, int64_t j1) {                                        \
     for (int64_t i = 0; i < n; i++) {                                                          \
       T *d = dst + rows[i] * inner;                                                            \
       const T *s = src + i * inner;                                                            \
-      for (int64_t j = 0; j < inner; j++) d[j] = MF_WRAPPING_ADD(d[j], s[j]);                  \
+      for (int64_t j = j0; j < j1; j++) d[j] = MF_WRAPPING_ADD(d[j], s[j]);                    \
     }                                                                                          \
   }
 MF_FOR_NUMERIC_TYPES(DEFINE_ADD_ROWS)
 #undef DEFINE_ADD_ROWS
 
-static void add_rows(mf_dtype t, void *dst, const void *src, const int64_t *rows, int64_t n, int64_t inner) {
-  switch (t) {
-#define CASE(code, T) case code: add_rows_##code(dst, src, rows, n, inner); break;
-    MF_FOR_NUMERIC_TYPES(CASE)
+/* A scatter-add of `blocks` independent blocks: block b adds its n source
+ * rows at src + b * n * inner into destination dst + b * dst_block
+ * (elements), at rows[b / rows_every * n + i] (consecutive blocks may share
+ * their rows: a batch's slabs). Rows may repeat, so the split over the session's
+ * threads is by block and column: every destination element gets its
+ * additions from one thread, in row order, as with one thread. */
+typedef struct add_rows_job {
+  mf_dtype t;
+  char *dst;
+  const char *src;
+  const int64_t *rows;
+  int64_t n, inner, blocks, dst_block, rows_every;
+} add_rows_job;
+
+static void add_rows_columns(void *arg, int64_t begin, int64_t end) {
+  const add_rows_job *j = arg;
+  size_t es = mf_dtype_size(j->t);
+  for (int64_t it = begin; it < end;) {
+    int64_t b = it / j->inner, j0 = it % j->inner, j1 = j0 + (end - it) < j->inner ? j0 + (end - it) : j->inner;
+    char *dst = j->dst + (size_t)(b * j->dst_block) * es;
+    const char *src = j->src + (size_t)(b * j->n * j->inner) * es;
+    const int64_t *rows = j->rows + b / j->rows_every * j->n;
+    switch (j->t) {
+#define CASE(code, T) case code: add_rows_##code((T *)dst, (const T *)src, rows, j->n, j->inner, j0, j1); break;
+      MF_FOR_NUMERIC_TYPES(CASE)
 #undef CASE
-    default: break;
+      default: break;
+    }
+    it += j1 - j0;
   }
+}
+
+static void add_rows(mf_kernel_ctx *ctx, add_rows_job *j) {
+  mf_parallel_for(ctx, j->blocks * j->inner, j->n, add_rows_columns, j);
+}
+
+/* A gather of `blocks` blocks of n rows of `row` bytes each: destination
+ * block b is dst + b * n rows, taken from src + b * src_block bytes at
+ * rows[b / rows_every * n + i]. Split over destination rows. */
+typedef struct take_rows_job {
+  char *dst;
+  const char *src;
+  const int64_t *rows;
+  int64_t n, blocks, rows_every;
+  size_t row, src_block;
+} take_rows_job;
+
+static void take_rows_range(void *arg, int64_t begin, int64_t end) {
+  const take_rows_job *j = arg;
+  for (int64_t it = begin; it < end;) {
+    int64_t b = it / j->n, i = it % j->n, len = j->n - i < end - it ? j->n - i : end - it;
+    const int64_t *rows = j->rows + b / j->rows_every * j->n + i;
+    take_rows(j->dst + (size_t)it * j->row, j->src + (size_t)b * j->src_block, rows, len, j->row);
+    it += len;
+  }
+}
+
+static void take_rows_run(mf_kernel_ctx *ctx, take_rows_job *j) {
+  mf_parallel_for(ctx, j->blocks * j->n, (int64_t)j->row / 4 + 1, take_rows_range, j);
 }
 
 /* ---------- index tensors ---------- */
@@ -310,14 +365,10 @@ static mf_code gather_kernel(mf_kernel_ctx *ctx) {
   const int64_t *idx = gather_indices(ctx, params, indices, &g, &owned);
   if (!idx) return ctx->status->code;
   size_t row = (size_t)g.inner * mf_dtype_size(params->dtype);
-  const char *src = params->data;
-  char *dst = ctx->outputs[0]->data;
-  for (int64_t b = 0; b < g.nb; b++)
-    for (int64_t o = 0; o < g.outer; o++) {
-      take_rows(dst, src, idx + b * g.nidx, g.nidx, row);
-      dst += (size_t)g.nidx * row;
-      src += (size_t)g.n * row;
-    }
+  /* Block b * outer + o takes from slab o of batch b, with batch b's indices. */
+  take_rows_job j = {.dst = ctx->outputs[0]->data, .src = params->data, .rows = idx, .n = g.nidx,
+                     .blocks = g.nb * g.outer, .rows_every = g.outer, .row = row, .src_block = (size_t)g.n * row};
+  take_rows_run(ctx, &j);
   mf_free(owned);
   return MF_OK;
 }
@@ -345,16 +396,11 @@ static mf_code gather_grad_kernel(mf_kernel_ctx *ctx) {
   int64_t *owned;
   const int64_t *idx = gather_indices(ctx, out, indices, &g, &owned);
   if (!idx) return ctx->status->code;
-  size_t es = mf_dtype_size(dy->dtype);
   memset(out->data, 0, mf_tensor_nbytes(out));
-  const char *src = dy->data;
-  char *dst = out->data;
-  for (int64_t b = 0; b < g.nb; b++)
-    for (int64_t o = 0; o < g.outer; o++) {
-      add_rows(dy->dtype, dst, src, idx + b * g.nidx, g.nidx, g.inner);
-      src += (size_t)(g.nidx * g.inner) * es;
-      dst += (size_t)(g.n * g.inner) * es;
-    }
+  /* Block b * outer + o adds into slab o of batch b, at batch b's indices. */
+  add_rows_job j = {.t = dy->dtype, .dst = out->data, .src = dy->data, .rows = idx, .n = g.nidx, .inner = g.inner,
+                    .blocks = g.nb * g.outer, .dst_block = g.n * g.inner, .rows_every = g.outer};
+  add_rows(ctx, &j);
   mf_free(owned);
   return MF_OK;
 }
@@ -403,7 +449,9 @@ static mf_code gather_nd_kernel(mf_kernel_ctx *ctx) {
   int64_t *rows, n;
   if (nd_rows(ctx, indices, params->dims, params->rank, &rows, &n)) return ctx->status->code;
   size_t row = (size_t)mf_dims_product(params->dims, k, params->rank) * mf_dtype_size(params->dtype);
-  take_rows(ctx->outputs[0]->data, params->data, rows, n, row);
+  take_rows_job j = {.dst = ctx->outputs[0]->data, .src = params->data, .rows = rows, .n = n, .blocks = 1,
+                     .rows_every = 1, .row = row};
+  take_rows_run(ctx, &j);
   mf_free(rows);
   return MF_OK;
 }
@@ -435,7 +483,9 @@ static mf_code scatter_nd_kernel(mf_kernel_ctx *ctx) {
   int64_t *rows, n;
   if (nd_rows(ctx, indices, out->dims, out->rank, &rows, &n)) return ctx->status->code;
   memset(out->data, 0, mf_tensor_nbytes(out));
-  add_rows(out->dtype, out->data, updates->data, rows, n, mf_dims_product(out->dims, k, out->rank));
+  add_rows_job j = {.t = out->dtype, .dst = out->data, .src = updates->data, .rows = rows, .n = n,
+                    .inner = mf_dims_product(out->dims, k, out->rank), .blocks = 1, .rows_every = 1};
+  add_rows(ctx, &j);
   mf_free(rows);
   return MF_OK;
 }
@@ -601,6 +651,14 @@ static bool pad_row_base(const pad_geom *g, const int64_t *idx, int64_t *base) {
   return true;
 }
 
+/* The odometer of row r: its index along each dimension but the last. */
+static void pad_row_index(const pad_geom *g, int64_t r, int64_t *idx) {
+  for (int d = g->rank - 2; d >= 0; d--) {
+    idx[d] = r % g->out_dims[d];
+    r /= g->out_dims[d];
+  }
+}
+
 static void pad_next_row(const pad_geom *g, int64_t *idx) {
   for (int d = g->rank - 2; d >= 0; d--) {
     if (++idx[d] < g->out_dims[d]) return;
@@ -611,14 +669,17 @@ static void pad_next_row(const pad_geom *g, int64_t *idx) {
 /* Writes the padded output, elements of T: each row is its left edge through
  * the map, the input row itself, and its right edge. */
 #define DEFINE_PAD(T)                                                                          \
-  static void pad_##T(T *out, const T *in, const pad_geom *g, const void *fill_bits) {         \
+  static void pad_##T(T *out, const T *in, const pad_geom *g, const void *fill_bits, int64_t r0, \
+                      int64_t r1) {                                                            \
     T fill;                                                                                    \
     memcpy(&fill, fill_bits, sizeof fill);                                                     \
     int last = g->rank - 1;                                                                    \
     int64_t w = g->out_dims[last], lo = g->before[last], n = g->in_dims[last];                 \
-    int64_t rows = mf_dims_product(g->out_dims, 0, last), idx[MF_MAX_RANK] = {0}, base;        \
+    int64_t idx[MF_MAX_RANK], base;                                                            \
+    pad_row_index(g, r0, idx);                                                                 \
     const int64_t *map = g->map[last];                                                         \
-    for (int64_t r = 0; r < rows; r++, out += w, pad_next_row(g, idx)) {                       \
+    out += r0 * w;                                                                             \
+    for (int64_t r = r0; r < r1; r++, out += w, pad_next_row(g, idx)) {                        \
       if (!pad_row_base(g, idx, &base)) {                                                      \
         for (int64_t j = 0; j < w; j++) out[j] = fill;                                         \
         continue;                                                                              \
@@ -630,6 +691,20 @@ static void pad_next_row(const pad_geom *g, int64_t *idx) {
   }
 FOR_WIDTHS(DEFINE_PAD)
 #undef DEFINE_PAD
+
+/* Rows of the padded output split over the session's threads. */
+typedef struct pad_job {
+  void *out;
+  const void *in;
+  const pad_geom *g;
+  const void *fill;
+  size_t es;
+} pad_job;
+
+static void pad_rows(void *arg, int64_t begin, int64_t end) {
+  const pad_job *j = arg;
+  BY_WIDTH(j->es, pad, j->out, j->in, j->g, j->fill, begin, end);
+}
 
 static mf_code pad_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *in = ctx->inputs[0];
@@ -645,7 +720,9 @@ static mf_code pad_kernel(mf_kernel_ctx *ctx) {
   if (pad_geometry(ctx, in->rank, in->dims, out->dims, &g, &mode)) return ctx->status->code;
   uint64_t fill = 0;  /* the constant, converted to the dtype, in its first bytes */
   mf_store_double(&fill, in->dtype, 0, mf_attr_float(ctx->attrs, "constant_values", 0));
-  BY_WIDTH(es, pad, out->data, in->data, &g, &fill);
+  pad_job j = {out->data, in->data, &g, &fill, es};
+  int64_t w = out->dims[out->rank - 1];
+  mf_parallel_for(ctx, out->size / w, w, pad_rows, &j);
   mf_free(g.buf);
   return MF_OK;
 }
@@ -775,28 +852,57 @@ static mf_code cumulative_infer(mf_infer_ctx *ic) {
  * scan starts from. */
 #define CUMULATIVE_OPS(X) X(Cumsum, MF_WRAPPING_ADD, 0) X(Cumprod, MF_WRAPPING_MUL, 1)
 
+/* Kernels along one axis of x viewed as [outer, n, inner] (Cumsum, Cumprod,
+ * ArgMax, ArgMin) work on the lines of one slab and up to LINE_COLUMNS of its
+ * columns at a time: rows of that slab run over contiguous memory, and the
+ * (slab, columns) pieces, independent of one another, split over the
+ * session's threads. */
+enum { LINE_COLUMNS = 256 };
+
+typedef struct lines_job {
+  void (*fn)(const struct lines_job *j, int64_t o, int64_t j0, int64_t j1);
+  const void *fns;  /* the kernel's per-dtype function */
+  void *y;
+  const void *x;
+  int64_t n, inner;
+  mf_dtype t;
+  bool flag_a, flag_b; /* exclusive and reverse; wide (int64 output) */
+} lines_job;
+
+static void lines_pieces(void *arg, int64_t begin, int64_t end) {
+  const lines_job *j = arg;
+  int64_t per = (j->inner + LINE_COLUMNS - 1) / LINE_COLUMNS;
+  for (int64_t it = begin; it < end; it++) {
+    int64_t o = it / per, j0 = it % per * LINE_COLUMNS;
+    j->fn(j, o, j0, j0 + LINE_COLUMNS < j->inner ? j0 + LINE_COLUMNS : j->inner);
+  }
+}
+
+static void lines_run(mf_kernel_ctx *ctx, lines_job *j, int64_t outer) {
+  int64_t per = (j->inner + LINE_COLUMNS - 1) / LINE_COLUMNS;
+  mf_parallel_for(ctx, outer * per, j->n * (j->inner < LINE_COLUMNS ? j->inner : LINE_COLUMNS), lines_pieces, j);
+}
+
 /* Row i of the result is row i-1 of the result combined with row i of x (row
- * i-1 when exclusive); reverse walks the rows from the end. Rows are `inner`
- * long, so the combinations run over contiguous memory. */
-typedef void (*cumulative_fn)(void *y, const void *x, int64_t outer, int64_t n, int64_t inner, bool exclusive,
-                              bool reverse);
+ * i-1 when exclusive); reverse walks the rows from the end. Over columns [j0,
+ * j1) of slab x (n rows of `inner`). */
+typedef void (*cumulative_fn)(void *y, const void *x, int64_t n, int64_t inner, int64_t j0, int64_t j1,
+                              bool exclusive, bool reverse);
 #define DEFINE_CUMULATIVE(code, T, op, combine, identity)                                      \
-  static void op##_##code(void *y_, const void *x_, int64_t outer, int64_t n, int64_t inner,   \
-                          bool exclusive, bool reverse) {                                      \
+  static void op##_##code(void *y_, const void *x_, int64_t n, int64_t inner, int64_t j0,      \
+                          int64_t j1, bool exclusive, bool reverse) {                          \
     T *y = y_;                                                                                 \
     const T *x = x_;                                                                           \
     int64_t step = reverse ? -inner : inner;                                                   \
-    for (int64_t o = 0; o < outer; o++, x += n * inner, y += n * inner) {                      \
-      int64_t first = reverse ? (n - 1) * inner : 0;                                           \
-      T *yi = y + first;                                                                       \
-      const T *xi = x + first;                                                                 \
-      for (int64_t j = 0; j < inner; j++) yi[j] = exclusive ? (T)(identity) : xi[j];           \
-      for (int64_t i = 1; i < n; i++) {                                                        \
-        const T *prev = yi, *next = exclusive ? xi : xi + step;                                \
-        yi += step;                                                                            \
-        xi += step;                                                                            \
-        for (int64_t j = 0; j < inner; j++) yi[j] = combine(prev[j], next[j]);                 \
-      }                                                                                        \
+    int64_t first = reverse ? (n - 1) * inner : 0;                                             \
+    T *yi = y + first;                                                                         \
+    const T *xi = x + first;                                                                   \
+    for (int64_t j = j0; j < j1; j++) yi[j] = exclusive ? (T)(identity) : xi[j];               \
+    for (int64_t i = 1; i < n; i++) {                                                          \
+      const T *prev = yi, *next = exclusive ? xi : xi + step;                                  \
+      yi += step;                                                                              \
+      xi += step;                                                                              \
+      for (int64_t j = j0; j < j1; j++) yi[j] = combine(prev[j], next[j]);                     \
     }                                                                                          \
   }
 #define CUMULATIVE_ENTRY(code, T, op) [code] = op##_##code,
@@ -804,6 +910,12 @@ typedef void (*cumulative_fn)(void *y, const void *x, int64_t outer, int64_t n, 
   MF_FOR_NUMERIC_TYPES(DEFINE_CUMULATIVE, op, combine, identity)                               \
   static const cumulative_fn op##_fns[MF_DTYPE_SLOTS] = {MF_FOR_NUMERIC_TYPES(CUMULATIVE_ENTRY, op)};
 CUMULATIVE_OPS(CUMULATIVE_FNS)
+
+static void cumulative_piece(const lines_job *j, int64_t o, int64_t j0, int64_t j1) {
+  size_t slab = (size_t)(o * j->n * j->inner) * mf_dtype_size(j->t);
+  ((const cumulative_fn *)j->fns)[j->t]((char *)j->y + slab, (const char *)j->x + slab, j->n, j->inner, j0, j1,
+                                        j->flag_a, j->flag_b);
+}
 
 static mf_code cumulative_kernel(mf_kernel_ctx *ctx, const cumulative_fn *fns) {
   const mf_tensor *in = ctx->inputs[0];
@@ -813,7 +925,8 @@ static mf_code cumulative_kernel(mf_kernel_ctx *ctx, const cumulative_fn *fns) {
   int64_t outer = mf_dims_product(in->dims, 0, axis), n = in->dims[axis];
   int64_t inner = mf_dims_product(in->dims, axis + 1, in->rank);
   bool exclusive = mf_attr_bool(ctx->attrs, "exclusive", false), reverse = mf_attr_bool(ctx->attrs, "reverse", false);
-  if (in->size > 0) fns[in->dtype](ctx->outputs[0]->data, in->data, outer, n, inner, exclusive, reverse);
+  lines_job j = {cumulative_piece, fns, ctx->outputs[0]->data, in->data, n, inner, in->dtype, exclusive, reverse};
+  if (in->size > 0) lines_run(ctx, &j, outer);
   return MF_OK;
 }
 #define CUMULATIVE_KERNEL(op, combine, identity) \
@@ -866,21 +979,37 @@ static mf_code one_hot_infer(mf_infer_ctx *ic) {
 }
 
 /* The result is off_value everywhere, then on_value where an index in
- * [0, depth) points; other indices leave their whole line off. */
-#define DEFINE_ONE_HOT(T)                                                                       \
-  static void one_hot_##T(T *out, const int64_t *idx, int64_t pre, int64_t depth, int64_t suf,   \
-                          const void *on_bits, const void *off_bits) {                          \
+ * [0, depth) points; other indices leave their whole line off. Over the
+ * [depth, suf] blocks [p0, p1), which split over the session's threads. */
+#define DEFINE_ONE_HOT(T)                                                                      \
+  static void one_hot_##T(T *out, const int64_t *idx, int64_t p0, int64_t p1, int64_t depth,   \
+                          int64_t suf, const void *on_bits, const void *off_bits) {            \
     T on, off;                                                                                 \
     memcpy(&on, on_bits, sizeof on);                                                           \
     memcpy(&off, off_bits, sizeof off);                                                        \
-    int64_t n = pre * depth * suf;                                                             \
+    out += p0 * depth * suf;                                                                   \
+    idx += p0 * suf;                                                                           \
+    int64_t n = (p1 - p0) * depth * suf;                                                       \
     for (int64_t i = 0; i < n; i++) out[i] = off;                                              \
-    for (int64_t p = 0; p < pre; p++, idx += suf, out += depth * suf)                          \
+    for (int64_t p = p0; p < p1; p++, idx += suf, out += depth * suf)                          \
       for (int64_t s = 0; s < suf; s++)                                                        \
         if ((uint64_t)idx[s] < (uint64_t)depth) out[idx[s] * suf + s] = on;                    \
   }
 FOR_WIDTHS(DEFINE_ONE_HOT)
 #undef DEFINE_ONE_HOT
+
+typedef struct one_hot_job {
+  void *out;
+  const int64_t *idx;
+  int64_t depth, suf;
+  const void *on, *off;
+  size_t es;
+} one_hot_job;
+
+static void one_hot_blocks(void *arg, int64_t begin, int64_t end) {
+  const one_hot_job *j = arg;
+  BY_WIDTH(j->es, one_hot, j->out, j->idx, begin, end, j->depth, j->suf, j->on, j->off);
+}
 
 static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *indices = ctx->inputs[0];
@@ -892,9 +1021,8 @@ static mf_code one_hot_kernel(mf_kernel_ctx *ctx) {
   int64_t *owned;
   const int64_t *idx = mf_index_values(ctx, indices, &owned);
   if (!idx) return ctx->status->code;
-  size_t es = mf_dtype_size(out->dtype);
-  const void *on = ctx->inputs[2]->data, *off = ctx->inputs[3]->data;
-  BY_WIDTH(es, one_hot, out->data, idx, pre, depth, suf, on, off);
+  one_hot_job j = {out->data, idx, depth, suf, ctx->inputs[2]->data, ctx->inputs[3]->data, mf_dtype_size(out->dtype)};
+  mf_parallel_for(ctx, pre, depth * suf, one_hot_blocks, &j);
   mf_free(owned);
   return MF_OK;
 }
@@ -928,27 +1056,39 @@ static mf_code arg_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-/* For each outer slab, the best row so far is tracked per column (inner
- * position), so the scan runs along contiguous rows; ties keep the first. */
-#define DEFINE_ARG(name, code, T, BETTER)                                                       \
-  static void name##_##code(const T *x, int64_t outer, int64_t n, int64_t inner, int64_t *arg, \
-                            void *out, bool wide) {                                            \
-    for (int64_t o = 0; o < outer; o++, x += n * inner) {                                      \
-      for (int64_t j = 0; j < inner; j++) arg[j] = 0;                                          \
-      for (int64_t i = 1; i < n; i++) {                                                        \
-        const T *row = x + i * inner;                                                          \
-        for (int64_t j = 0; j < inner; j++)                                                    \
-          if (BETTER(row[j], x[arg[j] * inner + j])) arg[j] = i;                               \
-      }                                                                                        \
-      if (wide) memcpy((int64_t *)out + o * inner, arg, (size_t)inner * sizeof *arg);         \
-      else                                                                                     \
-        for (int64_t j = 0; j < inner; j++) ((int32_t *)out)[o * inner + j] = (int32_t)arg[j]; \
+/* For slab o, the best row so far is tracked per column [j0, j1), so the
+ * scan runs along contiguous rows; ties keep the first. */
+typedef void (*arg_fn)(const void *x, int64_t o, int64_t n, int64_t inner, int64_t j0, int64_t j1, void *out,
+                       bool wide);
+#define DEFINE_ARG(name, code, T, BETTER)                                                      \
+  static void name##_##code(const void *x_, int64_t o, int64_t n, int64_t inner, int64_t j0,   \
+                            int64_t j1, void *out, bool wide) {                                \
+    const T *x = (const T *)x_ + o * n * inner;                                                \
+    int64_t arg[LINE_COLUMNS];                                                                 \
+    for (int64_t j = j0; j < j1; j++) arg[j - j0] = 0;                                         \
+    for (int64_t i = 1; i < n; i++) {                                                          \
+      const T *row = x + i * inner;                                                            \
+      for (int64_t j = j0; j < j1; j++)                                                        \
+        if (BETTER(row[j], x[arg[j - j0] * inner + j])) arg[j - j0] = i;                       \
+    }                                                                                          \
+    for (int64_t j = j0; j < j1; j++) {                                                        \
+      if (wide) ((int64_t *)out)[o * inner + j] = arg[j - j0];                                 \
+      else ((int32_t *)out)[o * inner + j] = (int32_t)arg[j - j0];                             \
     }                                                                                          \
   }
 #define DEFINE_ARGS(code, T) DEFINE_ARG(argmax, code, T, GREATER) DEFINE_ARG(argmin, code, T, LESS)
 MF_FOR_NUMERIC_TYPES(DEFINE_ARGS)
 #undef DEFINE_ARGS
 #undef DEFINE_ARG
+
+#define ARG_ENTRY(code, T, name) [code] = name##_##code,
+static const arg_fn argmax_fns[MF_DTYPE_SLOTS] = {MF_FOR_NUMERIC_TYPES(ARG_ENTRY, argmax)};
+static const arg_fn argmin_fns[MF_DTYPE_SLOTS] = {MF_FOR_NUMERIC_TYPES(ARG_ENTRY, argmin)};
+#undef ARG_ENTRY
+
+static void arg_piece(const lines_job *j, int64_t o, int64_t j0, int64_t j1) {
+  ((const arg_fn *)j->fns)[j->t](j->x, o, j->n, j->inner, j0, j1, j->y, j->flag_a);
+}
 
 static mf_code arg_kernel(mf_kernel_ctx *ctx, bool max) {
   const mf_tensor *in = ctx->inputs[0];
@@ -959,20 +1099,9 @@ static mf_code arg_kernel(mf_kernel_ctx *ctx, bool max) {
   int64_t outer = mf_dims_product(in->dims, 0, axis), n = in->dims[axis];
   int64_t inner = mf_dims_product(in->dims, axis + 1, in->rank);
   if (out->size == 0) return MF_OK;
-  int64_t *arg = mf_malloc((size_t)inner * sizeof *arg);
-  if (!arg) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
-  bool wide = out->dtype == MF_INT64;
-  switch (in->dtype) {
-#define CASE(code, T)                                                                  \
-  case code:                                                                           \
-    if (max) argmax_##code(in->data, outer, n, inner, arg, out->data, wide);           \
-    else argmin_##code(in->data, outer, n, inner, arg, out->data, wide);               \
-    break;
-    MF_FOR_NUMERIC_TYPES(CASE)
-#undef CASE
-    default: break;
-  }
-  mf_free(arg);
+  lines_job j = {arg_piece, max ? argmax_fns : argmin_fns, out->data, in->data, n, inner, in->dtype,
+                 out->dtype == MF_INT64, false};
+  lines_run(ctx, &j, outer);
   return MF_OK;
 }
 static mf_code argmax_kernel(mf_kernel_ctx *ctx) { return arg_kernel(ctx, true); }
@@ -1010,7 +1139,7 @@ static mf_code top_k_infer(mf_infer_ctx *ic) {
 /* A heap of the best k indices of a row with its worst entry at the root;
  * emptying it from the root writes the winners from the back, best first. */
 #define BETTER_AT(v, i, j) (GREATER(v[i], v[j]) || (!GREATER(v[j], v[i]) && (i) < (j)))
-#define DEFINE_TOP_K(code, T)                                                                   \
+#define DEFINE_TOP_K(code, T)                                                                  \
   static void top_k_sift_##code(const T *v, int64_t *heap, int64_t size, int64_t i) {          \
     for (;;) {                                                                                 \
       int64_t c = 2 * i + 1;                                                                   \
@@ -1096,7 +1225,7 @@ static mf_code in_top_k_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-#define DEFINE_IN_TOP_K(code, T)                                                                \
+#define DEFINE_IN_TOP_K(code, T)                                                               \
   static void in_top_k_##code(const T *x, const int64_t *targets, int64_t batch, int64_t n, int64_t k, \
                               bool *out) {                                                     \
     for (int64_t b = 0; b < batch; b++, x += n) {                                              \
@@ -1154,7 +1283,7 @@ static mf_code sequence_mask_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-#define DEFINE_SEQUENCE_MASK(code, T)                                                           \
+#define DEFINE_SEQUENCE_MASK(code, T)                                                          \
   static void sequence_mask_##code(T *out, const int64_t *len, int64_t n, int64_t m) {         \
     for (int64_t i = 0; i < n; i++, out += m)                                                  \
       for (int64_t j = 0; j < m; j++) out[j] = (T)(j < len[i]);                                \

@@ -129,7 +129,8 @@ static inline int64_t mf_real_to_int(double v) {
 
 /* X(name, dtypes, grad, expression of the element x). Results keep x's dtype.
  * nearbyint rounds half to even in the default rounding mode, as TF's Round.
- * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Sqrt and Rsqrt reuse their output. */
+ * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Expm1, Sqrt, Rsqrt, Tan, Asinh, Acosh
+ * and Reciprocal reuse their output. */
 #define MF_UNARY_OPS(X)                                                                  \
   X(Neg, NUMERIC, DX(NEG(dy)), mf_neg(x))                                                \
   X(Abs, NUMERIC, DX(MUL(dy, SIGN(x))), mf_abs(x))                                       \
@@ -142,6 +143,19 @@ static inline int64_t mf_real_to_int(double v) {
   X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_MATH(log1p, x)(x))                     \
   X(Sin, FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
   X(Cos, FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
+  X(Tan, FLOAT, DX(MUL(dy, ADD(NUM(1), MUL(y, y)))), MF_MATH(tan, x)(x))                 \
+  X(Asin, FLOAT, DX(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x))))), MF_MATH(asin, x)(x))         \
+  X(Acos, FLOAT, DX(NEG(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x)))))), MF_MATH(acos, x)(x))    \
+  X(Atan, FLOAT, DX(DIV(dy, ADD(NUM(1), MUL(x, x)))), MF_MATH(atan, x)(x))               \
+  X(Sinh, FLOAT, DX(MUL(dy, COSH(x))), MF_MATH(sinh, x)(x))                              \
+  X(Cosh, FLOAT, DX(MUL(dy, SINH(x))), MF_MATH(cosh, x)(x))                              \
+  X(Asinh, FLOAT, DX(DIV(dy, COSH(y))), MF_MATH(asinh, x)(x))                            \
+  X(Acosh, FLOAT, DX(DIV(dy, SINH(y))), MF_MATH(acosh, x)(x))                            \
+  X(Atanh, FLOAT, DX(DIV(dy, SUB(NUM(1), MUL(x, x)))), MF_MATH(atanh, x)(x))             \
+  X(Erf, FLOAT, DX(MUL(dy, MUL(NUM(TWO_OVER_SQRT_PI), EXP(NEG(MUL(x, x)))))), MF_MATH(erf, x)(x)) \
+  X(Erfc, FLOAT, DX(MUL(dy, MUL(NUM(-TWO_OVER_SQRT_PI), EXP(NEG(MUL(x, x)))))), MF_MATH(erfc, x)(x)) \
+  X(Expm1, FLOAT, DX(MUL(dy, ADD(y, NUM(1)))), MF_MATH(expm1, x)(x))                     \
+  X(Reciprocal, FLOAT, DX(MUL(dy, NEG(MUL(y, y)))), 1 / (x))                             \
   X(Tanh, FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
   X(Sigmoid, FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_SIGMOID(x))                  \
   X(Floor, FLOAT, ND, MF_MATH(floor, x)(x))                                              \
@@ -158,7 +172,8 @@ static inline int64_t mf_real_to_int(double v) {
  * (a - z) / b (TruncateDiv, as TensorFlow's CPU kernels, takes integers only);
  * Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere; Maximum and
  * Minimum pass dz to the input their kernel picked: b where it is strictly
- * greater (smaller), else a, so ties go to a. */
+ * greater (smaller), else a, so ties go to a. Maximum and Minimum are NaN
+ * when either input is, as TensorFlow's and NumPy's. */
 #define MF_BINARY_OPS(X)                                                                        \
   X(Add, NUMERIC, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
   X(Sub, NUMERIC, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
@@ -175,8 +190,13 @@ static inline int64_t mf_real_to_int(double v) {
     DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
     mf_int_negative(b),                                                                         \
     "Integers to negative integer powers are not allowed; cast to a float type first", mf_pow(a, b)) \
-  X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, a < b ? b : a) \
-  X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, b < a ? b : a) \
+  X(SquaredDifference, SIGNED, SAME, DXY(NEG(gb), MUL(dz, MUL(NUM(-2), SUB(a, b)))), 0, NULL,     \
+    mf_mul(mf_sub(a, b), mf_sub(a, b)))                                                         \
+  X(Atan2, FLOAT, SAME, DXY(MUL(dz, DIV(b, ADD(MUL(a, a), MUL(b, b)))),                         \
+                            NEG(MUL(dz, DIV(a, ADD(MUL(a, a), MUL(b, b)))))), 0, NULL,          \
+    MF_MATH(atan2, a)(a, b))                                                                    \
+  X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, MF_MAX_KEEP_NAN(a, b)) \
+  X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, MF_MIN_KEEP_NAN(a, b)) \
   X(Equal, EQUALITY, BOOL, ND, 0, NULL, a == b)                                                 \
   X(NotEqual, EQUALITY, BOOL, ND, 0, NULL, a != b)                                              \
   X(Less, NUMERIC, BOOL, ND, 0, NULL, a < b)                                                    \
@@ -195,6 +215,7 @@ static inline int64_t mf_real_to_int(double v) {
 #define MF_STRINGS_INT(...)
 #define MF_STRINGS_SIGNED(...)
 #define MF_STRINGS_BOOL(...)
+#define MF_STRINGS_FLOAT(...)
 
 /* Strings are equal when their bytes are; read where they lie (core/tstring.h). */
 static bool strings_equal(const mf_tstring *a, const mf_tstring *b) {
@@ -349,6 +370,7 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
  * gradient rule's context gc; NUM(v) is a scalar constant of the rule's dtype t
  * and MASK(c) the bool tensor c as 0/1 of dtype t. */
 #define NUM(v) mf_grad_scalar(gc, t, v)
+#define TWO_OVER_SQRT_PI 1.1283791670955126 /* erf's derivative at 0 */
 #define NEG(u) mf_grad_op1(gc, "Neg", u)
 #define SIGN(u) mf_grad_op1(gc, "Sign", u)
 #define SIN(u) mf_grad_op1(gc, "Sin", u)
@@ -360,17 +382,19 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
 #define POW(u, v) mf_grad_op2(gc, "Pow", u, v)
 #define FLOORDIV(u, v) mf_grad_op2(gc, "FloorDiv", u, v)
 #define LOG(u) mf_grad_op1(gc, "Log", u)
-#define MAXIMUM(u, v) mf_grad_op2(gc, "Maximum", u, v)
+#define EXP(u) mf_grad_op1(gc, "Exp", u)
+#define SQRT(u) mf_grad_op1(gc, "Sqrt", u)
+#define SINH(u) mf_grad_op1(gc, "Sinh", u)
+#define COSH(u) mf_grad_op1(gc, "Cosh", u)
 #define LESS(u, v) mf_grad_op2(gc, "Less", u, v)
 #define GREATER(u, v) mf_grad_op2(gc, "Greater", u, v)
 #define MASK(c) mf_grad_cast(gc, c, t)
 #define LOG_POSITIVE(u) grad_log_positive(gc, u, t)
 
-/* log(u) where u > 0, else 0: the log of max(1 - [u > 0], u), which is u where
- * u > 0 and 1 elsewhere (NaN included, as max keeps its first input unless the
- * second is greater), so no log of a non-positive number is ever taken. */
+/* log(u) where u > 0, else 0: the log of u where u > 0 and of 1 elsewhere (NaN
+ * included), so no log of a non-positive number is ever taken. */
 static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
-  return LOG(MAXIMUM(SUB(NUM(1), MASK(GREATER(u, NUM(0)))), u));
+  return LOG(mf_grad_op3(gc, "SelectV2", GREATER(u, NUM(0)), u, NUM(1)));
 }
 
 /* From the grad column: the op's flags, its rule (NULL for ND) and the rule's

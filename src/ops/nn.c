@@ -12,7 +12,8 @@
  * (ky, kx, channel) like the rows of the [kh, kw, in, out] filter), so the
  * output block is one gemm with the filter viewed as a [kh*kw*in, out] matrix,
  * written straight into the NHWC output. The input gradient is the transposed
- * product scattered back (col2im); the filter gradient is col^T dy summed over
+ * product scattered back (col2im, split over threads in stripes of output
+ * rows, see col2im_run); the filter gradient is col^T dy summed over
  * blocks. The scratch is bounded (blocks of output rows) and kept in the op's
  * per-session state, so a plan that runs again allocates nothing. 1x1 filters
  * with stride 1 need no im2col at all.
@@ -32,6 +33,8 @@
 #include "kernels/elementwise.h"
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
+#include "kernels/parallel.h"
+#include "ops/reduce.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -205,7 +208,7 @@ static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
   static mf_code name##_infer(mf_infer_ctx *ic) { return act_infer(ic, name##_impl.dtypes); }    \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_run(ctx, &name##_impl); }        \
   static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {    \
-    return act_loop(attrs, name##_impl.dtypes, name##_impl.loop, NULL, t, loop);                  \
+    return act_loop(attrs, name##_impl.dtypes, name##_impl.loop, NULL, t, loop);                 \
   }                                                                                              \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_rule(gc, #grad_op, READS_##reads); }
 ACTIVATIONS(ACT_DEFINE)
@@ -217,7 +220,7 @@ ACTIVATIONS(ACT_DEFINE)
   static mf_code name##_infer(mf_infer_ctx *ic) { return act_grad_infer(ic, name##_impl.dtypes); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return act_grad_run(ctx, &name##_impl); }   \
   static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {    \
-    return act_loop(attrs, name##_impl.dtypes, NULL, name##_impl.loop, t, loop);                  \
+    return act_loop(attrs, name##_impl.dtypes, NULL, name##_impl.loop, t, loop);                 \
   }                                                                                              \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_grad_rule(gc, CURVATURE_##curvature); }
 ACTIVATION_GRADS(ACT_GRAD_DEFINE)
@@ -279,33 +282,38 @@ static mf_code bias_add_grad_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-/* Row by row over the channel axis: each row is one vectorized loop. BiasAddGrad
- * sums the rows into its output. */
+/* Row by row over the channel axis, rows split over the session's threads:
+ * each row is one vectorized loop. */
+typedef void (*bias_add_fn)(const void *v, const void *b, void *y, int64_t r0, int64_t r1, int64_t c);
 #define BIAS_KERNELS(code, T)                                                                       \
-  static void bias_add_##code(const void *v_, const void *b, void *y_, int64_t rows, int64_t c) {   \
+  static void bias_add_##code(const void *v_, const void *b, void *y_, int64_t r0, int64_t r1,      \
+                              int64_t c) {                                                          \
     const T *v = v_;                                                                                \
     T *y = y_;                                                                                      \
-    for (int64_t r = 0; r < rows; r++, v += c, y += c)                                              \
-      run_sum_##code(y, v, b, c);                                                                   \
-  }                                                                                                 \
-  static void bias_add_grad_##code(const void *g_, void *db, int64_t rows, int64_t c) {             \
-    const T *g = g_;                                                                                \
-    run_zero_##code(db, c);                                                                         \
-    for (int64_t r = 0; r < rows; r++, g += c)                                                      \
-      run_add_##code(db, g, c);                                                                     \
+    for (int64_t r = r0; r < r1; r++) run_sum_##code(y + r * c, v + r * c, b, c);                   \
   }
 MF_FOR_FLOAT_TYPES(BIAS_KERNELS)
-#define BIAS_ENTRY(code, T, kind) [code] = kind##_##code,
-static void (*const bias_add_fns[MF_DTYPE_SLOTS])(const void *, const void *, void *, int64_t, int64_t) = {
-    MF_FOR_FLOAT_TYPES(BIAS_ENTRY, bias_add)};
-static void (*const bias_add_grad_fns[MF_DTYPE_SLOTS])(const void *, void *, int64_t, int64_t) = {
-    MF_FOR_FLOAT_TYPES(BIAS_ENTRY, bias_add_grad)};
+#define BIAS_ENTRY(code, T) [code] = bias_add_##code,
+static const bias_add_fn bias_add_fns[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(BIAS_ENTRY)};
+
+typedef struct bias_add_job {
+  bias_add_fn fn;
+  const void *v, *b;
+  void *y;
+  int64_t c;
+} bias_add_job;
+
+static void bias_add_rows(void *arg, int64_t begin, int64_t end) {
+  const bias_add_job *j = arg;
+  j->fn(j->v, j->b, j->y, begin, end, j->c);
+}
 
 static mf_code bias_add_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *v = ctx->inputs[0], *b = ctx->inputs[1];
   mf_tensor *y = ctx->outputs[0];
   int64_t c = v->dims[v->rank - 1], rows = c ? v->size / c : 0;
-  bias_add_fns[v->dtype](v->data, b->data, y->data, rows, c);
+  bias_add_job j = {bias_add_fns[v->dtype], v->data, b->data, y->data, c};
+  mf_parallel_for(ctx, rows, c, bias_add_rows, &j);
   return MF_OK;
 }
 
@@ -316,12 +324,12 @@ static bool bias_add_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_
   return (unsigned)t < MF_DTYPE_SLOTS && (FLOAT_TYPES >> t & 1u) && add && add->element_loop(attrs, t, loop);
 }
 
+/* BiasAddGrad sums the rows: Sum over every axis but the last. */
 static mf_code bias_add_grad_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *g = ctx->inputs[0];
-  mf_tensor *db = ctx->outputs[0];
-  int64_t c = db->size, rows = c ? g->size / c : 0;
-  bias_add_grad_fns[g->dtype](g->data, db->data, rows, c);
-  return MF_OK;
+  bool mask[MF_MAX_RANK];
+  for (int d = 0; d < g->rank; d++) mask[d] = d < g->rank - 1;
+  return mf_reduce_sum(ctx, g, mask, ctx->outputs[0]);
 }
 
 static mf_code bias_add_rule(mf_grad_ctx *gc) {
@@ -527,6 +535,9 @@ typedef struct conv_impl {
   gemm_fn gemm;
 } conv_impl;
 
+/* Offset of pixel (iy, ix) of image n in an NHWC tensor. */
+#define PIXEL(g, n, iy, ix) ((((n) * (g)->h + (iy)) * (g)->w + (ix)) * (g)->c)
+
 /* im2col and col2im walk output rows alike: rows [r0, r0 + rows), each its
  * window rows (ky) in turn, col stepping a window row (kw * c values) at a
  * time, and (n, oy, ox) stepped like an odometer instead of divided out per
@@ -564,6 +575,7 @@ typedef struct conv_impl {
       if (++oy == g->oh) oy = 0, n++;                                                               \
     }                                                                                               \
   }
+
 
 #define NO_GAP(col, len) ((void)0)
 
@@ -705,10 +717,69 @@ static char *conv_scratch(mf_kernel_ctx *ctx, const conv_plan *p, int64_t *rows)
   return mf_kernel_scratch(ctx, (size_t)(*rows * p->k) * p->es);
 }
 
+/* im2col of output rows [r0, r0 + rows) into col, the rows split over the
+ * session's threads (each writes its own rows of col). */
+typedef struct im2col_job {
+  const conv_plan *p;
+  const void *x;
+  int64_t r0;
+  char *col;
+} im2col_job;
+
+static void im2col_rows(void *arg, int64_t begin, int64_t end) {
+  const im2col_job *j = arg;
+  j->p->im->im2col(&j->p->g, j->x, j->r0 + begin, end - begin, j->col + (size_t)(begin * j->p->k) * j->p->es);
+}
+
+static void im2col_run(mf_kernel_ctx *ctx, const conv_plan *p, const void *x, int64_t r0, int64_t rows, char *col) {
+  im2col_job j = {p, x, r0, col};
+  mf_parallel_for(ctx, rows, p->k, im2col_rows, &j);
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* col2im of output rows [r0, r0 + rows) into dx, split over the session's
+ * threads. The output rows of an image go in stripes of `stripe` rows, tall
+ * enough that the input rows reached by stripes s and s + 2 never meet; the
+ * even stripes run first, side by side, then the odd ones. A stripe is added
+ * by one thread in row order, so each input element gets its terms in one
+ * order fixed by the shape, whatever the thread count. */
+typedef struct col2im_job {
+  const conv_plan *p;
+  const char *col;
+  int64_t r0, rows, stripe, per_image, first; /* first: the block's first stripe, counted over images */
+  int parity;
+  void *dx;
+} col2im_job;
+
+static void col2im_stripes(void *arg, int64_t begin, int64_t end) {
+  const col2im_job *j = arg;
+  const geom *g = &j->p->g;
+  for (int64_t it = begin; it < end; it++) {
+    const int64_t s = j->first + it, n = s / j->per_image, in_image = s % j->per_image;
+    if (in_image % 2 != j->parity) continue;
+    int64_t a = (n * g->oh + in_image * j->stripe) * g->ow;
+    int64_t b = (n * g->oh + min64((in_image + 1) * j->stripe, g->oh)) * g->ow;
+    if (a < j->r0) a = j->r0;
+    if (b > j->r0 + j->rows) b = j->r0 + j->rows;
+    if (a < b) j->p->im->col2im(g, j->col + (size_t)((a - j->r0) * j->p->k) * j->p->es, a, b - a, j->dx);
+  }
+}
+
+static void col2im_run(mf_kernel_ctx *ctx, const conv_plan *p, const void *col, int64_t r0, int64_t rows, void *dx) {
+  const geom *g = &p->g;
+  const int64_t stripe = (g->kh - 1) * g->dh / g->sh + 1, per_image = (g->oh + stripe - 1) / stripe;
+  /* The stripe of output row r (pixel index): its image's stripes before it. */
+  const int64_t first = r0 / g->ow / g->oh * per_image + r0 / g->ow % g->oh / stripe;
+  const int64_t last = (r0 + rows - 1) / g->ow / g->oh * per_image + (r0 + rows - 1) / g->ow % g->oh / stripe;
+  col2im_job j = {p, col, r0, rows, stripe, per_image, first, 0, dx};
+  for (j.parity = 0; j.parity < 2; j.parity++)
+    mf_parallel_for(ctx, last - first + 1, stripe * g->ow * p->k / 2, col2im_stripes, &j);
+}
+
 /* A 1x1 filter with stride 1 reads the input as it is: [n*h*w, c] is im2col. */
 static bool pointwise(const geom *g) { return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1; }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* y [m, oc] = col [m, k] filter [k, oc], block by block. */
 static mf_code conv2d_kernel(mf_kernel_ctx *ctx) {
@@ -727,7 +798,7 @@ static mf_code conv2d_kernel(mf_kernel_ctx *ctx) {
   if (!col) return ctx->status->code;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t mb = min64(rows, m - r0);
-    p.im->im2col(&p.g, x->data, r0, mb, col);
+    im2col_run(ctx, &p, x->data, r0, mb, col);
     p.im->gemm(false, false, mb, oc, k, col, k, f->data, oc, 0, (char *)y->data + (size_t)(r0 * oc) * p.es, oc);
   }
   return MF_OK;
@@ -753,7 +824,7 @@ static mf_code conv2d_backprop_input_kernel(mf_kernel_ctx *ctx) {
     const int64_t mb = min64(rows, m - r0);
     p.im->gemm(false, true, mb, k, oc, (const char *)dy->data + (size_t)(r0 * oc) * p.es, oc, f->data, oc, 0, col,
                k);
-    p.im->col2im(&p.g, col, r0, mb, dx->data);
+    col2im_run(ctx, &p, col, r0, mb, dx->data);
   }
   return MF_OK;
 }
@@ -775,7 +846,7 @@ static mf_code conv2d_backprop_filter_kernel(mf_kernel_ctx *ctx) {
   if (!col) return ctx->status->code;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t mb = min64(rows, m - r0);
-    p.im->im2col(&p.g, x->data, r0, mb, col);
+    im2col_run(ctx, &p, x->data, r0, mb, col);
     p.im->gemm(true, false, k, oc, mb, col, k, (const char *)dy->data + (size_t)(r0 * oc) * p.es, oc, r0 ? 1 : 0,
                df->data, oc);
   }
@@ -879,11 +950,11 @@ static mf_code avg_pool_grad_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-/* The window of output pixel (oy, ox) clipped to the input: rows [y0, y1),
- * columns [x0, x1). Never empty: VALID windows lie inside the input and SAME
- * pads less than a window before (see window_dim). */
-#define FOR_EACH_WINDOW(g, ...)                                                        \
-  for (int64_t n = 0, pix = 0; n < (g)->n; n++)                                        \
+/* The window of output pixel (oy, ox) of images [n0, n1) clipped to the
+ * input: rows [y0, y1), columns [x0, x1). Never empty: VALID windows lie
+ * inside the input and SAME pads less than a window before (see window_dim). */
+#define FOR_EACH_WINDOW(g, n0, n1, ...)                                                \
+  for (int64_t n = n0, pix = n0 * (g)->oh * (g)->ow; n < n1; n++)                      \
     for (int64_t oy = 0; oy < (g)->oh; oy++)                                           \
       for (int64_t ox = 0; ox < (g)->ow; ox++, pix++) {                                \
         const int64_t ys = oy * (g)->sh - (g)->pt, xs = ox * (g)->sw - (g)->pl;        \
@@ -891,38 +962,40 @@ static mf_code avg_pool_grad_infer(mf_infer_ctx *ic) {
         const int64_t x0 = xs < 0 ? 0 : xs, x1 = min64(xs + (g)->kw, (g)->w);          \
         __VA_ARGS__                                                                    \
       }
-/* Offset of pixel (iy, ix) of image n in an NHWC tensor. */
-#define PIXEL(g, n, iy, ix) ((((n) * (g)->h + (iy)) * (g)->w + (ix)) * (g)->c)
 
 /* Max pooling routes to the first maximum of a window in row-major order (as
  * TensorFlow's MaxPoolGrad): channels go in blocks of CBLOCK, each a vector
  * loop keeping the best value and its offset. */
 enum { CBLOCK = 64 };
 
-/* Every pooling kernel as f(geometry, a, b, out); `a` is the tensor pooled
- * over, b the gradient for the gradient ops. Each inner loop runs along the
- * channels of one pixel. */
-typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
+/* Every pooling kernel as f(geometry, a, b, out, n0, n1) over images [n0,
+ * n1); `a` is the tensor pooled over, b the gradient for the gradient ops.
+ * Each inner loop runs along the channels of one pixel. Images are split over
+ * the session's threads: a gradient's windows overlap within an image but
+ * never across images, so each image is summed by one thread in order. */
+typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out, int64_t n0, int64_t n1);
 
 #define POOL_KERNELS(code, T)                                                                       \
-  static void max_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {       \
+  static void max_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_, int64_t n0, \
+                              int64_t n1) {                                                         \
     const T *restrict x = x_;                                                                       \
     T *restrict y = y_;                                                                             \
     const int64_t c = g->c;                                                                         \
     (void)unused_;                                                                                  \
-    FOR_EACH_WINDOW(g, T *out = y + pix * c; const T *first = x + PIXEL(g, n, y0, x0);              \
+    FOR_EACH_WINDOW(g, n0, n1, T *out = y + pix * c; const T *first = x + PIXEL(g, n, y0, x0);      \
                     run_copy_##code(out, first, c);                                                 \
                     for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
                       const T *src = x + PIXEL(g, n, iy, ix);                                       \
                       run_max_##code(out, src, c);                                                  \
                     })                                                                              \
   }                                                                                                 \
-  static void avg_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_) {       \
+  static void avg_pool_##code(const geom *g, const void *x_, const void *unused_, void *y_, int64_t n0, \
+                              int64_t n1) {                                                         \
     const T *restrict x = x_;                                                                       \
     T *restrict y = y_;                                                                             \
     const int64_t c = g->c;                                                                         \
     (void)unused_;                                                                                  \
-    FOR_EACH_WINDOW(g, T *out = y + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));            \
+    FOR_EACH_WINDOW(g, n0, n1, T *out = y + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));    \
                     run_zero_##code(out, c);                                                        \
                     for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
                       const T *src = x + PIXEL(g, n, iy, ix);                                       \
@@ -930,13 +1003,14 @@ typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
                     } run_div_##code(out, count, c);)                                               \
   }                                                                                                 \
   /* Each input of a window gets the window's gradient over the window's count. */                  \
-  static void avg_pool_grad_##code(const geom *g, const void *unused_, const void *dy_, void *dx_) { \
+  static void avg_pool_grad_##code(const geom *g, const void *unused_, const void *dy_, void *dx_,  \
+                              int64_t n0, int64_t n1) {                                             \
     const T *restrict dy = dy_;                                                                     \
     T *restrict dx = dx_;                                                                           \
     const int64_t c = g->c;                                                                         \
     (void)unused_;                                                                                  \
-    run_zero_##code(dx, g->n * g->h * g->w * c);                                                    \
-    FOR_EACH_WINDOW(g, const T *gy = dy + pix * c; const T count = (T)((y1 - y0) * (x1 - x0));      \
+    run_zero_##code(dx + n0 * g->h * g->w * c, (n1 - n0) * g->h * g->w * c);                        \
+    FOR_EACH_WINDOW(g, n0, n1, const T *gy = dy + pix * c; const T count = (T)((y1 - y0) * (x1 - x0)); \
                     for (int64_t iy = y0; iy < y1; iy++) for (int64_t ix = x0; ix < x1; ix++) {     \
                       T *dst = dx + PIXEL(g, n, iy, ix);                                            \
                       run_add_div_##code(dst, gy, count, c);                                        \
@@ -955,25 +1029,27 @@ typedef void (*pool_fn)(const geom *g, const void *a, const void *b, void *out);
                     idx[j] = gt ? off + j : idx[j];);                                               \
       }                                                                                             \
   }                                                                                                 \
-  static void max_pool_grad_##code(const geom *g, const void *x_, const void *dy_, void *dx_) {     \
+  static void max_pool_grad_##code(const geom *g, const void *x_, const void *dy_, void *dx_, int64_t n0, \
+                              int64_t n1) {                                                         \
     const T *restrict x = x_, *restrict dy = dy_;                                                   \
     T *restrict dx = dx_;                                                                           \
     const int64_t c = g->c;                                                                         \
     int64_t idx[CBLOCK];                                                                            \
-    run_zero_##code(dx, g->n * g->h * g->w * c);                                                    \
-    FOR_EACH_WINDOW(g, for (int64_t c0 = 0; c0 < c; c0 += CBLOCK) {                                 \
+    run_zero_##code(dx + n0 * g->h * g->w * c, (n1 - n0) * g->h * g->w * c);                        \
+    FOR_EACH_WINDOW(g, n0, n1, for (int64_t c0 = 0; c0 < c; c0 += CBLOCK) {                         \
       const int64_t nc = min64(CBLOCK, c - c0);                                                     \
       argmax_##code(g, x, n, y0, y1, x0, x1, c0, nc, idx);                                          \
       for (int64_t j = 0; j < nc; j++) dx[idx[j]] += dy[pix * c + c0 + j];                          \
     })                                                                                              \
   }                                                                                                 \
   /* Each output pixel picks the gradient at its window's maximum. */                               \
-  static void max_pool_grad_grad_##code(const geom *g, const void *x_, const void *gx_, void *out_) { \
+  static void max_pool_grad_grad_##code(const geom *g, const void *x_, const void *gx_, void *out_, \
+                              int64_t n0, int64_t n1) {                                             \
     const T *restrict x = x_, *restrict gx = gx_;                                                   \
     T *restrict out = out_;                                                                         \
     const int64_t c = g->c;                                                                         \
     int64_t idx[CBLOCK];                                                                            \
-    FOR_EACH_WINDOW(g, for (int64_t c0 = 0; c0 < c; c0 += CBLOCK) {                                 \
+    FOR_EACH_WINDOW(g, n0, n1, for (int64_t c0 = 0; c0 < c; c0 += CBLOCK) {                         \
       const int64_t nc = min64(CBLOCK, c - c0);                                                     \
       argmax_##code(g, x, n, y0, y1, x0, x1, c0, nc, idx);                                          \
       for (int64_t j = 0; j < nc; j++) out[pix * c + c0 + j] = gx[idx[j]];                          \
@@ -989,6 +1065,18 @@ POOL_FNS(avg_pool_grad)
 POOL_FNS(max_pool_grad)
 POOL_FNS(max_pool_grad_grad)
 
+typedef struct pool_job {
+  pool_fn fn;
+  const geom *g;
+  const void *a, *b;
+  void *out;
+} pool_job;
+
+static void pool_images(void *arg, int64_t begin, int64_t end) {
+  const pool_job *j = arg;
+  j->fn(j->g, j->a, j->b, j->out, begin, end);
+}
+
 /* Runs one pooling kernel: the window slides over `over` (input dims), a and b
  * are its operands. */
 static mf_code pool_run(mf_kernel_ctx *ctx, const mf_tensor *over, const pool_fn *fns, const mf_tensor *a,
@@ -999,7 +1087,8 @@ static mf_code pool_run(mf_kernel_ctx *ctx, const mf_tensor *over, const pool_fn
   dims_of(over, in);
   if (pool_geom(ctx->op->name, ctx->attrs, in, &g, ctx->status)) return ctx->status->code;
   if (y->size == 0) return MF_OK;
-  fns[y->dtype](&g, a ? a->data : NULL, b ? b->data : NULL, y->data);
+  pool_job j = {fns[y->dtype], &g, a ? a->data : NULL, b ? b->data : NULL, y->data};
+  mf_parallel_for(ctx, g.n, g.oh * g.ow * g.kh * g.kw * g.c, pool_images, &j);
   return MF_OK;
 }
 
@@ -1081,12 +1170,17 @@ static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
+/* The loss and backprop of rows [r0, r1) of either cross-entropy op, the
+ * labels an int64 index per row (sparse) or a row of probabilities. */
+typedef void (*xent_fn)(const void *x, const void *labels, void *loss, void *bp, int64_t r0, int64_t r1, int64_t c);
+
 #define SPARSE_XENT(code, T)                                                                         \
-  static void sparse_xent_##code(const void *x_, const int64_t *label, void *loss_, void *bp_,       \
-                                 int64_t rows, int64_t c) {                                          \
+  static void sparse_xent_##code(const void *x_, const void *label_, void *loss_, void *bp_,         \
+                                 int64_t r0, int64_t r1, int64_t c) {                                \
     const T *x = x_;                                                                                 \
+    const int64_t *label = label_;                                                                   \
     T *loss = loss_, *bp = bp_;                                                                      \
-    for (int64_t r = 0; r < rows; r++) {                                                             \
+    for (int64_t r = r0; r < r1; r++) {                                                              \
       const T *row = x + r * c;                                                                      \
       T *b = bp + r * c;                                                                             \
       T m = row[0];                                                                                  \
@@ -1105,12 +1199,28 @@ static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
   }
 MF_FOR_FLOAT_TYPES(SPARSE_XENT)
 #define SPARSE_XENT_ENTRY(code, T) [code] = sparse_xent_##code,
-static void (*const sparse_xent_fns[MF_DTYPE_SLOTS])(const void *, const int64_t *, void *, void *, int64_t,
-                                                     int64_t) = {MF_FOR_FLOAT_TYPES(SPARSE_XENT_ENTRY)};
+static const xent_fn sparse_xent_fns[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(SPARSE_XENT_ENTRY)};
+
+typedef struct xent_job {
+  xent_fn fn;
+  const void *x, *labels;
+  void *loss, *bp;
+  int64_t c;
+} xent_job;
+
+static void xent_rows(void *arg, int64_t begin, int64_t end) {
+  const xent_job *j = arg;
+  j->fn(j->x, j->labels, j->loss, j->bp, begin, end, j->c);
+}
+
+/* Rows split over the session's threads: each row is read and written by one. */
+static void xent_run(mf_kernel_ctx *ctx, xent_fn fn, const mf_tensor *x, const void *labels) {
+  xent_job j = {fn, x->data, labels, ctx->outputs[0]->data, ctx->outputs[1]->data, x->dims[1]};
+  mf_parallel_for(ctx, x->dims[0], 4 * x->dims[1], xent_rows, &j);
+}
 
 static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0], *lab = ctx->inputs[1];
-  mf_tensor *loss = ctx->outputs[0], *bp = ctx->outputs[1];
   int64_t rows = x->dims[0], c = x->dims[1];
   if (rows == 0) return MF_OK;
   if (c == 0) return MF_INVALID(ctx->status, "Must have at least one class, but got logits shape %lld x 0",
@@ -1136,7 +1246,7 @@ static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
                "Received a label value of %lld which is outside the valid range of [0, %lld).  Label values: %s",
                   (long long)labels[bad], (long long)c, list);
   } else {
-    sparse_xent_fns[x->dtype](x->data, labels, loss->data, bp->data, rows, c);
+    xent_run(ctx, sparse_xent_fns[x->dtype], x, labels);
   }
   if (labels != inline_labels) mf_free(labels);
   return ctx->status->code;
@@ -1177,11 +1287,11 @@ static mf_code xent_infer(mf_infer_ctx *ic) {
 
 /* Sums and logs in double; each term as TensorFlow writes it. */
 #define XENT(code, T)                                                                                \
-  static void xent_##code(const void *x_, const void *labels_, void *loss_, void *bp_, int64_t rows, \
-                          int64_t c) {                                                               \
+  static void xent_##code(const void *x_, const void *labels_, void *loss_, void *bp_, int64_t r0,   \
+                          int64_t r1, int64_t c) {                                                   \
     const T *x = x_, *labels = labels_;                                                              \
     T *loss = loss_, *bp = bp_;                                                                      \
-    for (int64_t r = 0; r < rows; r++) {                                                             \
+    for (int64_t r = r0; r < r1; r++) {                                                              \
       const T *row = x + r * c, *label = labels + r * c;                                             \
       T *b = bp + r * c;                                                                             \
       T m = c ? row[0] : 0;                                                                          \
@@ -1201,15 +1311,14 @@ static mf_code xent_infer(mf_infer_ctx *ic) {
   }
 MF_FOR_FLOAT_TYPES(XENT)
 #define XENT_ENTRY(code, T) [code] = xent_##code,
-static void (*const xent_fns[MF_DTYPE_SLOTS])(const void *, const void *, void *, void *, int64_t, int64_t) = {
-    MF_FOR_FLOAT_TYPES(XENT_ENTRY)};
+static const xent_fn xent_fns[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(XENT_ENTRY)};
 
 static mf_code xent_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *x = ctx->inputs[0], *labels = ctx->inputs[1];
   mf_shape sx = mf_shape_of(x), sl = mf_shape_of(labels);
   /* A shape promised by set_shape may disagree with the values. */
   if (!mf_shape_compatible(&sx, &sl)) return xent_sizes_differ(ctx->op->name, &sx, &sl, ctx->status);
-  xent_fns[x->dtype](x->data, labels->data, ctx->outputs[0]->data, ctx->outputs[1]->data, x->dims[0], x->dims[1]);
+  xent_run(ctx, xent_fns[x->dtype], x, labels->data);
   return MF_OK;
 }
 

@@ -20,6 +20,8 @@
 #include "kernels/elementwise.h"
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
+#include "kernels/parallel.h"
+#include "ops/reduce.h"
 
 #include <math.h>
 #include <string.h>
@@ -193,20 +195,70 @@ static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)su
 
 /* ---------- the driver ---------- */
 
-typedef void (*reduce_fn)(const reduce_geom *g, const void *in, void *out);
-
+/* Outputs per piece when the last axes are kept: they accumulate side by side
+ * on the stack while the reduced groups are walked, so input rows are read
+ * contiguously and nothing is allocated. */
 enum { REDUCE_CHUNK = 1024 };
 
+/* Offset of the row-major position `pos` of a walk over dims with strides;
+ * idx receives the multi-index. */
+static int64_t unravel(int n, const int64_t *dims, const int64_t *strides, int64_t pos, int64_t *idx) {
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    idx[d] = pos % dims[d];
+    pos /= dims[d];
+    off += idx[d] * strides[d];
+  }
+  return off;
+}
+
+/* How a reduction splits over threads (kernels/parallel.h): into pieces, a
+ * kept position and up to REDUCE_CHUNK of its inner outputs each, and, when
+ * the pieces are few and each folds many elements, each piece's walk into
+ * blocks of mf_parallel_block_len steps whose partial accumulators (in
+ * `partials`, [piece][block][width]) are combined in block order. A step of
+ * the walk is an element when inner == 1, else a row of the piece's inner
+ * outputs. Pieces and blocks follow from the shape alone, so every thread
+ * count gives the same bits. */
+typedef struct reduce_job {
+  const reduce_geom *g;
+  const void *in;
+  void *out;
+  int64_t chunks;    /* pieces per kept position: ceil(inner / REDUCE_CHUNK) */
+  int64_t width;     /* outputs of a full piece: min(inner, REDUCE_CHUNK) */
+  int64_t blocks;    /* blocks per piece; 1 when the walk is not split */
+  int64_t block_len; /* steps per block */
+  void *partials;
+} reduce_job;
+
+/* Fewer pieces than this split their walks: with more, the pieces alone
+ * keep every thread busy. */
+enum { REDUCE_FEW_PIECES = 64 };
+
+/* Piece p: its kept position, its first inner output i0 and its m outputs,
+ * which start at `out` (an offset in outputs). */
+typedef struct reduce_piece {
+  int64_t kept, i0, m, out;
+} reduce_piece;
+
+static inline reduce_piece piece_of(const reduce_job *jb, int64_t p) {
+  reduce_piece r = {.kept = p / jb->chunks, .i0 = p % jb->chunks * REDUCE_CHUNK};
+  r.m = jb->g->inner - r.i0 < REDUCE_CHUNK ? jb->g->inner - r.i0 : REDUCE_CHUNK;
+  r.out = r.kept * jb->g->inner + r.i0;
+  return r;
+}
+
 /* Per (op, dtype): combine and result from REDUCE_OPS, two inner loops, and
- * the driver.
+ * the walk over a piece's steps.
  * - fold: a contiguous run into one accumulator, through 8 independent lanes
  *   (written out so that they stay in registers and vectorize); the path for
  *   reducing a whole contiguous tensor and for reducing the last axis.
  * - accumulate: a row of m inputs into m accumulators, in the block loop of
  *   kernels/elementwise.h, which compilers vectorize at -O2.
- * When the last axes are kept, REDUCE_CHUNK outputs accumulate side by side on
- * the stack while the reduced groups are walked, so input rows are read
- * contiguously and nothing is allocated. */
+ * - walk: steps [j0, j1) of the reduced groups into acc (m of them), from the
+ *   input at offset base.
+ * - items: pieces x blocks [begin, end), results written (one block) or kept
+ *   as partials; combine: the partials of pieces [begin, end) into results. */
 #define REDUCE_KERNEL(code, E_, op, acc, identity, combine, result)                          \
   typedef acc(code, E_) op##_##code##_acc;                                                   \
   static inline op##_##code##_acc op##_##code##_combine(op##_##code##_acc a,                 \
@@ -216,6 +268,11 @@ enum { REDUCE_CHUNK = 1024 };
   static inline E_ op##_##code##_result(op##_##code##_acc a, int64_t n) {                    \
     MF_UNUSED(n);                                                                            \
     return (E_)(result);                                                                     \
+  }                                                                                          \
+  static inline op##_##code##_acc op##_##code##_identity(void) {                             \
+    typedef E_ E;                                                                            \
+    (void)sizeof(E);                                                                         \
+    return (op##_##code##_acc)(identity);                                                    \
   }                                                                                          \
   static inline op##_##code##_acc op##_##code##_fold(op##_##code##_acc a, const E_ *p,       \
                                                      int64_t len) {                          \
@@ -239,43 +296,65 @@ enum { REDUCE_CHUNK = 1024 };
                                               const E_ *restrict p, int64_t m) {             \
     MF_ELEMENTS(m, j, acc[j] = op##_##code##_combine(acc[j], p[j]););                        \
   }                                                                                          \
-  static void op##_##code(const reduce_geom *g, const void *in_, void *out_) {               \
-    typedef op##_##code##_acc A;                                                             \
-    typedef E_ E;                                                                            \
-    const E *in = in_;                                                                       \
-    E *out = out_;                                                                           \
-    const A init = (A)(identity);                                                            \
-    const int64_t n = g->count;                                                              \
-    if (g->out_size == 0) return;                                                            \
-    if (n == 0) {                                                                            \
-      for (int64_t i = 0; i < g->out_size; i++) out[i] = op##_##code##_result(init, 0);      \
-      return;                                                                                \
-    }                                                                                        \
-    int64_t kidx[REDUCE_MAX_DIMS] = {0}, ridx[REDUCE_MAX_DIMS] = {0};                        \
-    int64_t base = 0;                                                                        \
-    E *o = out;                                                                              \
-    do {                                                                                     \
-      if (g->inner == 1) {                                                                   \
-        A a = init;                                                                          \
-        int64_t off = 0;                                                                     \
-        do {                                                                                 \
-          a = op##_##code##_fold(a, in + base + off, g->run);                                \
-        } while ((off = odo_next(g->nr, g->rdims, g->rstrides, ridx, off)) >= 0);            \
-        *o++ = op##_##code##_result(a, n);                                                   \
-      } else {                                                                               \
-        for (int64_t j0 = 0; j0 < g->inner; j0 += REDUCE_CHUNK) {                            \
-          int64_t m = g->inner - j0 < REDUCE_CHUNK ? g->inner - j0 : REDUCE_CHUNK;           \
-          A acc[REDUCE_CHUNK];                                                               \
-          for (int64_t j = 0; j < m; j++) acc[j] = init;                                     \
-          int64_t off = 0;                                                                   \
-          do {                                                                               \
-            op##_##code##_accumulate(acc, in + base + off + j0, m);                          \
-          } while ((off = odo_next(g->nr, g->rdims, g->rstrides, ridx, off)) >= 0);          \
-          for (int64_t j = 0; j < m; j++) o[j0 + j] = op##_##code##_result(acc[j], n);       \
-        }                                                                                    \
-        o += g->inner;                                                                       \
+  static void op##_##code##_walk(const reduce_geom *g, const E_ *in, int64_t j0, int64_t j1, \
+                                 op##_##code##_acc *acc, int64_t m) {                        \
+    int64_t ridx[REDUCE_MAX_DIMS];                                                           \
+    if (j0 >= j1) return;                                                                    \
+    if (g->inner == 1) {                                                                     \
+      int64_t e = j0 % g->run;                                                               \
+      int64_t off = unravel(g->nr, g->rdims, g->rstrides, j0 / g->run, ridx);                \
+      for (int64_t j = j0;;) {                                                               \
+        int64_t len = g->run - e < j1 - j ? g->run - e : j1 - j;                             \
+        acc[0] = op##_##code##_fold(acc[0], in + off + e, len);                              \
+        if ((j += len) >= j1) return;                                                        \
+        e = 0;                                                                               \
+        off = odo_next(g->nr, g->rdims, g->rstrides, ridx, off);                             \
       }                                                                                      \
-    } while ((base = odo_next(g->nk, g->kdims, g->kstrides, kidx, base)) >= 0);              \
+    }                                                                                        \
+    int64_t off = unravel(g->nr, g->rdims, g->rstrides, j0, ridx);                           \
+    for (int64_t j = j0;;) {                                                                 \
+      op##_##code##_accumulate(acc, in + off, m);                                            \
+      if (++j >= j1) return;                                                                 \
+      off = odo_next(g->nr, g->rdims, g->rstrides, ridx, off);                               \
+    }                                                                                        \
+  }                                                                                          \
+  static void op##_##code##_items(void *arg, int64_t begin, int64_t end) {                   \
+    typedef op##_##code##_acc A;                                                             \
+    const reduce_job *jb = arg;                                                              \
+    const reduce_geom *g = jb->g;                                                            \
+    int64_t kidx[REDUCE_MAX_DIMS];                                                           \
+    for (int64_t it = begin; it < end; it++) {                                               \
+      const int64_t b = it % jb->blocks;                                                     \
+      const reduce_piece pc = piece_of(jb, it / jb->blocks);                                 \
+      const int64_t m = pc.m, base = unravel(g->nk, g->kdims, g->kstrides, pc.kept, kidx) + pc.i0; \
+      const int64_t j0 = b * jb->block_len;                                                  \
+      const int64_t j1 = j0 + jb->block_len < g->count ? j0 + jb->block_len : g->count;      \
+      A acc[REDUCE_CHUNK];                                                                   \
+      for (int64_t j = 0; j < m; j++) acc[j] = op##_##code##_identity();                     \
+      op##_##code##_walk(g, (const E_ *)jb->in + base, j0, j1, acc, m);                      \
+      if (jb->blocks == 1) {                                                                 \
+        E_ *o = (E_ *)jb->out + pc.out;                                                      \
+        for (int64_t j = 0; j < m; j++) o[j] = op##_##code##_result(acc[j], g->count);       \
+      } else {                                                                               \
+        memcpy((A *)jb->partials + it * jb->width, acc, (size_t)m * sizeof *acc);            \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  static void op##_##code##_combine_blocks(void *arg, int64_t begin, int64_t end) {          \
+    typedef op##_##code##_acc A;                                                             \
+    const reduce_job *jb = arg;                                                              \
+    const reduce_geom *g = jb->g;                                                            \
+    for (int64_t piece = begin; piece < end; piece++) {                                      \
+      const reduce_piece pc = piece_of(jb, piece);                                           \
+      const A *part = (const A *)jb->partials + piece * jb->blocks * jb->width;              \
+      E_ *o = (E_ *)jb->out + pc.out;                                                        \
+      for (int64_t j = 0; j < pc.m; j++) {                                                   \
+        A a = op##_##code##_identity();                                                      \
+        for (int64_t b = 0; b < jb->blocks; b++)                                             \
+          a = op##_##code##_combine(a, part[b * jb->width + j]);                             \
+        o[j] = op##_##code##_result(a, g->count);                                            \
+      }                                                                                      \
+    }                                                                                        \
   }
 
 #define REDUCE_KERNEL_FOR_TYPES(op, types, acc, identity, combine, result, rule) \
@@ -284,25 +363,59 @@ REDUCE_OPS(REDUCE_KERNEL_FOR_TYPES)
 
 /* ---------- kernels and registration ---------- */
 
-static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_fn *fns) {
+/* A reduction's functions for one dtype (REDUCE_KERNEL) and its accumulator's size. */
+typedef struct reduce_impl {
+  mf_parallel_fn items, combine_blocks;
+  size_t acc_size;
+} reduce_impl;
+
+/* Runs a reduction of geometry g from in to out, split as reduce_job says. */
+static mf_code reduce_run(mf_kernel_ctx *ctx, const reduce_impl *impl, const reduce_geom *g, const void *in,
+                          void *out) {
+  if (g->out_size == 0) return MF_OK;
+  reduce_job jb = {.g = g, .in = in, .out = out, .chunks = (g->inner + REDUCE_CHUNK - 1) / REDUCE_CHUNK,
+                   .width = g->inner < REDUCE_CHUNK ? g->inner : REDUCE_CHUNK, .blocks = 1, .block_len = g->count};
+  const int64_t pieces = g->out_size / g->inner * jb.chunks;
+  if (pieces < REDUCE_FEW_PIECES) {
+    /* A block of steps folds block_len * width elements. */
+    int64_t len = mf_parallel_block_len(g->count * jb.width) / jb.width;
+    jb.block_len = len < 1 ? 1 : len;
+    jb.blocks = (g->count + jb.block_len - 1) / jb.block_len;
+    if (jb.blocks <= 1) jb.blocks = 1, jb.block_len = g->count;
+  }
+  if (jb.blocks > 1 &&
+      !(jb.partials = mf_kernel_scratch(ctx, (size_t)(pieces * jb.blocks * jb.width) * impl->acc_size)))
+    return ctx->status->code;
+  mf_parallel_for(ctx, pieces * jb.blocks, jb.block_len * jb.width, impl->items, &jb);
+  if (jb.blocks > 1) mf_parallel_for(ctx, pieces, jb.blocks * jb.width, impl->combine_blocks, &jb);
+  return MF_OK;
+}
+
+static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_impl *impls) {
   const mf_tensor *in = ctx->inputs[0];
   bool mask[MF_MAX_RANK];
   if (reduce_mask(ctx->op->name, ctx->attrs, in->rank, mask, ctx->status)) return ctx->status->code;
   reduce_geom g;
   reduce_geometry(in->rank, in->dims, mask, &g);
-  fns[in->dtype](&g, in->data, ctx->outputs[0]->data);
-  return MF_OK;
+  return reduce_run(ctx, &impls[in->dtype], &g, in->data, ctx->outputs[0]->data);
 }
 
-#define REDUCE_FN_ENTRY(code, E_, op) [code] = op##_##code,
-#define REDUCE_OP_FUNCS(op, types, acc, identity, combine, result, rule)                     \
-  static const reduce_fn op##_fns[MF_DTYPE_SLOTS] = {MF_TYPES(types)(REDUCE_FN_ENTRY, op)};  \
-  static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); } \
-  static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_fns); }
+#define REDUCE_IMPL_ENTRY(code, E_, op) \
+  [code] = {op##_##code##_items, op##_##code##_combine_blocks, sizeof(op##_##code##_acc)},
+#define REDUCE_OP_FUNCS(op, types, acc, identity, combine, result, rule)                          \
+  static const reduce_impl op##_impls[MF_DTYPE_SLOTS] = {MF_TYPES(types)(REDUCE_IMPL_ENTRY, op)}; \
+  static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); }    \
+  static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_impls); }
 /* Any and All take and give bools: there is no gradient to take. */
 enum { NUMERIC_IS_LOGICAL = false, BOOL_IS_LOGICAL = true };
 enum { NUMERIC_FLAGS = 0, BOOL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
 REDUCE_OPS(REDUCE_OP_FUNCS)
+
+mf_code mf_reduce_sum(mf_kernel_ctx *ctx, const mf_tensor *x, const bool *mask, mf_tensor *out) {
+  reduce_geom g;
+  reduce_geometry(x->rank, x->dims, mask, &g);
+  return reduce_run(ctx, &Sum_impls[x->dtype], &g, x->data, out->data);
+}
 
 /* ---------- SumToShape ---------- */
 
@@ -346,10 +459,7 @@ static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
   }
   mf_tensor *out = mf_kernel_alloc_output(ctx, 0, grad->dtype, want->rank, want->dims);
   if (!out) return ctx->status->code;
-  reduce_geom g;
-  reduce_geometry(grad->rank, grad->dims, mask, &g);
-  Sum_fns[grad->dtype](&g, grad->data, out->data);
-  return MF_OK;
+  return mf_reduce_sum(ctx, grad, mask, out);
 }
 
 /* The gradient of a sum to a shape is the gradient broadcast back. */
@@ -431,8 +541,7 @@ static mf_code tile_grad_kernel(mf_kernel_ctx *ctx) {
   }
   reduce_geom g;
   reduce_geometry(2 * n, dims, mask, &g);
-  Sum_fns[dy->dtype](&g, dy->data, out->data);
-  return MF_OK;
+  return reduce_run(ctx, &Sum_impls[dy->dtype], &g, dy->data, out->data);
 }
 
 /* ---------- ReducedShape ---------- */
@@ -621,7 +730,7 @@ static mf_code tile_grad_grad(mf_grad_ctx *gc) {
 }
 
 #define REDUCE_DEF(op, types, acc, identity, combine, result, rule)                            \
-  {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                  \
+  {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                     \
    .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
 static const mf_op_def defs[] = {
     REDUCE_OPS(REDUCE_DEF)

@@ -27,6 +27,7 @@
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
 #include "kernels/helpers.h"
+#include "kernels/parallel.h"
 
 #include <float.h>
 #include <stdio.h>
@@ -136,35 +137,52 @@ static mf_code segment_infer(mf_infer_ctx *ic) {
   X(Min, MF_MIN_KEEP_NAN(a, b), FINITE_HIGHEST(E), 0, extremum_grad)
 
 /* Folds the n rows of data (each `inner` long) into the `rows` output rows
- * their ids name. Unsorted outputs start as the identity and every row is
- * combined in; a sorted segment starts with its first row, so the rows no
- * id names keep the empty value. */
+ * their ids name, over columns [j0, j1). Unsorted outputs start as the
+ * identity and every row is combined in; a sorted segment starts with its
+ * first row, so the rows no id names keep the empty value. Columns split over
+ * the session's threads: ids repeat, but each output element is folded by
+ * one thread, in row order. */
 typedef void (*segment_fn)(void *out, const void *data, const int64_t *ids, int64_t n, int64_t inner, int64_t rows,
-                           bool sorted);
+                           bool sorted, int64_t j0, int64_t j1);
 #define DEFINE_SEGMENT(code, T, kind, combine, unsorted_empty, sorted_empty)                            \
   static inline T kind##_##code##_combine(T a, T b) { return combine; }                                 \
   static void kind##_##code(void *out_, const void *data_, const int64_t *ids, int64_t n, int64_t inner, \
-                            int64_t rows, bool sorted) {                                                \
+                            int64_t rows, bool sorted, int64_t j0, int64_t j1) {                        \
     typedef T E;                                                                                        \
     E *out = out_;                                                                                      \
     const E *data = data_;                                                                              \
     const E empty = sorted ? (E)(sorted_empty) : (E)(unsorted_empty);                                   \
-    for (int64_t i = 0; i < rows * inner; i++) out[i] = empty;                                          \
+    for (int64_t r = 0; r < rows; r++)                                                                  \
+      for (int64_t j = j0; j < j1; j++) out[r * inner + j] = empty;                                     \
     for (int64_t i = 0; i < n; i++) {                                                                   \
       if (ids[i] < 0) continue;                                                                         \
       E *o = out + ids[i] * inner;                                                                      \
       const E *x = data + i * inner;                                                                    \
       if (sorted && (i == 0 || ids[i] != ids[i - 1]))                                                   \
-        for (int64_t j = 0; j < inner; j++) o[j] = x[j];                                                \
+        for (int64_t j = j0; j < j1; j++) o[j] = x[j];                                                  \
       else                                                                                              \
-        for (int64_t j = 0; j < inner; j++) o[j] = kind##_##code##_combine(o[j], x[j]);                 \
+        for (int64_t j = j0; j < j1; j++) o[j] = kind##_##code##_combine(o[j], x[j]);                   \
     }                                                                                                   \
   }
 #define SEGMENT_ENTRY(code, T, kind) [code] = kind##_##code,
 #define SEGMENT_FNS(kind, combine, unsorted_empty, sorted_empty, rule)                 \
-  MF_FOR_NUMERIC_TYPES(DEFINE_SEGMENT, kind, combine, unsorted_empty, sorted_empty)   \
+  MF_FOR_NUMERIC_TYPES(DEFINE_SEGMENT, kind, combine, unsorted_empty, sorted_empty)    \
   static const segment_fn kind##_fns[MF_DTYPE_SLOTS] = {MF_FOR_NUMERIC_TYPES(SEGMENT_ENTRY, kind)};
 SEGMENT_REDUCTIONS(SEGMENT_FNS)
+
+typedef struct segment_job {
+  segment_fn fn;
+  void *out;
+  const void *data;
+  const int64_t *ids;
+  int64_t n, inner, rows;
+  bool sorted;
+} segment_job;
+
+static void segment_columns(void *arg, int64_t begin, int64_t end) {
+  const segment_job *j = arg;
+  j->fn(j->out, j->data, j->ids, j->n, j->inner, j->rows, j->sorted, begin, end);
+}
 
 static mf_code segment_kernel(mf_kernel_ctx *ctx, const segment_fn *fns) {
   bool sorted = is_sorted_def(ctx->op->def);
@@ -178,8 +196,9 @@ static mf_code segment_kernel(mf_kernel_ctx *ctx, const segment_fn *fns) {
   int64_t *owned;
   const int64_t *v = mf_index_values(ctx, ids, &owned);
   if (!v) return ctx->status->code;
-  fns[data->dtype](out->data, data->data, v, ids->size, mf_dims_product(data->dims, ids->rank, data->rank),
-                   out->dims[0], sorted);
+  segment_job j = {fns[data->dtype], out->data, data->data, v, ids->size,
+                   mf_dims_product(data->dims, ids->rank, data->rank), out->dims[0], sorted};
+  mf_parallel_for(ctx, j.inner, j.n + j.rows, segment_columns, &j);
   mf_free(owned);
   return MF_OK;
 }
@@ -255,7 +274,7 @@ static mf_code prod_grad(mf_grad_ctx *gc) {
 
 /* ---------- registrations ---------- */
 
-#define SEGMENT_DEFS(kind, combine, unsorted_empty, sorted_empty, rule)                                    \
+#define SEGMENT_DEFS(kind, combine, unsorted_empty, sorted_empty, rule)                                 \
   {.name = "Segment" #kind, .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,                 \
    .infer = segment_infer, .kernel = {[MF_CPU] = kind##_kernel}, .grad = rule},                         \
   {.name = "UnsortedSegment" #kind, .num_inputs = 3, .num_outputs = 1, .value_inputs = 1u << 2,         \

@@ -83,9 +83,17 @@ function Iterator:get_next(name)
 end
 
 -- The marks (get_next groups, initializers) an op depends on: nil or a list.
+-- The cached answer is looked up apart from the walk: a function that makes
+-- closures closes upvalues when it returns, which LuaJIT cannot compile, and
+-- every run asks for the cached answer.
+local walk_reach
 local function reach(d, op)
   local r = d.reach[op]
   if r ~= nil then return r or nil end
+  return walk_reach(d, op)
+end
+
+function walk_reach(d, op)
   local found, seen = nil, nil
   local function add(list)
     if not list then return end

@@ -47,17 +47,7 @@ local run_traced = require("moonflow.data.trace").run
 local C = core.C
 local fail = core.fail
 
--- The monotonic clock, under its own names (a script may declare clock_gettime itself).
-ffi.cdef[[
-typedef struct { long tv_sec; long tv_nsec; } mf_data_timespec;
-int mf_data_clock_gettime(int clock_id, mf_data_timespec *ts) __asm__("clock_gettime");
-]]
-local CLOCK_MONOTONIC = 1
-local ts = ffi.new("mf_data_timespec")
-local function now()
-  C.mf_data_clock_gettime(CLOCK_MONOTONIC, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
+local now = require("moonflow.clock")
 
 local to_lua, to_value, release_holds = Session.to_lua, Session.to_value, Session.release_holds
 

@@ -148,4 +148,69 @@ return function(tf, ops)
     end
     tf.nn[fname], tf.nn[fname .. "2d"] = pool, pool
   end
+
+  -- tf.nn.conv1d(value, filters, stride, padding, {data_format=, dilations=,
+  -- name=}): value [batch, width, in_channels], filters [w, in_channels,
+  -- out_channels]; a conv2d over a height of 1, as TensorFlow computes it.
+  function tf.nn.conv1d(value, filters, stride, padding, ...)
+    local fname = "tf.nn.conv1d"
+    local o = options(fname, {"use_cudnn_on_gpu", "data_format", "name", "dilations"}, ...)
+    if o.data_format ~= nil and o.data_format ~= "NWC" then
+      fail(string.format('%s: data_format %s is not supported: moonflow implements only "NWC" (batch, width, ' ..
+                         'channels)', fname, show(o.data_format)))
+    end
+    local function one(v, what)
+      if type(v) == "table" and getmetatable(v) == nil and #v == 1 then v = v[1] end
+      if type(v) == "table" and getmetatable(v) == nil and #v == 3 then v = v[2] end
+      if not is_integer(v) then fail(string.format("%s: %s must be an integer, got %s", fname, what, show(v))) end
+      return v
+    end
+    local x, w = operands(value, filters)
+    local conv = tf.nn.conv2d(ops.expand_dims(x, 1), ops.expand_dims(w, 0), {1, one(stride, "stride")}, padding,
+                              {dilations = {1, one(o.dilations or 1, "dilations")}})
+    return ops.squeeze(conv, 1, o.name)
+  end
+
+  -- tf.nn.space_to_depth(input, block_size, data_format, name): each
+  -- block_size x block_size block of pixels becomes one pixel with its
+  -- values in the channels (row by row, then the input channels);
+  -- tf.nn.depth_to_space the inverse. NHWC, height, width and channels known.
+  local function block_shapes(fname, input, block_size, data_format)
+    local x = G.convert(input)
+    if data_format ~= nil and data_format ~= "NHWC" then
+      fail(string.format('%s: data_format %s is not supported: moonflow implements only "NHWC"', fname,
+                         show(data_format)))
+    end
+    if not is_integer(block_size) or block_size < 2 then
+      fail(string.format("%s: block_size should be > 1, got %s", fname, show(block_size)))
+    end
+    local dims = x:get_shape().dims
+    if not dims or #dims ~= 4 or dims[2] < 0 or dims[3] < 0 or dims[4] < 0 then
+      fail(string.format("%s: input must be 4-dimensional [batch, height, width, depth] with height, width and " ..
+                         "depth known, got shape %s", fname, tostring(x:get_shape())))
+    end
+    return x, dims[2], dims[3], dims[4]
+  end
+  function tf.nn.space_to_depth(input, block_size, data_format, name)
+    local fname = "tf.nn.space_to_depth"
+    local x, h, w, c = block_shapes(fname, input, block_size, data_format)
+    local b = block_size
+    if h % b ~= 0 or w % b ~= 0 then
+      fail(string.format("%s: Image height %d and width %d should be divisible by block_size: %d", fname, h, w, b))
+    end
+    local blocks = ops.reshape(x, {-1, h / b, b, w / b, b, c})
+    return ops.reshape(ops.transpose(blocks, {0, 1, 3, 2, 4, 5}), {-1, h / b, w / b, b * b * c},
+                       name_of(name, fname))
+  end
+  function tf.nn.depth_to_space(input, block_size, data_format, name)
+    local fname = "tf.nn.depth_to_space"
+    local x, h, w, c = block_shapes(fname, input, block_size, data_format)
+    local b = block_size
+    if c % (b * b) ~= 0 then
+      fail(string.format("%s: Input depth dimension %d should be divisible by: %d", fname, c, b * b))
+    end
+    local blocks = ops.reshape(x, {-1, h, w, b, b, c / (b * b)})
+    return ops.reshape(ops.transpose(blocks, {0, 1, 3, 2, 4, 5}), {-1, h * b, w * b, c / (b * b)},
+                       name_of(name, fname))
+  end
 end

@@ -18,8 +18,8 @@ local dtypes = core.dtypes
 local fail, options, graph_of = core.fail, args.options, G.graph_of_args
 local is_integer, int_arg, int_list, check_bool = args.is_integer, args.int_arg, args.int_list, args.check_bool
 
--- Indices, sizes and depths: tensors pass; Lua values become int32 constants.
-local function index_tensor(x, g) return G.convert(x, dtypes.int32, g) end
+-- Indices, sizes and depths: Lua values become int32 constants (G.int_convert).
+local index_tensor = G.int_convert
 
 -- A Lua number (or boolean) as one element of dtype.
 local function scalar_of(v, dtype)

@@ -5,7 +5,9 @@ local core = require("moonflow.core")
 local Array = require("moonflow.array")
 local G = require("moonflow.graph")
 
-local name_of = require("moonflow.args").name_of
+local args = require("moonflow.args")
+local name_of = args.name_of
+local fail = core.fail
 
 -- Lifts Lua values to constants of the other operand's dtype, in its graph;
 -- without a tensor or array to follow, numbers become float32 and booleans bool.
@@ -21,7 +23,7 @@ end
 local binary = {
   add = "Add", subtract = "Sub", multiply = "Mul", divide = "Div", floordiv = "FloorDiv",
   mod = "Mod", truncatediv = "TruncateDiv", truncatemod = "TruncateMod", pow = "Pow",
-  maximum = "Maximum", minimum = "Minimum",
+  maximum = "Maximum", minimum = "Minimum", squared_difference = "SquaredDifference", atan2 = "Atan2",
   equal = "Equal", not_equal = "NotEqual", less = "Less", less_equal = "LessEqual",
   greater = "Greater", greater_equal = "GreaterEqual",
   logical_and = "LogicalAnd", logical_or = "LogicalOr", logical_xor = "LogicalXor",
@@ -30,9 +32,12 @@ local unary = {
   negative = "Neg", abs = "Abs", sign = "Sign", square = "Square", sqrt = "Sqrt", rsqrt = "Rsqrt",
   exp = "Exp", log = "Log", log1p = "Log1p", sin = "Sin", cos = "Cos", tanh = "Tanh",
   sigmoid = "Sigmoid", floor = "Floor", ceil = "Ceil", round = "Round", logical_not = "LogicalNot",
+  tan = "Tan", asin = "Asin", acos = "Acos", atan = "Atan", sinh = "Sinh", cosh = "Cosh", asinh = "Asinh",
+  acosh = "Acosh", atanh = "Atanh", erf = "Erf", erfc = "Erfc", expm1 = "Expm1", reciprocal = "Reciprocal",
 }
 -- TensorFlow's other names for the same functions.
-local aliases = {sub = "subtract", truediv = "divide", div = "divide", floormod = "mod", neg = "negative"}
+local aliases = {sub = "subtract", mul = "multiply", truediv = "divide", floormod = "mod",
+                 neg = "negative"}
 
 return function(tf, ops)
   for fname, op_type in pairs(binary) do
@@ -46,7 +51,16 @@ return function(tf, ops)
       return G.op{op_type, inputs = {G.convert(x)}, name = name_of(name, "tf." .. fname)}
     end
   end
-  for alias, fname in pairs(aliases) do ops[alias] = ops[fname] end
+  for alias, fname in pairs(aliases) do
+    ops[alias] = ops[fname]
+    args.secondary_names[alias] = true
+  end
+  -- tf.div(x, y, name): TensorFlow 1.x's Python 2 division, floordiv for
+  -- integers (7 / -2 = -4, an integer) and divide for floats.
+  function ops.div(x, y, name)
+    local a, b = operands(x, y)
+    return G.op{a.dtype.is_integer and "FloorDiv" or "Div", inputs = {a, b}, name = name_of(name, "tf.div")}
+  end
 
   -- tf.cast(x, dtype, name | {name=}): x itself when it already has that dtype.
   function ops.cast(x, dtype, name)
@@ -60,10 +74,69 @@ return function(tf, ops)
     ops[fname] = function(x, name) return ops.cast(x, dtype, name) end
   end
 
+  -- tf.is_nan(x), tf.is_inf(x), tf.is_finite(x): bool tests of each element.
+  local function float_arg(fname, x)
+    x = G.convert(x)
+    if not x.dtype.is_floating then
+      fail(string.format("%s: x must be float32 or float64, got %s %s", fname, x.dtype.name, x.name))
+    end
+    return x
+  end
+  function ops.is_nan(x, name)
+    x = float_arg("tf.is_nan", x)
+    return ops.not_equal(x, x, name_of(name, "tf.is_nan"))
+  end
+  function ops.is_inf(x, name)
+    x = float_arg("tf.is_inf", x)
+    return ops.equal(ops.abs(x), math.huge, name_of(name, "tf.is_inf"))
+  end
+  function ops.is_finite(x, name)
+    x = float_arg("tf.is_finite", x)
+    return ops.less(ops.abs(x), math.huge, name_of(name, "tf.is_finite"))
+  end
+
+  -- x / y, x * y, x * log(y) as 0 where their guard is 0 (y for
+  -- divide_no_nan and multiply_no_nan, x for xdivy and xlogy), whatever the
+  -- other operand is: there x becomes 0 and y 1 before the op, so no inf or
+  -- NaN reaches the result or a gradient.
+  local function guarded(fname, guard_is_x, f)
+    ops[fname] = function(x, y, name)
+      local a, b = operands(x, y)
+      local guard = guard_is_x and a or b
+      local zero = ops.equal(guard, G.convert(0, guard.dtype, guard.graph))
+      local safe_a = tf.where_v2(zero, G.convert(0, a.dtype, a.graph), a)
+      local safe_b = tf.where_v2(zero, G.convert(1, b.dtype, b.graph), b)
+      return f(safe_a, safe_b, name_of(name, "tf.math." .. fname))
+    end
+    tf.math[fname] = ops[fname]
+  end
+
+  -- tf.math.log_sigmoid(x): -softplus(-x), which neither overflows nor loses small values.
+  function ops.log_sigmoid(x, name)
+    x = float_arg("tf.math.log_sigmoid", x)
+    return ops.negative(tf.nn.softplus(ops.negative(x)), name_of(name, "tf.math.log_sigmoid"))
+  end
+
+  -- tf.scalar_mul(scalar, x): scalar * x, the scalar in x's dtype.
+  function ops.scalar_mul(scalar, x, name)
+    local t = G.convert(x)
+    local s = G.convert(scalar, t.dtype, t.graph)
+    if s:get_shape().ndims ~= 0 then
+      fail("tf.scalar_mul: scalar must be a 0-D tensor or a number, got shape " .. tostring(s:get_shape()))
+    end
+    return ops.multiply(s, t, name_of(name, "tf.scalar_mul"))
+  end
+
   tf.math = tf.math or {}
+  for _, f in ipairs({"is_nan", "is_inf", "is_finite", "log_sigmoid", "scalar_mul"}) do tf.math[f] = ops[f] end
+  guarded("divide_no_nan", false, ops.divide)
+  guarded("multiply_no_nan", false, ops.multiply)
+  guarded("xdivy", true, ops.divide)
+  guarded("xlogy", true, function(a, b, name) return ops.multiply(a, ops.log(b), name) end)
   for _, names in ipairs({binary, unary, aliases}) do
     for fname in pairs(names) do tf.math[fname] = ops[fname] end
   end
+  tf.math.div = ops.div
   tf.nn = tf.nn or {}
   tf.nn.sigmoid, tf.nn.tanh = ops.sigmoid, ops.tanh
 end

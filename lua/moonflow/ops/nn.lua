@@ -8,6 +8,7 @@ local G = require("moonflow.graph")
 local args = require("moonflow.args")
 
 local fail, options, show, tensor_arg = core.fail, args.options, args.show, G.tensor_arg
+local check_bool = args.check_bool
 
 -- x as a float tensor (a Lua value becomes float32).
 local function float_tensor(fname, what, x)
@@ -27,19 +28,12 @@ local function param(fname, what, v, x)
   if t.dtype ~= x.dtype then
     fail(string.format("%s: %s has dtype %s but x has dtype %s (use tf.cast)", fname, what, t.dtype.name, x.dtype.name))
   end
-  local pd, xd = t:get_shape().dims, x:get_shape().dims
-  if pd and xd then
-    local ok = #pd <= #xd
-    for i = 1, ok and #pd or 0 do
-      local a, b = pd[#pd - i + 1], xd[#xd - i + 1]
-      if a >= 0 and b >= 0 and a ~= 1 and a ~= b then ok = false end
-    end
-    if not ok then
-      fail(string.format("%s: %s of shape %s does not broadcast against x of shape %s (rank %d); give one value " ..
-                         "per entry of the normalized axes, e.g. shape (%s,)", fname, what,
-                         tostring(t:get_shape()), tostring(x:get_shape()), #xd,
-                         xd[#xd] and xd[#xd] >= 0 and tostring(xd[#xd]) or "channels"))
-    end
+  if not t:get_shape():broadcasts_to(x:get_shape()) then
+    local xd = x:get_shape().dims
+    fail(string.format("%s: %s of shape %s does not broadcast against x of shape %s (rank %d); give one value " ..
+                       "per entry of the normalized axes, e.g. shape (%s,)", fname, what,
+                       tostring(t:get_shape()), tostring(x:get_shape()), #xd,
+                       xd[#xd] and xd[#xd] >= 0 and tostring(xd[#xd]) or "channels"))
   end
   return t
 end
@@ -163,11 +157,11 @@ return function(tf, ops)
   -- maximum taken out first, and keeps softmax - labels for the gradient.
   -- labels broadcast to the shape of logits; axis is moved last and the other
   -- axes are flattened into rows. As in TensorFlow 1.x no gradient flows into
-  -- labels.
-  function tf.nn.softmax_cross_entropy_with_logits(opts)
-    local fname = "tf.nn.softmax_cross_entropy_with_logits"
+  -- labels; tf.nn.softmax_cross_entropy_with_logits_v2 (TF1's name) lets it flow.
+  local function softmax_xent(fname, opts, labels_differentiable)
     local labels, logits, axis, name = loss_args(fname, opts)
-    labels = ops.stop_gradient(G.tensor_arg(fname, "labels", labels, logits.dtype, logits.graph))
+    labels = G.tensor_arg(fname, "labels", labels, logits.dtype, logits.graph)
+    if not labels_differentiable then labels = ops.stop_gradient(labels) end
     local shape = logits:get_shape()
     if not (shape:is_fully_defined() and shape == labels:get_shape()) then
       labels = ops.broadcast_to(labels, ops.shape(logits))
@@ -199,6 +193,12 @@ return function(tf, ops)
     end
     return ops.reshape(loss, kept, name)
   end
+  function tf.nn.softmax_cross_entropy_with_logits(opts)
+    return softmax_xent("tf.nn.softmax_cross_entropy_with_logits", opts, false)
+  end
+  function tf.nn.softmax_cross_entropy_with_logits_v2(opts)
+    return softmax_xent("tf.nn.softmax_cross_entropy_with_logits_v2", opts, true)
+  end
 
   -- labels are class indices (int32/int64) into the last axis of logits, of
   -- the shape of logits without it. One fused op (src/ops/nn.c) per row picks the
@@ -208,7 +208,7 @@ return function(tf, ops)
   function tf.nn.sparse_softmax_cross_entropy_with_logits(opts)
     local fname = "tf.nn.sparse_softmax_cross_entropy_with_logits"
     local labels, logits, _, name = loss_args(fname, opts)
-    labels = G.convert(labels, tf.int32, logits.graph)
+    labels = G.int_convert(labels, logits.graph)
     if labels.dtype ~= tf.int32 and labels.dtype ~= tf.int64 then
       fail(fname .. ": labels must be int32 or int64 class indices, got " .. labels.dtype.name)
     end
@@ -242,6 +242,101 @@ return function(tf, ops)
     return ops.multiply(ops.reduce_sum(ops.square(t)), 0.5, args.name_of(name, "tf.nn.l2_loss"))
   end
 
+  -- tf.nn.weighted_cross_entropy_with_logits(labels, logits, pos_weight,
+  -- name) or ({labels=, logits=, pos_weight=, name=}; TF1's targets= for
+  -- labels): sigmoid cross-entropy with the positive term weighted, in
+  -- TensorFlow's overflow-free form
+  -- (1 - z) x + (1 + (q - 1) z) (log(1 + exp(-|x|)) + max(-x, 0)).
+  function tf.nn.weighted_cross_entropy_with_logits(...)
+    local fname = "tf.nn.weighted_cross_entropy_with_logits"
+    local o = options(fname, {"labels", "logits", "pos_weight", "name", "targets"}, ...)
+    if o.labels == nil then o.labels = o.targets end
+    if o.labels == nil or o.logits == nil or o.pos_weight == nil then
+      fail(fname .. ": labels, logits and pos_weight are required")
+    end
+    local logits = float_tensor(fname, "logits", o.logits)
+    local labels = labels_like(fname, o.labels, logits)
+    local q = G.convert(o.pos_weight, logits.dtype, logits.graph)
+    local log_weight = ops.add(ops.multiply(ops.subtract(q, 1), labels), 1)
+    local softplus_neg = ops.add(ops.log1p(ops.exp(ops.negative(ops.abs(logits)))),
+                                 ops.maximum(ops.negative(logits), 0))
+    return ops.add(ops.multiply(ops.subtract(1, labels), logits), ops.multiply(log_weight, softplus_neg), o.name)
+  end
+
+  -- tf.nn.log_poisson_loss(targets, log_input, compute_full_loss, name):
+  -- exp(log_input) - log_input * targets, plus Stirling's approximation of
+  -- log(targets!) where targets > 1 when compute_full_loss.
+  function tf.nn.log_poisson_loss(targets, log_input, ...)
+    local fname = "tf.nn.log_poisson_loss"
+    local o = options(fname, {"compute_full_loss", "name"}, ...)
+    local x = float_tensor(fname, "log_input", log_input)
+    local z = labels_like(fname, targets, x)
+    local loss = ops.subtract(ops.exp(x), ops.multiply(x, z))
+    if not check_bool(o.compute_full_loss, fname, "compute_full_loss") then return ops.identity(loss, o.name) end
+    local safe_z = tf.where(ops.greater(z, 1), z, ops.ones_like(z))
+    local stirling = ops.add(ops.subtract(ops.multiply(safe_z, ops.log(safe_z)), safe_z),
+                             ops.multiply(ops.log(ops.multiply(safe_z, 2 * math.pi)), 0.5))
+    return ops.add(loss, tf.where(ops.greater(z, 1), stirling, ops.zeros_like(z)), o.name)
+  end
+
+  -- tf.nn.xw_plus_b(x, weights, biases, name): matmul(x, weights) + biases;
+  -- tf.nn.relu_layer(x, weights, biases, name): its relu.
+  function tf.nn.xw_plus_b(x, weights, biases, name)
+    name = args.name_of(name, "tf.nn.xw_plus_b")
+    return tf.nn.bias_add(ops.matmul(x, weights), biases, {name = name or "xw_plus_b"})
+  end
+  function tf.nn.relu_layer(x, weights, biases, name)
+    name = args.name_of(name, "tf.nn.relu_layer")
+    return tf.nn.relu(tf.nn.xw_plus_b(x, weights, biases), name)
+  end
+
+  -- tf.nn.swish(features, name) (also tf.nn.silu): x * sigmoid(x).
+  function tf.nn.swish(features, name)
+    local x = float_tensor("tf.nn.swish", "features", features)
+    return ops.multiply(x, ops.sigmoid(x), args.name_of(name, "tf.nn.swish"))
+  end
+  tf.nn.silu = tf.nn.swish
+
+  -- tf.nn.crelu(features, name, axis): relu(x) and relu(-x) concatenated along axis (-1).
+  function tf.nn.crelu(features, ...)
+    local o = options("tf.nn.crelu", {"name", "axis"}, ...)
+    local x = float_tensor("tf.nn.crelu", "features", features)
+    return tf.nn.relu(ops.concat({x, ops.negative(x)}, o.axis or -1), o.name)
+  end
+
+  -- tf.nn.sufficient_statistics(x, axes, shift, keep_dims, name): the count
+  -- of elements reduced, sum(x - shift) and sum((x - shift)^2) over axes,
+  -- and shift (nil without one). tf.nn.normalize_moments(counts, mean_ss,
+  -- variance_ss, shift, name): the mean and the variance from them.
+  function tf.nn.sufficient_statistics(x, axes, ...)
+    local fname = "tf.nn.sufficient_statistics"
+    local o = options(fname, {"shift", "keep_dims", "name", "keepdims"}, ...)
+    x = float_tensor(fname, "x", x)
+    local keep = check_bool(o.keepdims, fname, "keepdims") or check_bool(o.keep_dims, fname, "keep_dims") or false
+    local shift = o.shift ~= nil and G.convert(o.shift, x.dtype, x.graph) or nil
+    local shifted = shift and ops.subtract(x, shift) or x
+    local count = ops.divide(ops.cast(ops.size(x), x.dtype), ops.cast(ops.size(ops.reduce_sum(x, axes, keep)),
+                                                                       x.dtype))
+    return count, ops.reduce_sum(shifted, axes, keep), ops.reduce_sum(ops.square(shifted), axes, keep), shift
+  end
+  function tf.nn.normalize_moments(counts, mean_ss, variance_ss, shift, name)
+    name = args.name_of(name, "tf.nn.normalize_moments")
+    local divisor = ops.reciprocal(counts)
+    local shifted_mean = ops.multiply(mean_ss, divisor)
+    local mean = shift ~= nil and ops.add(shifted_mean, shift) or shifted_mean
+    local variance = ops.subtract(ops.multiply(variance_ss, divisor), ops.square(shifted_mean))
+    return ops.identity(mean, name and name .. "_mean"), ops.identity(variance, name and name .. "_variance")
+  end
+
+  -- tf.nn.zero_fraction(value, name) (also tf.math.zero_fraction): the
+  -- fraction of value's elements that are zero, as float32.
+  function tf.nn.zero_fraction(value, name)
+    local x = G.convert(value)
+    local zeros = ops.cast(ops.equal(x, G.convert(0, x.dtype, x.graph)), tf.float32)
+    return ops.reduce_mean(zeros, nil, false, args.name_of(name, "tf.nn.zero_fraction"))
+  end
+  tf.math.zero_fraction = tf.nn.zero_fraction
+
   -- tf.nn.l2_normalize(x, axis, epsilon, name, dim) or (x, {axis=, epsilon=,
   -- name=, dim=}): x / sqrt(max(sum(x^2, axis), epsilon)) over axis (a number
   -- or a list; every axis by default), epsilon 1e-12 keeping a zero vector at
@@ -257,6 +352,7 @@ return function(tf, ops)
     return ops.multiply(x, ops.rsqrt(ops.maximum(square_sum, o.epsilon or 1e-12)), o.name)
   end
   tf.math.l2_normalize = tf.nn.l2_normalize
+  tf.math.softmax, tf.math.log_softmax = tf.nn.softmax, tf.nn.log_softmax
 
   -- tf.nn.dropout(x, keep_prob, noise_shape, seed, name) or (x, {rate=, keep_prob=,
   -- noise_shape=, seed=, name=}): each element (or each slice that

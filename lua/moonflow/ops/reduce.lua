@@ -82,7 +82,7 @@ local segment_kinds = {sum = "Sum", prod = "Prod", max = "Max", min = "Min"}
 -- Lua ids and counts become int32.
 local function segment_args(data, segment_ids, num_segments, fname)
   data = G.convert(data)
-  local ids = G.convert(segment_ids, core.dtypes.int32, data.graph)
+  local ids = G.int_convert(segment_ids, data.graph)
   if fname and num_segments == nil then fail(fname .. ": num_segments is required") end
   return data, ids, num_segments ~= nil and G.convert(num_segments, core.dtypes.int32, data.graph) or nil
 end
@@ -92,6 +92,51 @@ return function(tf, ops)
   for fname, op_type in pairs(reductions) do
     ops[fname] = reduction(op_type, "tf." .. fname)
     tf.math[fname] = ops[fname]
+  end
+
+  -- tf.math.reduce_variance(x, axis, keepdims, name) and reduce_std: the
+  -- mean of squared deviations from the mean (and its root) over axis, as
+  -- TensorFlow's (float dtypes); reduce_euclidean_norm: sqrt(sum(x^2)).
+  local function float_reduction(fname, x, ...)
+    local opts = options(fname, reduce_options, ...)
+    local axis = axis_list(fname, alias(fname, opts, "axis", "reduction_indices"))
+    local keepdims = check_bool(alias(fname, opts, "keepdims", "keep_dims"), fname, "keepdims") or false
+    x = G.convert(x)
+    if not x.dtype.is_floating then
+      fail(string.format("%s: input must be float32 or float64, got %s %s (use tf.cast)", fname, x.dtype.name, x.name))
+    end
+    return x, axis, keepdims, opts.name
+  end
+  function ops.reduce_variance(input, ...)
+    local x, axis, keepdims, name = float_reduction("tf.math.reduce_variance", input, ...)
+    local deviations = ops.subtract(x, ops.reduce_mean(x, axis, true))
+    return ops.reduce_mean(ops.square(deviations), axis, keepdims, name)
+  end
+  function ops.reduce_std(input, ...)
+    local x, axis, keepdims, name = float_reduction("tf.math.reduce_std", input, ...)
+    return ops.sqrt(ops.reduce_variance(x, axis, keepdims), name)
+  end
+  function ops.reduce_euclidean_norm(input, ...)
+    local x, axis, keepdims, name = float_reduction("tf.math.reduce_euclidean_norm", input, ...)
+    return ops.sqrt(ops.reduce_sum(ops.square(x), axis, keepdims), name)
+  end
+
+  -- tf.count_nonzero(input, axis, keepdims, dtype, name): the number of
+  -- non-zero (true) elements over axis, as dtype (int64).
+  function ops.count_nonzero(input, ...)
+    local fname = "tf.count_nonzero"
+    local o = options(fname, {"axis", "keepdims", "dtype", "name", "reduction_indices", "keep_dims"}, ...)
+    local x = G.convert(input)
+    local zero = false  -- (bool) or 0, in x's dtype
+    if x.dtype ~= core.dtypes.bool then zero = 0 end
+    zero = G.convert(zero, x.dtype, x.graph)
+    local dtype = o.dtype and core.as_dtype(o.dtype, fname) or core.dtypes.int64
+    return ops.reduce_sum(ops.cast(ops.not_equal(x, zero), dtype), axis_list(fname, alias(fname, o, "axis",
+                          "reduction_indices")), check_bool(alias(fname, o, "keepdims", "keep_dims"), fname,
+                          "keepdims") or false, o.name)
+  end
+  for _, f in ipairs({"reduce_variance", "reduce_std", "reduce_euclidean_norm", "count_nonzero"}) do
+    tf.math[f] = ops[f]
   end
 
   -- tf.segment_sum(data, segment_ids, name): segment_ids a vector of sorted

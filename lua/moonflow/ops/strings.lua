@@ -148,31 +148,6 @@ return function(tf, ops)
     return {G.op{"DecodeCSV", inputs = inputs, attrs = attrs, name = opts.name}}
   end
 
-  -- tf.SparseTensor(indices, values, dense_shape): what tf.strings.split
-  -- returns; sess:run fetches it as a table of the three values.
-  function tf.SparseTensor(indices, values, dense_shape)
-    return {indices = G.convert(indices, core.dtypes.int64), values = G.convert(values),
-            dense_shape = G.convert(dense_shape, core.dtypes.int64)}
-  end
-
-  -- tf.sparse.to_dense(sp, default_value, name): the dense tensor of a
-  -- tf.SparseTensor of numbers (indices unique, as the parsers give them),
-  -- default_value (0 unless given) where it has no value.
-  tf.sparse = tf.sparse or {}
-  function tf.sparse.to_dense(sp, default_value, name)
-    local fname = "tf.sparse.to_dense"
-    if not (args.is_plain(sp) and G.is_tensor(sp.indices) and G.is_tensor(sp.values) and
-            G.is_tensor(sp.dense_shape)) then
-      fail(fname .. ": expected a tf.SparseTensor {indices, values, dense_shape}, got " .. args.describe(sp))
-    end
-    if sp.values.dtype == string_dtype then fail(fname .. ": string values are not supported yet") end
-    local dense = ops.scatter_nd(sp.indices, sp.values, sp.dense_shape, name_of(name, fname))
-    if default_value == nil or default_value == 0 then return dense end
-    local present = ops.scatter_nd(sp.indices, ops.ones_like(sp.values), sp.dense_shape)
-    return dense + (1 - present) * G.convert(default_value, sp.values.dtype)
-  end
-  tf.sparse_tensor_to_dense = tf.sparse.to_dense
-
   -- TensorFlow 1.x's other names.
   tf.string_join, tf.substr, tf.string_to_number = tf.strings.join, tf.strings.substr, tf.strings.to_number
   tf.as_string, tf.regex_replace = tf.strings.as_string, tf.strings.regex_replace

@@ -1,0 +1,58 @@
+-- examples/embed/: a C program (host.c) runs the net a Lua script
+-- (train.lua) trained and saved, through the C API alone (graph file,
+-- checkpoint restore, a run by names into its own buffer, a checkpoint
+-- save), and prints what Lua printed; the checkpoint it saves holds the
+-- values Lua saved.
+local tf = require("moonflow")
+local core = require("moonflow.core")
+local H = require("spec.helpers")
+
+local build = core.library_path:match("^(.*)/libmoonflow%.so$")
+local cc = os.getenv("CC") or "cc"
+local link_flags = os.getenv("MOONFLOW_LINK_FLAGS") or ""  -- the sanitizers' runtimes, when instrumented
+local root = os.getenv("PWD") or "."
+
+describe("examples/embed", function()
+  it("the C host gives the outputs of the Lua script that trained the net", function()
+    local dir = H.tmpdir()
+    local lua_out, status = H.run_script("examples/embed/train.lua", dir)
+    assert.equal(0, status, lua_out)
+    local out
+    out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/host.c' '%s/libmoonflow.a' " ..
+                                        "-ljansson -lopenblas -lprotobuf-c -lz -lm -lpthread %s -o '%s/host'",
+                                        cc, root, root, build, link_flags, dir))
+    assert.equal(0, status, out)
+    local c_out
+    c_out, status = H.shell("'" .. dir .. "/host' '" .. dir .. "'")
+    assert.equal(0, status, c_out)
+    assert.equal(3, select(2, lua_out:gsub("\n", "")))
+    assert.equal(lua_out, c_out)
+    -- every variable the Lua saver wrote, with the same value, in the C host's checkpoint
+    local saved, resaved = dir .. "/policy.ckpt", dir .. "/resaved.ckpt"
+    local names = tf.train.list_variables(saved)
+    assert.same(names, tf.train.list_variables(resaved))
+    assert.is_true(#names >= 6)  -- three kernels and biases, and Adam's slots
+    for _, e in ipairs(names) do
+      assert.same(tf.train.load_variable(saved, e[1]):totable(), tf.train.load_variable(resaved, e[1]):totable())
+    end
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("reports a checkpoint of another model through the status", function()
+    local dir = H.tmpdir()
+    assert.equal(0, select(2, H.run_script("examples/embed/train.lua", dir)))
+    tf.reset_default_graph()
+    local other = tf.Variable(tf.zeros({2}), {name = "h1/kernel"})
+    local sess = tf.Session()
+    sess:run(tf.global_variables_initializer())
+    tf.train.Saver({other}):save(sess, dir .. "/policy.ckpt")
+    local out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/host.c' " ..
+                                              "'%s/libmoonflow.a' -ljansson -lopenblas -lprotobuf-c -lz -lm -lpthread " ..
+                                              "%s -o '%s/host' " ..
+                                              "&& '%s/host' '%s'", cc, root, root, build, link_flags, dir, dir, dir))
+    assert.is_not.equal(0, status)
+    assert.is_truthy(out:find("restoring the checkpoint: checkpoint " .. dir .. "/policy.ckpt holds 'h1/kernel' as " ..
+                              "float32 of rank 1, which does not match the variable's float32 of rank 2", 1, true), out)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)

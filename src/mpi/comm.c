@@ -1,0 +1,157 @@
+/* comm.c — the MPI job of the process: initialization, ranks, the deadline
+ * of collectives, shutdown. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include "mpi/comm.h"
+#include "mpi/moonflow_mpi.h"
+
+#include "core/status.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static pthread_mutex_t collective_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The job's state: set under init_lock (timed_out under collective_lock);
+ * the ops read it without. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool initialized, finished, timed_out;
+static int world_rank = -1, world_size = -1, node_rank = -1, node_size = -1;
+static double timeout_seconds = 300;
+static char timeout_message[512];
+
+void comm_lock(void) { pthread_mutex_lock(&collective_lock); }
+void comm_unlock(void) { pthread_mutex_unlock(&collective_lock); }
+MPI_Comm comm_world(void) { return MPI_COMM_WORLD; }
+
+mf_code comm_check(int rc, const char *who, const char *what, mf_status *s) {
+  if (rc == MPI_SUCCESS) return MF_OK;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+  text[len] = '\0';
+  return mf_status_set(s, MF_INTERNAL, "%s: %s failed in MPI: %s", who, what, text);
+}
+
+mf_code comm_ready(const char *who, mf_status *s) {
+  if (!initialized || finished)
+    return mf_status_set(s, MF_FAILED_PRECONDITION, "%s: MPI is not %s: call mpi.init() first (mf_mpi_init)", who,
+                         finished ? "running any more (mpi.shutdown() ended it)" : "initialized");
+  if (timed_out)
+    return mf_status_set(s, MF_FAILED_PRECONDITION,
+                         "%s: MPI is unusable in this process since an earlier collective timed out (%s)", who,
+                         timeout_message);
+  return MF_OK;
+}
+
+/* Polls without sleeping for the first SPIN_POLLS tests (small collectives
+ * between processes of one machine finish in microseconds), then sleeps
+ * POLL_SLEEP_NS between tests so a long wait does not take a core. */
+enum { SPIN_POLLS = 20000, POLL_SLEEP_NS = 20000 };
+
+mf_code comm_wait(MPI_Request *req, const char *who, const char *what, mf_status *s) {
+  double deadline = timeout_seconds > 0 ? MPI_Wtime() + timeout_seconds : INFINITY;
+  for (long polls = 0;; polls++) {
+    int done = 0;
+    if (comm_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), who, what, s)) return s->code;
+    if (done) return MF_OK;
+    if (polls < SPIN_POLLS) continue;
+    if (MPI_Wtime() > deadline) {
+      timed_out = true;
+      snprintf(timeout_message, sizeof timeout_message,
+               "%s waited %g s for %s and not every rank of %d joined: a rank died, stopped, or ran other MPI ops "
+               "(every rank must run the same MPI ops in the same order)",
+               who, timeout_seconds, what, world_size);
+      return mf_status_set(s, MF_UNKNOWN, "%s: timed out after %g s waiting for %s: not every rank of %d joined "
+                           "(a rank died, stopped, or ran other MPI ops: every rank must run the same MPI ops in "
+                           "the same order); MPI is unusable in this process now and the job ends at its exit "
+                           "(mpi.init{timeout=} sets the deadline)",
+                           who, timeout_seconds, what, world_size);
+    }
+    nanosleep(&(struct timespec){0, POLL_SLEEP_NS}, NULL);
+  }
+}
+
+static void shutdown_at_exit(void) { mf_mpi_shutdown(); }
+
+static mf_code start_job(mf_status *s) {
+  int ready = 0, provided = 0;
+  if (MPI_Initialized(&ready) == MPI_SUCCESS && !ready) {
+    if (comm_check(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), "mpi.init", "MPI_Init_thread", s))
+      return s->code;
+  } else if (MPI_Query_thread(&provided) != MPI_SUCCESS) {
+    provided = MPI_THREAD_SINGLE;
+  }
+  /* The collective lock serializes the process's MPI calls, which SERIALIZED allows. */
+  if (provided < MPI_THREAD_SERIALIZED)
+    return mf_status_set(s, MF_FAILED_PRECONDITION,
+                         "mpi.init: this MPI gives thread level %d; moonflow needs MPI_THREAD_SERIALIZED or more",
+                         provided);
+  MPI_Comm node;
+  if (comm_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "mpi.init", "MPI_Comm_set_errhandler", s) ||
+      comm_check(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "mpi.init", "MPI_Comm_rank", s) ||
+      comm_check(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "mpi.init", "MPI_Comm_size", s) ||
+      comm_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
+                 "mpi.init", "MPI_Comm_split_type", s))
+    return s->code;
+  mf_code code = comm_check(MPI_Comm_rank(node, &node_rank), "mpi.init", "MPI_Comm_rank", s);
+  if (!code) code = comm_check(MPI_Comm_size(node, &node_size), "mpi.init", "MPI_Comm_size", s);
+  MPI_Comm_free(&node);
+  return code;
+}
+
+mf_code mf_mpi_init(mf_status *s) {
+  pthread_mutex_lock(&init_lock);
+  mf_code code = MF_OK;
+  if (finished) {
+    code = mf_status_set(s, MF_FAILED_PRECONDITION, "mpi.init: MPI was shut down in this process and cannot restart");
+  } else if (!initialized) {
+    const char *env = getenv("MOONFLOW_MPI_TIMEOUT");
+    char *end = NULL;
+    double t = env ? strtod(env, &end) : 0;
+    if (env && (end == env || *end != '\0' || t != t))
+      code = mf_status_set(s, MF_INVALID_ARGUMENT, "mpi.init: MOONFLOW_MPI_TIMEOUT='%s' is no number of seconds", env);
+    else if (env)
+      timeout_seconds = t;
+    if (!code) code = mf_registry_add(&mf_mpi_ops, MF_VERSION, s);
+    if (!code) code = start_job(s);
+    if (!code) {
+      initialized = true;
+      atexit(shutdown_at_exit);
+    }
+  }
+  pthread_mutex_unlock(&init_lock);
+  return code;
+}
+
+bool mf_mpi_initialized(void) { return initialized && !finished; }
+int mf_mpi_rank(void) { return world_rank; }
+int mf_mpi_size(void) { return world_size; }
+int mf_mpi_local_rank(void) { return node_rank; }
+int mf_mpi_local_size(void) { return node_size; }
+void mf_mpi_set_timeout(double seconds) { timeout_seconds = seconds; }
+double mf_mpi_timeout(void) { return timeout_seconds; }
+
+mf_code mf_mpi_barrier(mf_status *s) {
+  comm_lock();
+  MPI_Request req;
+  mf_code code = comm_ready("mpi.barrier", s);
+  if (!code) code = comm_check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "mpi.barrier", "MPI_Ibarrier", s);
+  if (!code) code = comm_wait(&req, "mpi.barrier", "the barrier", s);
+  comm_unlock();
+  return code;
+}
+
+void mf_mpi_shutdown(void) {
+  pthread_mutex_lock(&init_lock);
+  if (initialized && !finished) {
+    finished = true;
+    /* A collective that timed out is still pending: MPI_Finalize would wait
+     * for it forever. Aborting makes mpirun end the other ranks too. */
+    if (timed_out) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
+  }
+  pthread_mutex_unlock(&init_lock);
+}
