@@ -38,8 +38,15 @@ ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
 int clock_gettime(int clock_id, bench_timespec *ts);
 int poll(void *fds, unsigned long nfds, int timeout_ms);
+typedef void (*bench_signal_handler)(int);
+bench_signal_handler signal(int signum, bench_signal_handler handler);
 ]]
 local CLOCK_MONOTONIC = 1
+-- A Python peer that has exited (a missing interpreter exits at once) must not
+-- kill this process when it writes the peer's next request: with SIGPIPE
+-- (13 on Linux) ignored the write fails, and the reply read after it says
+-- how the peer ended.
+ffi.C.signal(13, ffi.cast("bench_signal_handler", 1))  -- SIG_IGN
 local ts = ffi.new("bench_timespec")
 function M.now()
   ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)

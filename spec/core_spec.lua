@@ -313,6 +313,22 @@ describe("graphs", function()
       assert.equal('[string "local tf = ...; local c = tf.constant(1); ret..."]:1', chunk(tf).op.origin)
     end)
 
+    it("an operator with a Lua number records the user's line on the op and on the constant it makes", function()
+      local x = tf.placeholder(tf.float32, {}, "x")
+      local line = next_line()
+      local y = 2 * (x + 1)
+      local add = y.op.inputs[2].op
+      assert.equal("Add", add.type)
+      assert.equal("Const", add.inputs[2].op.type)
+      assert.equal("Const", y.op.inputs[1].op.type)
+      for _, op in ipairs({y.op, add, add.inputs[2].op, y.op.inputs[1].op}) do
+        assert.equal("spec/core_spec.lua:" .. line, op.origin)
+      end
+      local via_helper = (function() return tf.subtract(x, 3) end)()
+      assert.equal("spec/core_spec.lua:" .. (line + 8), via_helper.op.origin)
+      assert.equal("spec/core_spec.lua:" .. (line + 8), via_helper.op.inputs[2].op.origin)
+    end)
+
     it("tensors of two graphs cannot meet in one op", function()
       local a = tf.constant(1)
       local b = tf.Graph():as_default(function() return tf.constant(2) end)

@@ -104,6 +104,35 @@ describe("elementwise fusion", function()
     assert.near(f(t - s), r[1]:get(1, 2), 1e-6)
   end)
 
+  it("repeats a broadcast column of 1, 4 and 8-byte elements along each row", function()
+    local g = tf.Graph()
+    local cols, fetches = {}, {}
+    g:as_default(function()
+      for _, dtype in ipairs({tf.float64, tf.int64, tf.int32, tf.uint8}) do
+        local col, x = tf.placeholder(dtype, {-1, 1}), tf.placeholder(dtype, {-1, 7})
+        cols[#cols + 1] = {col, x}
+        fetches[#fetches + 1] = (x + col) * col - x
+      end
+      local on, m = tf.placeholder(tf.bool, {-1, 1}), tf.placeholder(tf.bool, {-1, 7})
+      cols[#cols + 1] = {on, m}
+      fetches[#fetches + 1] = tf.logical_xor(tf.logical_and(m, on), on)
+    end)
+    local rows, feeds = 3000, {}
+    for _, pair in ipairs(cols) do
+      local dtype = pair[1].dtype
+      local of = dtype == tf.bool and function(k) return k % 3 == 0 end or function(k) return k % 5 + 1 end
+      feeds[pair[1]] = array(dtype, {rows, 1}, of)
+      feeds[pair[2]] = array(dtype, {rows, 7}, function(k) return of(k + 1) end)
+    end
+    local r, stats = both(g, fetches, feeds, {threads = 2})
+    assert.equal(5, stats.num_fused_groups)
+    -- Row 2, column 3: col = of(2) = 3, x = of(2 * 7 + 3 + 1) = 4.
+    for k = 1, 4 do assert.equal((4 + 3) * 3 - 4, tonumber(r[k]:get(2, 3))) end
+    assert.equal(false, r[5]:get(1, 3))  -- col false: (m and false) xor false
+    assert.equal(false, r[5]:get(3, 2))  -- col true, m = of(24) true: true xor true
+    assert.equal(true, r[5]:get(3, 0))   -- col true, m = of(22) false
+  end)
+
   it("fuses casts, comparisons and mixed dtypes", function()
     local g = tf.Graph()
     local i, d, y, c, q = g:as_default(function()

@@ -206,9 +206,14 @@ H.has_tmux = os.execute("command -v tmux > /dev/null 2>&1") == 0
 local Terminal = {}
 Terminal.__index = Terminal
 
+-- The server's socket is named after a fresh temporary file: suites running
+-- at once (make test beside make test-asan) must not share a server, as one
+-- named by the time and an unseeded math.random did (one suite's kill-server
+-- ended the other's: "no server running").
 function H.terminal(name)
-  return setmetatable({name = name, socket = "moonflow-spec-" .. tostring(os.time()) .. "-" ..
-                       tostring(math.random(1e6))}, Terminal)
+  local unique = os.tmpname()
+  os.remove(unique)
+  return setmetatable({name = name, socket = "moonflow-spec-" .. unique:match("[^/]+$")}, Terminal)
 end
 
 function Terminal:tmux(args)

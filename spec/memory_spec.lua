@@ -102,14 +102,21 @@ describe("fetching into the caller's arrays", function()
     end
     frames(5000)  -- warm-up: plans, buffers, and LuaJIT's traces of this very loop
     local allocations = sess:num_allocations()
-    collectgarbage()
-    collectgarbage("stop")
-    local before = collectgarbage("count")
-    frames(10000)
-    local garbage = (collectgarbage("count") - before) * 1024
-    collectgarbage("restart")
+    -- A trace LuaJIT compiles late (a side exit taken for the first time)
+    -- counts a few hundred bytes of its own into a window; garbage made per
+    -- frame would count at least 10,000. So: the least of a few windows.
+    local least = math.huge
+    for _ = 1, 5 do
+      collectgarbage()
+      collectgarbage("stop")
+      local before = collectgarbage("count")
+      frames(10000)
+      least = math.min(least, (collectgarbage("count") - before) * 1024)
+      collectgarbage("restart")
+      if least == 0 then break end
+    end
     assert.equal(allocations, sess:num_allocations())
-    assert.equal(0, garbage)
+    assert.equal(0, least)
     -- And the frames computed what a plain run computes.
     local want = sess:run(policy, {[x] = observation})
     H.assert_near_all(H.flat(want), H.flat(action), 1e-6)

@@ -28,6 +28,32 @@ describe("effective-tensorflow: numerical stability", function()
     assert.same({1, 0}, sess:run(tf.nn.softmax(tf.constant({1000, 0}))):totable())
   end)
 
+  it("tf.nn.softmax: exp(x - max) / sum over an axis, infinite rows as TensorFlow, finite-difference gradient", function()
+    local sess = tf.Session()
+    local rows = {{1, 2, 3}, {-1, 0.5, 4}}
+    local got = sess:run(tf.nn.softmax(tf.constant(rows, tf.float64))):totable()
+    for r = 1, 2 do
+      local sum = 0
+      for j = 1, 3 do sum = sum + math.exp(rows[r][j]) end
+      near_list({math.exp(rows[r][1]) / sum, math.exp(rows[r][2]) / sum, math.exp(rows[r][3]) / sum}, got[r], 1e-15)
+    end
+    -- Along axis 0: columns sum to 1.
+    local cols = sess:run(tf.nn.softmax(tf.constant(rows, tf.float64), 0)):totable()
+    for j = 1, 3 do assert.near(1, cols[1][j] + cols[2][j], 1e-15) end
+    assert.near(1 / (1 + math.exp(-2)), cols[1][1], 1e-15)
+    -- A -inf logit gets 0; a row of -inf and one with +inf are NaN where TensorFlow's are.
+    local inf = math.huge
+    local special = sess:run(tf.nn.softmax(tf.constant({{0, -inf}, {-inf, -inf}, {inf, 0}}, tf.float32))):totable()
+    assert.same({1, 0}, special[1])
+    assert.is_true(special[2][1] ~= special[2][1] and special[2][2] ~= special[2][2])
+    assert.is_true(special[3][1] ~= special[3][1])
+    assert.equal(0, special[3][2])
+    local x = tf.placeholder(tf.float64, {2, 3})
+    -- Central differences with step 1e-5 err by about 1e-10 here (grad_math_spec.lua).
+    H.check_grad(x, {2, 3}, tf.nn.softmax(x) * tf.constant({{1, -2, 3}, {0.5, 1, -1}}, tf.float64), {2, 3},
+                 {x_init_value = rows, delta = 1e-5}, 1e-6)
+  end)
+
   it("the naive cross entropy is inf; the stable one is 500 with gradient [0.5, -0.5]", function()
     local function unstable_softmax_cross_entropy(labels, logits)
       local exp = tf.exp(logits)

@@ -592,7 +592,8 @@ end
 local NONE = {}
 
 -- Creates an op. spec = {type, inputs = {tensors}, attrs = {name = value},
--- name = "optional", control_inputs = {ops}, graph = g}. Returns the graph
+-- name = "optional", control_inputs = {ops}, graph = g, origin = the user's
+-- line when the caller looked it up already}. Returns the graph
 -- and the new op's mf_op* (M.build and M.op make the Lua objects).
 local function build(spec)
   local op_type = spec[1]
@@ -630,7 +631,7 @@ local function build(spec)
   if device ~= nil and type(device) ~= "string" then
     fail(op_type .. ": the device must be a string, got " .. args.describe(device))
   end
-  local origin = core.user_location()
+  local origin = spec.origin or core.user_location()
   -- From here on nothing raises until the description is finished.
   local desc = C.mf_op_desc_new(g.ptr, op_type, name)
   if desc == nil then fail(op_type .. ": out of memory building an op") end
@@ -695,9 +696,10 @@ end
 -- A Const op holding the number x as a scalar of dtype, made in C with no
 -- tf.Array in between (constants of one value share it); `who` names the
 -- caller in the error for a number the dtype cannot hold exactly.
-local function scalar_const(x, dtype, name, graph, who)
+local function scalar_const(x, dtype, name, graph, who, origin)
   if dtype.is_integer then Array.check_exact(x, dtype, who) end
-  return M.op{"Const", attrs = {value = {kind = "scalar", v = x, dtype = dtype}}, name = name, graph = graph}
+  return M.op{"Const", attrs = {value = {kind = "scalar", v = x, dtype = dtype}}, name = name, graph = graph,
+              origin = origin}
 end
 
 -- Array a filled into shape `want` (tf.constant's shape option): a single
@@ -754,13 +756,15 @@ local CONVERTIBLE = "expected a Tensor or a Lua number, boolean, string, nested 
 
 -- x as a tensor (a Tensor passes through); `dtype` is the dtype numbers take,
 -- `graph` the graph a new constant joins; `who` names the caller in errors
--- (a string, or a function giving it: see Array.from).
-local function to_tensor(x, dtype, graph, who)
+-- (a string, or a function giving it: see Array.from); `origin`, when given,
+-- is the user's line that a scalar constant records (the caller looked it up
+-- for the op it builds from x: one look-up serves both).
+local function to_tensor(x, dtype, graph, who, origin)
   if is_tensor(x) then return x end
   if Array.is(x) then return const_op(x, nil, graph) end
   local kind = type(x)
   if kind == "number" and (dtype == nil or (getmetatable(dtype) == core.DType and dtype ~= core.dtypes.bool)) then
-    local t = scalar_const(x, dtype or core.dtypes.float32, nil, graph, who)  -- the common case: y + 1
+    local t = scalar_const(x, dtype or core.dtypes.float32, nil, graph, who, origin)  -- the common case: y + 1
     return dtype and t or lua_numbers(t)
   end
   if kind ~= "number" and kind ~= "boolean" and kind ~= "string" and not args.is_plain(x) then
@@ -791,11 +795,11 @@ local function convert_who()
   local fname, pname = args.argument_of(converting, M.convert, "tf.convert_to_tensor")
   return pname and fname .. ": argument " .. pname or fname
 end
-function M.convert(x, dtype, graph)
+function M.convert(x, dtype, graph, origin)
   if is_tensor(x) then return x end
   local outer = converting
   converting = x
-  local t = to_tensor(x, dtype, graph, convert_who)
+  local t = to_tensor(x, dtype, graph, convert_who, origin)
   converting = outer
   return t  -- not a tail call: argument_of looks above this frame
 end

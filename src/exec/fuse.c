@@ -375,6 +375,23 @@ typedef struct fused_job {
   atomic_uint failed;          /* bit j: instruction j found elements with no result */
 } fused_job;
 
+/* n copies of the element of elem bytes (1, 4 or 8: core/dtype.c) at src into
+ * buf, by stores of that size: a memcpy per element of a size known only at
+ * run time is a call each (most of a softmax's time, repeating a row's max). */
+static void repeat_element(char *buf, const char *src, size_t elem, int64_t n) {
+  if (elem == 8) {
+    uint64_t v;
+    memcpy(&v, src, sizeof v);
+    for (int64_t i = 0; i < n; i++) memcpy(buf + i * (int64_t)sizeof v, &v, sizeof v);
+  } else if (elem == 4) {
+    uint32_t v;
+    memcpy(&v, src, sizeof v);
+    for (int64_t i = 0; i < n; i++) memcpy(buf + i * (int64_t)sizeof v, &v, sizeof v);
+  } else {
+    memset(buf, *src, (size_t)n);
+  }
+}
+
 /* Copies elements [t0, t0 + n) of the group's shape, broadcast from value v's tensor, into buf. */
 static void gather(const fused_job *job, int v, int64_t t0, int64_t n, char *buf) {
   const int64_t *stride = job->v[v].stride;
@@ -391,8 +408,7 @@ static void gather(const fused_job *job, int v, int64_t t0, int64_t n, char *buf
     if (run > n) run = n;
     const char *src = job->v[v].data + off * (int64_t)elem;
     if (stride[last]) memcpy(buf, src, (size_t)run * elem);
-    else
-      for (int64_t i = 0; i < run; i++) memcpy(buf + i * (int64_t)elem, src, elem);
+    else repeat_element(buf, src, elem, run);
     buf += run * (int64_t)elem;
     n -= run;
     off += run * stride[last];

@@ -29,6 +29,7 @@ mf_op *mf_names_op(const mf_names *t, const char *name);
 typedef struct mf_unique_name {
   char *name;          /* the base, the caller's buffer or from mf_malloc (see mf_names_unique) */
   int64_t suffix;      /* 0: the base itself */
+  uint64_t base_state; /* the FNV state after the base: the hash of base_i continues it */
   uint32_t base_hash;  /* the hashes, not computed again by claim */
   uint32_t name_hash;
 } mf_unique_name;

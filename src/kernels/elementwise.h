@@ -9,6 +9,7 @@
 #include "core/base.h"
 #include "core/tensor.h"
 #include "graph/op_def.h"
+#include "kernels/vecmath.h"
 
 #include <math.h>
 
@@ -90,7 +91,7 @@ bool mf_zip_run(mf_kernel_ctx *ctx, mf_zip_fn fn, const mf_tensor *a, bool a_ste
 /* exp(-|x|) never overflows: sigmoid(-1000) is 0 and sigmoid(1000) is 1, not nan. */
 #define MF_SIGMOID_FN(T, suffix)                        \
   static inline T mf_sigmoid##suffix(T x) {             \
-    T e = MF_MATH(exp, x)(-MF_MATH(fabs, x)(x));        \
+    T e = MF_VMATH(exp, x)(-MF_MATH(fabs, x)(x));       \
     return (x >= 0 ? 1 : e) / (1 + e);                  \
   }
 MF_SIGMOID_FN(double, )

@@ -138,9 +138,9 @@ static inline int64_t mf_real_to_int(double v) {
   X(Square, NUMERIC, DX(MUL(dy, MUL(NUM(2), x))), mf_mul(x, x))                          \
   X(Sqrt, FLOAT, DX(DIV(MUL(dy, NUM(0.5)), y)), MF_MATH(sqrt, x)(x))                     \
   X(Rsqrt, FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
-  X(Exp, FLOAT, DX(MUL(dy, y)), MF_MATH(exp, x)(x))                                      \
-  X(Log, FLOAT, DX(DIV(dy, x)), MF_MATH(log, x)(x))                                      \
-  X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_MATH(log1p, x)(x))                     \
+  X(Exp, FLOAT, DX(MUL(dy, y)), MF_VMATH(exp, x)(x))                                      \
+  X(Log, FLOAT, DX(DIV(dy, x)), MF_VMATH(log, x)(x))                                      \
+  X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_VMATH(log1p, x)(x))                     \
   X(Sin, FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
   X(Cos, FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
   X(Tan, FLOAT, DX(MUL(dy, ADD(NUM(1), MUL(y, y)))), MF_MATH(tan, x)(x))                 \
@@ -154,9 +154,9 @@ static inline int64_t mf_real_to_int(double v) {
   X(Atanh, FLOAT, DX(DIV(dy, SUB(NUM(1), MUL(x, x)))), MF_MATH(atanh, x)(x))             \
   X(Erf, FLOAT, DX(MUL(dy, MUL(NUM(TWO_OVER_SQRT_PI), EXP(NEG(MUL(x, x)))))), MF_MATH(erf, x)(x)) \
   X(Erfc, FLOAT, DX(MUL(dy, MUL(NUM(-TWO_OVER_SQRT_PI), EXP(NEG(MUL(x, x)))))), MF_MATH(erfc, x)(x)) \
-  X(Expm1, FLOAT, DX(MUL(dy, ADD(y, NUM(1)))), MF_MATH(expm1, x)(x))                     \
+  X(Expm1, FLOAT, DX(MUL(dy, ADD(y, NUM(1)))), MF_VMATH(expm1, x)(x))                    \
   X(Reciprocal, FLOAT, DX(MUL(dy, NEG(MUL(y, y)))), 1 / (x))                             \
-  X(Tanh, FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_MATH(tanh, x)(x))               \
+  X(Tanh, FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_VMATH(tanh, x)(x))              \
   X(Sigmoid, FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_SIGMOID(x))                  \
   X(Floor, FLOAT, ND, MF_MATH(floor, x)(x))                                              \
   X(Ceil, FLOAT, ND, MF_MATH(ceil, x)(x))                                                \

@@ -63,10 +63,10 @@ static const unsigned FLOAT_TYPES = MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES);
   X(Relu, SIGNED, ReluGrad, OUT, x < 0 ? 0 : x)                                                    \
   X(Relu6, SIGNED, Relu6Grad, OUT, x < 0 ? 0 : x > 6 ? 6 : x)                                      \
   X(LeakyRelu, FLOAT, LeakyReluGrad, IN, x > 0 ? x : alpha * x)                                    \
-  X(Elu, FLOAT, EluGrad, OUT, x < 0 ? MF_MATH(expm1, x)(x) : x)                                    \
+  X(Elu, FLOAT, EluGrad, OUT, x < 0 ? MF_VMATH(expm1, x)(x) : x)                                    \
   X(Selu, FLOAT, SeluGrad, OUT,                                                                    \
-    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MF_MATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)   \
-  X(Softplus, FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MF_MATH(log1p, x)(MF_MATH(exp, x)(-MF_MATH(fabs, x)(x)))) \
+    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MF_VMATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)   \
+  X(Softplus, FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MF_VMATH(log1p, x)(MF_VMATH(exp, x)(-MF_MATH(fabs, x)(x)))) \
   X(Softsign, FLOAT, SoftsignGrad, IN, x / (1 + MF_MATH(fabs, x)(x)))
 
 /* X(name, dtypes, second-derivative term, expression of the incoming gradient

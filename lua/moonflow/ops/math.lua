@@ -11,12 +11,13 @@ local fail = core.fail
 
 -- Lifts Lua values to constants of the other operand's dtype, in its graph;
 -- without a tensor or array to follow, numbers become float32 and booleans bool.
-local function operands(x, y)
+-- `origin`: the user's line, for the constants made here.
+local function operands(x, y, origin)
   local ref = G.is_tensor(x) and x or G.is_tensor(y) and y
-  if ref then return G.convert(x, ref.dtype, ref.graph), G.convert(y, ref.dtype, ref.graph) end
+  if ref then return G.convert(x, ref.dtype, ref.graph, origin), G.convert(y, ref.dtype, ref.graph, origin) end
   local arr = Array.is(x) and x or Array.is(y) and y
   local dtype = arr and arr.dtype
-  return G.convert(x, dtype), G.convert(y, dtype)
+  return G.convert(x, dtype, nil, origin), G.convert(y, dtype, nil, origin)
 end
 
 -- Lua name -> op type.
@@ -41,14 +42,18 @@ local aliases = {sub = "subtract", mul = "multiply", truediv = "divide", floormo
 
 return function(tf, ops)
   for fname, op_type in pairs(binary) do
+    local who = "tf." .. fname
     ops[fname] = function(x, y, name)
-      local a, b = operands(x, y)
-      return G.op{op_type, inputs = {a, b}, name = name_of(name, "tf." .. fname)}
+      -- y + 1 builds a constant and the op from one user line: looked up once.
+      local origin = core.user_location()
+      local a, b = operands(x, y, origin)
+      return G.op{op_type, inputs = {a, b}, name = name_of(name, who), origin = origin}
     end
   end
   for fname, op_type in pairs(unary) do
+    local who = "tf." .. fname
     ops[fname] = function(x, name)
-      return G.op{op_type, inputs = {G.convert(x)}, name = name_of(name, "tf." .. fname)}
+      return G.op{op_type, inputs = {G.convert(x)}, name = name_of(name, who)}
     end
   end
   for alias, fname in pairs(aliases) do

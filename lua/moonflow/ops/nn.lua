@@ -95,16 +95,21 @@ return function(tf, ops)
   tf.nn = tf.nn or {}
   tf.math = tf.math or {}
 
-  -- log(sum(exp(x))) over axis: the maximum is taken out first so that no exp
-  -- overflows, and its gradient stopped (the result does not depend on it).
-  -- As TensorFlow, a maximum that is not finite is replaced by 0: all -inf
-  -- gives -inf (not -inf - -inf = NaN), a +inf gives +inf.
+  -- The maximum of x over axis (kept), taken out before exp so that no exp
+  -- overflows, its gradient stopped (results do not depend on it). As
+  -- TensorFlow, a maximum that is not finite is replaced by 0: all -inf gives
+  -- -inf (not -inf - -inf = NaN), a +inf gives +inf.
+  local function exp_shift(x, axis)
+    local raw = ops.reduce_max(x, {axis = axis, keepdims = true})
+    return ops.stop_gradient(ops.where(ops.less(ops.abs(raw), math.huge), raw, 0))
+  end
+
+  -- log(sum(exp(x))) over axis, with exp_shift taken out.
   function ops.reduce_logsumexp(x, ...)
     x = G.convert(x)
     local o = options("tf.reduce_logsumexp", {"axis", "keepdims", "name"}, ...)
     if o.axis ~= nil then axes_list("tf.reduce_logsumexp", o.axis, x) end
-    local raw = ops.reduce_max(x, {axis = o.axis, keepdims = true})
-    local m = ops.stop_gradient(ops.where(ops.less(ops.abs(raw), math.huge), raw, 0))
+    local m = exp_shift(x, o.axis)
     local s = ops.log(ops.reduce_sum(ops.exp(x - m), {axis = o.axis, keepdims = true})) + m
     if o.keepdims then return ops.identity(s, o.name) end
     if o.axis == nil then return ops.reshape(s, {}, o.name) end
@@ -135,11 +140,15 @@ return function(tf, ops)
     return log_softmax(logits_along(fname, logits, axis), axis, name)
   end
 
-  -- softmax(logits, axis=-1) = exp(log_softmax): softmax of [1000, 0] is [1, 0].
+  -- softmax(logits, axis=-1) = e / sum(e) with e = exp(logits - exp_shift):
+  -- softmax of [1000, 0] is [1, 0]. One exp per element, as TensorFlow's
+  -- kernel (exp(log_softmax) takes two, and a log).
   function tf.nn.softmax(logits, ...)
     local fname = "tf.nn.softmax"
     local axis, name = axis_options(fname, -1, ...)
-    return ops.exp(log_softmax(logits_along(fname, logits, axis), axis), name)
+    logits = logits_along(fname, logits, axis)
+    local e = ops.exp(logits - exp_shift(logits, axis))
+    return ops.divide(e, ops.reduce_sum(e, {axis = axis, keepdims = true}), name)
   end
 
   -- labels (converted to logits' dtype) of logits' shape, as the losses of fname need.
