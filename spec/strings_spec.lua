@@ -20,7 +20,8 @@ describe("the string dtype", function()
     assert.equal("wor\0ld", got:get(0, 1))
     -- Laid out as NumPy lays out bytes arrays (printing.lua), each element a Lua literal.
     assert.equal('[["hello", "wor\\000ld"],\n ["", "\\255\\254"]]', tostring(got))
-    assert.equal('tf.Array(["a", "bc"], shape=(2,), dtype=string)', require("moonflow.printing").repr(tf.array({"a", "bc"}, tf.string)))
+    assert.equal('tf.Array(["a", "bc"], shape=(2,), dtype=string)',
+                 require("moonflow.printing").repr(tf.array({"a", "bc"}, tf.string)))
     assert.equal('["a\\"b\\\\c\\n"]', tostring(tf.array({'a"b\\c\n'}, tf.string)))
     assert.equal("x", run(tf.constant("x")))
     assert.equal(tostring(tf.constant("s", {name = "s"})), 'Tensor("s:0", shape=(), dtype=string)')
