@@ -8,6 +8,7 @@
 #   make fuzz       libFuzzer on the readers (fuzz/README.md), FUZZ_SECONDS each
 #   make bench      benchmarks with peer comparisons (docs/bench.md, docs/bench.svg)
 #   make bench-peers  a virtualenv with NumPy, PyTorch and TensorFlow for the bench
+#   make proto      regenerates src/proto/*.pb-c.* from the .proto files
 #   make demo       runs examples/demo.lua
 #   make install    Lua modules + library into LUADIR/moonflow, header,
 #                   libraries and moonflow.pc into PREFIX/include and PREFIX/lib,
@@ -35,7 +36,7 @@ LUA_LIBDIR ?= $(LUADIR)
 INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR ?= $(PREFIX)/lib
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev lua-busted
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev zlib1g-dev libprotobuf-c-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn pkg-config tmux
 
 # The version is the header's MF_VERSION; the shared library's soname carries
@@ -51,7 +52,7 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -ljansson -lopenblas -lm -lpthread
+LIBS := -ljansson -lopenblas -lprotobuf-c -lz -lm -lpthread
 CDEF := lua/moonflow/cdef.lua lua/moonflow/mpi_cdef.lua
 # The MPI library (src/mpi/README.md), built where Open MPI's mpicc is found.
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
@@ -60,7 +61,7 @@ MPI_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/mpi/*.c))
 MPI_LIB := $(if $(MPI_LIBS),$(BUILD)/libmoonflow_mpi.so)
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
-.PHONY: all lib deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
+.PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF) $(MPI_LIB)
@@ -107,6 +108,11 @@ $(BUILD)/libmoonflow_mpi.so: $(MPI_OBJ) $(BUILD)/libmoonflow.so
 
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
+
+# The protobuf-c code of src/proto/ is committed (src/proto/README.md); this
+# regenerates it from the .proto files with protobuf-c-compiler.
+proto:
+	protoc-c --c_out=src/proto -Isrc/proto feature.proto example.proto
 
 lua/moonflow/cdef.lua: src/include/moonflow.h tools/gencdef.sh
 	sh tools/gencdef.sh src/include/moonflow.h > $@
@@ -179,7 +185,7 @@ valgrind: all
 # inputs go to build-fuzz/corpus/<target>, findings to build-fuzz/<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
-FUZZ_TARGETS := checkpoint graph npy csv feeds
+FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps

@@ -66,6 +66,32 @@ function M.csv(bytes)
   sess:close()
 end
 
+-- Every record of a TFRecord file, read plainly and as gzip (the first
+-- byte's low bit picks), strictly and skipping corrupt records.
+function M.tfrecord(bytes)
+  if #bytes < 1 then return end
+  local compression = bytes:byte(1) % 2 == 1 and "GZIP" or ""
+  local file = as_file(bytes:sub(2))
+  pcall(function() for _ in tf.io.tf_record_iterator(file, compression) do end end)
+  local reader = require("moonflow.tfrecord").open_reader(file, compression, true, "fuzz")
+  while reader.next() do end
+end
+
+-- A serialized tf.train.Example: parsed into Lua tables, and by ParseExample
+-- for a float, an int64 and a string feature of any length.
+local example_graph = tf.Graph()
+local example_input, example_parsed = example_graph:as_default(function()
+  local serialized = tf.placeholder(tf.string, {})
+  return serialized, tf.io.parse_single_example(serialized, {
+    v = tf.io.VarLenFeature(tf.float32), id = tf.io.FixedLenFeature({}, tf.int64, 0),
+    name = tf.io.VarLenFeature(tf.string)})
+end)
+local example_session = tf.Session(example_graph)
+function M.example(bytes)
+  pcall(tf.train.Example.FromString, bytes)
+  example_session:run(example_parsed, {[example_input] = bytes})
+end
+
 -- A JSON array (value_of) after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end

@@ -188,6 +188,11 @@ describe("examples/", function()
     assert.equal(true_line, out:match("Learned parameters: (m=[%d.]+, b=[%d.]+)"))
   end)
 
+  it("tfrecord_pipeline.lua fits the line its Example records hold, through TFRecordDataset", function()
+    local out = run("tfrecord_pipeline.lua", H.tmpdir())
+    assert.matches("learned: y = 3.000 x1 + -2.000 x2 + 1.000", out, 1, true)
+  end)
+
   it("maximize_entropy.lua reaches the uniform distribution", function()
     local out = run("maximize_entropy.lua")
     local after = out:match("softmax%(w%) after: \t%[([^]]*)%]\n")

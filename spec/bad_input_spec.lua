@@ -39,8 +39,10 @@ describe("bad input", function()
 
   it("conversions and constants", function()
     local i32 = tf.constant({1, 2, 3}, tf.int32, {name = "i32"})
-    case("tf.constant: expected a number, boolean, nested list or tf.Array, got the string \"abc\" (at @)",
-         function() tf.constant("abc") end)
+    case("tf.constant: expected numbers, got the string \"abc\" (at @)",
+         function() tf.constant("abc", tf.float32) end)
+    case("tf.constant: expected strings for dtype string, got 1 (at @)",
+         function() tf.constant({"a", 1}) end)
     case("tf.constant: expected numbers, got the string \"a\" (at @)",
          function() tf.constant({1, "a"}) end)
     case("tf.constant: ragged nested table: expected 0 elements at depth 2, got 2 (at @)",
@@ -73,20 +75,20 @@ describe("bad input", function()
     case("tf.convert_to_tensor: Tensor conversion requested dtype int32 for Tensor with dtype float32: " ..
          "Tensor(\"x:0\", shape=(2, 3), dtype=float32) (at @)",
          function() tf.convert_to_tensor(x, tf.int32) end)
-    case("tf.convert_to_tensor: argument x: expected a Tensor or a Lua number, boolean, nested list or " ..
-         "tf.Array, got a function (at @)",
+    case("tf.convert_to_tensor: argument x: expected a Tensor or a Lua number, boolean, string, nested " ..
+         "list or tf.Array, got a function (at @)",
          function() tf.convert_to_tensor(print) end)
     case("tf.add: argument y: Cannot convert 1.5 to a Tensor of dtype int32: it is not an integer (use tf.cast " ..
          "to truncate) (at @)",
          function() local _ = i32 + 1.5 end)
-    case("tf.add: argument y: expected a Tensor or a Lua number, boolean, nested list or tf.Array, got the " ..
+    case("tf.add: argument y: expected numbers, got the " ..
          "string \"s\" (at @)",
          function() local _ = x + "s" end)
     case("tf.multiply: argument y: expected numbers, got a table (at @)",
          function() local _ = x * {1, {2}} end)
     case("tf.array: expected a dtype such as tf.float32, got x (at @)",
          function() tf.array({1, 2}, "x") end)
-    case("tf.array: expected a number, boolean, nested list or tf.Array, got " .. tostring(sess) .. " (at @)",
+    case("tf.array: expected a number, boolean, string, nested list or tf.Array, got " .. tostring(sess) .. " (at @)",
          function() tf.array(sess) end)
   end)
 
@@ -124,10 +126,10 @@ describe("bad input", function()
          function() tf.add(x, m) end)
     case("Add_1: x has dtype float32 but y has dtype int32; use tf.cast to convert one of them (at @)",
          function() tf.add(x, i32) end)
-    case("tf.add: argument x: expected a Tensor or a Lua number, boolean, nested list or tf.Array, got nil (at " ..
+    case("tf.add: argument x: expected a Tensor or a Lua number, boolean, string, nested list or tf.Array, got nil (at " ..
          "@)",
          function() tf.add(nil, 1) end)
-    case("tf.matmul: argument a: expected a Tensor or a Lua number, boolean, nested list or tf.Array, got the " ..
+    case("tf.matmul: argument a: expected numbers, got the " ..
          "string \"abc\" (at @)",
          function() tf.matmul("abc", x) end)
     case("Dimensions must be equal, but are 3 and 2 for 'MatMul' (op: 'MatMul') with input shapes: [2,3], " ..
@@ -158,7 +160,7 @@ describe("bad input", function()
          function() tf.pow(x, {1, 2}) end)
     case("FloorDiv: x has dtype float32 but y has dtype int32; use tf.cast to convert one of them (at @)",
          function() tf.floordiv(x, i32) end)
-    case("tf.maximum: argument y: expected a Tensor or a Lua number, boolean, nested list or tf.Array, got the " ..
+    case("tf.maximum: argument y: expected numbers, got the " ..
          "string \"a\" (at @)",
          function() tf.maximum(x, "a") end)
     case("Abs: name must be a string, got 5 (at @)",
@@ -203,7 +205,7 @@ describe("bad input", function()
          function() tf.reshape(x, {0 / 0}) end)
     case("Reshape: shape [1099511627776,1099511627776] would have more than 2^63 - 1 elements (at @)",
          function() tf.reshape(x, {2 ^ 40, 2 ^ 40}) end)
-    case("tf.reshape: argument x: expected a Tensor or a Lua number, boolean, nested list or tf.Array, got nil " ..
+    case("tf.reshape: argument x: expected a Tensor or a Lua number, boolean, string, nested list or tf.Array, got nil " ..
          "(at @)",
          function() tf.reshape(nil, {4}) end)
     case("concat: Dimensions of inputs should match: shape[0] = [2,3] vs. shape[1] = [2,2] (only dimension 0, " ..
@@ -334,8 +336,8 @@ describe("bad input", function()
          function() tf.nn.softmax(i32) end)
     case("tf.nn.log_softmax: axis must be an integer, got a (at @)",
          function() tf.nn.log_softmax(x, {axis = "a"}) end)
-    case("tf.nn.relu: argument features: expected a Tensor or a Lua number, boolean, nested list or tf.Array, " ..
-         "got the string \"x\" (at @)",
+    case("Relu: Relu takes no strings, but its input 0 is a string; strings go through tf.strings ops, Identity, " ..
+         "Equal, NotEqual, Reshape, ExpandDims, Squeeze, Shape, Size and Rank (at @)",
          function() tf.nn.relu("x") end)
     case("tf.nn.leaky_relu: alpha must be a number, got a (at @)",
          function() tf.nn.leaky_relu(x, "a") end)
@@ -393,8 +395,7 @@ describe("bad input", function()
          function() tf.random_normal({2, -1}) end)
     case("tf.random_normal: shape[1] must be an integer (of int64's range) or a scalar tensor, got nan (at @)",
          function() tf.random_normal({0 / 0}) end)
-    case("tf.random_normal: stddev: expected a Tensor or a Lua number, boolean, nested list or tf.Array, got " ..
-         "the string \"a\" (at @)",
+    case("tf.random_normal: stddev: expected numbers, got the string \"a\" (at @)",
          function() tf.random_normal({2}, {stddev = "a"}) end)
     case("tf.random_uniform: maxval must be given for integer dtype int32 (at @)",
          function() tf.random_uniform({2}, {dtype = tf.int32}) end)
@@ -413,7 +414,8 @@ describe("bad input", function()
     local v = tf.Variable(tf.zeros({2}), {name = "v"})
     case("tf.Variable: an initial value is required (at @)",
          function() tf.Variable() end)
-    case("tf.Variable: expected a number, boolean, nested list or tf.Array, got the string \"abc\" (at @)",
+    case("Variable: VariableV2 takes no strings, but its output 0 is a string; strings go through tf.strings ops, " ..
+         "Identity, Equal, NotEqual, Reshape, ExpandDims, Squeeze, Shape, Size and Rank (at @)",
          function() tf.Variable("abc") end)
     case("tf.Variable: trainable must be a boolean, got 3 (at @)",
          function() tf.Variable(1, {trainable = 3}) end)
@@ -437,8 +439,7 @@ describe("bad input", function()
     case("tf.assign: ref must be a variable (tf.Variable or tf.get_variable), got Tensor(\"x:0\", shape=(2, " ..
          "3), dtype=float32) (at @)",
          function() tf.assign(x, 1) end)
-    case("tf.assign_add: argument value: expected a Tensor or a Lua number, boolean, nested list or tf.Array, " ..
-         "got the string \"a\" (at @)",
+    case("tf.assign_add: argument value: expected numbers, got the string \"a\" (at @)",
          function() tf.assign_add(v, "a") end)
     case("Attempting to use uninitialized value fresh [[node fresh (defined at @)]]",
          function() sess:run(tf.Variable(1, {name = "fresh"})) end)
@@ -551,8 +552,8 @@ describe("bad input", function()
     case("Optimizer:apply_gradients: No variables provided: apply_gradients takes a non-empty list of {grad, " ..
          "var} pairs (at @)",
          function() tf.train.GradientDescentOptimizer(0.1):apply_gradients({}) end)
-    case("tf.clip_by_value: argument clip_value_max: expected a Tensor or a Lua number, boolean, nested list " ..
-         "or tf.Array, got nil (at @)",
+    case("tf.clip_by_value: argument clip_value_max: expected a Tensor or a Lua number, boolean, string, " ..
+         "nested list or tf.Array, got nil (at @)",
          function() tf.clip_by_value(x, 1) end)
     case("tf.global_norm: t_list must be a list of tensors, got Tensor(\"x:0\", shape=(2, 3), dtype=float32) " ..
          "(at @)",
@@ -588,7 +589,7 @@ describe("bad input", function()
          function() sess:run(y, {[x] = {1, 2}}) end)
     case("feed for x:0: tf.array: ragged nested table: expected 3 elements at depth 2, got 2 (at @)",
          function() sess:run(y, {[x] = {{1, 2, 3}, {4, 5}}}) end)
-    case("feed for x:0: cannot feed a string: use a number, boolean, nested table, tf.Array or FFI cdata (at @)",
+    case("feed for x:0: tf.array: expected numbers, got the string \"abc\" (at @)",
          function() sess:run(y, {[x] = "abc"}) end)
     case("Cannot feed value of dtype int32 for Tensor 'x:0', which has dtype float32; cast the value or feed a " ..
          "matching dtype [[node x (defined at @x)]]",

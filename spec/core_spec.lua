@@ -512,7 +512,7 @@ describe("sessions", function()
       assert.same({{1, 2, 3}}, sess:run(x, {[x] = {{1, 2, 3}}}):totable())
       local b = tf.placeholder(tf.bool, {}, "b")
       assert_contains(error_of(function() return sess:run(b, {[b] = 1}) end), "b:0")
-      assert_contains(error_of(function() return sess:run(x, {[x] = "text"}) end), "cannot feed a string")
+      assert_contains(error_of(function() return sess:run(x, {[x] = "text"}) end), 'expected numbers, got the string "text"')
     end)
 
     it("a feed of the wrong shape is refused", function()
@@ -866,7 +866,7 @@ end)
 
 describe("the FFI binding", function()
   it("has the C library's struct layouts (cdefs are generated from the header)", function()
-    for _, name in ipairs({"mf_shape", "mf_output", "mf_session_config", "mf_device_stats"}) do
+    for _, name in ipairs({"mf_shape", "mf_output", "mf_session_config", "mf_device_stats", "mf_tstring"}) do
       assert.equal(tonumber(C.mf_abi_sizeof(name)), ffi.sizeof(name), name)
     end
     assert.equal(0, tonumber(C.mf_abi_sizeof("no_such_type")))
@@ -923,14 +923,14 @@ describe("argument errors name the caller's line", function()
     tf.reset_default_graph()
     local x = tf.placeholder(tf.float32, {2, 2}, "x")
     local sess = tf.Session()
-    local expect = "expected a Tensor or a Lua number, boolean, nested list or tf.Array, got "
+    local expect = "expected a Tensor or a Lua number, boolean, string, nested list or tf.Array, got "
     local function refused(message, fn)  -- fn: a one-line function whose call is no tail call
       local _, err = pcall(fn)
       assert.equal(message .. " (at spec/core_spec.lua:" .. debug.getinfo(fn, "S").linedefined .. ")", err)
     end
-    refused("tf.matmul: argument a: " .. expect .. 'the string "abc"', function() tf.matmul("abc", x) end)
+    refused('tf.matmul: argument a: expected numbers, got the string "abc"', function() tf.matmul("abc", x) end)
     refused("tf.add: argument x: " .. expect .. "nil", function() tf.add(nil, 1) end)
-    refused("tf.add: argument y: " .. expect .. 'the string "s"', function() local _ = x + "s" end)
+    refused('tf.add: argument y: expected numbers, got the string "s"', function() local _ = x + "s" end)
     refused("tf.matmul: argument b: " .. expect .. "a function", function() x:matmul(print) end)
     refused("tf.nn.relu: argument features: " .. expect .. tostring(sess), function() tf.nn.relu(sess) end)
     refused("tf.reshape: argument x: " .. expect .. "nil", function() tf.reshape(nil, {4}) end)

@@ -134,13 +134,55 @@ local function converter(dtype, exact, who)
   end
 end
 
--- The dtype a Lua value suggests: booleans become bool, numbers float32.
+-- The dtype a Lua value suggests: booleans become bool, strings string,
+-- numbers float32.
 function Array.default_dtype(value)
   local v = value
   while type(v) == "table" and getmetatable(v) == nil do v = v[1] end
   if Array.is(v) then return v.dtype end
   if type(v) == "boolean" then return core.dtypes.bool end
+  if type(v) == "string" then return core.dtypes.string end
   return core.dtypes.float32
+end
+
+-- Element i (0-based) of a string array as a Lua string.
+local string_length = ffi.new("int64_t[1]")
+local function string_at(ptr, i)
+  local bytes = C.mf_tensor_string(ptr, i, string_length)
+  return ffi.string(bytes, string_length[0])
+end
+
+-- A string array of shape dims (a Lua list) from the Lua strings of a nested
+-- list (or one string), checked like numbers are; built in C, which copies them.
+local function strings_from(value, dims, who)
+  local strings = {}
+  local function check(v)
+    if type(v) ~= "string" then fail(named(who) .. ": expected strings for dtype string, got " .. describe(v)) end
+    strings[#strings + 1] = v
+    return v
+  end
+  if #dims == 0 then check(value) else fill_from_table(value, {}, dims, 1, 0, check, who) end
+  return Array.from_strings(strings, dims)
+end
+
+-- The elements of string array a as a flat Lua list, in row-major order.
+function Array.flat_strings(a)
+  local out = {}
+  for i = 0, a._size - 1 do out[i + 1] = string_at(a.ptr, i) end
+  return out
+end
+
+-- A string array of shape dims (a Lua list) holding the Lua strings of the
+-- flat list `strings` (as many as dims holds), in row-major order.
+function Array.from_strings(strings, dims)
+  local n = #strings
+  local bytes, lengths = ffi.new("const char*[?]", n + 1), ffi.new("int64_t[?]", n + 1)
+  for i = 1, n do bytes[i - 1], lengths[i - 1] = strings[i], #strings[i] end
+  local cdims = core.dims_buffer(#dims > 0 and #dims or 1)
+  for i = 1, #dims do cdims[i - 1] = dims[i] end
+  local ptr = C.mf_tensor_new_strings(#dims, cdims, bytes, lengths, core.status)
+  if ptr == nil then core.check_here() end
+  return Array.wrap(ptr)
 end
 
 -- Allocates a zeroed array of dtype and shape (a Lua list).
@@ -162,6 +204,10 @@ function Array.from(value, dtype, exact, who)
   if dtype and getmetatable(dtype) ~= core.DType then dtype = core.as_dtype(dtype, named(who)) end
   if Array.is(value) then
     if not dtype or dtype == value.dtype then return value end
+    if dtype.name == "string" or value.dtype.name == "string" then
+      fail(named(who) .. ": cannot convert a " .. value.dtype.name .. " array to " .. dtype.name ..
+           " (tf.strings.as_string and tf.strings.to_number convert in the graph)")
+    end
     local out = Array.new(dtype, value:shape())
     local convert = converter(dtype, false, who)
     for i = 0, value._size - 1 do
@@ -174,9 +220,10 @@ function Array.from(value, dtype, exact, who)
   dtype = dtype or Array.default_dtype(value)
   local dims = {}
   if type(value) == "table" and getmetatable(value) == nil then table_shape(value, dims, 1, who)
-  elseif type(value) ~= "number" and type(value) ~= "boolean" then
-    fail(named(who) .. ": expected a number, boolean, nested list or tf.Array, got " .. describe(value))
+  elseif type(value) ~= "number" and type(value) ~= "boolean" and type(value) ~= "string" then
+    fail(named(who) .. ": expected a number, boolean, string, nested list or tf.Array, got " .. describe(value))
   end
+  if dtype.name == "string" then return strings_from(value, dims, who) end
   local out = Array.new(dtype, dims)
   local convert = converter(dtype, exact, who)
   -- An empty result is filled too: the walk finds ragged lists such as {{}, {5, 7}}.
@@ -247,7 +294,7 @@ function Array:size() return self._size end
 function Array:data() return self._data end
 
 local function scalar_of(dtype, v)
-  if dtype.name == "bool" then return v end
+  if dtype.name == "bool" or dtype.name == "string" then return v end
   return tonumber(v)
 end
 
@@ -270,10 +317,15 @@ local function offset_of(self, ...)
   return off
 end
 
-function Array:get(...) return scalar_of(self.dtype, self._data[offset_of(self, ...)]) end
+function Array:get(...)
+  local off = offset_of(self, ...)
+  if self.dtype.name == "string" then return string_at(self.ptr, off) end
+  return scalar_of(self.dtype, self._data[off])
+end
 
--- A copy that owns its memory.
+-- A copy that owns its memory (a string array's elements and bytes: one block).
 function Array:copy()
+  if self.dtype.name == "string" then return Array.from(self:totable(), self.dtype) end
   local out = Array.new(self.dtype, self._dims)
   ffi.copy(out._data, self._data, self._size * self.dtype.size)
   return out
@@ -288,6 +340,9 @@ function Array:set(...)
   local v = idx[n]
   local off = offset_of(self, unpack(idx, 1, n - 1))
   local tv = type(v)
+  if self.dtype.name == "string" then
+    fail("Array:set: string arrays are immutable; build a new one with tf.array(list, tf.string)")
+  end
   if self.dtype.name ~= "bool" and tv ~= "number" and tv ~= "boolean" and tv ~= "cdata" then
     fail("Array:set: cannot convert '" .. tv .. "' to '" .. self.dtype.ctype .. "': the value must be a number")
   end
@@ -298,9 +353,16 @@ function Array:set(...)
   if self.dtype.name == "bool" then self._data[off] = v and true or false else self._data[off] = v end
 end
 
+-- Element i (0-based, row-major) of a string array as a Lua string (printing.lua reads them so).
+function Array:string_at(i) return string_at(self.ptr, i) end
+
 -- The elements as nested Lua lists in row-major order.
 function Array:totable()
   local dims, data, dtype = self._dims, self._data, self.dtype
+  if dtype.name == "string" then  -- elements are read as Lua strings
+    local ptr = self.ptr
+    data = setmetatable({}, {__index = function(_, i) return string_at(ptr, i) end})
+  end
   if #dims == 0 then return scalar_of(dtype, data[0]) end
   local strides = {}
   local stride = 1

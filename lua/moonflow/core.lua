@@ -250,6 +250,9 @@ dtype("int32", C.MF_INT32, "int32_t", false, true)
 dtype("int64", C.MF_INT64, "int64_t", false, true)
 dtype("bool", C.MF_BOOL, "bool", false, false)
 dtype("uint8", C.MF_UINT8, "uint8_t", false, true)
+-- Strings (byte strings, Lua strings in and out): elements are mf_tstring,
+-- read through C.mf_tensor_string (array.lua).
+dtype("string", C.MF_STRING, "mf_tstring", false, false)
 M.DType = DType
 
 -- Accepts a DType or its name ("float32"); errors on anything else.

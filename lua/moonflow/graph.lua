@@ -708,7 +708,11 @@ local function reshaped(a, want)
   if want then
     local n = 1
     for _, d in ipairs(want) do n = n * d end
-    if a:size() == 1 and n ~= 1 then
+    if a.dtype.name == "string" and (a:size() == n or a:size() == 1) then  -- strings move as Lua strings
+      local flat = Array.flat_strings(a)
+      for i = 2, n do flat[i] = flat[i] or flat[1] end
+      a = Array.from_strings(flat, want)
+    elseif a:size() == 1 and n ~= 1 then
       local filled = Array.new(a.dtype, want)
       for i = 0, n - 1 do filled._data[i] = a._data[0] end
       a = filled
@@ -748,7 +752,7 @@ local function tensor_in(x, who)
   end
 end
 
-local CONVERTIBLE = "expected a Tensor or a Lua number, boolean, nested list or tf.Array"
+local CONVERTIBLE = "expected a Tensor or a Lua number, boolean, string, nested list or tf.Array"
 
 -- x as a tensor (a Tensor passes through); `dtype` is the dtype numbers take,
 -- `graph` the graph a new constant joins; `who` names the caller in errors
@@ -763,7 +767,7 @@ local function to_tensor(x, dtype, graph, who, origin)
     local t = scalar_const(x, dtype or core.dtypes.float32, nil, graph, who, origin)  -- the common case: y + 1
     return dtype and t or lua_numbers(t)
   end
-  if kind ~= "number" and kind ~= "boolean" and not args.is_plain(x) then
+  if kind ~= "number" and kind ~= "boolean" and kind ~= "string" and not args.is_plain(x) then
     fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
   end
   -- A list holding Tensors is stacked along a new first axis, as TensorFlow

@@ -71,9 +71,10 @@ tf.ops = ops
 -- Installed in this order (a module may use what an earlier one set up);
 -- ops.* are the op wrappers (lua/moonflow/ops/).
 for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
-                         "train", "ops.conv", "ops.index", "ops.linalg", "ops.image", "ops.sparse", "ops.control_flow",
-                         "layers", "cookbook", "saver", "graph_io", "data", "io", "ops.debugging", "devices", "hparams",
-                         "flags", "metrics", "estimator", "experiment"}) do
+                         "train", "ops.conv", "ops.index", "ops.linalg", "ops.image", "ops.sparse", "ops.strings",
+                         "ops.control_flow", "layers", "cookbook", "saver", "graph_io", "data", "io", "tfrecord",
+                         "example", "ops.debugging", "devices", "hparams", "flags", "metrics", "estimator",
+                         "experiment"}) do
   require("moonflow." .. module)(tf, ops)
 end
 

@@ -146,10 +146,20 @@ local function bool_formatter(rank)
   return function(v) return v and (rank > 0 and " True" or "True") or "False" end
 end
 
+-- A string element as a Lua literal: printable ASCII as it is, other bytes
+-- escaped; unpadded, as NumPy leaves its bytes elements.
+local ESCAPES = {['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r"}
+local function quote_string(v)
+  return '"' .. v:gsub('[%c"\\\128-\255]', function(c)
+    return ESCAPES[c] or string.format("\\%03d", c:byte())
+  end) .. '"'
+end
+
 -- Arrays -------------------------------------------------------------------------------
 -- The element at flat offset i of array a as a Lua value (int64 ones stay
 -- 64-bit cdata, which string.format's %d prints exactly).
 local function element(a, i)
+  if a.dtype.name == "string" then return a:string_at(i) end
   local v = a._data[i]
   if a.dtype.name == "bool" or a.dtype.name == "int64" then return v end
   return tonumber(v)
@@ -175,6 +185,7 @@ end
 
 local function formatter(a, summary)
   if a.dtype.name == "bool" then return bool_formatter(#a._dims) end
+  if a.dtype.name == "string" then return quote_string end
   local values = shown_values(a, summary)
   if a.dtype.is_floating then return float_formatter(values, a.dtype.name == "float32") end
   return int_formatter(values)

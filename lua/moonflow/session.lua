@@ -55,7 +55,8 @@ end
 -- run unless the run kept a reference (a variable took the fed value, a fetch
 -- is the feed itself); then it is left to its holders and the next run makes
 -- another.
-local function is_number_feed(v, dtype) return type(v) == "number" and dtype.name ~= "bool" end
+-- (Numbers fed to bool and string tensors are refused by to_value.)
+local function is_number_feed(v, dtype) return type(v) == "number" and (dtype.is_floating or dtype.is_integer) end
 local function scalar_feed(scalars, key, v, dtype)
   local ptr = scalars.ptr[key]
   if ptr == nil then
@@ -262,6 +263,10 @@ end
 local function to_lua(ptr)
   if C.mf_tensor_rank(ptr) == 0 then
     local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(ptr))]
+    if dtype.name == "string" then
+      local s = Array.wrap(ptr):get()
+      return s
+    end
     local v = ffi.cast(dtype.ptr_ctype, C.mf_tensor_data(ptr))[0]
     C.mf_tensor_release(ptr)
     if dtype.name == "bool" then return v end
@@ -299,6 +304,7 @@ local function to_value(v, dtype, t)
   end
   if type(v) == "number" or type(v) == "boolean" then
     if dtype.name == "bool" and type(v) ~= "boolean" then fail("cannot feed a number to a bool tensor") end
+    if dtype.name == "string" then fail("cannot feed a " .. type(v) .. " to a string tensor") end
     local ptr = C.mf_tensor_new(dtype.enum, 0, nil, core.status)
     if ptr == nil then core.check() end
     ptr = ffi.gc(ptr, C.mf_tensor_release)
@@ -306,11 +312,11 @@ local function to_value(v, dtype, t)
     if dtype.name == "bool" then data[0] = v else data[0] = type(v) == "boolean" and (v and 1 or 0) or v end
     return ptr, ptr
   end
-  if type(v) == "table" then
+  if type(v) == "table" or type(v) == "string" then
     local a = Array.from(v, dtype)
     return a.ptr, a
   end
-  fail("cannot feed a " .. type(v) .. ": use a number, boolean, nested table, tf.Array or FFI cdata")
+  fail("cannot feed a " .. type(v) .. ": use a number, boolean, string, nested table, tf.Array or FFI cdata")
 end
 M.to_value = to_value
 

@@ -8,6 +8,7 @@ size_t mf_abi_sizeof(const char *type_name) {
   if (strcmp(type_name, "mf_output") == 0) return sizeof(mf_output);
   if (strcmp(type_name, "mf_session_config") == 0) return sizeof(mf_session_config);
   if (strcmp(type_name, "mf_device_stats") == 0) return sizeof(mf_device_stats);
+  if (strcmp(type_name, "mf_tstring") == 0) return sizeof(mf_tstring);
   return 0;
 }
 
@@ -21,6 +22,7 @@ size_t mf_dtype_size(mf_dtype t) {
     case MF_INT64: return 8;
     case MF_BOOL: return 1;
     case MF_UINT8: return 1;
+    case MF_STRING: return sizeof(mf_tstring);
   }
   return 0;
 }
@@ -33,6 +35,7 @@ const char *mf_dtype_name(mf_dtype t) {
     case MF_INT64: return "int64";
     case MF_BOOL: return "bool";
     case MF_UINT8: return "uint8";
+    case MF_STRING: return "string";
   }
   return "invalid";
 }
@@ -42,6 +45,7 @@ double mf_load_double(const void *data, mf_dtype t, int64_t i) {
 #define LOAD(code, type) case code: return (double)((const type *)data)[i];
     MF_FOR_ALL_TYPES(LOAD)
 #undef LOAD
+    case MF_STRING: break;
   }
   return 0;
 }
@@ -51,6 +55,7 @@ int64_t mf_load_int64(const void *data, mf_dtype t, int64_t i) {
 #define LOAD(code, type) case code: return (int64_t)((const type *)data)[i];
     MF_FOR_ALL_TYPES(LOAD)
 #undef LOAD
+    case MF_STRING: break;
   }
   return 0;
 }
@@ -60,5 +65,6 @@ void mf_store_double(void *data, mf_dtype t, int64_t i, double v) {
 #define STORE(code, type) case code: ((type *)data)[i] = (type)v; break;
     MF_FOR_ALL_TYPES(STORE)
 #undef STORE
+    case MF_STRING: break;
   }
 }

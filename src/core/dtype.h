@@ -27,8 +27,10 @@
   X(MF_FLOAT32, float, ##__VA_ARGS__) X(MF_FLOAT64, double, ##__VA_ARGS__) X(MF_INT32, int32_t, ##__VA_ARGS__) \
   X(MF_INT64, int64_t, ##__VA_ARGS__) X(MF_UINT8, uint8_t, ##__VA_ARGS__) X(MF_BOOL, bool, ##__VA_ARGS__)
 
-/* Tables indexed by dtype have this many slots (dtypes run from 1 to MF_UINT8). */
-enum { MF_DTYPE_SLOTS = MF_UINT8 + 1 };
+/* Tables indexed by dtype have this many slots (dtypes run from 1 to MF_STRING).
+ * MF_STRING is in none of the lists: strings are no numbers, and only the ops
+ * that say so take them (MF_OP_STRINGS, core/tstring.h). */
+enum { MF_DTYPE_SLOTS = MF_STRING + 1 };
 /* The mask of the dtypes of a list, 1u << code for each: MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES). */
 #define MF_DTYPE_MASK(list) (list(MF_DTYPE_BIT_) 0u)
 #define MF_DTYPE_BIT_(code, T) (1u << (code)) |
@@ -41,7 +43,8 @@ static inline bool mf_dtype_is_float(mf_dtype t) { return t == MF_FLOAT32 || t =
 static inline bool mf_dtype_is_integer(mf_dtype t) {
   return t == MF_INT32 || t == MF_INT64 || t == MF_UINT8;
 }
-/* Reads element i of any dtype as double / writes a double into any dtype. */
+/* Reads element i of any numeric or bool dtype as double / writes a double
+ * into one (strings read as 0 and take no numbers). */
 double mf_load_double(const void *data, mf_dtype t, int64_t i);
 int64_t mf_load_int64(const void *data, mf_dtype t, int64_t i);
 void mf_store_double(void *data, mf_dtype t, int64_t i, double v);

@@ -17,6 +17,7 @@ struct mf_tensor {
   int64_t size;          /* number of elements */
   void *data;
   size_t capacity;       /* bytes at data when owned; an arena view's room (exec/pool.c) */
+  size_t string_bytes;   /* MF_STRING: bytes of its strings, after the elements (core/tstring.h) */
   bool owned;            /* data came from mf_aligned_alloc (not a view, not wrapped) */
   mf_tensor *base;       /* a view keeps its base alive */
   bool handle;           /* stands for a host object (a loop's stash), which it names by identity:
@@ -31,6 +32,9 @@ struct mf_tensor {
 /* Like mf_tensor_new but leaves the data uninitialized: for kernel outputs,
  * which write every element anyway. */
 mf_tensor *mf_tensor_new_uninit(mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
+/* The same with `extra` bytes of room after the elements (a string value's
+ * bytes); the elements of strings come zeroed (empty strings). */
+mf_tensor *mf_tensor_new_sized(mf_dtype dtype, int rank, const int64_t *dims, size_t extra, mf_status *s);
 /* A new header sharing t's data with another shape of the same size. */
 mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status *s);
 /* A new header for the bytes of base from `offset` on, as a dtype value of
@@ -38,7 +42,8 @@ mf_tensor *mf_tensor_view(mf_tensor *t, int rank, const int64_t *dims, mf_status
 mf_tensor *mf_tensor_view_at(mf_tensor *base, size_t offset, mf_dtype dtype, int rank, const int64_t *dims,
                              mf_status *s);
 /* Reshapes a buffer the caller owns alone (refcount 1) in place; false when
- * its capacity is too small for the new shape. Used for buffer reuse. */
+ * its capacity is too small for the new shape, or dtype is MF_STRING (string
+ * values are built whole, core/tstring.h). Used for buffer reuse. */
 bool mf_tensor_reshape_owned(mf_tensor *t, mf_dtype dtype, int rank, const int64_t *dims);
 
 #endif

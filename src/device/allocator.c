@@ -97,7 +97,8 @@ mf_tensor *mf_allocator_tensor(mf_allocator *a, mf_dtype dtype, int rank, const 
   int64_t n = mf_shape_num_elements(rank, dims);
   size_t bytes = (size_t)(n > 0 ? n : 0) * mf_dtype_size(dtype);
   pthread_mutex_lock(&a->lock);
-  mf_tensor *t = take_kept(a, bytes);
+  /* A string value is built whole (core/tstring.h): never into a used buffer. */
+  mf_tensor *t = dtype == MF_STRING ? NULL : take_kept(a, bytes);
   pthread_mutex_unlock(&a->lock);
   bool fresh = !t;
   if (t) {

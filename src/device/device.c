@@ -101,6 +101,10 @@ mf_code mf_device_copy(mf_device *from, const mf_tensor *src, mf_device *to, mf_
     return mf_status_set(s, MF_INTERNAL, "copy from %s to %s: a %s value of %lld elements into a %s value of %lld",
                          from->short_name, to->short_name, mf_dtype_name(src->dtype), (long long)src->size,
                          mf_dtype_name(dst->dtype), (long long)dst->size);
+  if (src->dtype == MF_STRING)
+    return mf_status_set(s, MF_INVALID_ARGUMENT,
+                         "string values stay on the host (CPU:0); a copy from %s to %s was asked for one: place "
+                         "the ops that make and read strings on /cpu:0", from->short_name, to->short_name);
   if (to->host) {
     if (from->cls->copy_to_host(from, dst, src, s)) return s->code;
   } else if (from->host) {

@@ -55,7 +55,8 @@ mf_tensor *mf_pool_alloc(mf_run *r, mf_device *d, mf_dtype dtype, int rank, cons
   int64_t n = mf_shape_num_elements(rank, dims);
   size_t bytes = (size_t)(n > 0 ? n : 0) * mf_dtype_size(dtype);
   int best = -1;
-  for (int i = 0; i < r->pool_len; i++) {
+  /* A string value is built whole (core/tstring.h): never into a used buffer. */
+  for (int i = 0; i < r->pool_len && dtype != MF_STRING; i++) {
     size_t cap = r->pool[i]->capacity;
     if (cap >= bytes && cap <= 2 * bytes + MF_ALIGNMENT && r->pool[i]->device == d->type &&
         r->pool[i]->device_index == d->index &&

@@ -557,6 +557,20 @@ static mf_code check_ref_inputs(const mf_op_desc *d, const char *name, const int
   return MF_OK;
 }
 
+/* Strings reach only the ops that take them (MF_OP_STRINGS): the others'
+ * kernels would read a string's elements as numbers. */
+static mf_code check_strings(const mf_op_def *def, const char *name, const char *what, int n,
+                             const mf_dtype *dtypes, mf_status *s) {
+  if (def->flags & MF_OP_STRINGS) return MF_OK;
+  for (int i = 0; i < n; i++)
+    if (dtypes[i] == MF_STRING)
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "%s: %s takes no strings, but its %s %d is a string; strings go through tf.strings "
+                           "ops, Identity, Equal, NotEqual, Reshape, ExpandDims, Squeeze, Shape, Size and Rank",
+                           name, def->name, what, i);
+  return MF_OK;
+}
+
 mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
   mf_graph *g = d->graph;
   mf_op *op = NULL;
@@ -615,8 +629,9 @@ mf_op *mf_op_desc_finish(mf_op_desc *d, mf_status *s) {
       in_values[i] = mf_def_reads_value(def, i) ? static_value(in) : NULL;
     }
     for (int i = 0; i < MF_MAX_OUTPUTS_INLINE; i++) out_shapes_inline[i] = mf_shape_unknown();
-    def->infer(&ic);
+    if (!check_strings(def, name, "input", n_in, in_dtypes, s)) def->infer(&ic);
   }
+  if (mf_ok(s)) check_strings(def, name, "output", ic.num_outputs, ic.out_dtypes, s);
   for (int i = 0; mf_ok(s) && i < ic.num_outputs; i++) mf_shape_known_elements(name, &ic.out_shapes[i], NULL, s);
   if (mf_ok(s)) {
     /* Everything that can be wrong with the op is known now: what follows

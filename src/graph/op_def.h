@@ -108,6 +108,10 @@ enum mf_op_flags {
                                         ref inputs name and a feed may replace (VariableV2) */
   MF_OP_INTERNAL = 1 << 8,           /* built only by the engine (gradient rules, control
                                         flow), never by a user: no Lua wrapper (ReluGrad) */
+  MF_OP_STRINGS = 1 << 9,            /* takes or makes string values (core/tstring.h); an op
+                                        without it given or making one is an error when built.
+                                        Its kernel sets string outputs itself (with
+                                        MF_OP_SETS_OUTPUTS): they are built whole */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output

@@ -45,8 +45,18 @@ extern "C" {
 enum { MF_MAX_RANK = 8, MF_ALIGNMENT = 64 };
 
 typedef enum mf_dtype {
-  MF_FLOAT32 = 1, MF_FLOAT64 = 2, MF_INT32 = 3, MF_INT64 = 4, MF_BOOL = 5, MF_UINT8 = 6
+  MF_FLOAT32 = 1, MF_FLOAT64 = 2, MF_INT32 = 3, MF_INT64 = 4, MF_BOOL = 5, MF_UINT8 = 6,
+  MF_STRING = 7
 } mf_dtype;
+
+/* An element of a string value (dtype MF_STRING, TensorFlow's tf.string): a
+ * byte string of `length` bytes (any bytes, NUL included) that start
+ * `offset` bytes from the element itself. A string value owns one buffer:
+ * its elements, then the bytes of all its strings, so it moves by one copy
+ * of mf_tensor_nbytes bytes and its elements are read where they lie, never
+ * copied one by one. String values are immutable once built; they live in
+ * host memory only. A zero-filled element is the empty string. */
+typedef struct mf_tstring { int64_t offset; int64_t length; } mf_tstring;
 
 /* TensorFlow's status codes. */
 typedef enum mf_code {
@@ -103,9 +113,17 @@ MF_API mf_dtype mf_tensor_dtype(const mf_tensor *t);
 MF_API int mf_tensor_rank(const mf_tensor *t);
 MF_API const int64_t *mf_tensor_dims(const mf_tensor *t); /* owned by t */
 MF_API int64_t mf_tensor_size(const mf_tensor *t);     /* number of elements */
-MF_API size_t mf_tensor_nbytes(const mf_tensor *t);
+MF_API size_t mf_tensor_nbytes(const mf_tensor *t);   /* strings: elements and their bytes */
 MF_API void *mf_tensor_data(mf_tensor *t);             /* owned by t */
 MF_API mf_device_type mf_tensor_device(const mf_tensor *t);
+/* New string value of shape dims holding copies of its n elements (n the
+ * product of dims): bytes[i][0 .. lengths[i]). New reference. mf_tensor_new
+ * makes one of empty strings; mf_tensor_wrap takes no strings. */
+MF_API mf_tensor *mf_tensor_new_strings(int rank, const int64_t *dims, const char *const *bytes,
+                                 const int64_t *lengths, mf_status *s);
+/* Element i of string value t: its bytes (owned by t, not NUL-terminated)
+ * and their number in *length. */
+MF_API const char *mf_tensor_string(const mf_tensor *t, int64_t i, int64_t *length);
 
 /* --- files --- */
 /* Writes the n chunks data[i][0 .. sizes[i]) to `path` crash-safely: into a
@@ -118,6 +136,72 @@ MF_API mf_device_type mf_tensor_device(const mf_tensor *t);
  * other I/O errors. */
 MF_API mf_code mf_file_write_atomic(const char *path, const void *const *data, const size_t *sizes, int n,
                              mf_status *s);
+
+/* --- TFRecord files --- */
+/* TensorFlow's record files: each record is its length (8 bytes, little
+ * endian), the masked CRC-32C of the length (4), the data, and the masked
+ * CRC-32C of the data (4). `compression` is "" (none) or "GZIP" (the whole
+ * file gzip-compressed); anything else is INVALID_ARGUMENT. */
+typedef struct mf_record_writer mf_record_writer;
+/* Starts writing path crash-safely: records go to a temporary file beside it,
+ * which close renames over path (until then path is unchanged). New; NULL
+ * with s set when the file cannot be created. */
+MF_API mf_record_writer *mf_record_writer_open(const char *path, const char *compression, mf_status *s);
+MF_API mf_code mf_record_writer_write(mf_record_writer *w, const void *data, size_t n, mf_status *s);
+/* Pushes what was written to the temporary file (not to path). */
+MF_API mf_code mf_record_writer_flush(mf_record_writer *w, mf_status *s);
+/* Finishes the file and puts it in place; then frees w. An error (a full
+ * disk) leaves path unchanged. */
+MF_API mf_code mf_record_writer_close(mf_record_writer *w, mf_status *s);
+/* Drops what was written, leaving path unchanged, and frees w. NULL is fine. */
+MF_API void mf_record_writer_abandon(mf_record_writer *w);
+
+typedef struct mf_record_reader mf_record_reader;
+/* Opens path for reading records. With skip_corrupt, a record whose data
+ * fails its CRC is skipped (and counted) rather than an error; a bad length
+ * or a truncated record ends the file, counted once, since nothing after it
+ * can be found. New; NULL with s set (NOT_FOUND when path cannot be opened). */
+MF_API mf_record_reader *mf_record_reader_open(const char *path, const char *compression, bool skip_corrupt,
+                                        mf_status *s);
+/* The next record: *data (owned by r, valid until the next call) and *n.
+ * OUT_OF_RANGE at the end of the file; DATA_LOSS naming the file and the
+ * record's offset (in the uncompressed stream) for a corrupt record. */
+MF_API mf_code mf_record_reader_next(mf_record_reader *r, const char **data, size_t *n, mf_status *s);
+/* Corrupt records skipped so far (skip_corrupt). */
+MF_API int64_t mf_record_reader_skipped(const mf_record_reader *r);
+MF_API void mf_record_reader_free(mf_record_reader *r);  /* NULL is fine */
+
+/* --- tf.train.Example --- */
+/* TensorFlow's Example message (example.proto, feature.proto): named
+ * features, each a list of floats, int64s or byte strings, packed and parsed
+ * with protobuf-c. Features keep the order they were set or parsed in. */
+typedef struct mf_example mf_example;
+typedef enum mf_feature_kind {
+  MF_FEATURE_NONE = 0, MF_FEATURE_BYTES = 1, MF_FEATURE_FLOATS = 2, MF_FEATURE_INT64S = 3
+} mf_feature_kind;
+MF_API mf_example *mf_example_new(void);                /* new, empty; NULL when out of memory */
+MF_API void mf_example_free(mf_example *e);             /* NULL is fine */
+/* Sets feature key (replacing one of that key) to copies of n values. */
+MF_API mf_code mf_example_set_floats(mf_example *e, const char *key, const float *v, size_t n, mf_status *s);
+MF_API mf_code mf_example_set_int64s(mf_example *e, const char *key, const int64_t *v, size_t n, mf_status *s);
+MF_API mf_code mf_example_set_bytes(mf_example *e, const char *key, const char *const *v, const size_t *lengths,
+                             size_t n, mf_status *s);
+/* The wire bytes into *out (new, free with mf_free_bytes) and *n. */
+MF_API mf_code mf_example_serialize(const mf_example *e, char **out, size_t *n, mf_status *s);
+MF_API void mf_free_bytes(char *p);
+/* Parses wire bytes; new, or NULL with s set (INVALID_ARGUMENT) when they
+ * are no Example. */
+MF_API mf_example *mf_example_parse(const void *data, size_t n, mf_status *s);
+MF_API int mf_example_num_features(const mf_example *e);
+MF_API const char *mf_example_key(const mf_example *e, int i);   /* owned by e; NULL out of range */
+MF_API int mf_example_find(const mf_example *e, const char *key); /* index, or -1 */
+/* For i in [0, mf_example_num_features): the kind, the number of values and
+ * the values (owned by e). */
+MF_API mf_feature_kind mf_example_kind(const mf_example *e, int i);
+MF_API size_t mf_example_count(const mf_example *e, int i);
+MF_API const float *mf_example_floats(const mf_example *e, int i);
+MF_API const int64_t *mf_example_int64s(const mf_example *e, int i);
+MF_API const char *mf_example_bytes(const mf_example *e, int i, size_t j, size_t *length);
 
 /* --- checkpoints --- */
 /* A checkpoint is a safetensors file: an 8-byte little-endian header length,

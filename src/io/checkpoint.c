@@ -346,6 +346,12 @@ static char *header_out(const char *const *names, mf_tensor *const *values, int 
       json_decref(header);
       return NULL;
     }
+    if (mf_tensor_dtype(values[i]) == MF_STRING) {
+      mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' is a string value; safetensors checkpoints have no string dtype "
+                    "(they hold float32, float64, int32, int64, uint8 and bool)", names[i]);
+      json_decref(header);
+      return NULL;
+    }
     if (!code || mf_tensor_device(values[i]) != MF_CPU) {
       mf_status_set(s, MF_INVALID_ARGUMENT, "'%s' is a %s value %s; checkpoints hold host values of float32, "
                     "float64, int32, int64, uint8 and bool", names[i], mf_dtype_name(mf_tensor_dtype(values[i])),

@@ -8,6 +8,7 @@
  * and the next write to that destination removes it (locks die with their
  * process, so no pid is ever guessed at). */
 #define _DEFAULT_SOURCE 1 /* flock, O_CLOEXEC, O_DIRECTORY */
+#include "io/file.h"
 #include "core/status.h"
 
 #include <dirent.h>
@@ -84,8 +85,8 @@ static int create_temp(const char *path, const char *dir, char *tmp, size_t cap,
   }
 }
 
-/* Writes all n bytes; false with errno set on failure. */
-static bool write_all(int fd, const char *p, size_t n) {
+bool mf_write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
@@ -99,37 +100,49 @@ static bool write_all(int fd, const char *p, size_t n) {
   return true;
 }
 
-mf_code mf_file_write_atomic(const char *path, const void *const *data, const size_t *sizes, int n,
-                             mf_status *s) {
+int mf_temp_file_open(const char *path, char tmp[MF_PATH_MAX], mf_status *s) {
   mf_status_clear(s);
-  char dir[4096], tmp[4096];
+  char dir[MF_PATH_MAX];
   const char *base;
   split_path(path, dir, sizeof dir, &base);
-  if (!*base) return mf_status_set(s, MF_INVALID_ARGUMENT, "cannot write %s: it names a directory", path);
+  if (!*base) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "cannot write %s: it names a directory", path);
+    return -1;
+  }
   remove_stale_temps(dir, base);
-  int fd = create_temp(path, dir, tmp, sizeof tmp, s);
-  if (fd < 0) return s->code;
-  bool ok = true;
-  for (int i = 0; ok && i < n; i++) ok = write_all(fd, data[i], sizes[i]);
-  if (ok) ok = fsync(fd) == 0;
-  if (!ok) {
+  return create_temp(path, dir, tmp, MF_PATH_MAX, s);
+}
+
+/* The status of a failed write of path (errno err): a full disk, or another I/O error. */
+static mf_code write_failed(const char *path, int err, mf_status *s) {
+  bool full = err == ENOSPC || err == EFBIG || err == EDQUOT;
+  return mf_status_set(s, full ? MF_RESOURCE_EXHAUSTED : MF_UNKNOWN,
+                       "writing %s failed (%s); the previous file is unchanged", path, strerror(err));
+}
+
+void mf_temp_file_abandon(int fd, const char *tmp) {
+  unlink(tmp);
+  close(fd);
+}
+
+mf_code mf_temp_file_commit(int fd, const char *tmp, const char *path, mf_status *s) {
+  if (fsync(fd) != 0) {
     int err = errno;
-    unlink(tmp);
-    close(fd);
-    bool full = err == ENOSPC || err == EFBIG || err == EDQUOT;
-    return mf_status_set(s, full ? MF_RESOURCE_EXHAUSTED : MF_UNKNOWN,
-                         "writing %s failed (%s); the previous file is unchanged", path, strerror(err));
+    mf_temp_file_abandon(fd, tmp);
+    return write_failed(path, err, s);
   }
   if (rename(tmp, path) != 0) {
     int err = errno;
-    unlink(tmp);
-    close(fd);
+    mf_temp_file_abandon(fd, tmp);
     return mf_status_set(s, MF_UNKNOWN, "cannot rename %s to %s: %s", tmp, path, strerror(err));
   }
   close(fd);  /* only now: a locked temporary file is never taken for stale */
   /* The rename is durable once the directory is flushed; file systems that
    * cannot flush a directory say EINVAL, and there the rename is as durable
    * as they make it. */
+  char dir[MF_PATH_MAX];
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     int rc = fsync(dfd), err = errno;
@@ -139,4 +152,18 @@ mf_code mf_file_write_atomic(const char *path, const void *const *data, const si
                            "lose the new file", path, strerror(err));
   }
   return MF_OK;
+}
+
+mf_code mf_file_write_atomic(const char *path, const void *const *data, const size_t *sizes, int n,
+                             mf_status *s) {
+  char tmp[MF_PATH_MAX];
+  int fd = mf_temp_file_open(path, tmp, s);
+  if (fd < 0) return s->code;
+  for (int i = 0; i < n; i++)
+    if (!mf_write_all(fd, data[i], sizes[i])) {
+      int err = errno;
+      mf_temp_file_abandon(fd, tmp);
+      return write_failed(path, err, s);
+    }
+  return mf_temp_file_commit(fd, tmp, path, s);
 }

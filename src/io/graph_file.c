@@ -19,7 +19,8 @@
  *   {"int": 3}, {"float": 0.5} (or "inf", "-inf", "nan"), {"bool": true},
  *   {"type": "float32"}, {"ints": [0, 1]}, {"shape": [2, -1] or null},
  *   {"string": "s"}, {"tensor": {"dtype": "float32", "shape": [2],
- *   "data": base64 of the raw little-endian bytes}}, {"graph": i} (functions[i]).
+ *   "data": base64 of the raw little-endian bytes}} (strings: {"dtype": "string",
+ *   "shape": [2], "strings": [base64 of each string]}), {"graph": i} (functions[i]).
  * Integers beyond 2^53 are written as decimal strings (JSON readers that hold
  * numbers as doubles keep them exact). fn = {"seed", "ops"}: a function graph
  * refers to its ops by id (attrs then_in, body_out, ...: see
@@ -253,7 +254,28 @@ static json_t *dims_out(const int64_t *dims, int rank) {
   return a;
 }
 
+/* A string value: each element's bytes as base64, in row-major order. */
+static json_t *strings_out(mf_tensor *t) {
+  json_t *strings = json_array();
+  for (int64_t i = 0; strings && i < mf_tensor_size(t); i++) {
+    int64_t n;
+    const char *bytes = mf_tensor_string(t, i, &n);
+    char *text = malloc(b64_length((size_t)n) + 1);
+    if (!text || json_array_append_new(strings, (b64_encode((const uint8_t *)bytes, (size_t)n, text),
+                                                 json_string(text))) != 0) {
+      free(text);
+      json_decref(strings);
+      return NULL;
+    }
+    free(text);
+  }
+  return strings;
+}
+
 static json_t *tensor_out(mf_tensor *t) {
+  if (mf_tensor_dtype(t) == MF_STRING)
+    return json_pack("{s:s,s:o,s:o}", "dtype", "string", "shape", dims_out(mf_tensor_dims(t), mf_tensor_rank(t)),
+                     "strings", strings_out(t));
   size_t n = mf_tensor_nbytes(t);
   char *text = malloc(b64_length(n) + 1);
   if (!text) return NULL;
@@ -527,20 +549,74 @@ static bool dtype_in(const json_t *v, mf_dtype *out) {
   return false;
 }
 
-/* {dtype, shape, data}: the data is checked against the shape before anything is allocated. */
+/* The length of the bytes that base64 text (padded to whole quads) carries; false if it is not base64. */
+static bool b64_decoded_length(const char *text, size_t *n) {
+  size_t length = strlen(text), pad = 0;
+  while (pad < 2 && pad < length && text[length - 1 - pad] == '=') pad++;
+  if (length % 4 != 0) return false;
+  *n = length / 4 * 3 - pad;
+  return b64_length(*n) == length;
+}
+
+/* {dtype: "string", shape, strings: [base64 of each element]}: as many strings as the shape holds. */
+static mf_tensor *strings_in(reader *r, const json_t *v, const mf_shape *shape, const char *shown) {
+  const json_t *strings = json_object_get(v, "strings");
+  if (!json_is_array(strings)) return bad(r, "expected {dtype, shape, strings} for a string tensor"), NULL;
+  size_t count = json_array_size(strings), total = 0;
+  int64_t numel = 1;
+  for (int i = 0; i < shape->rank; i++)
+    if (__builtin_mul_overflow(numel, shape->dims[i], &numel)) numel = INT64_MAX;
+  if ((uint64_t)numel != count)
+    return bad(r, "%zu strings for shape [%s], which holds %" PRId64, count, shown, numel), NULL;
+  for (size_t i = 0; i < count; i++) {
+    const char *text = json_string_value(json_array_get(strings, i));
+    size_t n;
+    if (!text || !b64_decoded_length(text, &n)) return bad(r, "string %zu is not base64", i + 1), NULL;
+    total += n;
+  }
+  /* The decoded strings lie one after another in one buffer; mf_tensor_new_strings copies them. */
+  uint8_t *buffer = malloc(total + 1);
+  const char **bytes = malloc((count + 1) * sizeof *bytes);
+  int64_t *lengths = malloc((count + 1) * sizeof *lengths);
+  mf_tensor *t = NULL;
+  if (!buffer || !bytes || !lengths) {
+    no_memory(r->s);
+    goto done;
+  }
+  for (size_t i = 0, at = 0; i < count; i++) {
+    const char *text = json_string_value(json_array_get(strings, i));
+    size_t n;
+    b64_decoded_length(text, &n);
+    if (!b64_decode(text, buffer + at, n)) {
+      bad(r, "string %zu is not base64", i + 1);
+      goto done;
+    }
+    bytes[i] = (const char *)buffer + at;
+    lengths[i] = (int64_t)n;
+    at += n;
+  }
+  t = mf_tensor_new_strings(shape->rank, shape->dims, bytes, lengths, r->s);
+done:
+  free(buffer);
+  free(bytes);
+  free(lengths);
+  return t;
+}
+
+/* {dtype, shape, data}: the data is checked against the shape before anything
+ * is allocated; string tensors hold {strings} instead (strings_in). */
 static mf_tensor *tensor_in(reader *r, const json_t *v) {
   const char *data = json_string_value(json_object_get(v, "data"));
   mf_dtype dtype;
   mf_shape shape;
-  if (!json_is_object(v) || !data) return bad(r, "expected {dtype, shape, data}"), NULL;
+  if (!json_is_object(v)) return bad(r, "expected {dtype, shape, data}"), NULL;
   if (!dtype_in(json_object_get(v, "dtype"), &dtype)) {
     const char *name = json_string_value(json_object_get(v, "dtype"));
     return bad(r, "unknown dtype %s", name ? name : "(not a string)"), NULL;
   }
+  if (dtype != MF_STRING && !data) return bad(r, "expected {dtype, shape, data}"), NULL;
   if (dims_in(r, json_object_get(v, "shape"), &shape) != MF_OK) return NULL;
   if (shape.rank < 0) return bad(r, "a tensor needs a shape"), NULL;
-  /* The byte count stops growing once it passes what the base64 carries. */
-  size_t length = strlen(data), cap = length / 4 * 3, size = mf_dtype_size(dtype);
   int64_t numel = 1;
   char shown[MF_MAX_RANK * 24 + 4] = "";
   for (int i = 0; i < shape.rank; i++) {
@@ -549,6 +625,9 @@ static mf_tensor *tensor_in(reader *r, const json_t *v) {
     size_t at = strlen(shown);
     snprintf(shown + at, sizeof shown - at, i ? ", %" PRId64 : "%" PRId64, shape.dims[i]);
   }
+  if (dtype == MF_STRING) return strings_in(r, v, &shape, shown);
+  /* The byte count stops growing once it passes what the base64 carries. */
+  size_t length = strlen(data), cap = length / 4 * 3, size = mf_dtype_size(dtype);
   for (int i = 0; i < shape.rank && numel > 0 && (uint64_t)numel * size <= cap; i++)
     if (__builtin_mul_overflow(numel, shape.dims[i], &numel)) numel = INT64_MAX / (int64_t)size;
   double nbytes = (double)numel * (double)size;

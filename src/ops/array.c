@@ -413,6 +413,7 @@ static void fill_with(mf_tensor *out, const void *value) {
   } break;
     MF_FOR_ALL_TYPES(FILL)
 #undef FILL
+    case MF_STRING: break;  /* Fill takes no strings (MF_OP_STRINGS) */
   }
 }
 
@@ -1274,7 +1275,7 @@ static mf_code range_kernel(mf_kernel_ctx *ctx) {
   } break;
     MF_FOR_NUMERIC_TYPES(RANGE)
 #undef RANGE
-    case MF_BOOL: break;  /* rejected by range_infer */
+    case MF_BOOL: case MF_STRING: break;  /* rejected by range_infer */
   }
   return MF_OK;
 }
@@ -1551,14 +1552,15 @@ static int64_t strided_slice_build_scalar(const mf_op *op, int index, int depth)
 }
 
 static const mf_op_def defs[] = {
-    {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
      .infer = shape_infer, .kernel = {[MF_CPU] = shape_kernel},
      .build_value = {.shape = shape_build_value}},
-    {.name = "Size", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "Size", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
      .infer = size_infer, .kernel = {[MF_CPU] = size_kernel}},
-    {.name = "Rank", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "Rank", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
      .infer = rank_infer, .kernel = {[MF_CPU] = rank_kernel}},
-    {.name = "Reshape", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1, .flags = MF_OP_SETS_OUTPUTS,
+    {.name = "Reshape", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
      .infer = reshape_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
     {.name = "Fill", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 0,
      .infer = fill_infer, .kernel = {[MF_CPU] = fill_kernel}, .grad = fill_grad},
@@ -1586,9 +1588,9 @@ static const mf_op_def defs[] = {
      .infer = concat_infer, .kernel = {[MF_CPU] = concat_kernel}, .grad = concat_grad},
     {.name = "SplitV", .num_inputs = 2, .num_outputs = -1, .value_inputs = 1u << 1,
      .infer = split_infer, .kernel = {[MF_CPU] = split_kernel}, .grad = split_grad},
-    {.name = "Squeeze", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+    {.name = "Squeeze", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
      .infer = squeeze_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
-    {.name = "ExpandDims", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+    {.name = "ExpandDims", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
      .infer = expand_dims_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
     {.name = "Transpose", .num_inputs = 1, .num_outputs = 1,
      .infer = transpose_infer, .kernel = {[MF_CPU] = transpose_kernel}, .grad = transpose_grad},

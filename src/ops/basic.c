@@ -67,12 +67,12 @@ static mf_code noop_kernel(mf_kernel_ctx *ctx) { MF_UNUSED(ctx); return MF_OK; }
 
 static const mf_op_def defs[] = {
     {.name = "Const", .num_inputs = 0, .num_outputs = 1,
-     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_CONSTANT,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_CONSTANT | MF_OP_STRINGS,
      .infer = const_infer, .kernel = {[MF_CPU] = const_kernel}},
     {.name = "Placeholder", .num_inputs = 0, .num_outputs = 1,
-     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
      .infer = placeholder_infer, .kernel = {[MF_CPU] = placeholder_kernel}},
-    {.name = "Identity", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS,
+    {.name = "Identity", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
      .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel}, .grad = identity_grad},
     {.name = "StopGradient", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,

@@ -1301,6 +1301,7 @@ static mf_code sequence_mask_kernel(mf_kernel_ctx *ctx) {
 #define CASE(code, T) case code: sequence_mask_##code(out->data, len, lengths->size, out->dims[out->rank - 1]); break;
     MF_FOR_ALL_TYPES(CASE)
 #undef CASE
+    case MF_STRING: break;  /* SequenceMask makes no strings (MF_OP_STRINGS) */
   }
   mf_free(owned);
   return MF_OK;

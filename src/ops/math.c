@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "core/tstring.h"
 #include "core/shape.h"
 #include "graph/attrs.h"
 #include "graph/op_def.h"
@@ -196,8 +197,8 @@ static inline int64_t mf_real_to_int(double v) {
     MF_MATH(atan2, a)(a, b))                                                                    \
   X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, MF_MAX_KEEP_NAN(a, b)) \
   X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, MF_MIN_KEEP_NAN(a, b)) \
-  X(Equal, ALL, BOOL, ND, 0, NULL, a == b)                                                      \
-  X(NotEqual, ALL, BOOL, ND, 0, NULL, a != b)                                                   \
+  X(Equal, EQUALITY, BOOL, ND, 0, NULL, a == b)                                                 \
+  X(NotEqual, EQUALITY, BOOL, ND, 0, NULL, a != b)                                              \
   X(Less, NUMERIC, BOOL, ND, 0, NULL, a < b)                                                    \
   X(LessEqual, NUMERIC, BOOL, ND, 0, NULL, a <= b)                                              \
   X(Greater, NUMERIC, BOOL, ND, 0, NULL, a > b)                                                 \
@@ -205,6 +206,38 @@ static inline int64_t mf_real_to_int(double v) {
   X(LogicalAnd, BOOL, SAME, ND, 0, NULL, a && b)                                                \
   X(LogicalOr, BOOL, SAME, ND, 0, NULL, a || b)                                                 \
   X(LogicalXor, BOOL, SAME, ND, 0, NULL, a != b)
+
+/* EQUALITY: every dtype of ALL, and strings besides (MF_STRINGS_EQUALITY
+ * adds their entries), compared by the loop the op's name_strings names. */
+#define MF_FOR_EQUALITY_TYPES MF_FOR_ALL_TYPES
+#define MF_STRINGS_EQUALITY(...) __VA_ARGS__
+#define MF_STRINGS_NUMERIC(...)
+#define MF_STRINGS_INT(...)
+#define MF_STRINGS_SIGNED(...)
+#define MF_STRINGS_BOOL(...)
+#define MF_STRINGS_FLOAT(...)
+
+/* Strings are equal when their bytes are; read where they lie (core/tstring.h). */
+static bool strings_equal(const mf_tstring *a, const mf_tstring *b) {
+  return a->length == b->length && memcmp(mf_tstring_bytes(a), mf_tstring_bytes(b), (size_t)a->length) == 0;
+}
+static bool strings_compare(const void *va, bool a_steps, const void *vb, bool b_steps, void *vy, int64_t n,
+                            bool equal) {
+  const mf_tstring *a = va, *b = vb;
+  bool *y = vy;
+  for (int64_t i = 0; i < n; i++) y[i] = strings_equal(a + (a_steps ? i : 0), b + (b_steps ? i : 0)) == equal;
+  return false;
+}
+static bool Equal_strings(const void *va, bool a_steps, const void *vb, bool b_steps, void *vy, int64_t n,
+                          double alpha) {
+  (void)alpha;
+  return strings_compare(va, a_steps, vb, b_steps, vy, n, true);
+}
+static bool NotEqual_strings(const void *va, bool a_steps, const void *vb, bool b_steps, void *vy, int64_t n,
+                             double alpha) {
+  (void)alpha;
+  return strings_compare(va, a_steps, vb, b_steps, vy, n, false);
+}
 
 /* ---------- shared infer and kernel drivers ---------- */
 typedef struct {
@@ -239,8 +272,9 @@ static bool unary_loop(const mf_unary_impl *impl, mf_dtype t, mf_element_loop *l
   return true;
 }
 
+/* String comparisons run as steps of their own: fused groups work in tiles of numbers. */
 static bool binary_loop(const mf_binary_impl *impl, mf_dtype t, mf_element_loop *loop) {
-  if ((unsigned)t >= MF_DTYPE_SLOTS || !(impl->dtypes >> t & 1u)) return false;
+  if ((unsigned)t >= MF_DTYPE_SLOTS || t == MF_STRING || !(impl->dtypes >> t & 1u)) return false;
   *loop = (mf_element_loop){.zip = impl->loop[t], .fail_msg = impl->fail_msg};
   return true;
 }
@@ -424,9 +458,10 @@ MF_UNARY_OPS(MF_UNARY_DEFINE)
 #define MF_BINARY_DEFINE(name, types, sel, grad, fail, msg, expr)                       \
   MF_TYPES(types)(MF_BINARY_LOOP, name, sel, fail, expr)                                \
   static const mf_binary_impl name##_impl = {                                           \
-      .dtypes = MF_DTYPE_MASK(MF_TYPES(types)),                                         \
-      .loop = {MF_TYPES(types)(MF_BINARY_ENTRY, name)},                                 \
-      .out = {MF_TYPES(types)(MF_BINARY_OUT, sel)}, .fail_msg = msg};                   \
+      .dtypes = MF_DTYPE_MASK(MF_TYPES(types)) MF_STRINGS_##types(| 1u << MF_STRING),   \
+      .loop = {MF_TYPES(types)(MF_BINARY_ENTRY, name) MF_STRINGS_##types([MF_STRING] = name##_strings)}, \
+      .out = {MF_TYPES(types)(MF_BINARY_OUT, sel) MF_STRINGS_##types([MF_STRING] = MF_BOOL)},  \
+      .fail_msg = msg};                                                                 \
   static mf_code name##_infer(mf_infer_ctx *ic) { return binary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); } \
   static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) { \
@@ -547,7 +582,7 @@ static mf_code addn_grad(mf_grad_ctx *gc) {
 #define MF_UNARY_DEF(op, types, g, expr) \
   MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
 #define MF_BINARY_DEF(op, types, sel, g, fail, msg, expr) \
-  MF_OP_DEF(op, 2, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
+  MF_OP_DEF(op, 2, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT MF_STRINGS_##types(| MF_OP_STRINGS), MF_RULE_FN_##g(op))
 
 static const mf_op_def defs[] = {
     MF_UNARY_OPS(MF_UNARY_DEF)

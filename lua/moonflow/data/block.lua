@@ -25,6 +25,29 @@ local M = {}
 local function rows(block) return block[1]._dims[1] end
 M.rows = rows
 
+-- String arrays hold offsets, not bytes, in their elements (core/tstring.h):
+-- their rows move as Lua strings, never byte for byte. The rows (0-based
+-- indices in the Lua list `list`; nil: all) of each array of xs in turn, as
+-- one new string array.
+local function string_rows(xs, list)
+  local out = {}
+  for _, x in ipairs(xs) do
+    local t = x:totable()
+    if list then
+      for _, i in ipairs(list) do out[#out + 1] = t[i + 1] end
+    else
+      for _, row in ipairs(t) do out[#out + 1] = row end
+    end
+  end
+  if #out == 0 then return Array.new(xs[1].dtype, {0, unpack(xs[1]._dims, 2)}) end
+  return Array.from(out, xs[1].dtype)
+end
+local function range_list(first, count)
+  local list = {}
+  for k = 1, count do list[k] = first + k - 1 end
+  return list
+end
+
 -- Per array (equal first dimensions): its row layout, and the shapes of the
 -- blocks it makes, worked out once.
 local function layouts_of(arrays)
@@ -57,9 +80,13 @@ local function slicer(arrays)
   return function(first, count)
     local out = {}
     for c, l in ipairs(layouts) do
-      local a, dst = rows_array(l, count)
-      ffi.copy(dst, l.base + first * l.row_bytes, count * l.row_bytes)
-      out[c] = a
+      if l.x.dtype.name == "string" then
+        out[c] = string_rows({l.x}, range_list(first, count))
+      else
+        local a, dst = rows_array(l, count)
+        ffi.copy(dst, l.base + first * l.row_bytes, count * l.row_bytes)
+        out[c] = a
+      end
     end
     return out
   end
@@ -73,10 +100,14 @@ function M.gatherer(arrays)
   return function(rows)
     local out, count = {}, #rows
     for c, l in ipairs(layouts) do
-      local a, dst = rows_array(l, count)
-      local base, bytes = l.base, l.row_bytes
-      for k = 1, count do ffi.copy(dst + (k - 1) * bytes, base + rows[k] * bytes, bytes) end
-      out[c] = a
+      if l.x.dtype.name == "string" then
+        out[c] = string_rows({l.x}, rows)
+      else
+        local a, dst = rows_array(l, count)
+        local base, bytes = l.base, l.row_bytes
+        for k = 1, count do ffi.copy(dst + (k - 1) * bytes, base + rows[k] * bytes, bytes) end
+        out[c] = a
+      end
     end
     return out
   end
@@ -91,63 +122,85 @@ local function concat(parts)
   for _, b in ipairs(parts) do total = total + rows(b) end
   local out = {}
   for c, x in ipairs(parts[1]) do
-    local row_size = x._size / rows(parts[1])
-    local a = new_array(x.dtype, {total, unpack(x._dims, 2)}, total * row_size)
-    local dst = ffi.cast("uint8_t*", a._data)
-    for _, b in ipairs(parts) do
-      local bytes = b[c]._size * x.dtype.size
-      ffi.copy(dst, b[c]._data, bytes)
-      dst = dst + bytes
+    if x.dtype.name == "string" then
+      local xs = {}
+      for k, b in ipairs(parts) do xs[k] = b[c] end
+      out[c] = string_rows(xs)
+    else
+      local row_size = x._size / rows(parts[1])
+      local a = new_array(x.dtype, {total, unpack(x._dims, 2)}, total * row_size)
+      local dst = ffi.cast("uint8_t*", a._data)
+      for _, b in ipairs(parts) do
+        local bytes = b[c]._size * x.dtype.size
+        ffi.copy(dst, b[c]._data, bytes)
+        dst = dst + bytes
+      end
+      out[c] = a
     end
-    out[c] = a
   end
   return out
 end
 
--- m elements (flat lists of values of spec's dtypes) stacked into a block;
--- names the first element whose shape differs from the first's.
+-- Component c of m elements (Lua strings, or string Arrays of one shape)
+-- stacked into a string array.
+local function stack_strings(elems, m, c)
+  local list = {}
+  for k = 1, m do
+    local v = elems[k][c]
+    list[k] = Array.is(v) and (v:rank() == 0 and v:get() or v:totable()) or v
+  end
+  return Array.from(list, core.dtypes.string, false, "Dataset:batch")
+end
+
+-- Component c (of dtype) of m elements stacked into an array; names the
+-- first element whose shape differs from the first's.
+local function stack_numbers(elems, m, c, dtype)
+  local first = elems[1][c]
+  local dims = shape_of(first)
+  local rest = #dims
+  local bdims = {m}
+  for d = 1, rest do bdims[d + 1] = dims[d] end
+  local b = new_array(dtype, bdims, m * (rest == 0 and 1 or first._size))
+  if rest == 0 then
+    local bd = b._data
+    for k = 1, m do
+      local v = elems[k][c]
+      if Array.is(v) then
+        if v:rank() ~= 0 then
+          fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
+                             "batching needs equal shapes", k, shape_str(v._dims)))
+        end
+        v = v._data[0]
+      end
+      if type(v) == "boolean" and dtype.name ~= "bool" then v = v and 1 or 0 end
+      bd[k - 1] = v
+    end
+  else
+    local size = first._size
+    local bytes = size * dtype.size
+    local dst = ffi.cast("uint8_t*", b._data)
+    for k = 1, m do
+      local v = elems[k][c]
+      local vd = shape_of(v)
+      local same = #vd == rest
+      for d = 1, rest do if vd[d] ~= dims[d] then same = false end end
+      if not same then
+        fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
+                           "batching needs equal shapes (reshape or pad them in a map)",
+                           k, shape_str(vd), shape_str(dims)))
+      end
+      ffi.copy(dst + (k - 1) * bytes, v._data, bytes)
+    end
+  end
+  return b
+end
+
+-- m elements (flat lists of values of spec's dtypes) stacked into a block.
 local function stack(elems, m, spec)
   local out = {}
   for c = 1, #spec do
     local dtype = spec[c].dtype
-    local first = elems[1][c]
-    local dims = shape_of(first)
-    local rest = #dims
-    local bdims = {m}
-    for d = 1, rest do bdims[d + 1] = dims[d] end
-    local b = new_array(dtype, bdims, m * (rest == 0 and 1 or first._size))
-    if rest == 0 then
-      local bd = b._data
-      for k = 1, m do
-        local v = elems[k][c]
-        if Array.is(v) then
-          if v:rank() ~= 0 then
-            fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape []; " ..
-                               "batching needs equal shapes", k, shape_str(v._dims)))
-          end
-          v = v._data[0]
-        end
-        if type(v) == "boolean" and dtype.name ~= "bool" then v = v and 1 or 0 end
-        bd[k - 1] = v
-      end
-    else
-      local size = first._size
-      local bytes = size * dtype.size
-      local dst = ffi.cast("uint8_t*", b._data)
-      for k = 1, m do
-        local v = elems[k][c]
-        local vd = shape_of(v)
-        local same = #vd == rest
-        for d = 1, rest do if vd[d] ~= dims[d] then same = false end end
-        if not same then
-          fail(string.format("Dataset:batch: element %d has shape %s but element 1 has shape %s; " ..
-                             "batching needs equal shapes (reshape or pad them in a map)",
-                             k, shape_str(vd), shape_str(dims)))
-        end
-        ffi.copy(dst + (k - 1) * bytes, v._data, bytes)
-      end
-    end
-    out[c] = b
+    out[c] = dtype.name == "string" and stack_strings(elems, m, c) or stack_numbers(elems, m, c, dtype)
   end
   return out
 end

@@ -34,7 +34,10 @@ function M.row_reader(arrays)
     local elem = {}
     for c = 1, n do
       local x = arrays[c]
-      if #row_dims[c] == 0 then
+      if x.dtype.name == "string" then  -- offsets, not bytes: rows go through Lua strings
+        local row = #row_dims[c] == 0 and x:totable()[i + 1] or Array.from(x:totable()[i + 1], x.dtype)
+        elem[c] = row
+      elseif #row_dims[c] == 0 then
         local v = x._data[i]
         if x.dtype.name ~= "bool" then v = tonumber(v) end
         elem[c] = v
@@ -97,9 +100,9 @@ function M.component(v, dtype, what)
     if dtype.name ~= "bool" then return v and 1 or 0 end
     return v
   end
-  if type(v) == "table" then return Array.from(v, dtype) end
-  fail(what .. ": cannot use a " .. type(v) .. " as a tensor value (use numbers, booleans, " ..
-       "nested tables or tf.Array)")
+  if type(v) == "table" or (type(v) == "string" and dtype.name == "string") then return Array.from(v, dtype) end
+  fail(what .. ": cannot use a " .. type(v) .. " as a " .. dtype.name .. " value (use numbers, booleans, " ..
+       "strings, nested tables or tf.Array)")
 end
 
 return M

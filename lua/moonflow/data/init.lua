@@ -40,6 +40,7 @@
 --   block.lua      blocks of rows: stacking, slicing, exact batch sizes
 --   sources.lua    from_tensor_slices, range, from_generator
 --   csv.lua        CsvDataset: the CSV parser
+--   tfrecord.lua   TFRecordDataset (the reader is moonflow/tfrecord.lua)
 --   trace.lua      map and filter functions traced into a private graph
 --   prefetch.lua   their runs, read ahead on a worker thread
 --   rowwise.lua    map-and-batch fusion: elementwise functions run per block
@@ -48,6 +49,7 @@
 local dataset = require("moonflow.data.dataset")
 require("moonflow.data.sources")
 local csv = require("moonflow.data.csv")
+local tfrecord = require("moonflow.data.tfrecord")
 require("moonflow.data.transforms")
 local iterator = require("moonflow.data.iterator")
 local prefetch = require("moonflow.data.prefetch")
@@ -61,6 +63,7 @@ return function(tf)
   data.Dataset = dataset.Dataset
   data.Iterator = iterator.Iterator
   data.experimental.CsvDataset = csv.CsvDataset
+  data.TFRecordDataset = tfrecord.TFRecordDataset
   data._before_run, data._wrap_callable = iterator.before_run, iterator.wrap_callable
   -- For tests: tf.data._async_runs, the jobs prefetch has submitted to worker
   -- threads; tf.data._fused_blocks, the blocks a fused map-and-batch ran.

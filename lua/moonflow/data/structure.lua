@@ -21,12 +21,12 @@ local function is_map(t)
   return false
 end
 
--- Whether a plain Lua table is a value (nested numbers or booleans) rather
--- than a structure of components.
+-- Whether a plain Lua table is a value (nested numbers, booleans or
+-- strings) rather than a structure of components.
 local function is_value_table(t)
   local v = t
   while type(v) == "table" and getmetatable(v) == nil and not is_map(v) do v = v[1] end
-  return type(v) == "number" or type(v) == "boolean" or (v == nil and next(t) == nil)
+  return type(v) == "number" or type(v) == "boolean" or type(v) == "string" or (v == nil and next(t) == nil)
 end
 
 local function is_leaf(x)
