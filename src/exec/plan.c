@@ -308,7 +308,10 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
     mf_op *op = g->ops[id];
     for (int k = 0; k < op->num_inputs; k++)
       if (!mf_op_is_ref_input(op, k) && !PORT_FED(op->inputs[k])) needed[op->inputs[k].op->id] = true;
-    for (int k = 0; k < op->num_control; k++) needed[op->control_inputs[k]->id] = true;
+    for (int k = 0; k < op->num_control; k++) {
+      const mf_op *c = op->control_inputs[k];
+      if (!(fed_op[c->id] && (c->def->flags & MF_OP_REPLACED_BY_FEED))) needed[c->id] = true;
+    }
   }
   bool session_plan = p->states == &sess->states;
   placer pl = {.p = p, .needed = needed, .dev = op_dev};

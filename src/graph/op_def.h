@@ -112,6 +112,9 @@ enum mf_op_flags {
                                         without it given or making one is an error when built.
                                         Its kernel sets string outputs itself (with
                                         MF_OP_SETS_OUTPUTS): they are built whole */
+  MF_OP_REPLACED_BY_FEED = 1 << 10,  /* fed, the op is not run at all: a control dependency on it
+                                        is met by the feed, as TensorFlow rewires a fed
+                                        Placeholder's control edges (Placeholder) */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output

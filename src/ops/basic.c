@@ -70,7 +70,7 @@ static const mf_op_def defs[] = {
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_CONSTANT | MF_OP_STRINGS,
      .infer = const_infer, .kernel = {[MF_CPU] = const_kernel}},
     {.name = "Placeholder", .num_inputs = 0, .num_outputs = 1,
-     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS | MF_OP_REPLACED_BY_FEED,
      .infer = placeholder_infer, .kernel = {[MF_CPU] = placeholder_kernel}},
     {.name = "Identity", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
      .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel}, .grad = identity_grad},
