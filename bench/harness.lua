@@ -256,20 +256,33 @@ void peer_tanh_chain(const float *x, float *y, int64_t n, float a, float b, floa
 void peer_tanh_chain_omp(const float *x, float *y, int64_t n, float a, float b, float c, int threads);
 ]]
 
--- bench/peers.c compiled now with the library's compiler and flags, plus
--- OpenMP; returns the loaded library or nil and why.
-function M.c_peers(cc, cflags, build)
-  local so = build .. "/bench_peers.so"
+-- A C file of bench/ compiled now into build/<name>.so with the library's
+-- compiler and flags, plus extra (link flags); returns the loaded library or
+-- nil and why.
+local function compiled(source, name, cc, cflags, build, extra)
+  local so = build .. "/" .. name .. ".so"
   os.remove(so)
   -- LuaJIT's popen close does not report the exit status: the echo does.
-  local p = io.popen(string.format("%s %s -fopenmp -shared -fPIC -o %s bench/peers.c -lm 2>&1 && echo BENCH_CC_OK",
-                                   cc, cflags, so))
+  local p = io.popen(string.format("%s %s -shared -fPIC -o %s %s %s 2>&1 && echo BENCH_CC_OK",
+                                   cc, cflags, so, source, extra))
   local out = p:read("*a")
   p:close()
-  if not out:find("BENCH_CC_OK") then return nil, "cannot compile bench/peers.c: " .. out:gsub("\n", " ") end
+  if not out:find("BENCH_CC_OK") then return nil, "cannot compile " .. source .. ": " .. out:gsub("\n", " ") end
   local loaded, lib = pcall(ffi.load, so:find("/") == 1 and so or "./" .. so)
   if not loaded then return nil, tostring(lib) end
   return lib
+end
+
+-- bench/peers.c, with OpenMP.
+function M.c_peers(cc, cflags, build)
+  return compiled("bench/peers.c", "bench_peers", cc, cflags .. " -fopenmp", build, "-lm")
+end
+
+-- bench/frames.c, linked to the build's libmoonflow.so (found again at run
+-- time through its rpath) and OpenBLAS.
+function M.c_frames(cc, cflags, build)
+  return compiled("bench/frames.c", "bench_frames", cc, cflags .. " -Isrc/include", build,
+                  string.format("-L%s -Wl,-rpath,\"$(cd %s && pwd)\" -lmoonflow -lopenblas", build, build))
 end
 
 function M.blas()

@@ -162,6 +162,133 @@ section("run overhead", function()
                    py("torch", "PyTorch eager x + 1 (1 thread)", "torch_add_scalar")}}
 end)
 
+-- Per-frame latency of a small policy net (issue 15): one observation of 8
+-- numbers in, 4 out, through two hidden layers of 64, as a game runs it each
+-- frame. Every frame is timed on its own (CLOCK_MONOTONIC around the call);
+-- the three sides run in turns of FRAMES / FRAME_TURNS frames, so a change
+-- of load hits them alike, and each figure is the median or 99th percentile
+-- of its FRAMES frames.
+ffi.cdef[[
+typedef struct frames_capi frames_capi;
+frames_capi *frames_capi_open(const char *graph_path, const char *checkpoint_path, const char *input,
+                              const char *output, char *why, size_t why_size);
+int frames_capi_run(frames_capi *f, const float *inputs, int n_inputs, int first, int frames, float *outputs,
+                    double *ns, char *why, size_t why_size);
+void frames_capi_close(frames_capi *f);
+void frames_cblas(const float *w1, const float *b1, const float *w2, const float *b2, const float *w3,
+                  const float *b3, const float *inputs, int n_inputs, int first, int frames, float *outputs,
+                  double *ns);
+]]
+local FRAMES, FRAME_TURNS, FRAME_INPUTS = quick and 10000 or 100000, 10, 1024
+
+local function percentile(ns, n, p)
+  local sorted = {}
+  for i = 1, n do sorted[i] = ns[i - 1] end
+  table.sort(sorted)
+  return sorted[math.max(1, math.ceil(n * p))] * 1e-9
+end
+
+-- Loaded for the whole run: the C API handle's finalizer calls into it.
+local frames_lib, frames_why
+
+section("per-frame latency, 8-64-64-4 net", function()
+  frames_lib, frames_why = H.c_frames(cc, cflags, build)
+  assert(frames_lib, frames_why)
+  tf.reset_default_graph()
+  tf.set_random_seed(7)
+  local x = tf.placeholder(tf.float32, {1, 8}, "x")
+  local h = tf.layers.dense(x, 64, {activation = tf.nn.relu, name = "h1"})
+  h = tf.layers.dense(h, 64, {activation = tf.nn.relu, name = "h2"})
+  local y = tf.layers.dense(h, 4, {name = "policy"})
+  local sess = tf.Session()
+  sess:run(tf.global_variables_initializer())
+  -- The C API loads the net as a host program would: from its graph file and checkpoint.
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir) == 0, "cannot make " .. dir)
+  tf.train.write_graph(tf.get_default_graph(), dir .. "/net.graph")
+  tf.train.Saver():save(sess, dir .. "/net.ckpt")
+  local why = ffi.new("char[512]")
+  local capi = frames_lib.frames_capi_open(dir .. "/net.graph", dir .. "/net.ckpt", x.name, y.name, why, 512)
+  os.execute("rm -rf " .. dir)
+  assert(capi ~= nil, capi == nil and ffi.string(why))
+  capi = ffi.gc(capi, frames_lib.frames_capi_close)
+  local weights = sess:run(tf.trainable_variables())  -- kernel, bias of each layer
+  local w = {}
+  for i, a in ipairs(weights) do w[i] = a:data() end
+
+  local inputs = ffi.new("float[?]", 8 * FRAME_INPUTS)
+  for i = 0, 8 * FRAME_INPUTS - 1 do inputs[i] = math.sin(0.37 * i) end
+  local f = sess:make_callable(y, {x})
+  local observation, action = tf.array({{0, 0, 0, 0, 0, 0, 0, 0}}, tf.float32), tf.array({{0, 0, 0, 0}}, tf.float32)
+  local obs, act, options = observation:data(), action:data(), {out = action}
+  local now, ts = ffi.C.clock_gettime, ffi.new("bench_timespec")
+  local function lua_frames(first, count, outputs, ns)
+    for i = first, first + count - 1 do
+      now(1, ts)
+      local t0 = tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+      ffi.copy(obs, inputs + 8 * (i % FRAME_INPUTS), 32)
+      f(observation, options)
+      if ns then
+        now(1, ts)
+        ns[i] = tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec) - t0
+      end
+      if outputs then ffi.copy(outputs + 4 * i, act, 16) end
+    end
+  end
+  local function capi_frames(first, count, outputs, ns)
+    local rc = frames_lib.frames_capi_run(capi, inputs, FRAME_INPUTS, first, count, outputs and outputs + 4 * first,
+                                          ns and ns + first, why, 512)
+    assert(rc == 0, rc ~= 0 and ffi.string(why))
+  end
+  local function cblas_frames(first, count, outputs, ns)
+    frames_lib.frames_cblas(w[1], w[2], w[3], w[4], w[5], w[6], inputs, FRAME_INPUTS, first, count,
+                            outputs and outputs + 4 * first, ns and ns + first)
+  end
+  local sides = {{label = "Lua callable, {out = arrays}", run = lua_frames},
+                 {label = "C API, mf_callable_run_into (bench/frames.c)", run = capi_frames},
+                 {label = "cblas_sgemm by hand (bench/frames.c)", run = cblas_frames}}
+
+  -- The same outputs from all three, bit for bit, on every input.
+  for _, side in ipairs(sides) do
+    side.outputs = ffi.new("float[?]", 4 * FRAME_INPUTS)
+    side.run(0, FRAME_INPUTS, side.outputs)
+    side.ns = ffi.new("double[?]", FRAMES)
+  end
+  for i = 0, 4 * FRAME_INPUTS - 1 do
+    local want = sides[3].outputs[i]
+    assert(sides[1].outputs[i] == want and sides[2].outputs[i] == want,
+           string.format("frame outputs differ at %d: Lua %.9g, C API %.9g, cblas %.9g", i, sides[1].outputs[i],
+                         sides[2].outputs[i], want))
+  end
+  assert(sess:run(y, {[x] = {{inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6],
+                              inputs[7]}}}):get(0, 0) == sides[3].outputs[0], "sess:run disagrees with the frames")
+
+  local turn = FRAMES / FRAME_TURNS
+  for _, side in ipairs(sides) do side.run(0, turn) end  -- warm-up: plans, buffers, LuaJIT's traces
+  for t = 0, FRAME_TURNS - 1 do
+    for _, side in ipairs(sides) do side.run(t * turn, turn, nil, side.ns) end
+  end
+  frames_lib.frames_capi_close(ffi.gc(capi, nil))
+  for _, side in ipairs(sides) do
+    side.median, side.p99 = percentile(side.ns, FRAMES, 0.5), percentile(side.ns, FRAMES, 0.99)
+  end
+  local lua_side, capi_side, cblas_side = sides[1], sides[2], sides[3]
+  local outputs_note = "outputs bit-identical across the three on " .. FRAME_INPUTS .. " inputs"
+  for _, stat in ipairs({{key = "median", what = "median"}, {key = "p99", what = "99th percentile"}}) do
+    local k = stat.key
+    local frames = count(FRAMES) .. " frames"
+    H.row{name = string.format("%s frame, Lua callable into caller's arrays", stat.what), value = us(lua_side[k]),
+          unit = "us/frame", note = k == "median" and outputs_note .. "; " .. frames or frames}
+    H.row{peer = capi_side.label, peer_value = us(capi_side[k]), ratio = capi_side[k] / lua_side[k],
+          target = 1 / 1.3, met = lua_side[k] <= 1.3 * capi_side[k], note = "issue 15: Lua <= 1.3x the C API"}
+    H.row{name = string.format("%s frame, C API into caller's buffers", stat.what), value = us(capi_side[k]),
+          unit = "us/frame", note = frames}
+    H.row{peer = cblas_side.label, peer_value = us(cblas_side[k]), ratio = cblas_side[k] / capi_side[k],
+          target = 1 / 1.2, met = capi_side[k] <= 1.2 * cblas_side[k], note = "issue 15: C API <= 1.2x cblas"}
+  end
+end)
+
 -- tf.while_loop's executor: one iteration of a scalar loop whose body is two
 -- ops (i + 1, v + 1; the condition i < n is a third).
 section("while_loop, scalar body of two ops", function()
@@ -882,7 +1009,7 @@ local intro = {
   "",
   string.format("Each figure is the median of %d batches of about %.2f s, every contender of a row timed in turn " ..
                 "in each round (ours, peer, ours, peer, ...). peer/moonflow is the peer's time over moonflow's " ..
-                "(memory for the memory row): above 1, moonflow is faster. Targets are issues 13's and 16's.",
+                "(memory for the memory row): above 1, moonflow is faster. Targets are issues 13's, 15's and 16's.",
                 H.reps, H.batch_seconds),
   "",
   "Peers:",
