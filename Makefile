@@ -182,10 +182,13 @@ valgrind: all
 # Fuzzing (fuzz/README.md): the engine built by clang with ASan, UBSan and
 # libFuzzer's coverage in build-fuzz/, the harness embedding LuaJIT, and each
 # target run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target> (new
-# inputs go to build-fuzz/corpus/<target>, findings to build-fuzz/<target>-*).
+# inputs go to build-fuzz/corpus/<target>, findings to build-fuzz/<target>-*);
+# then the C readers' targets of fuzz/readers.c, through the C API with no
+# Lua, from the same seeds (build-fuzz/corpus/c-<target>, build-fuzz/c-<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
 FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example
+FUZZ_C_TARGETS := checkpoint graph tfrecord example
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
@@ -199,6 +202,14 @@ fuzz: deps
 	  $(LUA_ENV) MOONFLOW_LIB=$(CURDIR)/build-fuzz/libmoonflow.so MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=0 \
 	    build-fuzz/fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -artifact_prefix=build-fuzz/$$t- \
 	    build-fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
+	clang $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer -Isrc/include fuzz/readers.c \
+	  -Lbuild-fuzz -Wl,-rpath,$(CURDIR)/build-fuzz -lmoonflow -o build-fuzz/fuzz_c
+	for t in $(FUZZ_C_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/c-$$t && \
+	  MOONFLOW_FUZZ_TARGET=$$t ASAN_OPTIONS=detect_leaks=1 \
+	    build-fuzz/fuzz_c -max_total_time=$(FUZZ_SECONDS) -timeout=10 -artifact_prefix=build-fuzz/c-$$t- \
+	    build-fuzz/corpus/c-$$t fuzz/corpus/$$t || exit 1; \
 	done
 
 # The C peers are compiled by bench/harness.lua with the library's CC and
