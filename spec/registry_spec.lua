@@ -157,6 +157,7 @@ local CATALOG = {
   Softplus = {"tf.nn.softplus"},
   Softsign = {"tf.nn.softsign"},
   SparseSoftmaxCrossEntropyWithLogits = {"tf.nn.sparse_softmax_cross_entropy_with_logits"},
+  SparseAdd = {"tf.sparse.add", "tf.sparse_add"},
   SparseReorder = {"tf.sparse.reorder", "tf.sparse_reorder", "tf.sparse.transpose", "tf.sparse_transpose"},
   SparseTensorDenseAdd = {"tf.sparse.add", "tf.sparse_add", "tf.sparse.reduce_sum", "tf.sparse_reduce_sum"},
   SparseTensorDenseMatMul = {"tf.sparse.sparse_dense_matmul", "tf.sparse_tensor_dense_matmul", "tf.sparse.matmul"},
