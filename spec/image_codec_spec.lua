@@ -85,6 +85,8 @@ describe("tf.image.decode_png", function()
     flipped = data:sub(1, at - 1) .. string.char((data:byte(at) + 1) % 256) .. data:sub(at + 1)
     names(fails(flipped), "DecodePng", "invalid PNG data (107 bytes): IDAT: invalid distance")
     names(fails(""), "DecodePng", "the contents (0 bytes) are not PNG data")
+    names(fails(file("huge.png")), "DecodePng",
+          "the PNG image is too large to decode: 30000 x 30000 x 4 bytes (at most 2^29)")
     H.assert_values(V.c3.pixels, sess:run(image, {[contents] = data}):totable())
   end)
 
@@ -184,6 +186,15 @@ describe("tf.image.decode_jpeg", function()
     err = run_error(tf.image.decode_jpeg(data:sub(1, 100)))
     names(err, "DecodeJpeg", "invalid JPEG data (100 bytes): ")
     names(run_error(tf.image.decode_jpeg("")), "DecodeJpeg", "invalid JPEG data (0 bytes): ")
+    -- A progressive JPEG whose header claims 65000 x 65000 pixels: too large
+    -- whole, and too large for libjpeg's buffers even scaled down by 8.
+    local progressive = H.run(tf.image.encode_jpeg(tf.constant(V.jpeg_rgb.pixels, tf.uint8), {progressive = true}))
+    local sof2 = progressive:find("\255\194", 1, true)  -- FF C2, length (2), precision (1), height, width
+    local huge = progressive:sub(1, sof2 + 4) .. "\253\232\253\232" .. progressive:sub(sof2 + 9)
+    names(run_error(tf.image.decode_jpeg(huge)), "DecodeJpeg",
+          "the JPEG image is too large to decode: 65000 x 65000 x 3 bytes (at most 2^29)")
+    names(run_error(tf.image.decode_jpeg(huge, {ratio = 8})), "DecodeJpeg",
+          "the JPEG image is too large to decode: libjpeg would need more than 2^30 bytes")
     names(run_error(tf.image.decode_jpeg("\255\216\255\224 garbage")), "DecodeJpeg", "invalid JPEG data")
   end)
 

@@ -261,6 +261,9 @@ static mf_code decode_jpeg(mf_kernel_ctx *ctx, const mf_tstring *contents, const
   if (setjmp(jf.f.jump)) {
     jpeg_destroy_decompress(&cinfo);
     if (!mf_ok(ctx->status)) return ctx->status->code;
+    if (jf.mgr.msg_code == JERR_NO_BACKING_STORE)  /* over max_memory_to_use */
+      return MF_INVALID(ctx->status, "%s: the JPEG image is too large to decode: libjpeg would need more than "
+                        "2^30 bytes", ctx->op->name);
     return MF_INVALID(ctx->status, "%s: invalid JPEG data (%lld bytes): %s", ctx->op->name,
                       (long long)contents->length, jf.f.message);
   }
@@ -272,11 +275,15 @@ static mf_code decode_jpeg(mf_kernel_ctx *ctx, const mf_tstring *contents, const
   cinfo.scale_denom = (unsigned)o->ratio;
   cinfo.do_fancy_upsampling = o->fancy_upscaling;
   cinfo.dct_method = o->dct_method;
-  jpeg_start_decompress(&cinfo);
+  /* libjpeg's own buffers (a progressive image's coefficients) are bounded
+   * too; the output is allocated before they are, once its size is known. */
+  cinfo.mem->max_memory_to_use = 2 * MAX_IMAGE_BYTES;
+  jpeg_calc_output_dimensions(&cinfo);
   int64_t height = cinfo.output_height, width = cinfo.output_width;
   if (cinfo.output_components != channels) ERREXIT(&cinfo, JERR_CONVERSION_NOTIMPL);
   uint8_t *pixels = alloc_image(ctx, height, width, channels, "JPEG");
   if (!pixels) ERREXIT(&cinfo, JERR_OUT_OF_MEMORY);  /* the status says why */
+  jpeg_start_decompress(&cinfo);
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW row = pixels + (int64_t)cinfo.output_scanline * width * channels;
     jpeg_read_scanlines(&cinfo, &row, 1);
