@@ -225,6 +225,11 @@ describe("tf.image.encode_jpeg", function()
     assert.is_true(#small < #H.run(best))
   end)
 
+  it("writes TensorFlow's bytes: the fixtures came from tf.io.encode_jpeg", function()
+    assert.equal(file("rgb.jpg"), H.run(tf.image.encode_jpeg(tf.constant(V.jpeg_rgb.pixels, tf.uint8), {quality = 90})))
+    assert.equal(file("gray.jpg"), H.run(tf.image.encode_jpeg(tf.constant(V.jpeg_gray.pixels, tf.uint8), "", 80)))
+  end)
+
   it("writes the density, progressive scans and optimized tables asked for", function()
     local rgb = tf.constant(V.jpeg_rgb.pixels, tf.uint8)
     -- JFIF's APP0: units at byte 14, X and Y density at 15 and 17 (big-endian).
