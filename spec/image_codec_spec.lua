@@ -228,6 +228,8 @@ describe("tf.image.encode_jpeg", function()
   it("writes TensorFlow's bytes: the fixtures came from tf.io.encode_jpeg", function()
     assert.equal(file("rgb.jpg"), H.run(tf.image.encode_jpeg(tf.constant(V.jpeg_rgb.pixels, tf.uint8), {quality = 90})))
     assert.equal(file("gray.jpg"), H.run(tf.image.encode_jpeg(tf.constant(V.jpeg_gray.pixels, tf.uint8), "", 80)))
+    local xmp = {quality = 90, xmp_metadata = "<x:xmpmeta>moonflow</x:xmpmeta>"}
+    assert.equal(file("xmp.jpg"), H.run(tf.image.encode_jpeg(tf.constant(V.jpeg_rgb.pixels, tf.uint8), xmp)))
   end)
 
   it("writes the density, progressive scans and optimized tables asked for", function()
@@ -257,8 +259,10 @@ describe("tf.image.encode_jpeg", function()
           'density_unit must be "in" or "cm", got "px"')
     names(H.error_of(tf.image.encode_jpeg, rgb, {x_density = 70000}), "EncodeJpeg",
           "x_density must be 0 to 65535, got 70000")
-    assert.truthy(H.error_of(tf.image.encode_jpeg, rgb, {xmp_metadata = "<x/>"}):find(
-                    "tf.image.encode_jpeg: xmp_metadata is not supported", 1, true))
+    assert.truthy(H.error_of(tf.image.encode_jpeg, rgb, {xmp_metadata = "a\0b"}):find(
+                    "tf.image.encode_jpeg: xmp_metadata must be text, without NUL bytes", 1, true))
+    names(H.error_of(tf.image.encode_jpeg, rgb, {xmp_metadata = ("x"):rep(65505)}), "EncodeJpeg",
+          "xmp_metadata holds 65505 bytes; a JPEG marker holds at most 65504")
     names(run_error(tf.image.encode_jpeg(tf.zeros({0, 2, 3}, tf.uint8))), "EncodeJpeg",
           "a JPEG image has 1 to 65500 rows and columns, got 0 x 2")
   end)
@@ -287,7 +291,8 @@ describe("tf.image.decode_image", function()
   end)
 
   it("names what it cannot decode", function()
-    assert.truthy(run_error(tf.image.decode_image("GIF89a....")), "DecodeImage", "GIF images are not supported; moonflow decodes PNG and JPEG")
+    names(run_error(tf.image.decode_image("GIF89a....")), "DecodeImage",
+          "GIF images are not supported; moonflow decodes PNG and JPEG")
     names(run_error(tf.image.decode_image("BM......")), "DecodeImage", "BMP images are not supported")
     names(run_error(tf.image.decode_image("text")), "DecodeImage",
           "Unknown image file format (4 bytes): PNG or JPEG required")

@@ -328,7 +328,13 @@ static void jpeg_sink_end(j_compress_ptr cinfo) {
 typedef struct jpeg_encode_options {
   int quality, density_unit, x_density, y_density;
   bool progressive, optimize_size, chroma_downsampling;
+  const char *xmp_metadata;  /* "" for none */
 } jpeg_encode_options;
+
+/* XMP metadata goes in an APP1 marker after this namespace and its NUL, as
+ * TensorFlow writes it; a marker holds at most 65533 bytes. */
+static const char XMP_NAMESPACE[] = "http://ns.adobe.com/xap/1.0/";
+enum { MAX_XMP = 65533 - (int)sizeof XMP_NAMESPACE };
 
 /* The JPEG of pixels [height, width, channels (1 or 3)] in *sink (owned by the caller). */
 static mf_code encode_jpeg(const uint8_t *pixels, int64_t height, int64_t width, int channels,
@@ -359,8 +365,15 @@ static mf_code encode_jpeg(const uint8_t *pixels, int64_t height, int64_t width,
   jpeg_set_quality(&cinfo, o->quality, TRUE);
   if (o->progressive) jpeg_simple_progression(&cinfo);
   if (!o->chroma_downsampling)
-    for (int i = 0; i < cinfo.num_components; i++) cinfo.comp_info[i].h_samp_factor = cinfo.comp_info[i].v_samp_factor = 1;
+    for (int i = 0; i < cinfo.num_components; i++)
+      cinfo.comp_info[i].h_samp_factor = cinfo.comp_info[i].v_samp_factor = 1;
   jpeg_start_compress(&cinfo, TRUE);
+  size_t xmp = strlen(o->xmp_metadata);
+  if (xmp) {
+    jpeg_write_m_header(&cinfo, JPEG_APP0 + 1, (unsigned)(sizeof XMP_NAMESPACE + xmp));
+    for (size_t i = 0; i < sizeof XMP_NAMESPACE; i++) jpeg_write_m_byte(&cinfo, XMP_NAMESPACE[i]);
+    for (size_t i = 0; i < xmp; i++) jpeg_write_m_byte(&cinfo, (unsigned char)o->xmp_metadata[i]);
+  }
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = (JSAMPROW)(pixels + (int64_t)cinfo.next_scanline * width * channels);
     jpeg_write_scanlines(&cinfo, &row, 1);
@@ -525,6 +538,10 @@ static mf_code check_encode_jpeg(const mf_attrs *attrs, int64_t c, const char *o
   const mf_attr *unit = mf_attrs_find(attrs, "density_unit", MF_ATTR_STRING);
   if (unit && strcmp(unit->v.s, "in") && strcmp(unit->v.s, "cm"))
     return MF_INVALID(s, "%s: density_unit must be \"in\" or \"cm\", got \"%s\"", op_name, unit->v.s);
+  const mf_attr *xmp = mf_attrs_find(attrs, "xmp_metadata", MF_ATTR_STRING);
+  if (xmp && strlen(xmp->v.s) > MAX_XMP)
+    return MF_INVALID(s, "%s: xmp_metadata holds %zu bytes; a JPEG marker holds at most %d", op_name,
+                      strlen(xmp->v.s), MAX_XMP);
   for (int k = 0; k < 2; k++) {
     int64_t d = mf_attr_int(attrs, k ? "y_density" : "x_density", 300);
     if (d < 0 || d > UINT16_MAX)
@@ -552,6 +569,7 @@ static mf_code encode_jpeg_kernel(mf_kernel_ctx *ctx) {
     return MF_INVALID(ctx->status, "%s: a JPEG image has 1 to %d rows and columns, got %lld x %lld", ctx->op->name,
                       (int)JPEG_MAX_DIMENSION, (long long)in->dims[0], (long long)in->dims[1]);
   const mf_attr *unit = mf_attrs_find(ctx->attrs, "density_unit", MF_ATTR_STRING);
+  const mf_attr *xmp = mf_attrs_find(ctx->attrs, "xmp_metadata", MF_ATTR_STRING);
   jpeg_encode_options o = {
       .quality = (int)mf_attr_int(ctx->attrs, "quality", 95),
       .density_unit = unit && strcmp(unit->v.s, "cm") == 0 ? 2 : 1,
@@ -560,6 +578,7 @@ static mf_code encode_jpeg_kernel(mf_kernel_ctx *ctx) {
       .progressive = mf_attr_bool(ctx->attrs, "progressive", false),
       .optimize_size = mf_attr_bool(ctx->attrs, "optimize_size", false),
       .chroma_downsampling = mf_attr_bool(ctx->attrs, "chroma_downsampling", true),
+      .xmp_metadata = xmp ? xmp->v.s : "",
   };
   jpeg_sink *dest = mf_calloc(1, sizeof *dest);
   if (!dest) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);

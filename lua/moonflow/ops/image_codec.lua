@@ -114,15 +114,14 @@ return function(tf, ops)
   -- tf.image.encode_jpeg(image, format, quality, progressive, optimize_size,
   -- chroma_downsampling, density_unit, x_density, y_density, xmp_metadata,
   -- name | {...}): uint8 [height, width, 1 or 3]; TensorFlow's defaults
-  -- (quality 95, 300 dots per inch). xmp_metadata may only be "".
+  -- (quality 95, 300 dots per inch); xmp_metadata (text) goes in an APP1 marker.
   local ENCODE_JPEG_OPTIONS = {"format", "quality", "progressive", "optimize_size", "chroma_downsampling",
                                "density_unit", "x_density", "y_density", "xmp_metadata", "name"}
   function tf.image.encode_jpeg(image, ...)
     local fname = "tf.image.encode_jpeg"
     local o = args.options(fname, ENCODE_JPEG_OPTIONS, ...)
-    if string_opt(o.xmp_metadata, "", fname, "xmp_metadata") ~= "" then
-      fail(fname .. ": xmp_metadata is not supported by moonflow; it must be \"\"")
-    end
+    local xmp = string_opt(o.xmp_metadata, "", fname, "xmp_metadata")
+    if xmp:find("\0", 1, true) then fail(fname .. ": xmp_metadata must be text, without NUL bytes") end
     return G.op{"EncodeJpeg", inputs = {G.convert(image)},
                 attrs = {format = string_opt(o.format, "", fname, "format"),
                          quality = int_opt(o.quality, 95, fname, "quality"),
@@ -131,7 +130,7 @@ return function(tf, ops)
                          chroma_downsampling = bool_opt(o.chroma_downsampling, true, fname, "chroma_downsampling"),
                          density_unit = string_opt(o.density_unit, "in", fname, "density_unit"),
                          x_density = int_opt(o.x_density, 300, fname, "x_density"),
-                         y_density = int_opt(o.y_density, 300, fname, "y_density")},
+                         y_density = int_opt(o.y_density, 300, fname, "y_density"), xmp_metadata = xmp},
                 name = o.name}
   end
 
