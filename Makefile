@@ -36,7 +36,7 @@ LUA_LIBDIR ?= $(LUADIR)
 INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR ?= $(PREFIX)/lib
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev zlib1g-dev libprotobuf-c-dev lua-busted
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev zlib1g-dev libprotobuf-c-dev libpng-dev libjpeg62-turbo-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn pkg-config tmux
 
 # The version is the header's MF_VERSION; the shared library's soname carries
@@ -52,7 +52,7 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -ljansson -lopenblas -lprotobuf-c -lz -lm -lpthread
+LIBS := -ljansson -lopenblas -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread
 CDEF := lua/moonflow/cdef.lua lua/moonflow/mpi_cdef.lua
 # The MPI library (src/mpi/README.md), built where Open MPI's mpicc is found.
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
@@ -173,7 +173,7 @@ VALGRIND_SPECS := $(addprefix spec/,args_spec.lua core_spec.lua array_spec.lua m
   gradients_spec.lua grad_index_spec.lua train_spec.lua scopes_spec.lua saver_spec.lua graph_io_spec.lua \
   npy_spec.lua data_spec.lua prefetch_spec.lua layers_spec.lua debugging_spec.lua lua_func_spec.lua \
   hygiene_spec.lua device_spec.lua registry_spec.lua cookbook_spec.lua ordering_spec.lua bad_input_spec.lua \
-  linalg_spec.lua eager_spec.lua printing_spec.lua)
+  linalg_spec.lua eager_spec.lua printing_spec.lua image_codec_spec.lua)
 valgrind: all
 	$(call install_debs,valgrind,exit 1)
 	$(LUA_ENV) valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
@@ -187,7 +187,7 @@ valgrind: all
 # Lua, from the same seeds (build-fuzz/corpus/c-<target>, build-fuzz/c-<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
-FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example
+FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example decode_png decode_jpeg
 FUZZ_C_TARGETS := checkpoint graph tfrecord example
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer

@@ -92,6 +92,24 @@ function M.example(bytes)
   example_session:run(example_parsed, {[example_input] = bytes})
 end
 
+-- Image decoders fed the input as contents: each variant runs (the first
+-- one's error is caught, so the second runs too), exercising libpng's and
+-- libjpeg's conversions as well as their parsers.
+local image_graph = tf.Graph()
+local image_input, png_variants, jpeg_variants = image_graph:as_default(function()
+  local contents = tf.placeholder(tf.string, {})
+  return contents, {tf.image.decode_png(contents), tf.image.decode_png(contents, 4)},
+         {tf.image.decode_jpeg(contents), tf.image.decode_jpeg(contents, {channels = 1, ratio = 2,
+           fancy_upscaling = false, try_recover_truncated = true, dct_method = "INTEGER_ACCURATE"})}
+end)
+local image_session = tf.Session(image_graph)
+local function decode_all(variants, bytes)
+  pcall(image_session.run, image_session, variants[1], {[image_input] = bytes})
+  image_session:run(variants[2], {[image_input] = bytes})
+end
+function M.decode_png(bytes) decode_all(png_variants, bytes) end
+function M.decode_jpeg(bytes) decode_all(jpeg_variants, bytes) end
+
 -- A JSON array (value_of) after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end

@@ -809,4 +809,22 @@ describe("bad input", function()
     case("tf.matrix_band_part: num_lower must be an integer, got 0.5 (at @)",
          function() tf.matrix_band_part(x, 0.5, 0) end)
   end)
+
+  it("images and sparse sums", function()
+    case("png: invalid PNG data (12 bytes): the data ends too early (truncated) [[node png (defined at @)]]",
+         function() sess:run(tf.image.decode_png("\137PNG\r\n\26\n\0\0\0\13", {name = "png"})) end)
+    case("jpeg: invalid JPEG data (4 bytes): Not a JPEG file: starts with 0x6e 0x6f [[node jpeg (defined at @)]]",
+         function() sess:run(tf.image.decode_jpeg("nope", {name = "jpeg"})) end)
+    case("image: Unknown image file format (4 bytes): PNG or JPEG required [[node image (defined at @)]]",
+         function() sess:run(tf.image.decode_image("nope", {name = "image"})) end)
+    case("EncodePng: image has dtype float32, but EncodePng takes only uint8; use tf.cast to convert (at @)",
+         function() tf.image.encode_png(x) end)
+    case("EncodeJpeg: quality must be in [0,100], got -1 (at @)",
+         function() tf.image.encode_jpeg(tf.zeros({1, 1, 1}, tf.uint8), {quality = -1}) end)
+    case("tf.image.random_crop: Need value.shape >= size, got (2, 3) [3, 3] (at @)",
+         function() tf.image.random_crop(x, {3, 3}) end)
+    local a = tf.SparseTensor({{0, 0}}, {1}, {2, 3})
+    case("sum: Operands' shapes do not match: got 3 and 2 for dimension 1 (at @)",
+         function() tf.sparse.add(a, tf.SparseTensor({{0, 0}}, {1}, {2, 2}), {name = "sum"}) end)
+  end)
 end)

@@ -279,6 +279,73 @@ describe("tf.image augmentations and measures", function()
     for i = 1, 5 do assert_values(first[i], tf.Session():run(b):totable(), 0) end
   end)
 
+  it("random_crop: a window of value at every offset, repeatable with seeds, with gradients", function()
+    -- value[i][j][c] = 100 i + 10 j + c (0-based), so a crop says where it starts.
+    local rows = {}
+    for i = 0, 4 do
+      rows[i + 1] = {}
+      for j = 0, 3 do rows[i + 1][j + 1] = {100 * i + 10 * j, 100 * i + 10 * j + 1} end
+    end
+    local x = tf.constant(rows, tf.float32)
+    local crop = tf.image.random_crop(x, {3, 2, 2}, {seed = 4})
+    assert.same({3, 2, 2}, crop:get_shape():as_list())
+    local weights = tf.constant(H.values(12, 1), tf.float32):reshape{3, 2, 2}
+    local grad = tf.gradients(tf.reduce_sum(tf.multiply(crop, weights)), {x})[1]
+    local sess = tf.Session()
+    local w = sess:run(weights):totable()
+    local seen, count = {}, 0
+    for _ = 1, 60 do
+      local r = sess:run({crop, grad})
+      local c, g = r[1]:totable(), r[2]:totable()
+      local top, left = math.floor(c[1][1][1] / 100), math.floor(c[1][1][1] % 100 / 10)
+      assert.is_true(top >= 0 and top <= 2 and left >= 0 and left <= 2)
+      for i = 1, 3 do
+        for j = 1, 2 do
+          for k = 1, 2 do assert.equal(100 * (top + i - 1) + 10 * (left + j - 1) + k - 1, c[i][j][k]) end
+        end
+      end
+      -- The gradient is the weights in the window, zero elsewhere.
+      for i = 1, 5 do
+        for j = 1, 4 do
+          for k = 1, 2 do
+            local inside = i > top and i <= top + 3 and j > left and j <= left + 2
+            assert.near(inside and w[i - top][j - left][k] or 0, g[i][j][k], 1e-6)
+          end
+        end
+      end
+      if not seen[top * 3 + left] then seen[top * 3 + left], count = true, count + 1 end
+    end
+    assert.equal(9, count)  -- every one of the 3 x 3 offsets
+    -- The same graph seed and op seed draw the same crops in a new graph.
+    local function crops()
+      tf.reset_default_graph()
+      tf.set_random_seed(2)
+      local c = tf.random_crop(tf.constant(rows, tf.float32), {2, 2, 1}, 9)
+      local s, out = tf.Session(), {}
+      for i = 1, 4 do out[i] = s:run(c):totable() end
+      return out
+    end
+    assert_values(crops(), crops(), 0)
+  end)
+
+  it("random_crop checks size against value, when built and when run", function()
+    local x = tf.zeros({4, 3})
+    local function msg(...) return without_line(error_of(...)) end
+    assert.equal("tf.image.random_crop: Need value.shape >= size, got (4, 3) [2, 4]",
+                 msg(tf.image.random_crop, x, {2, 4}))
+    assert.equal("tf.image.random_crop: size [2] has 1 entries but value (shape (4, 3)) has 2 dimensions",
+                 msg(tf.image.random_crop, x, {2}))
+    assert.truthy(msg(tf.image.random_crop, x, {2, -1}):find("size[2] must be non-negative, got -1", 1, true))
+    assert.truthy(msg(tf.image.random_crop, x, {2, 1.5}):find("size[2] must be an integer", 1, true))
+    assert.truthy(msg(tf.image.random_crop, x, 2):find("size must be a non-empty list of integers", 1, true))
+    local p = tf.placeholder(tf.float32, {-1, -1})
+    local crop = tf.image.random_crop(p, {2, 2})
+    local sess = tf.Session()
+    local err = error_of(sess.run, sess, crop, {[p] = {{1, 2, 3}}})
+    assert.truthy(err:find("tf.image.random_crop: Need value.shape >= size, got] [1 3] [2 2]", 1, true))
+    assert.same({{1, 2}, {4, 5}}, sess:run(crop, {[p] = {{1, 2}, {4, 5}}}):totable())
+  end)
+
   it("random_brightness and random_contrast stay within their ranges", function()
     local x = tf.constant({{{0.2}, {0.6}}})
     local bright, contrast = tf.image.random_brightness(x, 0.1), tf.image.random_contrast(x, 0.5, 1.5)

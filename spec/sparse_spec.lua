@@ -1,6 +1,6 @@
 -- sparse_spec.lua — tf.sparse (src/ops/sparse.c and lua/moonflow/ops/sparse.lua):
 -- SparseTensor, to_dense, sparse_dense_matmul (both adjoints), add of a
--- sparse and a dense tensor, reduce_sum, sparse_placeholder feeds and
+-- sparse and a dense tensor or of two sparse ones (threshold), reduce_sum, sparse_placeholder feeds and
 -- SparseTensorValue fetches. Values and gradients from TensorFlow itself
 -- (spec/fixtures/sparse_values.py, its output committed as
 -- spec/fixtures/sparse_values.lua); gradients also against central
@@ -100,6 +100,36 @@ describe("tf.sparse", function()
     assert_values({{3, 0}}, value(tf.sparse.add(rep, tf.zeros({1, 2}))), 0)
   end)
 
+  it("add of two SparseTensors: merged entries, threshold, TensorFlow's gradients (SparseAddGrad)", function()
+    local v, w = tf.constant(IN.VALUES, tf.float64), tf.constant(IN.OTHER_VALUES, tf.float64)
+    local other = tf.SparseTensor(IN.OTHER, w, IN.SHAPE)
+    for _, case in ipairs(V.sparse_add) do
+      local threshold, indices, values, dv, dw = unpack(case)
+      local sum = tf.sparse.add(sp(v), other, threshold)
+      assert.same({3, 4}, sum:get_shape():as_list())
+      -- sum.values has no static length: the weights are set to the entries expected.
+      local weighted = weighted_sum(tf.reshape(sum.values, {#values}))
+      local g = tf.gradients(weighted, {v, w})
+      local r = H.run({sum, g[1], g[2]})
+      assert_values(indices, r[1].indices:totable(), 0)
+      assert_values(values, r[1].values:totable(), TOL)
+      assert_values({3, 4}, r[1].dense_shape:totable(), 0)
+      assert_values(dv, r[2]:totable(), TOL)
+      assert_values(dw, r[3]:totable(), TOL)
+    end
+    -- TF1's name for the threshold, and integer values (|sum| >= 3 kept where both have an entry).
+    local a = tf.SparseTensor({{0}, {2}, {3}}, tf.constant({1, 2, -5}, tf.int32), {4})
+    local b = tf.SparseTensor({{1}, {2}, {3}}, tf.constant({7, 0, 1}, tf.int32), {4})
+    local r = H.run(tf.sparse_add(a, b, {thresh = 3}))
+    assert_values({{0}, {1}, {3}}, r.indices:totable(), 0)
+    assert_values({1, 7, -4}, r.values:totable(), 0)
+    -- Repeated indices in one operand stay repeated, as TensorFlow's merge leaves them.
+    local rep = tf.SparseTensor({{0, 0}, {0, 0}}, {1, 2}, {1, 2})
+    r = H.run(tf.sparse.add(rep, tf.SparseTensor({{0, 1}}, {5}, {1, 2})))
+    assert_values({{0, 0}, {0, 0}, {0, 1}}, r.indices:totable(), 0)
+    assert_values({1, 2, 5}, r.values:totable(), 0)
+  end)
+
   it("reorder (stable for repeated indices) and transpose: TensorFlow's entries and gradient", function()
     local v = tf.constant(IN.VALUES, tf.float64)
     local r = tf.sparse.reorder(tf.SparseTensor(IN.SHUFFLED, v, IN.SHAPE))
@@ -130,6 +160,12 @@ describe("tf.sparse", function()
     H.check_grad(b, {4, 2}, y2, {3, 2}, {x_init_value = init_b}, 1e-8)
     H.check_grad(v, {5}, tf.sparse.to_dense(sp(v), 2), {3, 4}, {x_init_value = IN.VALUES}, 1e-8)
     H.check_grad(v, {5}, tf.sparse.reduce_sum(sp(v), 0), {4}, {x_init_value = IN.VALUES}, 1e-8)
+    -- sparse + sparse: the 7 entries of the sum (threshold 0), with respect to both operands' values.
+    local other = tf.SparseTensor(IN.OTHER, v, IN.SHAPE)
+    local sum = tf.reshape(tf.sparse.add(sp(tf.constant(IN.VALUES, tf.float64)), other).values, {7})
+    H.check_grad(v, {5}, sum, {7}, {x_init_value = IN.OTHER_VALUES}, 1e-8)
+    H.check_grad(v, {5}, tf.reshape(tf.sparse.add(sp(v), tf.SparseTensor(IN.OTHER, tf.constant(IN.OTHER_VALUES,
+                 tf.float64), IN.SHAPE)).values, {7}), {7}, {x_init_value = IN.VALUES}, 1e-8)
     local y3 = tf.sparse.sparse_dense_matmul(sp(tf.constant(IN.VALUES, tf.float64)), b, {adjoint_a = false})
     local gg = tf.gradients(weighted_sum(y3), b)[1]
     assert.same({4, 2}, gg:get_shape():as_list())
@@ -168,6 +204,12 @@ describe("tf.sparse", function()
     assert.truthy(err:find("indices[1] = [0,1] is out of order. Many sparse ops require sorted indices", 1, true),
                   err)
     assert.truthy(err:find("sparse_spec.lua:" .. line, 1, true), err)
+    -- SparseAdd merges operands in row-major order, and checks both, as to_dense does.
+    local sorted = tf.SparseTensor({{0, 1}, {1, 1}}, {3, 4}, {2, 3})
+    err = run_error(tf.sparse.add(sorted, tf.SparseTensor({{1, 1}, {0, 1}}, {3, 4}, {2, 3})).values)
+    assert.truthy(err:find("^SparseAdd[_%d]*: indices%[1%] = %[0,1%] is out of order"), err)
+    err = run_error(tf.sparse.add(sorted, tf.SparseTensor({{0, 3}}, {3}, {2, 3})).values)
+    assert.truthy(err:find("^SparseAdd[_%d]*: indices%[0%] = %[0,3%] is out of bounds: need 0 <= index < %[2,3%]"), err)
     assert.truthy(run_error(tf.sparse.to_dense(tf.SparseTensor({{0, 1}, {0, 1}}, {3, 4}, {2, 3}))):find(
       "indices[1] = [0,1] is repeated", 1, true))
     assert.truthy(run_error(tf.sparse.to_dense(tf.SparseTensor({{0, 1}, {2, 0}}, {3, 4}, {2, 3}))):find(
@@ -205,7 +247,16 @@ describe("tf.sparse", function()
                   :find("a_shape must have 2 elements (A is a matrix), got 3", 1, true))
     assert.truthy(msg(tf.sparse.add, s, tf.ones({2, 4})):find(
       "the sparse side's shape [2,3] does not equal the dense side's [2,4]", 1, true))
-    assert.truthy(msg(tf.sparse.add, s, s):find("the sum of two SparseTensors is not implemented", 1, true))
+    assert.truthy(msg(tf.sparse.add, s, tf.SparseTensor({{0, 1}}, {1}, {2, 4})):find(
+      "Operands' shapes do not match: got 3 and 4 for dimension 1", 1, true))
+    assert.truthy(msg(tf.sparse.add, s, tf.SparseTensor({{0}}, {1}, {2})):find(
+      "Operands do not have the same ranks; got shapes: [2,3] and [2]", 1, true))
+    assert.truthy(msg(tf.sparse.add, s, tf.SparseTensor({{0, 1}}, tf.constant({1}, tf.float64), {2, 3})):find(
+      "a_values has dtype float32 but b_values has dtype float64", 1, true))
+    assert.truthy(msg(tf.sparse.add, s, s, tf.constant({1, 2})):find("thresh must be a scalar, got shape [2]", 1, true))
+    assert.truthy(msg(tf.sparse.add, s, s, {threshold = 1, thresh = 1}):find("give threshold or thresh", 1, true))
+    assert.truthy(msg(tf.sparse.add, s, tf.ones({2, 3}), 1):find(
+      "threshold applies to the sum of two SparseTensors only", 1, true))
     assert.truthy(msg(tf.sparse.to_dense, tf.ones({2})):find("sp_input must be a tf.SparseTensor", 1, true))
     assert.truthy(msg(tf.sparse.to_dense, tf.SparseTensor({{0, 1}, {1, 1}}, {1, 2, 3}, {2, 3})):find(
       "sparse_values has shape [3], should be [] or [2]", 1, true))

@@ -12,6 +12,10 @@
  *   added at its index (repeated indices add up); a_shape must equal b's.
  * - SparseReorder(indices, values, dense_shape): the entries sorted into
  *   row-major order (what to_dense and TensorFlow's sparse ops expect).
+ * - SparseAdd(a_indices, a_values, a_shape, b_indices, b_values, b_shape,
+ *   thresh): the SparseTensor a + b, a merge of the two (each in row-major
+ *   order); where both have an entry, the sum is kept when |sum| >= thresh.
+ *   SparseAddGrad routes the sum's value gradient back to both operands.
  * The SparseTensor class, to_dense, reduce_sum and sparse_placeholder are in
  * lua/moonflow/ops/sparse.lua. */
 #include "core/status.h"
@@ -183,10 +187,13 @@ static char *index_str(char *buf, size_t n, const int64_t *idx, int64_t rank) {
   return buf;
 }
 
-/* Each index within dims (0 <= index < dims); with `sorted`, each after the
- * one before it in row-major order (TensorFlow's words for both). */
+/* What check_indices asks of the order of the indices. */
+typedef enum index_order { ANY_ORDER, ROW_MAJOR, ROW_MAJOR_UNIQUE } index_order;
+
+/* Each index within dims (0 <= index < dims); in row-major order (each not
+ * before the one before it) or, unique, each after it (TensorFlow's words). */
 static mf_code check_indices(const char *op, const int64_t *idx, int64_t count, int rank, const int64_t *dims,
-                             bool sorted, mf_status *s) {
+                             index_order sorted, mf_status *s) {
   char a[160], b[160];
   for (int64_t i = 0; i < count; i++) {
     const int64_t *x = idx + i * rank;
@@ -196,7 +203,7 @@ static mf_code check_indices(const char *op, const int64_t *idx, int64_t count, 
         return MF_INVALID(s, "%s: indices[%lld] = %s is out of bounds: need 0 <= index < %s", op, (long long)i,
                           index_str(a, sizeof a, x, rank), mf_shape_str(&shape, b, sizeof b));
       }
-    if (!sorted || i == 0) continue;
+    if (sorted == ANY_ORDER || i == 0) continue;
     int order = 0;
     for (int d = 0; d < rank && !order; d++) order = x[d] < x[d - rank] ? -1 : x[d] > x[d - rank];
     if (order < 0)
@@ -204,7 +211,7 @@ static mf_code check_indices(const char *op, const int64_t *idx, int64_t count, 
                         "%s: indices[%lld] = %s is out of order. Many sparse ops require sorted indices. Use "
                         "`tf.sparse.reorder` to create a correctly ordered copy.",
                         op, (long long)i, index_str(a, sizeof a, x, rank));
-    if (order == 0)
+    if (order == 0 && sorted == ROW_MAJOR_UNIQUE)
       return MF_INVALID(s, "%s: indices[%lld] = %s is repeated", op, (long long)i, index_str(a, sizeof a, x, rank));
   }
   return MF_OK;
@@ -235,7 +242,8 @@ static void flat_positions(const int64_t *idx, int64_t count, int rank, const in
 }
 
 /* The indices as int64 and their flat positions within dims (checked); NULL with the status set. */
-static int64_t *checked_positions(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64_t *dims, bool sorted) {
+static int64_t *checked_positions(mf_kernel_ctx *ctx, const mf_tensor *indices, const int64_t *dims,
+                                  index_order sorted) {
   int64_t *owned, count = indices->dims[0];
   int rank = (int)indices->dims[1];
   const int64_t *idx = mf_index_values(ctx, indices, &owned);
@@ -262,7 +270,8 @@ static mf_code to_dense_kernel(mf_kernel_ctx *ctx) {
   if (indices->dims[1] != out->rank)
     return MF_INVALID(ctx->status, "%s: sparse_indices has %lld columns but output_shape has %d elements",
                       ctx->op->name, (long long)indices->dims[1], out->rank);
-  int64_t *pos = checked_positions(ctx, indices, out->dims, mf_attr_bool(ctx->attrs, "validate_indices", true));
+  int64_t *pos = checked_positions(ctx, indices, out->dims,
+                                   mf_attr_bool(ctx->attrs, "validate_indices", true) ? ROW_MAJOR_UNIQUE : ANY_ORDER);
   if (!pos) return ctx->status->code;
   size_t es = mf_dtype_size(out->dtype);
   char *o = out->data;
@@ -302,7 +311,7 @@ static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
   int64_t *owned;
   const int64_t *idx = mf_index_values(ctx, indices, &owned);
   if (!idx) return ctx->status->code;
-  if (!check_indices(ctx->op->name, idx, indices->dims[0], 2, dims, false, ctx->status)) {
+  if (!check_indices(ctx->op->name, idx, indices->dims[0], 2, dims, ANY_ORDER, ctx->status)) {
     switch (out->dtype) {
 #define MATMUL_CASE(code, T)                                                                                 \
   case code:                                                                                                 \
@@ -331,7 +340,7 @@ static mf_code add_kernel(mf_kernel_ctx *ctx) {
     return MF_INVALID(ctx->status, "%s: a has rank %lld but b has rank %d", ctx->op->name,
                       (long long)ctx->inputs[2]->size, b->rank);
   if (dense_dims(ctx, 2, dims, b->rank, b->dims)) return ctx->status->code;
-  int64_t *pos = checked_positions(ctx, indices, b->dims, false);
+  int64_t *pos = checked_positions(ctx, indices, b->dims, ANY_ORDER);
   if (!pos) return ctx->status->code;
   memcpy(out->data, b->data, (size_t)b->size * mf_dtype_size(b->dtype));
   switch (out->dtype) {
@@ -396,6 +405,201 @@ static mf_code reorder_kernel(mf_kernel_ctx *ctx) {
     memcpy((char *)ctx->outputs[1]->data + (size_t)i * es, (const char *)values->data + (size_t)order[i] * es, es);
   }
   return MF_OK;
+}
+
+/* SparseAdd: a + b merged in row-major order (both operands in it). */
+static const char *const B_NAMES[3] = {"b_indices", "b_values", "b_shape"};
+
+static mf_code sparse_add_infer(mf_infer_ctx *ic) {
+  mf_shape a, b;
+  char x[160], y[160];
+  if (check_sparse(ic, 0, A_NAMES, &a) || check_sparse(ic, 3, B_NAMES, &b) ||
+      mf_check_same_dtype(ic, 1, "a_values", 4, "b_values") || mf_check_same_dtype(ic, 1, "a_values", 6, "thresh"))
+    return ic->status->code;
+  if (ic->in_shapes[6].rank > 0)
+    return MF_INVALID(ic->status, "%s: thresh must be a scalar, got shape %s", ic->op_name,
+                      mf_shape_str(&ic->in_shapes[6], x, sizeof x));
+  if (a.rank >= 0 && b.rank >= 0 && a.rank != b.rank)
+    return MF_INVALID(ic->status, "%s: Operands do not have the same ranks; got shapes: %s and %s", ic->op_name,
+                      mf_shape_str(&a, x, sizeof x), mf_shape_str(&b, y, sizeof y));
+  for (int d = 0; a.rank >= 0 && d < a.rank && d < b.rank; d++)
+    if (a.dims[d] >= 0 && b.dims[d] >= 0 && a.dims[d] != b.dims[d])
+      return MF_INVALID(ic->status, "%s: Operands' shapes do not match: got %lld and %lld for dimension %d",
+                        ic->op_name, (long long)a.dims[d], (long long)b.dims[d], d);
+  int64_t rank = a.rank >= 0 ? a.rank : b.rank;
+  ic->out_dtypes[0] = MF_INT64;
+  ic->out_shapes[0] = mf_shape_make(2, (int64_t[]){-1, rank});
+  ic->out_dtypes[1] = ic->in_dtypes[1];
+  ic->out_shapes[1] = mf_shape_make(1, (int64_t[]){-1});
+  ic->out_dtypes[2] = MF_INT64;
+  ic->out_shapes[2] = mf_shape_make(1, &rank);
+  return MF_OK;
+}
+
+/* -1, 0 or 1 as index row x comes before, with or after row y. */
+static int compare_rows(const int64_t *x, const int64_t *y, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (x[d] != y[d]) return x[d] < y[d] ? -1 : 1;
+  return 0;
+}
+
+/* Merges a and b into values; from[n] is the entry an output index row is
+ * copied from (a's i, or na + b's j). Returns the number of entries. */
+#define DEFINE_SPARSE_MERGE(code, T)                                                                             \
+  static int64_t sparse_merge_##code(const int64_t *ai, const T *av, int64_t na, const int64_t *bi, const T *bv, \
+                                     int64_t nb, int rank, T thresh, int64_t *from, T *values) {                \
+    int64_t i = 0, j = 0, n = 0;                                                                                 \
+    while (i < na || j < nb) {                                                                                   \
+      int c = i == na ? 1 : j == nb ? -1 : compare_rows(ai + i * rank, bi + j * rank, rank);                    \
+      if (c < 0) {                                                                                               \
+        from[n] = i;                                                                                             \
+        values[n++] = av[i++];                                                                                   \
+      } else if (c > 0) {                                                                                        \
+        from[n] = na + j;                                                                                        \
+        values[n++] = bv[j++];                                                                                   \
+      } else {                                                                                                   \
+        T sum = MF_WRAPPING_ADD(av[i], bv[j]);                                                                   \
+        if (sum >= thresh || sum <= -thresh) { /* |sum| >= thresh, without negating sum */                       \
+          from[n] = i;                                                                                           \
+          values[n++] = sum;                                                                                     \
+        }                                                                                                        \
+        i++;                                                                                                     \
+        j++;                                                                                                     \
+      }                                                                                                          \
+    }                                                                                                            \
+    return n;                                                                                                    \
+  }
+MF_FOR_NUMERIC_TYPES(DEFINE_SPARSE_MERGE)
+
+/* The dims of both operands (inputs 2 and 5), which must agree, and each
+ * operand's indices (checked: in bounds and in row-major order) as int64. */
+static mf_code sparse_add_operands(mf_kernel_ctx *ctx, int *rank, const int64_t *idx[2], int64_t *owned[2]) {
+  const mf_tensor *as = ctx->inputs[2], *bs = ctx->inputs[5];
+  int64_t dims[MF_MAX_RANK];
+  if (as->size != bs->size)
+    return MF_INVALID(ctx->status, "%s: Operands do not have the same ranks; got %lld and %lld dimensions",
+                      ctx->op->name, (long long)as->size, (long long)bs->size);
+  if (as->size > MF_MAX_RANK)
+    return MF_INVALID(ctx->status, "%s: a_shape has %lld elements; ranks go up to %d", ctx->op->name,
+                      (long long)as->size, MF_MAX_RANK);
+  *rank = (int)as->size;
+  for (int d = 0; d < *rank; d++) {
+    dims[d] = mf_load_int64(as->data, as->dtype, d);
+    int64_t other = mf_load_int64(bs->data, bs->dtype, d);
+    if (dims[d] != other)
+      return MF_INVALID(ctx->status, "%s: Operands' shapes do not match: got %lld and %lld for dimension %d",
+                        ctx->op->name, (long long)dims[d], (long long)other, d);
+  }
+  for (int k = 0; k < 2; k++) {
+    const mf_tensor *indices = ctx->inputs[3 * k], *values = ctx->inputs[3 * k + 1];
+    const char *side = k ? "b" : "a";
+    if (indices->dims[1] != *rank || values->dims[0] != indices->dims[0])
+      return MF_INVALID(ctx->status, "%s: %s_indices [%lld, %lld] does not fit %s_values [%lld] and a dense shape "
+                        "of %d dimensions", ctx->op->name, side, (long long)indices->dims[0],
+                        (long long)indices->dims[1], side, (long long)values->dims[0], *rank);
+    idx[k] = mf_index_values(ctx, indices, &owned[k]);
+    if (!idx[k] || check_indices(ctx->op->name, idx[k], indices->dims[0], *rank, dims, ROW_MAJOR, ctx->status))
+      return ctx->status->code;
+  }
+  return MF_OK;
+}
+
+static mf_code sparse_add_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *av = ctx->inputs[1], *bv = ctx->inputs[4], *thresh = ctx->inputs[6];
+  int64_t na = av->size, nb = bv->size;
+  const int64_t *idx[2] = {NULL, NULL};
+  int64_t *owned[2] = {NULL, NULL};
+  int rank = 0;
+  size_t es = mf_dtype_size(av->dtype);
+  int64_t *from = NULL;
+  void *values = NULL;
+  if (!sparse_add_operands(ctx, &rank, idx, owned)) {
+    from = mf_kernel_scratch(ctx, (size_t)(na + nb + 1) * (sizeof *from + es));
+    values = from ? from + na + nb + 1 : NULL;
+  }
+  int64_t n = 0;
+  if (values) {
+    switch (av->dtype) {
+#define MERGE_CASE(code, T)                                                                                    \
+  case code:                                                                                                   \
+    n = sparse_merge_##code(idx[0], av->data, na, idx[1], bv->data, nb, rank, *(const T *)thresh->data, from, \
+                            values);                                                                           \
+    break;
+      MF_FOR_NUMERIC_TYPES(MERGE_CASE)
+      default: break;
+    }
+    mf_tensor *indices = mf_kernel_alloc_output(ctx, 0, MF_INT64, 2, (int64_t[]){n, rank});
+    mf_tensor *sum = indices ? mf_kernel_alloc_output(ctx, 1, av->dtype, 1, &n) : NULL;
+    mf_tensor *shape = sum ? mf_kernel_alloc_output(ctx, 2, MF_INT64, 1, (int64_t[]){rank}) : NULL;
+    if (shape) {
+      for (int64_t e = 0; e < n; e++) {
+        const int64_t *row = from[e] < na ? idx[0] + from[e] * rank : idx[1] + (from[e] - na) * rank;
+        memcpy((int64_t *)indices->data + e * rank, row, (size_t)rank * sizeof(int64_t));
+      }
+      if (n) memcpy(sum->data, values, (size_t)n * es);
+      for (int d = 0; d < rank; d++)
+        ((int64_t *)shape->data)[d] = mf_load_int64(ctx->inputs[2]->data, ctx->inputs[2]->dtype, d);
+    }
+  }
+  mf_free(owned[0]);
+  mf_free(owned[1]);
+  return ctx->status->code;
+}
+
+/* SparseAddGrad(backprop_val_grad, a_indices, b_indices, sum_indices): each
+ * value of a and b gets the gradient of the sum's entry at its index, or 0
+ * where that entry was dropped by the threshold (TensorFlow's walk). */
+static mf_code sparse_add_grad_infer(mf_infer_ctx *ic) {
+  static const char *const names[4] = {"backprop_val_grad", "a_indices", "b_indices", "sum_indices"};
+  if (check_input(ic, 0, names[0], MF_DTYPE_MASK(MF_FOR_NUMERIC_TYPES), 1, "vector"))
+    return ic->status->code;
+  for (int i = 1; i < 4; i++)
+    if (check_input(ic, i, names[i], INDEX_TYPES, 2, "matrix [N, rank]")) return ic->status->code;
+  for (int k = 0; k < 2; k++) {
+    const mf_shape *I = &ic->in_shapes[1 + k];
+    ic->out_dtypes[k] = ic->in_dtypes[0];
+    ic->out_shapes[k] = mf_shape_make(1, (int64_t[]){I->rank == 2 ? I->dims[0] : -1});
+  }
+  return MF_OK;
+}
+
+static mf_code sparse_add_grad_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *g = ctx->inputs[0];
+  const int64_t *idx[3] = {NULL, NULL, NULL};
+  int64_t *owned[3] = {NULL, NULL, NULL}, count[3];
+  int rank = (int)ctx->inputs[1]->dims[1];
+  for (int k = 0; k < 3; k++) {
+    const mf_tensor *t = ctx->inputs[1 + k];
+    count[k] = t->dims[0];
+    if (t->dims[1] != rank) {
+      MF_INVALID(ctx->status, "%s: a_indices, b_indices and sum_indices must have as many columns", ctx->op->name);
+      break;
+    }
+    if (!(idx[k] = mf_index_values(ctx, t, &owned[k]))) break;
+  }
+  if (mf_ok(ctx->status) && g->size != count[2])
+    MF_INVALID(ctx->status, "%s: backprop_val_grad has %lld entries but sum_indices %lld", ctx->op->name,
+               (long long)g->size, (long long)count[2]);
+  if (mf_ok(ctx->status)) {
+    size_t es = mf_dtype_size(g->dtype);
+    char *ga = ctx->outputs[0]->data, *gb = ctx->outputs[1]->data;
+    const char *gs = g->data;
+    memset(ga, 0, (size_t)count[0] * es);
+    memset(gb, 0, (size_t)count[1] * es);
+    int64_t i = 0, j = 0, k = 0;
+    while ((i < count[0] || j < count[1]) && k < count[2]) {
+      int c = i == count[0] ? 1 : j == count[1] ? -1 : compare_rows(idx[0] + i * rank, idx[1] + j * rank, rank);
+      const int64_t *row = c <= 0 ? idx[0] + i * rank : idx[1] + j * rank;
+      bool kept = compare_rows(row, idx[2] + k * rank, rank) == 0;
+      if (kept && c <= 0) memcpy(ga + i * (int64_t)es, gs + k * (int64_t)es, es);
+      if (kept && c >= 0) memcpy(gb + j * (int64_t)es, gs + k * (int64_t)es, es);
+      k += kept;
+      i += c <= 0;
+      j += c >= 0;
+    }
+  }
+  for (int k = 0; k < 3; k++) mf_free(owned[k]);
+  return ctx->status->code;
 }
 
 /* ---------- gradients ---------- */
@@ -500,6 +704,24 @@ static mf_code reorder_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* SparseAdd (TensorFlow's rule): the values' gradients through
+ * SparseAddGrad; indices, shapes and thresh get none. */
+static mf_code sparse_add_grad(mf_grad_ctx *gc) {
+  if (!gc->grads[1].op) return MF_OK;
+  mf_op_desc *d = mf_grad_begin(gc, "SparseAddGrad");
+  if (d) {
+    mf_op_desc_add_input(d, gc->grads[1]);
+    mf_op_desc_add_input(d, mf_op_in(gc->op, 0));
+    mf_op_desc_add_input(d, mf_op_in(gc->op, 3));
+    mf_op_desc_add_input(d, mf_op_out(gc->op, 0));
+  }
+  mf_output a = mf_grad_finish(gc, d), b = a;
+  if (b.op) b.index = 1;
+  gc->input_grads[1] = a;
+  gc->input_grads[4] = b;
+  return gc->status->code;
+}
+
 /* ---------- registrations ---------- */
 
 static const mf_op_def defs[] = {
@@ -511,5 +733,10 @@ static const mf_op_def defs[] = {
      .infer = add_infer, .kernel = {[MF_CPU] = add_kernel}, .grad = add_grad},
     {.name = "SparseReorder", .num_inputs = 3, .num_outputs = 2, .infer = reorder_infer,
      .kernel = {[MF_CPU] = reorder_kernel}, .grad = reorder_grad},
+    {.name = "SparseAdd", .num_inputs = 7, .num_outputs = 3, .value_inputs = (1u << 2) | (1u << 5),
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS,
+     .infer = sparse_add_infer, .kernel = {[MF_CPU] = sparse_add_kernel}, .grad = sparse_add_grad},
+    {.name = "SparseAddGrad", .num_inputs = 4, .num_outputs = 2, .flags = MF_OP_INTERNAL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = sparse_add_grad_infer, .kernel = {[MF_CPU] = sparse_add_grad_kernel}},
 };
 MF_OP_TABLE(mf_ops_sparse, defs);

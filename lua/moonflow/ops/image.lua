@@ -403,6 +403,52 @@ return function(tf, ops)
   image_ns.random_flip_left_right = random_flip("tf.image.random_flip_left_right", 2)
   image_ns.random_flip_up_down = random_flip("tf.image.random_flip_up_down", 1)
 
+  -- tf.image.random_crop(value, size, seed, name) (also tf.random_crop): a
+  -- slice of shape size (a Lua list, one entry per dimension of value) at an
+  -- offset drawn uniformly, TensorFlow's way: int32 draws from [0, 2^31 - 1)
+  -- taken modulo shape - size + 1. The slice is a gather along each
+  -- dimension (its bounds are tensors), so gradients reach the window.
+  local INT32_MAX = 2 ^ 31 - 1
+  function image_ns.random_crop(value, size, ...)
+    local fname = "tf.image.random_crop"
+    local o = options(fname, {"seed", "name"}, ...)
+    local x = G.convert(value)
+    if not args.is_plain(size) or #size == 0 then
+      fail(fname .. ": size must be a non-empty list of integers, got " .. args.describe(size))
+    end
+    for i, n in ipairs(size) do
+      if args.int_arg(n, fname, "size[" .. i .. "]") < 0 then
+        fail(string.format("%s: size[%d] must be non-negative, got %d", fname, i, n))
+      end
+    end
+    local dims = x:get_shape().dims
+    local function show(list) return "[" .. table.concat(list, ", ") .. "]" end
+    if dims and #dims ~= #size then
+      fail(string.format("%s: size %s has %d entries but value (shape %s) has %d dimensions", fname, show(size),
+                         #size, tostring(x:get_shape()), #dims))
+    end
+    for i = 1, dims and #dims or 0 do
+      if dims[i] >= 0 and dims[i] < size[i] then
+        fail(string.format("%s: Need value.shape >= size, got %s %s", fname, tostring(x:get_shape()), show(size)))
+      end
+    end
+    return tf.name_scope(o.name or "random_crop", function()
+      local want = G.convert(size, dtypes.int32)
+      local shape = ops.shape(x)
+      local check = tf.debugging.assert_greater_equal(shape, want, {
+        data = {fname .. ": Need value.shape >= size, got", shape, want}, name = "size_check"})
+      local limit = tf.control_dependencies({check}, function() return ops.add(ops.subtract(shape, want), 1) end)
+      local draws = ops.random_uniform({#size}, {maxval = INT32_MAX, dtype = dtypes.int32, seed = o.seed})
+      local offset = ops.mod(draws, limit)
+      local crop = x
+      for i, n in ipairs(size) do
+        crop = ops.gather(crop, ops.add(ops.range(n), offset[i - 1]), {axis = i - 1})
+      end
+      return crop
+    end)
+  end
+  tf.random_crop = image_ns.random_crop
+
   -- tf.image.random_brightness(image, max_delta, seed): adjust_brightness by
   -- a delta drawn from [-max_delta, max_delta).
   function image_ns.random_brightness(image, max_delta, seed)

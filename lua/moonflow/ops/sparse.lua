@@ -2,7 +2,8 @@
 -- dense_shape: three tensors), tf.SparseTensorValue (its fetched or fed
 -- value), tf.sparse_placeholder, and the wrappers of src/ops/sparse.c:
 -- to_dense (SparseToDense), sparse_dense_matmul (SparseTensorDenseMatMul),
--- add of a sparse and a dense tensor (SparseTensorDenseAdd), reorder
+-- add of a sparse and a dense tensor (SparseTensorDenseAdd) or of two
+-- sparse ones (SparseAdd, with SparseAddGrad for its gradient), reorder
 -- (SparseReorder) and transpose (a reorder of permuted indices); reduce_sum is
 -- a composite (the sum of the dense tensor the values add into), from_dense
 -- one of where and gather_nd.
@@ -198,18 +199,31 @@ return function(tf, ops)
   sparse.matmul = sparse.sparse_dense_matmul
   tf.sparse_tensor_dense_matmul = sparse.sparse_dense_matmul
 
-  -- tf.sparse.add(a, b) (tf.sparse_add) of a SparseTensor and a dense tensor
-  -- of its shape, either way round: the dense sum (repeated indices add up).
+  -- tf.sparse.add(a, b, threshold, thresh, name) (tf.sparse_add): of two
+  -- SparseTensors (of one shape and dtype, their entries in row-major order:
+  -- tf.sparse.reorder), the SparseTensor of their merged entries, where an
+  -- index both have keeps its sum when |sum| >= threshold (0: always); of a
+  -- SparseTensor and a dense tensor of its shape, either way round, the dense
+  -- sum (repeated indices add up).
   function sparse.add(a, b, ...)
     local fname = "tf.sparse.add"
-    local o = options(fname, {"threshold", "name"}, ...)
+    local o = options(fname, {"threshold", "thresh", "name", positional = 2}, ...)
+    if o.threshold ~= nil and o.thresh ~= nil then
+      fail(fname .. ": give threshold or thresh (its TF1 name), not both")
+    end
+    local threshold = o.threshold
+    if threshold == nil then threshold = o.thresh end
     if is_sparse(b) and not is_sparse(a) then a, b = b, a end
     check_sparse(fname, "a or b", a)
     if is_sparse(b) then
-      fail(fname .. ": the sum of two SparseTensors is not implemented in moonflow; add one to the other's " ..
-           "tf.sparse.to_dense")
+      check_sparse(fname, "b", b)
+      local thresh = G.convert(threshold or 0, a.dtype, a.graph)
+      local op = G.build{"SparseAdd", inputs = {a.indices, a.values, a.dense_shape, b.indices, b.values, b.dense_shape,
+                                                thresh}, name = o.name}
+      local shape = a.dense_shape.op.type == "Const" and a.dense_shape or op.outputs[3]
+      return sparse_tensor(fname, op.outputs[1], op.outputs[2], shape)
     end
-    if o.threshold ~= nil then fail(fname .. ": threshold applies to the sum of two SparseTensors only") end
+    if threshold ~= nil then fail(fname .. ": threshold applies to the sum of two SparseTensors only") end
     return G.op{"SparseTensorDenseAdd", inputs = {a.indices, a.values, a.dense_shape, G.convert(b, a.dtype, a.graph)},
                 name = o.name}
   end
