@@ -112,6 +112,9 @@ enum mf_op_flags {
                                         without it given or making one is an error when built.
                                         Its kernel sets string outputs itself (with
                                         MF_OP_SETS_OUTPUTS): they are built whole */
+  MF_OP_STARTS_EARLY = 1 << 10,      /* an asynchronous start (MpiAllreduceStart): scheduled right
+                                        after the last step it needs, not in creation order, so
+                                        that the steps after it overlap the work it started */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output
