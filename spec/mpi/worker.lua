@@ -67,6 +67,9 @@ local function const(dtype, r, shape)
   return tf.constant(a)
 end
 
+ffi.cdef("int getpid(void); int kill(int pid, int sig);")
+local function signal_self(sig) ffi.C.kill(ffi.C.getpid(), sig) end
+
 local function shape_str(s) return "[" .. table.concat(s, ",") .. "]" end
 
 local function error_of(fn)
@@ -382,8 +385,7 @@ function cases.stop()
   near({size, 2 * size}, flat(sess:run(mpi.allreduce(x, false))), 0, "before the stop")
   ok("allreduce before the stop")
   if rank == 1 then
-    ffi.cdef("int getpid(void); int kill(int pid, int sig);")
-    ffi.C.kill(ffi.C.getpid(), 19) -- SIGSTOP
+    signal_self(19) -- SIGSTOP
   end
   local t0 = os.time()
   local err = error_of(function() sess:run(mpi.allreduce(x, {average = false, name = "after_stop"})) end)
@@ -409,8 +411,7 @@ function cases.stop_overlapped()
   near({2, 4}, flat(sess:run(averaged[1])), 0, "before the stop")
   ok("overlapped allreduce before the stop")
   if rank == 1 then
-    ffi.cdef("int getpid(void); int kill(int pid, int sig);")
-    ffi.C.kill(ffi.C.getpid(), 19) -- SIGSTOP
+    signal_self(19) -- SIGSTOP
   end
   local err = error_of(function() sess:run(averaged) end)
   assert(err:find("MpiAllreduceStart 'average_gradients/allreduce_start", 1, true), err)
@@ -428,8 +429,7 @@ function cases.kill()
   sess:run(mpi.allreduce(x))
   ok("allreduce before the kill")
   if rank == 1 then
-    ffi.cdef("int getpid(void); int kill(int pid, int sig);")
-    ffi.C.kill(ffi.C.getpid(), 9)
+    signal_self(9) -- SIGKILL
   end
   sess:run(mpi.allreduce(x))
   ok("allreduce after the kill")

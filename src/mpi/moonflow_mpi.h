@@ -1,8 +1,11 @@
 /* moonflow_mpi.h — the C API of libmoonflow_mpi.so, moonflow's data-parallel
  * training across processes on MPI (Open MPI). The core library never links
  * MPI: this library does, and adds its graph ops (MpiAllreduce, MpiAllgather,
- * MpiBroadcast and the internal MpiAllgatherGrad, ops.c) to the core's
- * registry when mf_mpi_init runs. Lua loads it through require "moonflow.mpi".
+ * MpiBroadcast and the internal MpiAllgatherGrad, MpiAllreduceStart and
+ * MpiAllreduceWait, ops.c) to the core's registry when mf_mpi_init runs. Lua
+ * loads it through require "moonflow.mpi". Overlapped allreduces run on a
+ * communication thread of the process (comm.c), in the order they were
+ * started, which the plan makes the same on every rank.
  *
  * Collectives block until every rank has joined, polled up to a deadline
  * (mf_mpi_set_timeout): a rank that died, stopped or ran other ops makes the
