@@ -221,6 +221,13 @@ end
 -- The averages of grads (a list, nil entries kept), in buffers of at most
 -- threshold bytes, overlapped with the backward pass unless overlap is false.
 function M.average_gradients(grads, threshold, overlap)
+  job("mpi.average_gradients")
+  if threshold ~= nil and (type(threshold) ~= "number" or threshold < 0) then
+    fail("mpi.average_gradients: threshold must be a number of bytes >= 0, got " .. args.describe(threshold))
+  end
+  if overlap ~= nil and type(overlap) ~= "boolean" then
+    fail("mpi.average_gradients: overlap must be true or false, got " .. args.describe(overlap))
+  end
   threshold = threshold or M.FUSION_THRESHOLD
   local order = {}
   for k = 1, table.maxn(grads) do

@@ -200,6 +200,18 @@ function cases.bad_input()
                "broadcast from a root out of range")
   expect_error(function() mpi.broadcast(tf.constant(1), 0.5) end, {"mpi.broadcast: root must be a rank"},
                "broadcast from a fractional root")
+  expect_error(function() mpi.average_gradients({tf.constant(1)}, 0, "yes") end,
+               {"mpi.average_gradients: overlap must be true or false, got"}, "average_gradients overlap not a boolean")
+  expect_error(function() mpi.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1), {overlap = 1}) end,
+               {"mpi.DistributedOptimizer: overlap must be true or false, got"}, "DistributedOptimizer overlap not a boolean")
+  -- Ranks that fuse different tensors into an overlapped allreduce.
+  local fused = mpi.average_gradients({tf.fill({rank + 1}, 1), tf.fill({2}, 1)}, 1024)
+  local wanted = {"MpiAllreduceStart 'average_gradients/allreduce_start", "every rank must allreduce tensors of " ..
+                  "the same dtypes and shapes: rank 0 has 2 float32 tensors of 3 elements, rank 1 has"}
+  for r = 1, size - 1 do
+    wanted[#wanted + 1] = "rank " .. r .. " has 2 float32 tensors of " .. (r + 3) .. " elements (shapes unlike rank 0's)"
+  end
+  expect_error(function() sess:run(fused) end, wanted, "overlapped allreduce of different shapes")
   -- Ranks that disagree: every rank gets an error naming every rank's value, at run time.
   local shapes = {}
   for r = 0, size - 1 do shapes[#shapes + 1] = "rank " .. r .. " has float32 [" .. (r + 1) .. "]" end

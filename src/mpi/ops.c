@@ -229,7 +229,7 @@ static void fused_job_run(comm_job *job) {
   mf_status *s = &job->status;
   mf_tensor *y = j->buffer;
   if (comm_ready(j->who, s)) return;
-  int size = mf_mpi_size(), me = mf_mpi_rank();
+  int size = mf_mpi_size();
   int64_t mine[4] = {mf_tensor_dtype(y), j->n, mf_tensor_size(y), j->hash}, *all = calloc((size_t)size * 4, sizeof *all);
   if (!all) {
     mf_status_set(s, MF_RESOURCE_EXHAUSTED, "%s: out of memory", j->who);
@@ -247,7 +247,7 @@ static void fused_job_run(comm_job *job) {
   for (int r = 0; !agree && r < size && len < sizeof list; r++)
     len += (size_t)snprintf(list + len, sizeof list - len, "%srank %d has %lld %s tensors of %lld elements%s",
                             r ? ", " : "", r, (long long)all[4 * r + 1], mf_dtype_name((mf_dtype)all[4 * r]),
-                            (long long)all[4 * r + 2], all[4 * r + 3] == all[4 * me + 3] ? "" : " (other shapes)");
+                            (long long)all[4 * r + 2], all[4 * r + 3] == all[3] ? "" : " (shapes unlike rank 0's)");
   free(all);
   if (!agree) {
     mf_status_set(s, MF_INVALID_ARGUMENT, "%s: every rank must allreduce tensors of the same dtypes and shapes: %s",
