@@ -985,6 +985,21 @@ section("MPI training steps/s, 1 vs 2 ranks", function()
         note = string.format("%.1f ms/step; %d cores shared by the ranks", t1 * 1e3, cores)}
 end)
 
+section("MPI training steps/s, overlapped vs synchronous averaging, 2 ranks", function()
+  local name = "MLP 784-512-512-10, SGD, global batch 256, 2 ranks, averaging overlapped with the backward pass"
+  local why = mpi_missing()
+  if why then H.row{name = name, value = "n/a", note = why} return end
+  local overlapped, synchronous = mpirun(2, "overlap")[1]:match("^overlap (%S+) (%S+)")
+  overlapped, synchronous = tonumber(overlapped), tonumber(synchronous)
+  H.row{name = name, value = per_second(overlapped), unit = "steps/s",
+        note = string.format("%.1f ms/step; fusion_threshold 1 MiB: the allreduces of the last layers run during " ..
+                             "the backward pass of the first", overlapped * 1e3)}
+  H.row{peer = "synchronous (overlap=false), same job", peer_value = per_second(synchronous),
+        ratio = synchronous / overlapped,
+        note = string.format("%.1f ms/step; one fused allreduce after the backward pass; %d cores shared by the ranks",
+                             synchronous * 1e3, cores)}
+end)
+
 H.close_python_peers()
 if #H.rows == 0 then
   io.stderr:write(string.format("BENCH_ONLY=%s matches no section; the sections:\n  %s\n", tostring(H.only),

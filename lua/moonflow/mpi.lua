@@ -71,6 +71,28 @@ function M.barrier()
   if L.mf_mpi_barrier(core.status) ~= 0 then core.check() end
 end
 
+-- The last n (default and at most 64) collectives the communication thread
+-- ran for overlapped allreduces, oldest first: {ticket=, bytes=, tensors=,
+-- submitted=, started=, finished=}, times in seconds on mpi.clock()'s clock
+-- (handed over by MpiAllreduceStart, begun by the thread, done on every rank).
+function M.recent_collectives(n)
+  if n ~= nil and (type(n) ~= "number" or n % 1 ~= 0 or n < 0) then
+    fail("mpi.recent_collectives: n must be a count >= 0, got " .. args.describe(n))
+  end
+  n = math.min(n or 64, 64)
+  local buf = ffi.new("mf_mpi_collective[?]", math.max(n, 1))
+  local list = {}
+  for i = 0, L.mf_mpi_recent_collectives(buf, n) - 1 do
+    local c = buf[i]
+    list[#list + 1] = {ticket = tonumber(c.ticket), bytes = tonumber(c.bytes), tensors = c.tensors,
+                       submitted = c.submitted, started = c.started, finished = c.finished}
+  end
+  return list
+end
+
+-- Seconds on a monotonic clock, the one recent_collectives' times are on.
+function M.clock() return L.mf_mpi_clock() end
+
 -- Ends MPI in this process (also done at exit).
 function M.shutdown() L.mf_mpi_shutdown() end
 
@@ -125,11 +147,21 @@ function M.broadcast_global_variables(root)
 end
 
 -- Gradient averaging ----------------------------------------------------------------
--- Gradients are averaged in order, each dtype apart; consecutive ones whose
--- sizes are known are fused into buffers of at most fusion_threshold bytes
--- (Horovod's HOROVOD_FUSION_THRESHOLD, 64 MiB): flattened, concatenated,
--- averaged by one allreduce, split and reshaped back. One allreduce per buffer
--- instead of one per variable saves the latency of each.
+-- Gradients are averaged in buffers, each of one dtype: consecutive ones
+-- whose sizes are known are fused into buffers of at most fusion_threshold
+-- bytes (Horovod's HOROVOD_FUSION_THRESHOLD, 64 MiB). One allreduce per
+-- buffer instead of one per variable saves the latency of each.
+--
+-- Overlapped (the default), as Horovod does it: the gradients are taken in
+-- the order the backward pass computes them (their ops' creation order, which
+-- is the schedule's, the same on every rank), so each buffer fills with
+-- gradients computed one after the other. An MpiAllreduceStart per buffer
+-- copies them into it and hands it to the communication thread; the plan runs
+-- it right after the last of them is computed, and the backward pass goes on
+-- meanwhile. MpiAllreduceWait, built after every gradient, waits for the
+-- buffer just before the update. Not overlapped: the buffers in the
+-- gradients' order, each flattened, concatenated, allreduced by MpiAllreduce
+-- after the whole backward pass and split back.
 M.FUSION_THRESHOLD = 64 * 1024 * 1024
 
 local function static_bytes(t)
@@ -138,58 +170,102 @@ local function static_bytes(t)
   return shape:num_elements() * t.dtype.size, shape:as_list()
 end
 
--- The averages of grads (a list, nil entries kept), in buffers of at most threshold bytes.
-function M.average_gradients(grads, threshold)
-  threshold = threshold or M.FUSION_THRESHOLD
-  local out, buffers = {}, {}     -- buffers: dtype -> open buffer {indices, bytes}
-  local function flush(buf)
-    if not buf or #buf.indices == 0 then return end
-    local idx = buf.indices
-    if #idx == 1 then
-      out[idx[1]] = M.allreduce(grads[idx[1]])
-    else
-      local flat, sizes = {}, {}
-      for i, k in ipairs(idx) do
-        flat[i] = tf.reshape(grads[k], {-1})
-        sizes[i] = buf.elements[i]
-      end
-      local parts = tf.split(M.allreduce(tf.concat(flat, 0), {name = "fused_allreduce"}), sizes, 0)
-      for i, k in ipairs(idx) do out[k] = tf.reshape(parts[i], buf.shapes[i]) end
-    end
-    buf.indices, buf.shapes, buf.elements, buf.bytes = {}, {}, {}, 0
+-- The positions in grads of each buffer, in the order the buffers close.
+local function buffers_of(grads, order, threshold)
+  local closed, open = {}, {}   -- open: dtype -> buffer {bytes =, k1, k2, ...}
+  local function close(buf)
+    if buf and #buf > 0 then closed[#closed + 1] = buf end
   end
-  tf.name_scope("average_gradients", function()
-    for k = 1, table.maxn(grads) do
-      local g = grads[k]
-      if g ~= nil then
-        local bytes, shape = static_bytes(g)
-        if not bytes or bytes >= threshold then
-          out[k] = M.allreduce(g)
-        else
-          local buf = buffers[g.dtype]
-          if not buf then
-            buf = {indices = {}, shapes = {}, elements = {}, bytes = 0}
-            buffers[g.dtype] = buf
-          end
-          if buf.bytes + bytes > threshold then flush(buf) end
-          local n = #buf.indices + 1
-          buf.indices[n], buf.shapes[n], buf.elements[n] = k, shape, bytes / g.dtype.size
-          buf.bytes = buf.bytes + bytes
-        end
+  for _, k in ipairs(order) do
+    local g = grads[k]
+    local bytes = static_bytes(g)
+    if not bytes or bytes >= threshold then
+      -- Alone in its buffer, after the open one of its dtype: buffers close in the gradients' order.
+      close(open[g.dtype])
+      open[g.dtype] = nil
+      close({k})
+    else
+      local buf = open[g.dtype]
+      if buf and buf.bytes + bytes > threshold then close(buf); buf = nil end
+      if not buf then
+        buf = {bytes = 0}
+        open[g.dtype] = buf
       end
+      buf[#buf + 1] = k
+      buf.bytes = buf.bytes + bytes
     end
-    -- Each dtype's last buffer, in the order the dtypes first came.
-    local order = {}
-    for _, buf in pairs(buffers) do order[#order + 1] = buf end
-    table.sort(order, function(a, b) return (a.indices[1] or 0) < (b.indices[1] or 0) end)
-    for _, buf in ipairs(order) do flush(buf) end
+  end
+  -- Each dtype's last buffer, in the order of their first gradients.
+  local last = {}
+  for _, buf in pairs(open) do last[#last + 1] = buf end
+  table.sort(last, function(a, b) return a[1] < b[1] end)
+  for _, buf in ipairs(last) do close(buf) end
+  return closed
+end
+
+-- Averages the buffer's gradients with MpiAllreduce into out.
+local function average_now(grads, buf, out)
+  if #buf == 1 then
+    out[buf[1]] = M.allreduce(grads[buf[1]])
+    return
+  end
+  local flat, sizes = {}, {}
+  for i, k in ipairs(buf) do
+    flat[i] = tf.reshape(grads[k], {-1})
+    sizes[i] = grads[k]:get_shape():num_elements()
+  end
+  local parts = tf.split(M.allreduce(tf.concat(flat, 0), {name = "fused_allreduce"}), sizes, 0)
+  for i, k in ipairs(buf) do out[k] = tf.reshape(parts[i], grads[k]:get_shape():as_list()) end
+end
+
+-- The averages of grads (a list, nil entries kept), in buffers of at most
+-- threshold bytes, overlapped with the backward pass unless overlap is false.
+function M.average_gradients(grads, threshold, overlap)
+  job("mpi.average_gradients")
+  if threshold ~= nil and (type(threshold) ~= "number" or threshold < 0) then
+    fail("mpi.average_gradients: threshold must be a number of bytes >= 0, got " .. args.describe(threshold))
+  end
+  if overlap ~= nil and type(overlap) ~= "boolean" then
+    fail("mpi.average_gradients: overlap must be true or false, got " .. args.describe(overlap))
+  end
+  threshold = threshold or M.FUSION_THRESHOLD
+  local order = {}
+  for k = 1, table.maxn(grads) do
+    if grads[k] ~= nil then order[#order + 1] = k end
+  end
+  if overlap ~= false then
+    table.sort(order, function(a, b)
+      local x, y = grads[a], grads[b]
+      if x._id ~= y._id then return x._id < y._id end
+      if x.value_index ~= y.value_index then return x.value_index < y.value_index end
+      return a < b
+    end)
+  end
+  local out = {}
+  tf.name_scope("average_gradients", function()
+    local buffers = buffers_of(grads, order, threshold)
+    if overlap == false then
+      for _, buf in ipairs(buffers) do average_now(grads, buf, out) end
+      return
+    end
+    local tickets = {}
+    for i, buf in ipairs(buffers) do
+      local inputs = {}
+      for j, k in ipairs(buf) do inputs[j] = grads[k] end
+      tickets[i] = G.op{"MpiAllreduceStart", inputs = inputs, attrs = {reduce_op = "average"},
+                        name = "allreduce_start"}
+    end
+    for i, buf in ipairs(buffers) do
+      local averaged = {G.op{"MpiAllreduceWait", inputs = {tickets[i]}, name = "allreduce_wait"}}
+      for j, k in ipairs(buf) do out[k] = averaged[j] end
+    end
   end)
   return out
 end
 
--- mpi.DistributedOptimizer(opt, {fusion_threshold=}): opt whose gradients are
--- averaged across the ranks before they are applied; every other method is
--- opt's.
+-- mpi.DistributedOptimizer(opt, {fusion_threshold=, overlap=}): opt whose
+-- gradients are averaged across the ranks before they are applied, overlapped
+-- with the backward pass unless overlap is false; every other method is opt's.
 local Distributed = {}
 Distributed.__index = function(self, k)
   local own = rawget(Distributed, k)
@@ -206,7 +282,7 @@ function Distributed:compute_gradients(loss, ...)
   if L.mf_mpi_size() == 1 then return pairs_in end
   local grads = {}
   for i, gv in ipairs(pairs_in) do grads[i] = gv[1] end
-  local averaged = M.average_gradients(grads, self._threshold)
+  local averaged = M.average_gradients(grads, self._threshold, self._overlap)
   local out = {}
   for i, gv in ipairs(pairs_in) do out[i] = {averaged[i], gv[2]} end
   return out
@@ -219,7 +295,7 @@ function Distributed:apply_gradients(grads_and_vars, ...) return self._opt:apply
 function Distributed:minimize(loss, ...) return self._opt.minimize(self, loss, ...) end
 
 function M.DistributedOptimizer(opt, ...)
-  local o = options("mpi.DistributedOptimizer", {"fusion_threshold", positional = 0, empty = true}, ...)
+  local o = options("mpi.DistributedOptimizer", {"fusion_threshold", "overlap", positional = 0, empty = true}, ...)
   job("mpi.DistributedOptimizer")
   if type(opt) ~= "table" or type(opt.compute_gradients) ~= "function" then
     fail("mpi.DistributedOptimizer: expected an optimizer (tf.train.*Optimizer), got " .. args.describe(opt))
@@ -228,7 +304,10 @@ function M.DistributedOptimizer(opt, ...)
   if t ~= nil and (type(t) ~= "number" or t < 0) then
     fail("mpi.DistributedOptimizer: fusion_threshold must be a number of bytes >= 0, got " .. args.describe(t))
   end
-  return setmetatable({_opt = opt, _threshold = t}, Distributed)
+  if o.overlap ~= nil and type(o.overlap) ~= "boolean" then
+    fail("mpi.DistributedOptimizer: overlap must be true or false, got " .. args.describe(o.overlap))
+  end
+  return setmetatable({_opt = opt, _threshold = t, _overlap = o.overlap}, Distributed)
 end
 
 return M

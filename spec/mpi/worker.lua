@@ -67,6 +67,9 @@ local function const(dtype, r, shape)
   return tf.constant(a)
 end
 
+ffi.cdef("int getpid(void); int kill(int pid, int sig);")
+local function signal_self(sig) ffi.C.kill(ffi.C.getpid(), sig) end
+
 local function shape_str(s) return "[" .. table.concat(s, ",") .. "]" end
 
 local function error_of(fn)
@@ -197,6 +200,18 @@ function cases.bad_input()
                "broadcast from a root out of range")
   expect_error(function() mpi.broadcast(tf.constant(1), 0.5) end, {"mpi.broadcast: root must be a rank"},
                "broadcast from a fractional root")
+  expect_error(function() mpi.average_gradients({tf.constant(1)}, 0, "yes") end,
+               {"mpi.average_gradients: overlap must be true or false, got"}, "average_gradients overlap not a boolean")
+  expect_error(function() mpi.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1), {overlap = 1}) end,
+               {"mpi.DistributedOptimizer: overlap must be true or false, got"}, "DistributedOptimizer overlap not a boolean")
+  -- Ranks that fuse different tensors into an overlapped allreduce.
+  local fused = mpi.average_gradients({tf.fill({rank + 1}, 1), tf.fill({2}, 1)}, 1024)
+  local wanted = {"MpiAllreduceStart 'average_gradients/allreduce_start", "every rank must allreduce tensors of " ..
+                  "the same dtypes and shapes: rank 0 has 2 float32 tensors of 3 elements, rank 1 has"}
+  for r = 1, size - 1 do
+    wanted[#wanted + 1] = "rank " .. r .. " has 2 float32 tensors of " .. (r + 3) .. " elements (shapes unlike rank 0's)"
+  end
+  expect_error(function() sess:run(fused) end, wanted, "overlapped allreduce of different shapes")
   -- Ranks that disagree: every rank gets an error naming every rank's value, at run time.
   local shapes = {}
   for r = 0, size - 1 do shapes[#shapes + 1] = "rank " .. r .. " has float32 [" .. (r + 1) .. "]" end
@@ -245,11 +260,64 @@ function cases.control_flow()
   ok("allreduce and broadcast in cond")
 end
 
+-- Overlap: a three-layer net whose first two layers are wide, each gradient
+-- its own buffer (fusion_threshold 0). The backward pass computes the last
+-- layer's gradients first: their allreduce must begin on the communication
+-- thread before the gradient of the first layer's kernel, which takes the
+-- big matmuls of the two wide layers' backprop, is handed over. The averaged
+-- gradients equal those of the synchronous allreduce.
+function cases.overlap()
+  tf.set_random_seed(3)
+  local x = tf.placeholder(tf.float32, {1024, 512})
+  local h = tf.layers.dense(x, 512, {activation = tf.nn.tanh})
+  h = tf.layers.dense(h, 512, {activation = tf.nn.tanh})
+  local loss = tf.reduce_mean(tf.square(tf.layers.dense(h, 10)))
+  local vars = tf.trainable_variables()
+  local grads = tf.gradients(loss, vars)
+  local overlapped = mpi.average_gradients(grads, 0)
+  local synchronous = mpi.average_gradients(grads, 0, false)
+  local starts, waits = 0, 0
+  for _, op in ipairs(tf.get_default_graph():get_operations()) do
+    if op.type == "MpiAllreduceStart" then starts = starts + 1 end
+    if op.type == "MpiAllreduceWait" then waits = waits + 1 end
+  end
+  assert(starts == #vars and waits == #vars, starts .. " starts, " .. waits .. " waits")
+  sess:run(tf.global_variables_initializer())
+  sess:run(mpi.broadcast_global_variables(0))
+  local x0 = tf.Array.new(tf.float32, {1024, 512})
+  local p = x0:data()
+  for i = 0, 1024 * 512 - 1 do p[i] = math.sin(i * 0.37 + rank) end
+  for step = 1, 3 do
+    local fetched = sess:run({overlapped, synchronous}, {[x] = x0})
+    for k = 1, #vars do
+      near(flat(fetched[2][k]), flat(fetched[1][k]), 0, "overlapped gradient " .. k .. " step " .. step)
+    end
+    local log = mpi.recent_collectives(#vars)
+    assert(#log == #vars, #log .. " collectives logged")
+    for i = 2, #log do assert(log[i].ticket == log[i - 1].ticket + 1, "tickets in order") end
+    -- Handed over in the order the backward pass computed them: last layer's
+    -- bias and kernel first, the first layer's kernel last (its gradient ends
+    -- the backward pass).
+    local first, last = log[1], log[#log]
+    assert(first.bytes == 10 * 4 or first.bytes == 512 * 10 * 4, "first buffer holds " .. first.bytes .. " bytes")
+    assert(last.bytes == 512 * 512 * 4, "last buffer holds " .. last.bytes .. " bytes")
+    assert(first.started < last.submitted,
+           string.format("the first allreduce began %.6f s after the last gradient was handed over",
+                         first.started - last.submitted))
+    io.write(string.format("rank %d step %d: the first allreduce began %.1f ms before the last gradient was " ..
+                           "handed over and took %.1f ms\n", rank, step, 1e3 * (last.submitted - first.started),
+                           1e3 * (first.finished - first.started)))
+  end
+  ok("overlapped averages equal synchronous ones")
+  ok("first allreduce began before the last gradient was computed")
+end
+
 -- The digits MLP: N steps of SGD with a global batch of B rows, each rank
 -- feeding its B / size of them; rank 0 writes the final weights to OUT.npy,
 -- and a checkpoint through Saver:save (rank 0 alone) under OUT-rankR/.
-function cases.train(steps, batch, out)
+function cases.train(steps, batch, out, mode)
   steps, batch = tonumber(steps), tonumber(batch)
+  local overlap = mode ~= "synchronous"
   assert(batch % size == 0, "the global batch must split evenly over the ranks")
   local data = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
   local rows = {}
@@ -264,12 +332,12 @@ function cases.train(steps, batch, out)
   local hidden = tf.layers.dense(images, 32, {activation = tf.nn.relu})
   local logits = tf.layers.dense(hidden, 10)
   local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = labels, logits = logits}))
-  local opt = mpi.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.5))
+  local opt = mpi.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.5), {overlap = overlap})
   local train = opt:minimize(loss)
   -- The four gradients (two kernels, two biases) are fused into one allreduce.
   local allreduces = 0
   for _, op in ipairs(tf.get_default_graph():get_operations()) do
-    if op.type == "MpiAllreduce" then allreduces = allreduces + 1 end
+    if op.type == (overlap and "MpiAllreduceStart" or "MpiAllreduce") then allreduces = allreduces + 1 end
   end
   assert(allreduces == (size > 1 and 1 or 0), allreduces .. " allreduces")
   sess:run(tf.global_variables_initializer())
@@ -298,6 +366,29 @@ function cases.train(steps, batch, out)
   ok(string.format("trained %d steps, local loss %.3f -> %.3f", steps, first, last))
 end
 
+-- Checkpoints: by default only rank 0's Saver:save writes (every rank gets
+-- the path back); the others read it after a barrier. With
+-- mpi.init{write_on_all_ranks = true} every rank writes. DIR/ranks-R/ and
+-- DIR/all-R/ are rank R's directories; the spec looks at what is there.
+function cases.checkpoints(dir)
+  local v = tf.Variable(tf.constant({1, 2, 3}, tf.float32), {name = "v"})
+  sess:run(tf.global_variables_initializer())
+  sess:run(tf.assign(v, tf.constant({10, 20, 30}, tf.float32) * (rank + 1)))
+  local saver = tf.train.Saver()
+  local mine = string.format("%s/ranks-%d", dir, rank)
+  os.execute("mkdir -p '" .. mine .. "' '" .. dir .. "/all-" .. rank .. "'")
+  local path = saver:save(sess, mine .. "/model", {global_step = 5})
+  assert(path == mine .. "/model-5", path)
+  ok("save returned " .. path:match("[^/]+$"))
+  mpi.barrier()
+  saver:restore(sess, dir .. "/ranks-0/model-5")
+  near({10, 20, 30}, flat(sess:run(v)), 0, "restored rank 0's checkpoint")
+  ok("restored rank 0's checkpoint")
+  mpi.init{write_on_all_ranks = true}
+  saver:save(sess, dir .. "/all-" .. rank .. "/model")
+  ok("saved with write_on_all_ranks")
+end
+
 -- Rank 1 stops (SIGSTOP: a hung process or an unreachable machine) before
 -- the allreduce; the others fail at the deadline with an error saying so,
 -- later collectives fail at once, and the job ends at their exit.
@@ -306,8 +397,7 @@ function cases.stop()
   near({size, 2 * size}, flat(sess:run(mpi.allreduce(x, false))), 0, "before the stop")
   ok("allreduce before the stop")
   if rank == 1 then
-    ffi.cdef("int getpid(void); int kill(int pid, int sig);")
-    ffi.C.kill(ffi.C.getpid(), 19) -- SIGSTOP
+    signal_self(19) -- SIGSTOP
   end
   local t0 = os.time()
   local err = error_of(function() sess:run(mpi.allreduce(x, {average = false, name = "after_stop"})) end)
@@ -324,14 +414,34 @@ function cases.stop()
   os.execute("sleep 3")
 end
 
+-- Rank 1 stops before an overlapped allreduce: rank 0's wait for it fails
+-- at the deadline with the error of the collective on the communication
+-- thread, and the job ends at its exit.
+function cases.stop_overlapped()
+  local x = tf.constant({1, 2})
+  local averaged = mpi.average_gradients({x * 2, x * 3}, 0)
+  near({2, 4}, flat(sess:run(averaged[1])), 0, "before the stop")
+  ok("overlapped allreduce before the stop")
+  if rank == 1 then
+    signal_self(19) -- SIGSTOP
+  end
+  local err = error_of(function() sess:run(averaged) end)
+  assert(err:find("MpiAllreduceStart 'average_gradients/allreduce_start", 1, true), err)
+  assert(err:find("timed out after", 1, true), err)
+  io.write("rank " .. rank .. " error: " .. err .. "\n")
+  ok("overlapped allreduce timed out")
+  local again = error_of(function() sess:run(averaged) end)
+  assert(again:find("MPI is unusable in this process since an earlier collective timed out", 1, true), again)
+  ok("later collectives fail at once")
+end
+
 -- Rank 1 dies (SIGKILL) before the allreduce: mpirun ends the job.
 function cases.kill()
   local x = tf.constant({1, 2})
   sess:run(mpi.allreduce(x))
   ok("allreduce before the kill")
   if rank == 1 then
-    ffi.cdef("int getpid(void); int kill(int pid, int sig);")
-    ffi.C.kill(ffi.C.getpid(), 9)
+    signal_self(9) -- SIGKILL
   end
   sess:run(mpi.allreduce(x))
   ok("allreduce after the kill")

@@ -264,6 +264,36 @@ static mf_code plan_liveness(mf_plan *p, int *last_use, mf_status *s) {
   return MF_OK;
 }
 
+/* Whether step `before` must run before step `st`: it writes one of st's
+ * inputs, or is (a step of) one of st's control inputs. */
+static bool step_needs(const mf_step *st, const mf_step *before) {
+  for (int k = 0; k < mf_step_num_inputs(st); k++)
+    if (st->in_slots[k] >= 0 && st->in_slots[k] >= before->out_slot &&
+        st->in_slots[k] < before->out_slot + mf_step_num_outputs(before))
+      return true;
+  for (int k = 0; k < st->op->num_control; k++)
+    if (!before->copy_from && before->op == st->op->control_inputs[k]) return true;
+  return false;
+}
+
+/* Moves each step of an MF_OP_STARTS_EARLY op to right after the last step
+ * it needs: an asynchronous start (an MPI allreduce handed to the
+ * communication thread) then overlaps the steps that follow. Schedule order
+ * stays a function of the graph, the same in every process that built it. */
+static void schedule_early_starts(mf_plan *p) {
+  for (int i = 0; i < p->num_steps; i++) {
+    mf_step st = p->steps[i];
+    if (st.copy_from || !(st.op->def->flags & MF_OP_STARTS_EARLY)) continue;
+    int at = i;
+    while (at > 0 && !step_needs(&st, &p->steps[at - 1])) at--;
+    if (at == i) continue;
+    memmove(&p->steps[at + 1], &p->steps[at], (size_t)(i - at) * sizeof *p->steps);
+    p->steps[at] = st;
+    for (int j = at + 1; j <= i; j++)  /* a copy's in_slots points into itself */
+      if (p->steps[j].copy_from) p->steps[j].in_slots = &p->steps[j].copy_in;
+  }
+}
+
 /* A Const placed off the host: its value, uploaded once for the plan's life. */
 static mf_tensor *const_on_device(mf_tensor *v, mf_device *d, mf_status *s) {
   if (d->host) return mf_tensor_retain(v);
@@ -424,6 +454,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   }
   for (int i = 0; i < p->nfetches && session_plan; i++)
     emit_copy(&cp, p->fetches[i], slot_base[p->fetches[i].op->id] + p->fetches[i].index, sess->devices[0]);
+  schedule_early_starts(p);
   if (sess->fuse_elementwise && mf_plan_fuse(p, s)) goto done;
   if (plan_liveness(p, last_use, s)) goto done;
   for (int i = 0; i < p->nfetches; i++) {

@@ -115,6 +115,9 @@ enum mf_op_flags {
   MF_OP_REPLACED_BY_FEED = 1 << 10,  /* fed, the op is not run at all: a control dependency on it
                                         is met by the feed, as TensorFlow rewires a fed
                                         Placeholder's control edges (Placeholder) */
+  MF_OP_STARTS_EARLY = 1 << 11,      /* an asynchronous start (MpiAllreduceStart): scheduled right
+                                        after the last step it needs, not in creation order, so
+                                        that the steps after it overlap the work it started */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output

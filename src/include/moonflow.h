@@ -684,6 +684,10 @@ MF_API mf_output mf_grad_finish(mf_grad_ctx *gc, mf_op_desc *d);
 MF_API mf_output mf_grad_op1(mf_grad_ctx *gc, const char *type, mf_output a);
 MF_API mf_output mf_grad_op2(mf_grad_ctx *gc, const char *type, mf_output a, mf_output b);
 MF_API mf_output mf_grad_rebuild(mf_grad_ctx *gc, const char *type, const mf_output *inputs, int n);
+/* For shape inference of an op with a variable number of outputs: makes room
+ * for n (src/graph/op_def.h) and sets the count. */
+typedef struct mf_infer_ctx mf_infer_ctx;
+MF_API mf_code mf_infer_set_num_outputs(mf_infer_ctx *ic, int n);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,118 @@ static int world_rank = -1, world_size = -1, node_rank = -1, node_size = -1;
 static double timeout_seconds = 300;
 static char timeout_message[512];
 
-void comm_lock(void) { pthread_mutex_lock(&collective_lock); }
+/* The communication thread and its jobs, under queue_lock: the queue (run
+ * first in first out), the jobs submitted and not yet taken, the log of the
+ * last LOG_LEN collectives it ran. `changed` is signalled when a job is
+ * queued or done and when stopping. */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static pthread_t thread;
+static bool thread_started, stopping, running;
+static comm_job *queue_head, *queue_tail, *outstanding;
+static int64_t last_ticket;
+enum { LOG_LEN = 64 };
+static mf_mpi_collective log_ring[LOG_LEN];
+static int64_t log_count;
+
+double mf_mpi_clock(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *communicate(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&queue_lock);
+  for (;;) {
+    while (!queue_head && !stopping) pthread_cond_wait(&changed, &queue_lock);
+    comm_job *job = queue_head;
+    if (!job) break;
+    if (!(queue_head = job->next_queued)) queue_tail = NULL;
+    running = true;
+    pthread_mutex_unlock(&queue_lock);
+    job->started = mf_mpi_clock();
+    pthread_mutex_lock(&collective_lock);
+    job->run(job);
+    pthread_mutex_unlock(&collective_lock);
+    job->finished = mf_mpi_clock();
+    pthread_mutex_lock(&queue_lock);
+    log_ring[log_count++ % LOG_LEN] = (mf_mpi_collective){job->ticket, job->bytes, job->tensors, job->submitted,
+                                                          job->started, job->finished};
+    running = false;
+    job->done = true;
+    pthread_cond_broadcast(&changed);
+  }
+  pthread_mutex_unlock(&queue_lock);
+  return NULL;
+}
+
+mf_code comm_submit(comm_job *job, const char *who, mf_status *s) {
+  pthread_mutex_lock(&queue_lock);
+  if (!thread_started && pthread_create(&thread, NULL, communicate, NULL) != 0) {
+    pthread_mutex_unlock(&queue_lock);
+    return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "%s: cannot start the MPI communication thread", who);
+  }
+  thread_started = true;
+  job->ticket = ++last_ticket;
+  job->done = false;
+  job->submitted = mf_mpi_clock();
+  job->next_queued = NULL;
+  if (queue_tail) queue_tail->next_queued = job;
+  else queue_head = job;
+  queue_tail = job;
+  job->next_outstanding = outstanding;
+  outstanding = job;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&queue_lock);
+  return MF_OK;
+}
+
+comm_job *comm_take(int64_t ticket) {
+  pthread_mutex_lock(&queue_lock);
+  comm_job **at = &outstanding;
+  while (*at && (*at)->ticket != ticket) at = &(*at)->next_outstanding;
+  comm_job *job = *at;
+  if (job) {
+    *at = job->next_outstanding;
+    while (!job->done) pthread_cond_wait(&changed, &queue_lock);
+  }
+  pthread_mutex_unlock(&queue_lock);
+  return job;
+}
+
+int mf_mpi_recent_collectives(mf_mpi_collective *out, int n) {
+  pthread_mutex_lock(&queue_lock);
+  int64_t have = log_count < LOG_LEN ? log_count : LOG_LEN;
+  if (n > have) n = (int)have;
+  if (n < 0) n = 0;
+  for (int i = 0; i < n; i++) out[i] = log_ring[(log_count - n + i) % LOG_LEN];
+  pthread_mutex_unlock(&queue_lock);
+  return n;
+}
+
+/* Runs the queue to its end, stops the thread and frees the jobs nobody took
+ * (their runs failed before waiting). */
+static void stop_thread(void) {
+  pthread_mutex_lock(&queue_lock);
+  bool started = thread_started;
+  stopping = true;
+  pthread_cond_broadcast(&changed);
+  pthread_mutex_unlock(&queue_lock);
+  if (started) pthread_join(thread, NULL);
+  while (outstanding) {
+    comm_job *job = outstanding;
+    outstanding = job->next_outstanding;
+    job->free(job);
+  }
+}
+
+void comm_lock(void) {
+  pthread_mutex_lock(&queue_lock);
+  while (queue_head || running) pthread_cond_wait(&changed, &queue_lock);
+  pthread_mutex_unlock(&queue_lock);
+  pthread_mutex_lock(&collective_lock);
+}
 void comm_unlock(void) { pthread_mutex_unlock(&collective_lock); }
 MPI_Comm comm_world(void) { return MPI_COMM_WORLD; }
 
@@ -147,6 +258,7 @@ mf_code mf_mpi_barrier(mf_status *s) {
 void mf_mpi_shutdown(void) {
   pthread_mutex_lock(&init_lock);
   if (initialized && !finished) {
+    stop_thread();
     finished = true;
     /* A collective that timed out is still pending: MPI_Finalize would wait
      * for it forever. Aborting makes mpirun end the other ranks too. */

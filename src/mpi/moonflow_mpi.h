@@ -1,8 +1,11 @@
 /* moonflow_mpi.h — the C API of libmoonflow_mpi.so, moonflow's data-parallel
  * training across processes on MPI (Open MPI). The core library never links
  * MPI: this library does, and adds its graph ops (MpiAllreduce, MpiAllgather,
- * MpiBroadcast and the internal MpiAllgatherGrad, ops.c) to the core's
- * registry when mf_mpi_init runs. Lua loads it through require "moonflow.mpi".
+ * MpiBroadcast and the internal MpiAllgatherGrad, MpiAllreduceStart and
+ * MpiAllreduceWait, ops.c) to the core's registry when mf_mpi_init runs. Lua
+ * loads it through require "moonflow.mpi". Overlapped allreduces run on a
+ * communication thread of the process (comm.c), in the order they were
+ * started, which the plan makes the same on every rank.
  *
  * Collectives block until every rank has joined, polled up to a deadline
  * (mf_mpi_set_timeout): a rank that died, stopped or ran other ops makes the
@@ -42,8 +45,23 @@ MF_API void mf_mpi_set_timeout(double seconds);
 MF_API double mf_mpi_timeout(void);
 /* Waits until every rank has called it (with the deadline). */
 MF_API mf_code mf_mpi_barrier(mf_status *s);
-/* Ends MPI for the process (MPI_Finalize, or MPI_Abort after a timeout);
- * idempotent, and run at exit when not called. No MPI use may follow. */
+/* One collective the communication thread ran for an overlapped allreduce
+ * (MpiAllreduceStart), times in seconds on mf_mpi_clock's clock: when the
+ * op handed it over, when the thread began it (after the ones before) and
+ * when every rank had joined and it was done. */
+typedef struct mf_mpi_collective {
+  int64_t ticket;   /* 1, 2, ... in the order they were handed over */
+  int64_t bytes;    /* of the fused buffer */
+  int tensors;      /* tensors fused into it */
+  double submitted, started, finished;
+} mf_mpi_collective;
+/* Copies the last n (at most 64) into out, oldest first; returns how many. */
+MF_API int mf_mpi_recent_collectives(mf_mpi_collective *out, int n);
+/* Seconds on a monotonic clock (CLOCK_MONOTONIC). */
+MF_API double mf_mpi_clock(void);
+/* Ends MPI for the process (after the communication thread has run what it
+ * was handed; MPI_Finalize, or MPI_Abort after a timeout); idempotent, and
+ * run at exit when not called. No MPI use may follow. */
 MF_API void mf_mpi_shutdown(void);
 /* MF_CDEF_END */
 

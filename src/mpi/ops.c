@@ -172,6 +172,191 @@ static mf_code allreduce_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* ---------- MpiAllreduceStart(x1..xn) -> ticket, MpiAllreduceWait(ticket) -> y1..yn ----------
+ * The overlapped allreduce (Horovod's): Start copies its tensors, one after
+ * the other, into one buffer and hands it to the communication thread
+ * (comm.c); the plan runs Start right after the step computing its last
+ * input (MF_OP_STARTS_EARLY), and the steps after it run while the thread
+ * waits for the other ranks. Wait, where the op was built (just before the
+ * gradients are applied), waits for the buffer and splits it back. */
+
+typedef struct fused_job {
+  comm_job base;        /* first: the thread runs &base */
+  char who[256];
+  bool average;
+  mf_tensor *buffer;    /* the tensors one after the other: the input's shape when one, else flat */
+  int n;
+  int64_t hash;         /* of the dtype and every tensor's shape: ranks compare it */
+  int64_t dims[];       /* per tensor MF_MAX_RANK + 1: its rank, then its dims */
+} fused_job;
+
+static void fused_job_free(comm_job *job) {
+  fused_job *j = (fused_job *)job;
+  mf_tensor_release(j->buffer);
+  free(j);
+}
+
+static bool same_dtype_inputs(mf_infer_ctx *ic) {
+  for (int k = 1; k < ic->num_inputs; k++)
+    if (ic->in_dtypes[k] != ic->in_dtypes[0]) return false;
+  return true;
+}
+
+static mf_code allreduce_start_infer(mf_infer_ctx *ic) {
+  if (!same_dtype_inputs(ic))
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "MpiAllreduceStart '%s': every tensor of one buffer must have one dtype: input 0 is %s, "
+                         "another is not",
+                         ic->op_name, mf_dtype_name(ic->in_dtypes[0]));
+  if (allreduce_infer(ic)) return ic->status->code;  /* reduce_op and dtype, as MpiAllreduce */
+  ic->out_dtypes[0] = MF_INT64;
+  ic->out_shapes[0] = (mf_shape){.rank = 0};
+  return MF_OK;
+}
+
+enum { FIELDS_PER_TENSOR = MF_MAX_RANK + 1 };
+
+/* FNV-1a over 64-bit words. */
+static int64_t hash_words(const int64_t *w, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint64_t)w[i]) * 1099511628211u;
+  return (int64_t)h;
+}
+
+/* On the communication thread: every rank's dtype, tensor count, elements and
+ * shapes' hash agree, then the buffer is summed (and averaged) in place. */
+static void fused_job_run(comm_job *job) {
+  fused_job *j = (fused_job *)job;
+  mf_status *s = &job->status;
+  mf_tensor *y = j->buffer;
+  if (comm_ready(j->who, s)) return;
+  int size = mf_mpi_size();
+  int64_t mine[4] = {mf_tensor_dtype(y), j->n, mf_tensor_size(y), j->hash}, *all = calloc((size_t)size * 4, sizeof *all);
+  if (!all) {
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "%s: out of memory", j->who);
+    return;
+  }
+  MPI_Request req;
+  if (comm_check(MPI_Iallgather(mine, 4, MPI_INT64_T, all, 4, MPI_INT64_T, comm_world(), &req), j->who,
+                 "MPI_Iallgather", s))
+    return free(all);
+  if (comm_wait(&req, j->who, "the dtypes and shapes of the other ranks", s)) return; /* MPI may still write `all` */
+  char list[768] = "";
+  size_t len = 0;
+  bool agree = true;
+  for (int r = 0; r < size; r++) agree = agree && memcmp(&all[4 * r], mine, sizeof mine) == 0;
+  for (int r = 0; !agree && r < size && len < sizeof list; r++)
+    len += (size_t)snprintf(list + len, sizeof list - len, "%srank %d has %lld %s tensors of %lld elements%s",
+                            r ? ", " : "", r, (long long)all[4 * r + 1], mf_dtype_name((mf_dtype)all[4 * r]),
+                            (long long)all[4 * r + 2], all[4 * r + 3] == all[3] ? "" : " (shapes unlike rank 0's)");
+  free(all);
+  if (!agree) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "%s: every rank must allreduce tensors of the same dtypes and shapes: %s",
+                  j->who, list);
+    return;
+  }
+  MPI_Datatype type = mpi_type(mf_tensor_dtype(y));
+  size_t esize = mf_dtype_size(mf_tensor_dtype(y));
+  for (int64_t off = 0, n = mf_tensor_size(y); mf_ok(s) && off < n; off += MAX_PIECE) {
+    int count = (int)(n - off < MAX_PIECE ? n - off : MAX_PIECE);
+    if (!comm_check(MPI_Iallreduce(MPI_IN_PLACE, (char *)mf_tensor_data(y) + off * esize, count, type, MPI_SUM,
+                                   comm_world(), &req),
+                    j->who, "MPI_Iallreduce", s) &&
+        comm_wait(&req, j->who, "the sum over the ranks", s))
+      mf_tensor_retain(y); /* timed out: MPI may still write it */
+  }
+  if (mf_ok(s) && j->average) scale(y, 1.0 / size);
+}
+
+static mf_code allreduce_start_kernel(mf_kernel_ctx *ctx) {
+  mf_status *s = ctx->status;
+  int n = ctx->num_inputs;
+  fused_job *j = calloc(1, sizeof *j + (size_t)n * FIELDS_PER_TENSOR * sizeof(int64_t));
+  if (!j) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "MpiAllreduceStart '%s': out of memory", op_name(ctx));
+  who_of("MpiAllreduceStart", op_name(ctx), j->who, sizeof j->who);
+  if (comm_ready(j->who, s)) return free(j), s->code;
+  mf_dtype dtype = mf_tensor_dtype(ctx->inputs[0]);
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) {
+    const mf_tensor *x = ctx->inputs[k];
+    int64_t *d = &j->dims[k * FIELDS_PER_TENSOR];
+    d[0] = mf_tensor_rank(x);
+    memcpy(d + 1, mf_tensor_dims(x), (size_t)d[0] * sizeof *d);
+    total += mf_tensor_size(x);
+  }
+  j->buffer = n == 1 ? mf_tensor_new(dtype, mf_tensor_rank(ctx->inputs[0]), mf_tensor_dims(ctx->inputs[0]), s)
+                     : mf_tensor_new(dtype, 1, &total, s);
+  if (!j->buffer) return free(j), s->code;
+  size_t esize = mf_dtype_size(dtype), at = 0;
+  for (int k = 0; k < n; k++) {
+    size_t bytes = (size_t)mf_tensor_size(ctx->inputs[k]) * esize;
+    memcpy((char *)mf_tensor_data(j->buffer) + at, mf_tensor_data(ctx->inputs[k]), bytes);
+    at += bytes;
+  }
+  j->n = n;
+  j->average = averages(ctx->attrs);
+  j->hash = hash_words(j->dims, (size_t)n * FIELDS_PER_TENSOR, 14695981039346656037u ^ (uint64_t)dtype);
+  j->base.run = fused_job_run;
+  j->base.free = fused_job_free;
+  j->base.bytes = (int64_t)(total * (int64_t)esize);
+  j->base.tensors = n;
+  if (comm_submit(&j->base, j->who, s)) {
+    fused_job_free(&j->base);
+    return s->code;
+  }
+  *(int64_t *)mf_tensor_data(ctx->outputs[0]) = j->base.ticket;
+  return MF_OK;
+}
+
+static mf_code allreduce_wait_infer(mf_infer_ctx *ic) {
+  if (needs_job(ic, "MpiAllreduceWait")) return ic->status->code;
+  const mf_op *start = ic->in_ports ? ic->in_ports[0].op : NULL;
+  if (!start || strcmp(mf_op_type(start), "MpiAllreduceStart") != 0 || ic->in_ports[0].index != 0)
+    return mf_status_set(ic->status, MF_INVALID_ARGUMENT,
+                         "MpiAllreduceWait '%s': its input must be the ticket of an MpiAllreduceStart, got %s",
+                         ic->op_name, start ? mf_op_type(start) : "a value known only at run time");
+  int n = mf_op_num_inputs(start);
+  if (mf_infer_set_num_outputs(ic, n)) return ic->status->code;
+  for (int k = 0; k < n; k++) {
+    mf_output x = mf_op_input(start, k);
+    ic->out_dtypes[k] = mf_op_output_dtype(x.op, x.index);
+    mf_op_output_shape(x.op, x.index, &ic->out_shapes[k]);
+  }
+  return MF_OK;
+}
+
+static mf_code allreduce_wait_kernel(mf_kernel_ctx *ctx) {
+  mf_status *s = ctx->status;
+  int64_t ticket = *(const int64_t *)mf_tensor_data(ctx->inputs[0]);
+  fused_job *j = (fused_job *)comm_take(ticket);
+  if (!j)
+    return mf_status_set(s, MF_FAILED_PRECONDITION,
+                         "MpiAllreduceWait '%s': no allreduce with ticket %lld is pending: it was waited for "
+                         "already, or MPI was shut down",
+                         op_name(ctx), (long long)ticket);
+  if (!mf_ok(&j->base.status) || j->n != ctx->num_outputs) {
+    if (mf_ok(&j->base.status))
+      mf_status_set(s, MF_INTERNAL, "MpiAllreduceWait '%s': the allreduce fused %d tensors, the op has %d outputs",
+                    op_name(ctx), j->n, ctx->num_outputs);
+    else
+      *s = j->base.status;
+    fused_job_free(&j->base);
+    return s->code;
+  }
+  mf_dtype dtype = mf_tensor_dtype(j->buffer);
+  size_t at = 0;
+  for (int k = 0; k < j->n && mf_ok(s); k++) {
+    const int64_t *d = &j->dims[k * FIELDS_PER_TENSOR];
+    mf_tensor *y = j->n == 1 ? mf_tensor_retain(j->buffer) : mf_tensor_new(dtype, (int)d[0], d + 1, s);
+    if (!y) break;
+    if (j->n > 1) memcpy(mf_tensor_data(y), (const char *)mf_tensor_data(j->buffer) + at, mf_tensor_nbytes(y));
+    at += mf_tensor_nbytes(y);
+    mf_tensor_release(ctx->outputs[k]);
+    ctx->outputs[k] = y;
+  }
+  fused_job_free(&j->base);
+  return s->code;
+}
+
 /* The sum over the ranks of g (the gradients of allgather and broadcast start with it). */
 static mf_output summed(mf_grad_ctx *gc, mf_output g) {
   mf_op_desc *d = mf_grad_begin(gc, "MpiAllreduce");
@@ -380,6 +565,12 @@ static mf_code broadcast_grad(mf_grad_ctx *gc) {
 static const mf_op_def defs[] = {
     {.name = "MpiAllreduce", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_STATEFUL,
      .infer = allreduce_infer, .kernel = {[MF_CPU] = allreduce_kernel}, .grad = allreduce_grad},
+    {.name = "MpiAllreduceStart", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_VARIADIC_INPUTS | MF_OP_STARTS_EARLY | MF_OP_INTERNAL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = allreduce_start_infer, .kernel = {[MF_CPU] = allreduce_start_kernel}},
+    {.name = "MpiAllreduceWait", .num_inputs = 1, .num_outputs = 1,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS | MF_OP_INTERNAL | MF_OP_NOT_DIFFERENTIABLE,
+     .infer = allreduce_wait_infer, .kernel = {[MF_CPU] = allreduce_wait_kernel}},
     {.name = "MpiAllgather", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_DYNAMIC_OUTPUTS,
      .infer = allgather_infer, .kernel = {[MF_CPU] = allgather_kernel}, .grad = allgather_grad},
