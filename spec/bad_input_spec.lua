@@ -145,7 +145,7 @@ describe("bad input", function()
          function() tf.matmul(x, m, {transpose_a = true, adjoint_a = true}) end)
     case("tf.cast: expected a dtype such as tf.float32, got complex (at @)",
          function() tf.cast(x, "complex") end)
-    case("Sqrt: x has dtype int32, but Sqrt takes only float32, float64; use tf.cast to convert (at @)",
+    case("Sqrt: x has dtype int32, but Sqrt takes only float32, float64, complex64, complex128; use tf.cast to convert (at @)",
          function() tf.sqrt(i32) end)
     case("LogicalAnd: x and y have dtype float32, but LogicalAnd takes only bool; use tf.cast to convert (at @)",
          function() tf.logical_and(x, x) end)

@@ -16,6 +16,7 @@ tf.as_dtype = core.as_dtype
 
 tf.Array = Array
 function tf.array(value, dtype) return Array.from(value, dtype) end
+tf.complex_number = Array.complex_number
 
 tf.Graph = G.Graph.new
 tf.Tensor = G.Tensor

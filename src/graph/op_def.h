@@ -112,6 +112,9 @@ enum mf_op_flags {
                                         without it given or making one is an error when built.
                                         Its kernel sets string outputs itself (with
                                         MF_OP_SETS_OUTPUTS): they are built whole */
+  MF_OP_COMPLEX = 1 << 10,           /* takes or makes complex values (complex64, complex128);
+                                        an op without it given or making one is an error when
+                                        built, as its kernels have no loops for them */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output
