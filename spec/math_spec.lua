@@ -103,11 +103,11 @@ describe("unary ops", function()
 
   it("reject integer inputs for float-only ops, naming the op and tf.cast", function()
     local i = tf.constant({1, 2}, tf.int32)
-    for _, fname in ipairs({"rsqrt", "log1p", "sin", "cos", "tanh", "sigmoid", "floor", "ceil"}) do
+    for _, fname in ipairs({"rsqrt", "log1p", "tanh", "sigmoid", "floor", "ceil"}) do
       local err = expect_error("use tf.cast", tf[fname], i)
       assert.matches("x has dtype int32, but %w+ takes only float32, float64; use tf.cast", err)
     end
-    for _, fname in ipairs({"sqrt", "exp", "log"}) do
+    for _, fname in ipairs({"sqrt", "exp", "log", "sin", "cos"}) do
       local err = expect_error("use tf.cast", tf[fname], i)
       assert.matches("x has dtype int32, but %w+ takes only float32, float64, complex64, complex128; use tf.cast", err)
     end

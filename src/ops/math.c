@@ -64,6 +64,8 @@
 /* C99's complex functions by the element's type: MF_CMATH(exp, x) is cexpf
  * for float complex, cexp for double complex, else MF_VMATH's pick. */
 #define MF_CMATH(fn, x) _Generic((x), float complex: c##fn##f, double complex: c##fn, default: MF_VMATH(fn, x))
+/* The same over libm's real functions (MF_MATH), for those vecmath.h lacks. */
+#define MF_CMATH_LIBM(fn, x) _Generic((x), float complex: c##fn##f, double complex: c##fn, default: MF_MATH(fn, x))
 /* a + bi without multiplying by i (inf * i would make a NaN real part), part
  * by part: a complex number is an array of its two parts (C11 6.2.5), and
  * CMPLX is missing from some compilers' headers (clang with glibc). */
@@ -173,13 +175,13 @@ static inline int64_t mf_real_to_int(double v) {
   X(Abs, NUMERIC, DX(MUL(dy, SIGN(x))), mf_abs(x))                                       \
   X(Sign, NUMERIC, ND, mf_sign(x))                                                       \
   X(Square, NUMBER, DX(MUL(dy, MUL(NUM(2), CONJ(x)))), mf_mul(x, x))                     \
-  X(Sqrt, FLOAT_COMPLEX, DX(DIV(MUL(dy, NUM(0.5)), CONJ(y))), _Generic((x), float complex: csqrtf, double complex: csqrt, default: MF_MATH(sqrt, x))(x))      \
+  X(Sqrt, FLOAT_COMPLEX, DX(DIV(MUL(dy, NUM(0.5)), CONJ(y))), MF_CMATH_LIBM(sqrt, x)(x))      \
   X(Rsqrt, FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
   X(Exp, FLOAT_COMPLEX, DX(MUL(dy, CONJ(y))), MF_CMATH(exp, x)(x))                       \
   X(Log, FLOAT_COMPLEX, DX(DIV(dy, CONJ(x))), MF_CMATH(log, x)(x))                       \
   X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_VMATH(log1p, x)(x))                     \
-  X(Sin, FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
-  X(Cos, FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
+  X(Sin, FLOAT_COMPLEX, DX(MUL(dy, COS(CONJ(x)))), MF_CMATH_LIBM(sin, x)(x))                   \
+  X(Cos, FLOAT_COMPLEX, DX(NEG(MUL(dy, SIN(CONJ(x))))), MF_CMATH_LIBM(cos, x)(x))              \
   X(Tan, FLOAT, DX(MUL(dy, ADD(NUM(1), MUL(y, y)))), MF_MATH(tan, x)(x))                 \
   X(Asin, FLOAT, DX(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x))))), MF_MATH(asin, x)(x))         \
   X(Acos, FLOAT, DX(NEG(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x)))))), MF_MATH(acos, x)(x))    \

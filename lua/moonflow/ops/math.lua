@@ -156,20 +156,15 @@ return function(tf, ops)
     end
     return x
   end
-  function ops.real(x, name)
-    x = number_arg("tf.math.real", x)
-    if not x.dtype.is_complex then return x end
-    return G.op{"Real", inputs = {x}, name = name_of(name, "tf.math.real")}
-  end
-  function ops.imag(x, name)
-    x = number_arg("tf.math.imag", x)
-    if not x.dtype.is_complex then return tf.zeros_like(x, nil, name_of(name, "tf.math.imag")) end
-    return G.op{"Imag", inputs = {x}, name = name_of(name, "tf.math.imag")}
-  end
-  function ops.conj(x, name)
-    x = number_arg("tf.math.conj", x)
-    if not x.dtype.is_complex then return x end
-    return G.op{"Conj", inputs = {x}, name = name_of(name, "tf.math.conj")}
+  -- {op type, whether a real x gives zeros (else x itself)}
+  for fname, spec in pairs({real = {"Real", false}, imag = {"Imag", true}, conj = {"Conj", false}}) do
+    local who = "tf.math." .. fname
+    ops[fname] = function(x, name)
+      x = number_arg(who, x)
+      if x.dtype.is_complex then return G.op{spec[1], inputs = {x}, name = name_of(name, who)} end
+      if spec[2] then return tf.zeros_like(x, nil, name_of(name, who)) end
+      return x
+    end
   end
   function ops.angle(x, name)
     x = number_arg("tf.math.angle", x)
