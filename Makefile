@@ -36,7 +36,7 @@ LUA_LIBDIR ?= $(LUADIR)
 INCLUDEDIR ?= $(PREFIX)/include
 LIBDIR ?= $(PREFIX)/lib
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libjansson-dev zlib1g-dev libprotobuf-c-dev libpng-dev libjpeg62-turbo-dev lua-busted
+DEB_PACKAGES := luajit libluajit-5.1-dev libopenblas-dev libfftw3-dev libjansson-dev zlib1g-dev libprotobuf-c-dev libpng-dev libjpeg62-turbo-dev lua-busted
 DEB_TEST_PACKAGES := python3-sklearn pkg-config tmux
 
 # The version is the header's MF_VERSION; the shared library's soname carries
@@ -52,7 +52,7 @@ HDR := $(wildcard src/*/*.h src/*/*/*.h)
 INCLUDES := -Isrc -Isrc/include
 BUILD ?= build
 OBJ := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBS := -ljansson -lopenblas -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread
+LIBS := -ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread
 CDEF := lua/moonflow/cdef.lua lua/moonflow/mpi_cdef.lua
 # The MPI library (src/mpi/README.md), built where Open MPI's mpicc is found.
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)

@@ -19,6 +19,7 @@ dependencies = {
 }
 external_dependencies = {
   OPENBLAS = { library = "openblas" },
+  FFTW3 = { header = "fftw3.h", library = "fftw3" },
   JANSSON = { header = "jansson.h", library = "jansson" },
   ZLIB = { header = "zlib.h", library = "z" },
   PROTOBUF_C = { header = "protobuf-c/protobuf-c.h", library = "protobuf-c" },
@@ -32,8 +33,8 @@ build = {
   build_target = "lib",
   build_variables = {
     CC = "$(CC)",
-    CFLAGS = "$(CFLAGS) -I$(JANSSON_INCDIR) -I$(ZLIB_INCDIR) -I$(PROTOBUF_C_INCDIR) -I$(PNG_INCDIR) -I$(JPEG_INCDIR)",
-    LDFLAGS = "-L$(OPENBLAS_LIBDIR) -L$(JANSSON_LIBDIR) -L$(ZLIB_LIBDIR) -L$(PROTOBUF_C_LIBDIR) -L$(PNG_LIBDIR) -L$(JPEG_LIBDIR)",
+    CFLAGS = "$(CFLAGS) -I$(FFTW3_INCDIR) -I$(JANSSON_INCDIR) -I$(ZLIB_INCDIR) -I$(PROTOBUF_C_INCDIR) -I$(PNG_INCDIR) -I$(JPEG_INCDIR)",
+    LDFLAGS = "-L$(OPENBLAS_LIBDIR) -L$(FFTW3_LIBDIR) -L$(JANSSON_LIBDIR) -L$(ZLIB_LIBDIR) -L$(PROTOBUF_C_LIBDIR) -L$(PNG_LIBDIR) -L$(JPEG_LIBDIR)",
     WERROR = "",
   },
   -- The Lua modules go to LUADIR (the tree's share/lua/5.1/moonflow/) and the

@@ -145,7 +145,7 @@ describe("bad input", function()
          function() tf.matmul(x, m, {transpose_a = true, adjoint_a = true}) end)
     case("tf.cast: expected a dtype such as tf.float32, got complex (at @)",
          function() tf.cast(x, "complex") end)
-    case("Sqrt: x has dtype int32, but Sqrt takes only float32, float64; use tf.cast to convert (at @)",
+    case("Sqrt: x has dtype int32, but Sqrt takes only float32, float64, complex64, complex128; use tf.cast to convert (at @)",
          function() tf.sqrt(i32) end)
     case("LogicalAnd: x and y have dtype float32, but LogicalAnd takes only bool; use tf.cast to convert (at @)",
          function() tf.logical_and(x, x) end)
@@ -681,9 +681,9 @@ describe("bad input", function()
     H.write(dir .. "/short", "abc")
     H.write(dir .. "/graph.json", "{not json")
     H.write(dir .. "/other.json", '{"ops": 5}')
-    local header = "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }"
+    local header = "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }"
     header = header .. string.rep(" ", 63 - (10 + #header) % 64) .. "\n"
-    H.write(dir .. "/complex.npy", "\147NUMPY\1\0" .. string.char(#header, 0) .. header .. string.rep("\0", 16))
+    H.write(dir .. "/half.npy", "\147NUMPY\1\0" .. string.char(#header, 0) .. header .. string.rep("\0", 4))
     H.write(dir .. "/bad.csv", "1,2\n3,x\n")
     case("tf.train.Saver: var_list[1] is not a variable: 5 (at @)",
          function() tf.train.Saver({5}) end)
@@ -722,9 +722,9 @@ describe("bad input", function()
          function() tf.train.import_graph(dir .. "/other.json") end)
     case("tf.io.read_npy: cannot open '$/missing.npy': $/missing.npy: No such file or directory (at @)",
          function() tf.io.read_npy(dir .. "/missing.npy") end)
-    case("tf.io.read_npy: '$/complex.npy' holds dtype '<c8'; supported: float32 (<f4), float64 (<f8), int32 " ..
-         "(<i4), int64 (<i8), uint8 (|u1), bool (|b1) (at @)",
-         function() tf.io.read_npy(dir .. "/complex.npy") end)
+    case("tf.io.read_npy: '$/half.npy' holds dtype '<f2'; supported: float32 (<f4), float64 (<f8), int32 " ..
+         "(<i4), int64 (<i8), uint8 (|u1), bool (|b1), complex64 (<c8), complex128 (<c16) (at @)",
+         function() tf.io.read_npy(dir .. "/half.npy") end)
     case("tf.io.write_npy: cannot write '$/no/such/a.npy': $/no/such/a.npy: No such file or directory (at @)",
          function() tf.io.write_npy(dir .. "/no/such/a.npy", tf.array({1})) end)
     case("tf.io.write_npy(path, array): path must be a string (at @)",

@@ -1,5 +1,5 @@
 -- conformance_spec.lua — one conformance table per op family (math, nn,
--- segment, linalg, image, sparse): each case calls a function on the edge
+-- segment, linalg, image, sparse, complex, signal): each case calls a function on the edge
 -- cases TensorFlow's kernel tests use (empty tensors, size-1 and rank-0
 -- inputs, negative axes, NaN and inf, integer division and modulo signs,
 -- dtypes that must not mix) and must give TensorFlow's result — dtype,
@@ -17,9 +17,10 @@ local TOL = {float32 = 4e-6, float64 = 1e-13}
 
 local function is_tensor_spec(v) return type(v) == "table" and type(v[1]) == "string" and core.dtypes[v[1]] end
 
--- A tensor from {dtype, shape, flat values}.
+-- A tensor from {dtype, shape, flat values} (complex values as {re, im} pairs).
 local function tensor(spec)
   local dtype, shape, flat = tf[spec[1]], spec[2], spec[3]
+  if dtype.is_complex then flat = H.complex(flat) end
   if #shape == 0 then return tf.constant(flat[1], dtype) end
   if #flat == 0 then return tf.zeros(shape, dtype) end
   return tf.reshape(tf.constant(flat, dtype), shape)
@@ -95,7 +96,9 @@ local function check_result(c, r)
     local got_shape = type(v) == "table" and v:shape() or {}
     assert.same(shape, got_shape, "shape of result " .. k)
     local got = type(v) == "table" and H.flat(v) or {v}
-    H.assert_values(flat, got, TOL[dtype] or 0)
+    if core.dtypes[dtype].is_complex then flat, got = H.flat(flat), H.flat(H.pairs(v)) end
+    local real = core.dtypes[dtype].real_dtype
+    H.assert_values(flat, got, TOL[real and real.name or dtype] or 0)
   end
 end
 
@@ -105,7 +108,7 @@ for i, c in ipairs(CASES) do
   table.insert(families[c.family], {c, i})
 end
 
-for _, family in ipairs({"math", "nn", "segment", "linalg", "image", "sparse"}) do
+for _, family in ipairs({"math", "nn", "segment", "linalg", "image", "sparse", "complex", "signal"}) do
   describe("conformance: " .. family, function()
     setup(H.growth_off)
     teardown(H.growth_restore)

@@ -43,7 +43,7 @@ describe("finding the library", function()
     local exe = dir .. "/host"
     local out, status = H.shell(string.format(
       "%s -std=c11 $(pkg-config --cflags luajit) '%s/spec/lua_host.c' -rdynamic -Wl,--whole-archive '%s' " ..
-      "-Wl,--no-whole-archive $(pkg-config --libs luajit) -ljansson -lopenblas -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread " ..
+      "-Wl,--no-whole-archive $(pkg-config --libs luajit) -ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread " ..
       "%s -o '%s'",
       os.getenv("CC") or "cc", root, archive, os.getenv("MOONFLOW_LINK_FLAGS") or "", exe))
     assert.equal(0, status, out)

@@ -19,7 +19,7 @@ describe("examples/embed", function()
     assert.equal(0, status, lua_out)
     local out
     out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/host.c' '%s/libmoonflow.a' " ..
-                                        "-ljansson -lopenblas -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread %s -o '%s/host'",
+                                        "-ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread %s -o '%s/host'",
                                         cc, root, root, build, link_flags, dir))
     assert.equal(0, status, out)
     local c_out
@@ -47,7 +47,7 @@ describe("examples/embed", function()
     sess:run(tf.global_variables_initializer())
     tf.train.Saver({other}):save(sess, dir .. "/policy.ckpt")
     local out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/host.c' " ..
-                                              "'%s/libmoonflow.a' -ljansson -lopenblas -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread " ..
+                                              "'%s/libmoonflow.a' -ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread " ..
                                               "%s -o '%s/host' " ..
                                               "&& '%s/host' '%s'", cc, root, root, build, link_flags, dir, dir, dir))
     assert.is_not.equal(0, status)

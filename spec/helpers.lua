@@ -38,6 +38,25 @@ function H.flat(v)
   return out
 end
 
+-- Complex values written as {re, im} pairs (spec/fixtures/complex_values.lua):
+-- H.complex gives the nested list of complex numbers tf.constant takes;
+-- H.pairs gives a complex tf.Array (or fetched number) back as such pairs.
+function H.complex(v)
+  if type(v[1]) == "number" then return tf.complex_number(v[1], v[2]) end
+  local out = {}
+  for i, e in ipairs(v) do out[i] = H.complex(e) end
+  return out
+end
+function H.pairs(v)
+  local function walk(e)
+    if type(e) ~= "table" then return {e.re, e.im} end
+    local out = {}
+    for i, x in ipairs(e) do out[i] = walk(x) end
+    return out
+  end
+  return walk(tf.Array.is(v) and v:totable() or v)
+end
+
 -- Asserts that actual has expected's numbers to a relative tolerance tol.
 function H.assert_near_all(expected, actual, tol, what)
   local e, a = H.flat(expected), H.flat(actual)

@@ -6,7 +6,9 @@
  * session running on one thread. Reductions (one folded in blocks), softmax
  * cross-entropy, a convolution and its input gradient (im2col, col2im), max
  * pooling and its gradient, bias_add, gather and its gradient, an unsorted
- * segment sum, cumsum, argmax and a transpose. Exits 0 when every check passes. */
+ * segment sum, cumsum, argmax, a transpose, and FFTW's transforms (rfft, fft,
+ * irfft: plans made under one lock, run from every thread). Exits 0 when
+ * every check passes. */
 #include "c_check.h"
 
 #include <cblas.h>
@@ -14,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { THREADS = 3, RUNS = 6, FEEDS = 2, MAX_FETCHES = 16 };
+enum { THREADS = 3, RUNS = 6, FEEDS = 2, MAX_FETCHES = 20 };
 enum { BATCH = 4, SIDE = 48, CH = 16, OUT_CH = 8, ROWS = 40000 };
 
 static struct {
@@ -162,6 +164,15 @@ int main(void) {
   fetches[n++] = op("UnsortedSegmentSum", segment_in, 3, NULL, NULL, 0, NULL, NULL);
   fetches[n++] = op_int("Cumsum", t4, "axis", 0);
   fetches[n++] = op("Transpose", &w256, 1, "perm", perm, 2, NULL, NULL);
+  mf_tensor *len_v = mf_tensor_new(MF_INT32, 1, (int64_t[]){1}, st);
+  *(int32_t *)mf_tensor_data(len_v) = 250; /* crops the rows of 256 */
+  mf_output fft_length = const_of(len_v);
+  mf_output rfft_in[2] = {w256, fft_length};
+  mf_output spectrum = op("RFFT", rfft_in, 2, NULL, NULL, 0, NULL, NULL);
+  fetches[n++] = spectrum;
+  fetches[n++] = op("FFT", &spectrum, 1, NULL, NULL, 0, NULL, NULL);
+  mf_output irfft_in[2] = {spectrum, fft_length};
+  fetches[n++] = op("IRFFT", irfft_in, 2, NULL, NULL, 0, NULL, NULL);
   shared.num_fetches = n;
   if (mf_status_code(st) != MF_OK) {
     fprintf(stderr, "building the graph: %s\n", mf_status_message(st));

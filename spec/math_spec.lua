@@ -103,10 +103,13 @@ describe("unary ops", function()
 
   it("reject integer inputs for float-only ops, naming the op and tf.cast", function()
     local i = tf.constant({1, 2}, tf.int32)
-    for _, fname in ipairs({"sqrt", "rsqrt", "exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid",
-                            "floor", "ceil"}) do
+    for _, fname in ipairs({"rsqrt", "log1p", "tanh", "sigmoid", "floor", "ceil"}) do
       local err = expect_error("use tf.cast", tf[fname], i)
       assert.matches("x has dtype int32, but %w+ takes only float32, float64; use tf.cast", err)
+    end
+    for _, fname in ipairs({"sqrt", "exp", "log", "sin", "cos"}) do
+      local err = expect_error("use tf.cast", tf[fname], i)
+      assert.matches("x has dtype int32, but %w+ takes only float32, float64, complex64, complex128; use tf.cast", err)
     end
     expect_error("Sqrt: x has dtype int32, but Sqrt", tf.sqrt, i)
     expect_error("takes only float32, float64, int32, int64, uint8", tf.negative, tf.constant(true))
@@ -605,7 +608,7 @@ describe("cast", function()
     assert.equal(tf.int32, tf.to_int32(x).dtype)
     assert_values({1}, eval(tf.to_int32(x)))
     assert_values({1.5}, eval(tf.to_float(x) + tf.cast(tf.to_int64(x), tf.float32) * 0))
-    expect_error("expected a dtype", tf.cast, x, "complex64")
+    expect_error("expected a dtype", tf.cast, x, "complex")
   end)
 
   it("makes mixed-dtype arithmetic work", function()

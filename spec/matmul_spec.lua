@@ -299,7 +299,7 @@ describe("matmul", function()
     it("rejects mixed and unsupported dtypes", function()
       fails("a is float32 and b is float64; tf.cast one of them", tf.matmul,
             tf.constant({{1}}), tf.constant({{1}}, tf.float64))
-      fails("MatMul takes float32, float64, int32 or int64 tensors, got bool", tf.matmul,
+      fails("MatMul takes float32, float64, int32, int64, complex64 or complex128 tensors, got bool", tf.matmul,
             tf.constant({{true}}), tf.constant({{true}}))
       fails("got uint8", tf.matmul, tf.constant({{1}}, tf.uint8), tf.constant({{1}}, tf.uint8))
     end)

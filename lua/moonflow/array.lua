@@ -9,6 +9,21 @@ local printing = require("moonflow.printing")
 local Array = {}
 Array.__index = Array
 
+-- Complex numbers from Lua are LuaJIT's complex cdata: tf.complex_number(re, im)
+-- (or ffi.new("complex", re, im)); fetched complex elements come back so.
+local complex_double = ffi.typeof("complex double")
+local complex_float = ffi.typeof("complex float")
+function Array.is_complex_number(v)
+  return type(v) == "cdata" and (ffi.istype(complex_double, v) or ffi.istype(complex_float, v))
+end
+function Array.complex_number(re, im)
+  if type(re) ~= "number" or (im ~= nil and type(im) ~= "number") then
+    fail("tf.complex_number: expected a real and an imaginary part (numbers), got " .. describe(re) ..
+         (im ~= nil and " and " .. describe(im) or ""))
+  end
+  return complex_double(re, im or 0)
+end
+
 local function release(ptr) C.mf_tensor_release(ptr) end
 
 -- Wraps a new reference to an mf_tensor (takes ownership).
@@ -123,8 +138,22 @@ local function converter(dtype, exact, who)
       return v
     end
   end
+  if dtype.is_complex then
+    return function(v)
+      if type(v) == "boolean" then return v and 1 or 0 end
+      if type(v) ~= "number" and not Array.is_complex_number(v) then
+        fail(named(who) .. ": expected numbers or complex numbers (tf.complex_number(re, im)) for dtype " ..
+             dtype.name .. ", got " .. describe(v))
+      end
+      return v
+    end
+  end
   local check = exact and int_range[dtype.name] and Array.check_exact
   return function(v)
+    if Array.is_complex_number(v) then
+      fail(named(who) .. ": cannot convert complex number " .. tostring(v) .. " to dtype " .. dtype.name ..
+           " (tf.math.real and tf.math.imag take its parts)")
+    end
     if type(v) == "boolean" then return v and 1 or 0 end
     if type(v) ~= "number" and type(v) ~= "cdata" then
       fail(named(who) .. ": expected numbers, got " .. describe(v))
@@ -135,13 +164,14 @@ local function converter(dtype, exact, who)
 end
 
 -- The dtype a Lua value suggests: booleans become bool, strings string,
--- numbers float32.
+-- numbers float32, complex numbers complex128 (as Python's complex in TensorFlow).
 function Array.default_dtype(value)
   local v = value
   while type(v) == "table" and getmetatable(v) == nil do v = v[1] end
   if Array.is(v) then return v.dtype end
   if type(v) == "boolean" then return core.dtypes.bool end
   if type(v) == "string" then return core.dtypes.string end
+  if Array.is_complex_number(v) then return core.dtypes.complex128 end
   return core.dtypes.float32
 end
 
@@ -212,7 +242,11 @@ function Array.from(value, dtype, exact, who)
     local convert = converter(dtype, false, who)
     for i = 0, value._size - 1 do
       local v = value._data[i]
-      if dtype.name == "bool" then out._data[i] = (v ~= 0 and v ~= false) else out._data[i] = convert(v) end
+      if value.dtype.is_complex then  -- as TensorFlow's Cast: bool is x ~= 0, real dtypes take the real part
+        if dtype.name == "bool" then out._data[i] = v.re ~= 0 or v.im ~= 0
+        elseif dtype.is_complex then out._data[i] = v
+        else out._data[i] = v.re end
+      elseif dtype.name == "bool" then out._data[i] = (v ~= 0 and v ~= false) else out._data[i] = convert(v) end
     end
     return out
   end
@@ -220,7 +254,8 @@ function Array.from(value, dtype, exact, who)
   dtype = dtype or Array.default_dtype(value)
   local dims = {}
   if type(value) == "table" and getmetatable(value) == nil then table_shape(value, dims, 1, who)
-  elseif type(value) ~= "number" and type(value) ~= "boolean" and type(value) ~= "string" then
+  elseif type(value) ~= "number" and type(value) ~= "boolean" and type(value) ~= "string" and
+         not Array.is_complex_number(value) then
     fail(named(who) .. ": expected a number, boolean, string, nested list or tf.Array, got " .. describe(value))
   end
   if dtype.name == "string" then return strings_from(value, dims, who) end
@@ -295,6 +330,7 @@ function Array:data() return self._data end
 
 local function scalar_of(dtype, v)
   if dtype.name == "bool" or dtype.name == "string" then return v end
+  if dtype.is_complex then return complex_double(v.re, v.im) end
   return tonumber(v)
 end
 
@@ -342,6 +378,11 @@ function Array:set(...)
   local tv = type(v)
   if self.dtype.name == "string" then
     fail("Array:set: string arrays are immutable; build a new one with tf.array(list, tf.string)")
+  end
+  if self.dtype.is_complex then v = converter(self.dtype, false, "Array:set")(v)
+  elseif Array.is_complex_number(v) then
+    fail("Array:set: cannot convert complex number " .. tostring(v) .. " to '" .. self.dtype.ctype ..
+         "' (take tf.math.real or tf.math.imag first)")
   end
   if self.dtype.name ~= "bool" and tv ~= "number" and tv ~= "boolean" and tv ~= "cdata" then
     fail("Array:set: cannot convert '" .. tv .. "' to '" .. self.dtype.ctype .. "': the value must be a number")

@@ -253,6 +253,15 @@ dtype("uint8", C.MF_UINT8, "uint8_t", false, true)
 -- Strings (byte strings, Lua strings in and out): elements are mf_tstring,
 -- read through C.mf_tensor_string (array.lua).
 dtype("string", C.MF_STRING, "mf_tstring", false, false)
+-- Complex numbers: elements are LuaJIT's complex cdata ("complex float" and
+-- "complex double", fields re and im); a Lua number is a complex number with
+-- imaginary part 0 (array.lua). real_dtype is the dtype of the parts.
+for _, c in ipairs({{"complex64", C.MF_COMPLEX64, "complex float", "float32"},
+                    {"complex128", C.MF_COMPLEX128, "complex double", "float64"}}) do
+  local d = dtype(c[1], c[2], c[3], false, false)
+  d.is_complex, d.real_dtype = true, M.dtypes[c[4]]
+  M.dtypes[c[4]].complex_dtype = d
+end
 M.DType = DType
 
 -- Accepts a DType or its name ("float32"); errors on anything else.

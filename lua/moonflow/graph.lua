@@ -767,7 +767,8 @@ local function to_tensor(x, dtype, graph, who, origin)
     local t = scalar_const(x, dtype or core.dtypes.float32, nil, graph, who, origin)  -- the common case: y + 1
     return dtype and t or lua_numbers(t)
   end
-  if kind ~= "number" and kind ~= "boolean" and kind ~= "string" and not args.is_plain(x) then
+  if kind ~= "number" and kind ~= "boolean" and kind ~= "string" and not args.is_plain(x) and
+     not Array.is_complex_number(x) then
     fail((type(who) == "function" and who() or who) .. ": " .. CONVERTIBLE .. ", got " .. args.describe(x))
   end
   -- A list holding Tensors is stacked along a new first axis, as TensorFlow

@@ -16,6 +16,7 @@ tf.as_dtype = core.as_dtype
 
 tf.Array = Array
 function tf.array(value, dtype) return Array.from(value, dtype) end
+tf.complex_number = Array.complex_number
 
 tf.Graph = G.Graph.new
 tf.Tensor = G.Tensor
@@ -72,7 +73,7 @@ tf.ops = ops
 -- ops.* are the op wrappers (lua/moonflow/ops/).
 for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
                          "train", "ops.conv", "ops.index", "ops.linalg", "ops.image", "ops.image_codec", "ops.sparse", "ops.strings",
-                         "ops.control_flow", "layers", "cookbook", "saver", "graph_io", "data", "io", "tfrecord",
+                         "ops.control_flow", "ops.signal", "layers", "cookbook", "saver", "graph_io", "data", "io", "tfrecord",
                          "example", "ops.debugging", "devices", "hparams", "flags", "metrics", "estimator",
                          "experiment"}) do
   require("moonflow." .. module)(tf, ops)

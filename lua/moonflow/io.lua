@@ -16,9 +16,11 @@ local fail = core.fail
 return function(tf, ops)
   tf.io = tf.io or {}
 
-  local descr_of = {float32 = "<f4", float64 = "<f8", int32 = "<i4", int64 = "<i8", uint8 = "|u1", bool = "|b1"}
+  local descr_of = {float32 = "<f4", float64 = "<f8", int32 = "<i4", int64 = "<i8", uint8 = "|u1", bool = "|b1",
+                    complex64 = "<c8", complex128 = "<c16"}
   -- descr kind+size -> dtype name ('<', '=' and '|' are native on a little-endian host).
-  local dtype_of = {f4 = "float32", f8 = "float64", i4 = "int32", i8 = "int64", u1 = "uint8", b1 = "bool"}
+  local dtype_of = {f4 = "float32", f8 = "float64", i4 = "int32", i8 = "int64", u1 = "uint8", b1 = "bool",
+                    c8 = "complex64", c16 = "complex128"}
 
   if not ffi.abi("le") then
     local function unsupported() fail("tf.io: .npy files are supported on little-endian hosts only") end
@@ -103,7 +105,7 @@ return function(tf, ops)
     local name = kind and dtype_of[kind]
     if not name then
       bad("holds dtype '" .. descr .. "'; supported: float32 (<f4), float64 (<f8), int32 (<i4), " ..
-          "int64 (<i8), uint8 (|u1), bool (|b1)")
+          "int64 (<i8), uint8 (|u1), bool (|b1), complex64 (<c8), complex128 (<c16)")
     end
     if order == ">" and kind:sub(2) ~= "1" then
       bad("is big-endian ('" .. descr .. "'); save it little-endian (arr.astype('<" .. kind .. "'))")

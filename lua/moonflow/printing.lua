@@ -73,8 +73,9 @@ end
 local function is_finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
 local function is_negative(v) return v < 0 or (v == 0 and 1 / v < 0) end  -- -0 prints as -0.
 
--- NumPy's FloatingFormat: a formatter for the values of list `values`.
-local function float_formatter(values, is_float32)
+-- NumPy's FloatingFormat: a formatter for the values of list `values`;
+-- with `plus`, positive values get a "+" (sign='+', for imaginary parts).
+local function float_formatter(values, is_float32, plus)
   local min_abs, max_abs
   local finite = {}
   for _, v in ipairs(values) do
@@ -89,10 +90,11 @@ local function float_formatter(values, is_float32)
   end
   local exp_format = max_abs ~= nil and (max_abs >= 1e8 or min_abs < 1e-4 or max_abs / min_abs > 1000)
   local pad_left, pad_right, precision, exp_size = 0, 0, 0, 0
+  local function sign_width(v) return (plus or is_negative(v)) and 1 or 0 end
   if exp_format then
     for _, v in ipairs(finite) do
       local _, frac, e = scientific_parts(math.abs(v), is_float32)
-      pad_left = math.max(pad_left, is_negative(v) and 2 or 1)
+      pad_left = math.max(pad_left, 1 + sign_width(v))
       precision = math.max(precision, #frac)
       exp_size = math.max(exp_size, #tostring(math.abs(e)), 2)
     end
@@ -100,12 +102,12 @@ local function float_formatter(values, is_float32)
   else
     for _, v in ipairs(finite) do
       local int, frac = positional_parts(math.abs(v), is_float32)
-      pad_left = math.max(pad_left, #int + (is_negative(v) and 1 or 0))
+      pad_left = math.max(pad_left, #int + sign_width(v))
       pad_right = math.max(pad_right, #frac)
     end
   end
   if #finite < #values then  -- room for nan, inf, -inf
-    local neg_inf = 0
+    local neg_inf = plus and 1 or 0
     for _, v in ipairs(values) do if v == -math.huge then neg_inf = 1 end end
     pad_left = math.max(pad_left, 3 - (pad_right + 1), 3 + neg_inf - (pad_right + 1))
   end
@@ -113,9 +115,10 @@ local function float_formatter(values, is_float32)
   return function(v)
     if not is_finite(v) then
       local text = v ~= v and "nan" or (v < 0 and "-inf" or "inf")
+      if plus and v == v and v > 0 or plus and v ~= v then text = "+" .. text end
       return string.rep(" ", width - #text) .. text
     end
-    local sign = is_negative(v) and "-" or ""
+    local sign = is_negative(v) and "-" or plus and "+" or ""
     if exp_format then
       local lead, frac, e = scientific_parts(math.abs(v), is_float32)
       if #frac < precision then  -- NumPy's min_digits: more of the value's own digits, rounded
@@ -129,6 +132,20 @@ local function float_formatter(values, is_float32)
     local int, frac = positional_parts(math.abs(v), is_float32)
     int = sign .. int
     return string.rep(" ", pad_left - #int) .. int .. "." .. frac .. string.rep(" ", pad_right - #frac)
+  end
+end
+
+-- NumPy's ComplexFloatingFormat: the real parts formatted together, the
+-- imaginary parts together with their signs, "j" after the imaginary digits
+-- (before their padding): 1.+2.j, 3. -4.5j.
+local function complex_formatter(values, is_float32)
+  local reals, imags = {}, {}
+  for i, v in ipairs(values) do reals[i], imags[i] = v.re, v.im end
+  local real, imag = float_formatter(reals, is_float32), float_formatter(imags, is_float32, true)
+  return function(v)
+    local text = imag(v.im)
+    local digits = text:match("^(.-)%s*$")
+    return real(v.re) .. digits .. "j" .. text:sub(#digits + 1)
   end
 end
 
@@ -161,7 +178,7 @@ end
 local function element(a, i)
   if a.dtype.name == "string" then return a:string_at(i) end
   local v = a._data[i]
-  if a.dtype.name == "bool" or a.dtype.name == "int64" then return v end
+  if a.dtype.name == "bool" or a.dtype.name == "int64" or a.dtype.is_complex then return v end
   return tonumber(v)
 end
 
@@ -188,6 +205,7 @@ local function formatter(a, summary)
   if a.dtype.name == "string" then return quote_string end
   local values = shown_values(a, summary)
   if a.dtype.is_floating then return float_formatter(values, a.dtype.name == "float32") end
+  if a.dtype.is_complex then return complex_formatter(values, a.dtype.name == "complex64") end
   return int_formatter(values)
 end
 
@@ -307,6 +325,31 @@ local function repr(x, depth, seen)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
-function M.repr(x) return (repr(x, 0, {})) end
+-- A number as Python's repr writes it: the shortest digits that read back as
+-- it, inf and nan by name.
+local function python_number(v)
+  if v ~= v then return "nan" end
+  if v == math.huge or v == -math.huge then return v > 0 and "inf" or "-inf" end
+  for p = 1, 17 do
+    local text = string.format("%." .. p .. "g", v)
+    if tonumber(text) == v then return text end
+  end
+end
+
+-- A complex number (LuaJIT's complex cdata) as Python's repr writes it: (1+2j), 2j, (1-0.5j).
+local complex_double, complex_float = ffi.typeof("complex double"), ffi.typeof("complex float")
+function M.complex_repr(z)
+  local im = python_number(z.im)
+  if im:sub(1, 1) ~= "-" then im = "+" .. im end
+  if z.re == 0 and 1 / z.re > 0 then return im:sub(2) .. "j" end
+  return "(" .. python_number(z.re) .. im .. "j)"
+end
+
+function M.repr(x)
+  if type(x) == "cdata" and (ffi.istype(complex_double, x) or ffi.istype(complex_float, x)) then
+    return M.complex_repr(x)
+  end
+  return (repr(x, 0, {}))
+end
 
 return M

@@ -4,7 +4,7 @@
 -- A checkpoint is one safetensors file, read and written by the engine
 -- (src/io/checkpoint.c, mf_checkpoint_*): an 8-byte little-endian header
 -- length n, n bytes of JSON (padded with spaces to a multiple of 8) mapping
--- each variable's name to {dtype ("F32", "F64", "I32", "I64", "U8", "BOOL"),
+-- each variable's name to {dtype ("F32", "F64", "I32", "I64", "U8", "BOOL", "C64", "C128"),
 -- shape, data_offsets = {begin, end}} (offsets into the data that follows the
 -- header), then the raw little-endian data. "__metadata__" holds
 -- {"format": "moonflow"}.

@@ -259,11 +259,11 @@ local function collect_if_due()
 end
 
 -- A fetched mf_tensor* (new reference) as a Lua value: scalars become numbers
--- (booleans for bool), anything else an Array.
+-- (booleans for bool, complex cdata for complex dtypes), anything else an Array.
 local function to_lua(ptr)
   if C.mf_tensor_rank(ptr) == 0 then
     local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(ptr))]
-    if dtype.name == "string" then
+    if dtype.name == "string" or dtype.is_complex then
       local s = Array.wrap(ptr):get()
       return s
     end

@@ -23,6 +23,8 @@ size_t mf_dtype_size(mf_dtype t) {
     case MF_BOOL: return 1;
     case MF_UINT8: return 1;
     case MF_STRING: return sizeof(mf_tstring);
+    case MF_COMPLEX64: return 8;
+    case MF_COMPLEX128: return 16;
   }
   return 0;
 }
@@ -36,6 +38,8 @@ const char *mf_dtype_name(mf_dtype t) {
     case MF_BOOL: return "bool";
     case MF_UINT8: return "uint8";
     case MF_STRING: return "string";
+    case MF_COMPLEX64: return "complex64";
+    case MF_COMPLEX128: return "complex128";
   }
   return "invalid";
 }
@@ -44,6 +48,7 @@ double mf_load_double(const void *data, mf_dtype t, int64_t i) {
   switch (t) {
 #define LOAD(code, type) case code: return (double)((const type *)data)[i];
     MF_FOR_ALL_TYPES(LOAD)
+    MF_FOR_COMPLEX_TYPES(LOAD)
 #undef LOAD
     case MF_STRING: break;
   }
@@ -54,6 +59,7 @@ int64_t mf_load_int64(const void *data, mf_dtype t, int64_t i) {
   switch (t) {
 #define LOAD(code, type) case code: return (int64_t)((const type *)data)[i];
     MF_FOR_ALL_TYPES(LOAD)
+    MF_FOR_COMPLEX_TYPES(LOAD)
 #undef LOAD
     case MF_STRING: break;
   }
@@ -64,6 +70,7 @@ void mf_store_double(void *data, mf_dtype t, int64_t i, double v) {
   switch (t) {
 #define STORE(code, type) case code: ((type *)data)[i] = (type)v; break;
     MF_FOR_ALL_TYPES(STORE)
+    MF_FOR_COMPLEX_TYPES(STORE)
 #undef STORE
     case MF_STRING: break;
   }

@@ -183,7 +183,7 @@ static mf_output unbroadcast(mf_grad_ctx *gc, mf_output grad, mf_output input) {
   return mf_grad_op2(gc, "SumToShape", grad, shape);
 }
 
-static bool differentiable_dtype(mf_dtype t) { return mf_dtype_is_float(t); }
+static bool differentiable_dtype(mf_dtype t) { return mf_dtype_is_float(t) || mf_dtype_is_complex(t); }
 
 static mf_code check_ports(mf_graph *g, const char *what, const mf_output *ports, int n, mf_status *s) {
   for (int i = 0; i < n; i++) {

@@ -330,7 +330,7 @@ void mf_op_desc_set_attr_tensor(mf_op_desc *d, const char *name, mf_tensor *v) {
   if (at) at->v.tensor = mf_tensor_retain(v);
 }
 /* The graph's scalar of dtype holding the bytes at `value` (a new reference). */
-static mf_tensor *shared_scalar(mf_graph *g, mf_dtype dtype, const unsigned char value[8]) {
+static mf_tensor *shared_scalar(mf_graph *g, mf_dtype dtype, const unsigned char value[MF_MAX_ELEMENT_SIZE]) {
   size_t size = mf_dtype_size(dtype);
   uint64_t h = (uint64_t)dtype * 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < size; i++) h = (h ^ value[i]) * 1099511628211ull;
@@ -346,7 +346,7 @@ static mf_tensor *shared_scalar(mf_graph *g, mf_dtype dtype, const unsigned char
 }
 
 void mf_op_desc_set_attr_scalar(mf_op_desc *d, const char *name, mf_dtype dtype, double v) {
-  unsigned char value[8] = {0};
+  _Alignas(16) unsigned char value[MF_MAX_ELEMENT_SIZE] = {0}; /* any dtype's element (complex128 the largest) */
   mf_store_double(value, dtype, 0, v);
   mf_tensor *t = shared_scalar(d->graph, dtype, value);
   if (!t) { d->oom = true; return; }
@@ -557,17 +557,23 @@ static mf_code check_ref_inputs(const mf_op_desc *d, const char *name, const int
   return MF_OK;
 }
 
-/* Strings reach only the ops that take them (MF_OP_STRINGS): the others'
- * kernels would read a string's elements as numbers. */
+/* Strings and complex values reach only the ops that take them
+ * (MF_OP_STRINGS, MF_OP_COMPLEX): the others' kernels would read their
+ * elements as other numbers. */
 static mf_code check_strings(const mf_op_def *def, const char *name, const char *what, int n,
                              const mf_dtype *dtypes, mf_status *s) {
-  if (def->flags & MF_OP_STRINGS) return MF_OK;
-  for (int i = 0; i < n; i++)
-    if (dtypes[i] == MF_STRING)
+  for (int i = 0; i < n; i++) {
+    if (dtypes[i] == MF_STRING && !(def->flags & MF_OP_STRINGS))
       return mf_status_set(s, MF_INVALID_ARGUMENT,
                            "%s: %s takes no strings, but its %s %d is a string; strings go through tf.strings "
                            "ops, Identity, Equal, NotEqual, Reshape, ExpandDims, Squeeze, Shape, Size and Rank",
                            name, def->name, what, i);
+    if (mf_dtype_is_complex(dtypes[i]) && !(def->flags & MF_OP_COMPLEX))
+      return mf_status_set(s, MF_INVALID_ARGUMENT,
+                           "%s: %s takes no complex values, but its %s %d is %s; see docs/api/signal.md for "
+                           "the ops that do, or take tf.math.real / tf.math.imag first",
+                           name, def->name, what, i, mf_dtype_name(dtypes[i]));
+  }
   return MF_OK;
 }
 

@@ -118,6 +118,9 @@ enum mf_op_flags {
   MF_OP_STARTS_EARLY = 1 << 11,      /* an asynchronous start (MpiAllreduceStart): scheduled right
                                         after the last step it needs, not in creation order, so
                                         that the steps after it overlap the work it started */
+  MF_OP_COMPLEX = 1 << 12,           /* takes or makes complex values (complex64, complex128);
+                                        an op without it given or making one is an error when
+                                        built, as its kernels have no loops for them */
 };
 
 /* Build-time evaluation (TensorFlow's constant_value_as_shape): what output

@@ -46,8 +46,10 @@ enum { MF_MAX_RANK = 8, MF_ALIGNMENT = 64 };
 
 typedef enum mf_dtype {
   MF_FLOAT32 = 1, MF_FLOAT64 = 2, MF_INT32 = 3, MF_INT64 = 4, MF_BOOL = 5, MF_UINT8 = 6,
-  MF_STRING = 7
+  MF_STRING = 7, MF_COMPLEX64 = 8, MF_COMPLEX128 = 9
 } mf_dtype;
+/* Complex elements (MF_COMPLEX64, MF_COMPLEX128) are C99's float complex and
+ * double complex: the real part, then the imaginary part. */
 
 /* An element of a string value (dtype MF_STRING, TensorFlow's tf.string): a
  * byte string of `length` bytes (any bytes, NUL included) that start

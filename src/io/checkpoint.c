@@ -3,7 +3,7 @@
  *
  * A file is an 8-byte little-endian header length n, n bytes of JSON (padded
  * with spaces to a multiple of 8) mapping each variable's name to {"dtype":
- * "F32" | "F64" | "I32" | "I64" | "U8" | "BOOL", "shape": [...],
+ * "F32" | "F64" | "I32" | "I64" | "U8" | "BOOL" | "C64" | "C128", "shape": [...],
  * "data_offsets": [begin, end]} (offsets into the data after the header),
  * then the raw little-endian data; "__metadata__" holds {"format":
  * "moonflow"}. A reader checks the whole file before it hands out anything:
@@ -33,6 +33,9 @@ struct mf_checkpoint {
 
 static const struct { const char *code; mf_dtype dtype; } codes[] = {
   {"F32", MF_FLOAT32}, {"F64", MF_FLOAT64}, {"I32", MF_INT32}, {"I64", MF_INT64}, {"U8", MF_UINT8}, {"BOOL", MF_BOOL},
+  /* Complex values as pairs of little-endian floats (real, imaginary): safetensors'
+   * own C64, and C128 for complex128, which it has no name for. */
+  {"C64", MF_COMPLEX64}, {"C128", MF_COMPLEX128},
 };
 enum { NUM_CODES = sizeof codes / sizeof codes[0] };
 

@@ -412,6 +412,7 @@ static void fill_with(mf_tensor *out, const void *value) {
     for (int64_t i = 0; i < out->size; i++) o[i] = v;          \
   } break;
     MF_FOR_ALL_TYPES(FILL)
+    MF_FOR_COMPLEX_TYPES(FILL)
 #undef FILL
     case MF_STRING: break;  /* Fill takes no strings (MF_OP_STRINGS) */
   }
@@ -432,7 +433,7 @@ static mf_code zeros_like_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 static mf_code ones_like_kernel(mf_kernel_ctx *ctx) {
-  int64_t one[1];  /* room and alignment for one element of any dtype */
+  _Alignas(16) char one[MF_MAX_ELEMENT_SIZE];  /* room and alignment for one element of any dtype */
   mf_store_double(one, ctx->outputs[0]->dtype, 0, 1.0);
   fill_with(ctx->outputs[0], one);
   return MF_OK;
@@ -1275,7 +1276,7 @@ static mf_code range_kernel(mf_kernel_ctx *ctx) {
   } break;
     MF_FOR_NUMERIC_TYPES(RANGE)
 #undef RANGE
-    case MF_BOOL: case MF_STRING: break;  /* rejected by range_infer */
+    case MF_BOOL: case MF_STRING: case MF_COMPLEX64: case MF_COMPLEX128: break;  /* rejected by range_infer */
   }
   return MF_OK;
 }
@@ -1552,49 +1553,49 @@ static int64_t strided_slice_build_scalar(const mf_op *op, int index, int depth)
 }
 
 static const mf_op_def defs[] = {
-    {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
+    {.name = "Shape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS | MF_OP_COMPLEX,
      .infer = shape_infer, .kernel = {[MF_CPU] = shape_kernel},
      .build_value = {.shape = shape_build_value}},
-    {.name = "Size", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
+    {.name = "Size", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS | MF_OP_COMPLEX,
      .infer = size_infer, .kernel = {[MF_CPU] = size_kernel}},
-    {.name = "Rank", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS,
+    {.name = "Rank", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS | MF_OP_COMPLEX,
      .infer = rank_infer, .kernel = {[MF_CPU] = rank_kernel}},
     {.name = "Reshape", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
-     .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
+     .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS | MF_OP_COMPLEX,
      .infer = reshape_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
-    {.name = "Fill", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 0,
+    {.name = "Fill", .flags = MF_OP_COMPLEX, .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 0,
      .infer = fill_infer, .kernel = {[MF_CPU] = fill_kernel}, .grad = fill_grad},
-    {.name = "ZerosLike", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "ZerosLike", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
      .infer = like_infer, .kernel = {[MF_CPU] = zeros_like_kernel}},
-    {.name = "OnesLike", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
+    {.name = "OnesLike", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
      .infer = like_infer, .kernel = {[MF_CPU] = ones_like_kernel}},
-    {.name = "Tile", .num_inputs = 1, .num_outputs = 1,
+    {.name = "Tile", .flags = MF_OP_COMPLEX, .num_inputs = 1, .num_outputs = 1,
      .infer = tile_infer, .kernel = {[MF_CPU] = tile_kernel}, .grad = tile_grad},
-    {.name = "Slice", .num_inputs = 1, .num_outputs = 1,
+    {.name = "Slice", .flags = MF_OP_COMPLEX, .num_inputs = 1, .num_outputs = 1,
      .infer = slice_infer, .kernel = {[MF_CPU] = slice_kernel}, .grad = slice_grad},
-    {.name = "StridedSlice", .num_inputs = 1, .num_outputs = 1,
+    {.name = "StridedSlice", .flags = MF_OP_COMPLEX, .num_inputs = 1, .num_outputs = 1,
      .infer = strided_slice_infer, .kernel = {[MF_CPU] = strided_slice_kernel},
      .grad = strided_slice_grad, .build_value = {.scalar = strided_slice_build_scalar}},
-    {.name = "StridedSliceGrad", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_INTERNAL, .value_inputs = 1u << 0,
+    {.name = "StridedSliceGrad", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_INTERNAL | MF_OP_COMPLEX, .value_inputs = 1u << 0,
      .infer = strided_slice_grad_infer, .kernel = {[MF_CPU] = strided_slice_grad_kernel},
      .grad = strided_slice_grad_grad},
-    {.name = "Pack", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS,
+    {.name = "Pack", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS | MF_OP_COMPLEX,
      .infer = pack_infer, .kernel = {[MF_CPU] = pack_kernel}, .grad = pack_grad,
      .build_value = {.shape = pack_build_value}},
-    {.name = "Unpack", .num_inputs = 1, .num_outputs = -1,
+    {.name = "Unpack", .flags = MF_OP_COMPLEX, .num_inputs = 1, .num_outputs = -1,
      .infer = unpack_infer, .kernel = {[MF_CPU] = unpack_kernel}, .grad = unpack_grad,
      .build_value = {.scalar = unpack_build_scalar}},
-    {.name = "Concat", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS,
+    {.name = "Concat", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_VARIADIC_INPUTS | MF_OP_COMPLEX,
      .infer = concat_infer, .kernel = {[MF_CPU] = concat_kernel}, .grad = concat_grad},
-    {.name = "SplitV", .num_inputs = 2, .num_outputs = -1, .value_inputs = 1u << 1,
+    {.name = "SplitV", .flags = MF_OP_COMPLEX, .num_inputs = 2, .num_outputs = -1, .value_inputs = 1u << 1,
      .infer = split_infer, .kernel = {[MF_CPU] = split_kernel}, .grad = split_grad},
-    {.name = "Squeeze", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
+    {.name = "Squeeze", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS | MF_OP_COMPLEX,
      .infer = squeeze_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
-    {.name = "ExpandDims", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS,
+    {.name = "ExpandDims", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS | MF_OP_COMPLEX,
      .infer = expand_dims_infer, .kernel = {[MF_CPU] = view_kernel}, .grad = reshape_grad},
-    {.name = "Transpose", .num_inputs = 1, .num_outputs = 1,
+    {.name = "Transpose", .flags = MF_OP_COMPLEX, .num_inputs = 1, .num_outputs = 1,
      .infer = transpose_infer, .kernel = {[MF_CPU] = transpose_kernel}, .grad = transpose_grad},
-    {.name = "BroadcastTo", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
+    {.name = "BroadcastTo", .flags = MF_OP_COMPLEX, .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
      .infer = broadcast_to_infer, .kernel = {[MF_CPU] = broadcast_to_kernel},
      .grad = broadcast_to_grad},
     {.name = "Range", .num_inputs = 3, .num_outputs = 1, .value_inputs = 0x7u, .flags = MF_OP_NOT_DIFFERENTIABLE,

@@ -1301,7 +1301,7 @@ static mf_code sequence_mask_kernel(mf_kernel_ctx *ctx) {
 #define CASE(code, T) case code: sequence_mask_##code(out->data, len, lengths->size, out->dims[out->rank - 1]); break;
     MF_FOR_ALL_TYPES(CASE)
 #undef CASE
-    case MF_STRING: break;  /* SequenceMask makes no strings (MF_OP_STRINGS) */
+    case MF_STRING: case MF_COMPLEX64: case MF_COMPLEX128: break;  /* SequenceMask makes neither (MF_OP_STRINGS, MF_OP_COMPLEX) */
   }
   mf_free(owned);
   return MF_OK;

@@ -25,6 +25,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/helpers.h"
 
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -42,13 +43,45 @@
 #define MF_TRUEDIV_MF_INT32 double
 #define MF_TRUEDIV_MF_INT64 double
 #define MF_TRUEDIV_MF_UINT8 float
+#define MF_TRUEDIV_MF_COMPLEX64 float complex
+#define MF_TRUEDIV_MF_COMPLEX128 double complex
+/* PART: the dtype of a complex input's parts (Real, Imag, ComplexAbs, Angle);
+ * COMPLEX: the complex dtype whose parts are the input's (Complex). */
+#define MF_OUTT_PART(code, T) MF_PART_##code
+#define MF_PART_MF_COMPLEX64 float
+#define MF_PART_MF_COMPLEX128 double
+#define MF_OUTT_COMPLEX(code, T) MF_COMPLEX_OF_##code
+#define MF_COMPLEX_OF_MF_FLOAT32 float complex
+#define MF_COMPLEX_OF_MF_FLOAT64 double complex
 
 /* ---------- element helpers ----------
  * Expressions are written once for every dtype: _Generic picks the float or
  * the integer form. Integer forms work in int64/uint64 so that they wrap like
  * TensorFlow instead of overflowing (undefined in C), and so that comparisons
  * with zero never see an unsigned type. */
-#define MF_REAL_OR_INT(x, real, integer) _Generic((x), float: real, double: real, default: integer)
+#define MF_REAL_OR_INT(x, real, integer) \
+  _Generic((x), float: real, double: real, float complex: real, double complex: real, default: integer)
+/* C99's complex functions by the element's type: MF_CMATH(exp, x) is cexpf
+ * for float complex, cexp for double complex, else MF_VMATH's pick. */
+#define MF_CMATH(fn, x) _Generic((x), float complex: c##fn##f, double complex: c##fn, default: MF_VMATH(fn, x))
+/* The same over libm's real functions (MF_MATH), for those vecmath.h lacks. */
+#define MF_CMATH_LIBM(fn, x) _Generic((x), float complex: c##fn##f, double complex: c##fn, default: MF_MATH(fn, x))
+/* a + bi without multiplying by i (inf * i would make a NaN real part), part
+ * by part: a complex number is an array of its two parts (C11 6.2.5), and
+ * CMPLX is missing from some compilers' headers (clang with glibc). */
+static inline float complex mf_complex64_of(float a, float b) {
+  float complex z;
+  ((float *)&z)[0] = a, ((float *)&z)[1] = b;
+  return z;
+}
+static inline double complex mf_complex128_of(double a, double b) {
+  double complex z;
+  ((double *)&z)[0] = a, ((double *)&z)[1] = b;
+  return z;
+}
+#define MF_MAKE_COMPLEX(a, b) _Generic((a), float: mf_complex64_of, default: mf_complex128_of)(a, b)
+#define MF_CREAL(x) _Generic((x), float complex: crealf, default: creal)(x)
+#define MF_CIMAG(x) _Generic((x), float complex: cimagf, default: cimag)(x)
 #define MF_WRAP(a, op, b) ((uint64_t)(a) op (uint64_t)(b))
 
 static inline uint64_t mf_abs_int(int64_t x) { return x < 0 ? 0 - (uint64_t)x : (uint64_t)x; }
@@ -114,8 +147,14 @@ static inline int64_t mf_real_to_int(double v) {
 #define mf_int_zero(b) MF_REAL_OR_INT(b, 0, (b) == 0)
 #define mf_int_negative(b) MF_REAL_OR_INT(b, 0, mf_negative_int(b))
 /* Cast: to bool is x != 0; to an integer goes through mf_real_to_int from floats. */
-#define mf_to_int(x) MF_REAL_OR_INT(x, mf_real_to_int(x), x)
-#define mf_convert(D, x) _Generic((D)0, bool: (x) != 0, float: (D)(x), double: (D)(x), default: (D)mf_to_int(x))
+/* From complex, as TensorFlow's Cast: the real part, the imaginary part dropped. */
+#define mf_to_int(x) \
+  _Generic((x), float: mf_real_to_int(x), double: mf_real_to_int(x), float complex: mf_real_to_int(MF_CREAL(x)), \
+           double complex: mf_real_to_int(MF_CREAL(x)), default: x)
+#define mf_to_real(x) _Generic((x), float complex: MF_CREAL(x), double complex: MF_CREAL(x), default: x)
+#define mf_convert(D, x)                                                                                   \
+  _Generic((D)0, bool: (x) != 0, float: (D)mf_to_real(x), double: (D)mf_to_real(x), float complex: (D)(x), \
+           double complex: (D)(x), default: (D)mf_to_int(x))
 
 /* ---------- the op tables ----------
  * The grad column is ND for an op declared not differentiable (gradients stop
@@ -132,17 +171,17 @@ static inline int64_t mf_real_to_int(double v) {
  * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Expm1, Sqrt, Rsqrt, Tan, Asinh, Acosh
  * and Reciprocal reuse their output. */
 #define MF_UNARY_OPS(X)                                                                  \
-  X(Neg, NUMERIC, DX(NEG(dy)), mf_neg(x))                                                \
+  X(Neg, NUMBER, DX(NEG(dy)), mf_neg(x))                                                 \
   X(Abs, NUMERIC, DX(MUL(dy, SIGN(x))), mf_abs(x))                                       \
   X(Sign, NUMERIC, ND, mf_sign(x))                                                       \
-  X(Square, NUMERIC, DX(MUL(dy, MUL(NUM(2), x))), mf_mul(x, x))                          \
-  X(Sqrt, FLOAT, DX(DIV(MUL(dy, NUM(0.5)), y)), MF_MATH(sqrt, x)(x))                     \
+  X(Square, NUMBER, DX(MUL(dy, MUL(NUM(2), CONJ(x)))), mf_mul(x, x))                     \
+  X(Sqrt, FLOAT_COMPLEX, DX(DIV(MUL(dy, NUM(0.5)), CONJ(y))), MF_CMATH_LIBM(sqrt, x)(x))      \
   X(Rsqrt, FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
-  X(Exp, FLOAT, DX(MUL(dy, y)), MF_VMATH(exp, x)(x))                                      \
-  X(Log, FLOAT, DX(DIV(dy, x)), MF_VMATH(log, x)(x))                                      \
+  X(Exp, FLOAT_COMPLEX, DX(MUL(dy, CONJ(y))), MF_CMATH(exp, x)(x))                       \
+  X(Log, FLOAT_COMPLEX, DX(DIV(dy, CONJ(x))), MF_CMATH(log, x)(x))                       \
   X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_VMATH(log1p, x)(x))                     \
-  X(Sin, FLOAT, DX(MUL(dy, COS(x))), MF_MATH(sin, x)(x))                                 \
-  X(Cos, FLOAT, DX(NEG(MUL(dy, SIN(x)))), MF_MATH(cos, x)(x))                            \
+  X(Sin, FLOAT_COMPLEX, DX(MUL(dy, COS(CONJ(x)))), MF_CMATH_LIBM(sin, x)(x))                   \
+  X(Cos, FLOAT_COMPLEX, DX(NEG(MUL(dy, SIN(CONJ(x))))), MF_CMATH_LIBM(cos, x)(x))              \
   X(Tan, FLOAT, DX(MUL(dy, ADD(NUM(1), MUL(y, y)))), MF_MATH(tan, x)(x))                 \
   X(Asin, FLOAT, DX(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x))))), MF_MATH(asin, x)(x))         \
   X(Acos, FLOAT, DX(NEG(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x)))))), MF_MATH(acos, x)(x))    \
@@ -161,7 +200,21 @@ static inline int64_t mf_real_to_int(double v) {
   X(Floor, FLOAT, ND, MF_MATH(floor, x)(x))                                              \
   X(Ceil, FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
   X(Round, NUMERIC, ND, mf_round(x))                                                     \
-  X(LogicalNot, BOOL, ND, !x)
+  X(LogicalNot, BOOL, ND, !x)                                                            \
+  X(Conj, COMPLEX, DX(CONJ(dy)), _Generic((x), float complex: conjf, default: conj)(x))
+
+/* X(name, dtypes, grad, expression of the complex element x): the real-valued
+ * functions of complex values, whose results have the dtype of x's parts.
+ * Gradients as TensorFlow's: Real's is complex(dy, 0), Imag's complex(0, dy),
+ * ComplexAbs's dy * x / |x| (0 where x is 0), Angle's -dy / complex(imag(x),
+ * real(x)), which is dy * i / conj(x). */
+#define MF_PART_OPS(X)                                                                         \
+  X(Real, COMPLEX, DX(COMPLEX(dy, PART(0))), MF_CREAL(x))                                      \
+  X(Imag, COMPLEX, DX(COMPLEX(PART(0), dy)), MF_CIMAG(x))                                      \
+  X(ComplexAbs, COMPLEX, DX(grad_complex_abs(gc, x, y, dy)),                                   \
+    _Generic((x), float complex: cabsf, default: cabs)(x))                                     \
+  X(Angle, COMPLEX, DX(NEG(DIV(COMPLEX(dy, PART(0)), COMPLEX(IMAG(x), REAL(x))))),             \
+    _Generic((x), float complex: cargf, default: carg)(x))
 
 /* X(name, dtypes, output dtype, grad, failure test, failure message,
  *   expression of the elements a and b). The failure test marks elements
@@ -175,11 +228,12 @@ static inline int64_t mf_real_to_int(double v) {
  * greater (smaller), else a, so ties go to a. Maximum and Minimum are NaN
  * when either input is, as TensorFlow's and NumPy's. */
 #define MF_BINARY_OPS(X)                                                                        \
-  X(Add, NUMERIC, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                     \
-  X(Sub, NUMERIC, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                \
-  X(Mul, NUMERIC, SAME, DXY(MUL(dz, b), MUL(a, dz)), 0, NULL, mf_mul(a, b))                     \
-  X(Div, NUMERIC, REAL, DXY(DIV(dz, b), MUL(dz, DIV(DIV(NEG(a), b), b))), 0, NULL,              \
-    (out_t)a / (out_t)b)                                                                        \
+  X(Add, NUMBER, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                      \
+  X(Sub, NUMBER, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                 \
+  X(Mul, NUMBER, SAME, DXY(MUL(dz, CONJ(b)), MUL(CONJ(a), dz)), 0, NULL, mf_mul(a, b))          \
+  X(Div, NUMBER, REAL, DXY(DIV(dz, CONJ(b)), MUL(dz, DIV(DIV(NEG(CONJ(a)), CONJ(b)), CONJ(b)))), \
+    0, NULL, (out_t)a / (out_t)b)                                                               \
+  X(Complex, FLOAT, COMPLEX, DXY(REAL(dz), IMAG(dz)), 0, NULL, MF_MAKE_COMPLEX(a, b))           \
   X(FloorDiv, NUMERIC, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
   X(Mod, NUMERIC, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
     "Integer division by zero", mf_floormod(a, b))                                              \
@@ -209,9 +263,12 @@ static inline int64_t mf_real_to_int(double v) {
 
 /* EQUALITY: every dtype of ALL, and strings besides (MF_STRINGS_EQUALITY
  * adds their entries), compared by the loop the op's name_strings names. */
-#define MF_FOR_EQUALITY_TYPES MF_FOR_ALL_TYPES
+#define MF_FOR_EQUALITY_TYPES(X, ...) MF_FOR_ALL_TYPES(X, ##__VA_ARGS__) MF_FOR_COMPLEX_TYPES(X, ##__VA_ARGS__)
 #define MF_STRINGS_EQUALITY(...) __VA_ARGS__
 #define MF_STRINGS_NUMERIC(...)
+#define MF_STRINGS_NUMBER(...)
+#define MF_STRINGS_COMPLEX(...)
+#define MF_STRINGS_FLOAT_COMPLEX(...)
 #define MF_STRINGS_INT(...)
 #define MF_STRINGS_SIGNED(...)
 #define MF_STRINGS_BOOL(...)
@@ -243,6 +300,7 @@ static bool NotEqual_strings(const void *va, bool a_steps, const void *vb, bool 
 typedef struct {
   unsigned dtypes;                    /* bit per supported dtype */
   mf_map_fn loop[MF_DTYPE_SLOTS];
+  mf_dtype out[MF_DTYPE_SLOTS];
 } mf_unary_impl;
 
 typedef struct {
@@ -254,7 +312,7 @@ typedef struct {
 
 static mf_code unary_infer(mf_infer_ctx *ic, const mf_unary_impl *impl) {
   if (mf_check_dtype(ic, 0, "x has", impl->dtypes)) return ic->status->code;
-  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_dtypes[0] = impl->out[ic->in_dtypes[0]];
   ic->out_shapes[0] = ic->in_shapes[0];
   return MF_OK;
 }
@@ -265,16 +323,21 @@ static mf_code unary_run(mf_kernel_ctx *ctx, const mf_unary_impl *impl) {
   return MF_OK;
 }
 
-/* The element loops the executor fuses (mf_op_def.element_loop): the ones the kernels run. */
+/* The element loops the executor fuses (mf_op_def.element_loop): the ones the kernels run.
+ * Complex values run as steps of their own: fused tiles hold elements of at most 8 bytes. */
 static bool unary_loop(const mf_unary_impl *impl, mf_dtype t, mf_element_loop *loop) {
-  if ((unsigned)t >= MF_DTYPE_SLOTS || !(impl->dtypes >> t & 1u)) return false;
+  if ((unsigned)t >= MF_DTYPE_SLOTS || !(impl->dtypes >> t & 1u) || mf_dtype_is_complex(t) ||
+      mf_dtype_is_complex(impl->out[t]))
+    return false;
   *loop = (mf_element_loop){.map = impl->loop[t]};
   return true;
 }
 
 /* String comparisons run as steps of their own: fused groups work in tiles of numbers. */
 static bool binary_loop(const mf_binary_impl *impl, mf_dtype t, mf_element_loop *loop) {
-  if ((unsigned)t >= MF_DTYPE_SLOTS || t == MF_STRING || !(impl->dtypes >> t & 1u)) return false;
+  if ((unsigned)t >= MF_DTYPE_SLOTS || t == MF_STRING || !(impl->dtypes >> t & 1u) || mf_dtype_is_complex(t) ||
+      mf_dtype_is_complex(impl->out[t]))
+    return false;
   *loop = (mf_element_loop){.zip = impl->loop[t], .fail_msg = impl->fail_msg};
   return true;
 }
@@ -390,6 +453,25 @@ static mf_code binary_run(mf_kernel_ctx *ctx, const mf_binary_impl *impl) {
 #define GREATER(u, v) mf_grad_op2(gc, "Greater", u, v)
 #define MASK(c) mf_grad_cast(gc, c, t)
 #define LOG_POSITIVE(u) grad_log_positive(gc, u, t)
+#define CONJ(u) grad_conj(gc, u, t)
+#define COMPLEX(u, v) mf_grad_op2(gc, "Complex", u, v)
+#define REAL(u) mf_grad_op1(gc, "Real", u)
+#define IMAG(u) mf_grad_op1(gc, "Imag", u)
+#define PART(v) mf_grad_scalar(gc, mf_dtype_real(t), v)
+#define SELECT(c, u, v) mf_grad_op3(gc, "SelectV2", c, u, v)
+
+/* The conjugate of u of dtype t: u itself unless t is complex (TensorFlow's
+ * gradients conjugate where its rules say conj, which real values ignore). */
+static mf_output grad_conj(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
+  return mf_dtype_is_complex(t) ? mf_grad_op1(gc, "Conj", u) : u;
+}
+
+/* ComplexAbs's: complex(dy / |x|, 0) * x, with |x| read as 1 where it is 0
+ * (there x is 0 and so is the gradient: TensorFlow's div_no_nan). */
+static mf_output grad_complex_abs(mf_grad_ctx *gc, mf_output x, mf_output y, mf_output dy) {
+  const mf_dtype t = mf_port_dtype(x);
+  return MUL(COMPLEX(DIV(dy, SELECT(GREATER(y, PART(0)), y, PART(1))), PART(0)), x);
+}
 
 /* log(u) where u > 0, else 0: the log of u where u > 0 and of 1 elsewhere (NaN
  * included), so no log of a non-positive number is ever taken. */
@@ -435,13 +517,17 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
 #define MF_RULE_DEFINE(op, grad) MF_RULE_HEAD_##grad(op) MF_RULE_BODY_##grad
 
 /* ---------- the ops, generated from the tables ---------- */
-#define MF_UNARY_LOOP(code, T, name, expr) MF_MAP_FN(name##_##code, T, T, expr)
+#define MF_UNARY_LOOP(code, T, name, sel, expr) MF_MAP_FN(name##_##code, T, MF_OUTT_##sel(code, T), expr)
 #define MF_UNARY_ENTRY(code, T, name) [code] = name##_##code,
-#define MF_UNARY_DEFINE(name, types, grad, expr)                                       \
-  MF_TYPES(types)(MF_UNARY_LOOP, name, expr)                                           \
+#define MF_OUT_ENTRY(code, T, sel) [code] = MF_DTYPE_OF(MF_OUTT_##sel(code, T)),
+#define MF_UNARY_DEFINE(name, types, grad, expr) MF_UNARY_DEFINE_SEL(name, types, SAME, grad, expr)
+#define MF_PART_DEFINE(name, types, grad, expr) MF_UNARY_DEFINE_SEL(name, types, PART, grad, expr)
+#define MF_UNARY_DEFINE_SEL(name, types, sel, grad, expr)                              \
+  MF_TYPES(types)(MF_UNARY_LOOP, name, sel, expr)                                      \
   static const mf_unary_impl name##_impl = {                                           \
       .dtypes = MF_DTYPE_MASK(MF_TYPES(types)),                                        \
-      .loop = {MF_TYPES(types)(MF_UNARY_ENTRY, name)}};                                \
+      .loop = {MF_TYPES(types)(MF_UNARY_ENTRY, name)},                                 \
+      .out = {MF_TYPES(types)(MF_OUT_ENTRY, sel)}};                                   \
   static mf_code name##_infer(mf_infer_ctx *ic) { return unary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return unary_run(ctx, &name##_impl); } \
   static bool name##_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) { \
@@ -450,17 +536,17 @@ static mf_output grad_log_positive(mf_grad_ctx *gc, mf_output u, mf_dtype t) {
   }                                                                                    \
   MF_RULE_DEFINE(name, grad)
 MF_UNARY_OPS(MF_UNARY_DEFINE)
+MF_PART_OPS(MF_PART_DEFINE)
 
 #define MF_BINARY_LOOP(code, T, name, sel, fail, expr) \
   MF_ZIP_FN(name##_##code, T, MF_OUTT_##sel(code, T), a, b, fail, expr)
 #define MF_BINARY_ENTRY(code, T, name) [code] = name##_##code,
-#define MF_BINARY_OUT(code, T, sel) [code] = MF_DTYPE_OF(MF_OUTT_##sel(code, T)),
 #define MF_BINARY_DEFINE(name, types, sel, grad, fail, msg, expr)                       \
   MF_TYPES(types)(MF_BINARY_LOOP, name, sel, fail, expr)                                \
   static const mf_binary_impl name##_impl = {                                           \
       .dtypes = MF_DTYPE_MASK(MF_TYPES(types)) MF_STRINGS_##types(| 1u << MF_STRING),   \
       .loop = {MF_TYPES(types)(MF_BINARY_ENTRY, name) MF_STRINGS_##types([MF_STRING] = name##_strings)}, \
-      .out = {MF_TYPES(types)(MF_BINARY_OUT, sel) MF_STRINGS_##types([MF_STRING] = MF_BOOL)},  \
+      .out = {MF_TYPES(types)(MF_OUT_ENTRY, sel) MF_STRINGS_##types([MF_STRING] = MF_BOOL)},  \
       .fail_msg = msg};                                                                 \
   static mf_code name##_infer(mf_infer_ctx *ic) { return binary_infer(ic, &name##_impl); } \
   static mf_code name##_kernel(mf_kernel_ctx *ctx) { return binary_run(ctx, &name##_impl); } \
@@ -473,11 +559,13 @@ MF_BINARY_OPS(MF_BINARY_DEFINE)
 
 /* Cast: attr "DstT" (type). One loop per (source, destination) pair. */
 #define MF_CAST_LOOP(dcode, D, scode, S) MF_MAP_FN(Cast_##scode##_##dcode, S, D, mf_convert(D, x))
-#define MF_CAST_LOOPS(scode, S) MF_FOR_ALL_TYPES_INNER(MF_CAST_LOOP, scode, S)
+#define MF_CAST_LOOPS(scode, S) MF_FOR_CAST_TYPES_INNER(MF_CAST_LOOP, scode, S)
 MF_FOR_ALL_TYPES(MF_CAST_LOOPS)
+MF_FOR_COMPLEX_TYPES(MF_CAST_LOOPS)
 #define MF_CAST_ENTRY(dcode, D, scode) [dcode] = Cast_##scode##_##dcode,
-#define MF_CAST_ROW(scode, S) [scode] = {MF_FOR_ALL_TYPES_INNER(MF_CAST_ENTRY, scode)},
-static const mf_map_fn cast_loops[MF_DTYPE_SLOTS][MF_DTYPE_SLOTS] = {MF_FOR_ALL_TYPES(MF_CAST_ROW)};
+#define MF_CAST_ROW(scode, S) [scode] = {MF_FOR_CAST_TYPES_INNER(MF_CAST_ENTRY, scode)},
+static const mf_map_fn cast_loops[MF_DTYPE_SLOTS][MF_DTYPE_SLOTS] = {MF_FOR_ALL_TYPES(MF_CAST_ROW)
+                                                                     MF_FOR_COMPLEX_TYPES(MF_CAST_ROW)};
 
 static mf_code cast_infer(mf_infer_ctx *ic) {
   const mf_attr *dst = mf_attrs_find(ic->attrs, "DstT", MF_ATTR_TYPE);
@@ -492,7 +580,7 @@ static mf_code cast_infer(mf_infer_ctx *ic) {
 static bool cast_element_loop(const mf_attrs *attrs, mf_dtype t, mf_element_loop *loop) {
   const mf_attr *dst = mf_attrs_find(attrs, "DstT", MF_ATTR_TYPE);
   if (!dst || (unsigned)t >= MF_DTYPE_SLOTS || (unsigned)dst->v.type >= MF_DTYPE_SLOTS ||
-      !cast_loops[t][dst->v.type])
+      !cast_loops[t][dst->v.type] || mf_dtype_is_complex(t) || mf_dtype_is_complex(dst->v.type))
     return false;
   *loop = (mf_element_loop){.map = cast_loops[t][dst->v.type]};
   return true;
@@ -549,7 +637,7 @@ static mf_code addn_kernel(mf_kernel_ctx *ctx) {
   /* Summing into z would overwrite that input before its turn: sum block by
    * block aside, in the same order, then write the block. */
   enum { BLOCK = 1024 };
-  _Alignas(MF_ALIGNMENT) char sum[BLOCK * 8];
+  _Alignas(MF_ALIGNMENT) char sum[BLOCK * MF_MAX_ELEMENT_SIZE];
   size_t width = mf_dtype_size(z->dtype);
   for (int64_t at = 0; at < z->size; at += BLOCK) {
     int64_t n = z->size - at < BLOCK ? z->size - at : BLOCK;
@@ -575,9 +663,11 @@ static mf_code addn_grad(mf_grad_ctx *gc) {
   return MF_OK;
 }
 
-/* Parameters are not called name/flags/grad: they would replace the designators. */
+/* Parameters are not called name/flags/grad: they would replace the designators.
+ * Every op here takes complex values as far as MF_OP_COMPLEX goes: infer checks
+ * the dtypes by the op's table. */
 #define MF_OP_DEF(op, arity, fl, rule) \
-  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = (fl) | MF_OP_COMPLEX, \
    .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule, .element_loop = op##_element_loop},
 #define MF_UNARY_DEF(op, types, g, expr) \
   MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
@@ -586,11 +676,12 @@ static mf_code addn_grad(mf_grad_ctx *gc) {
 
 static const mf_op_def defs[] = {
     MF_UNARY_OPS(MF_UNARY_DEF)
+    MF_PART_OPS(MF_UNARY_DEF)
     MF_BINARY_OPS(MF_BINARY_DEF)
-    {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .infer = cast_infer,
+    {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_COMPLEX, .infer = cast_infer,
      .kernel = {[MF_CPU] = cast_kernel}, .grad = cast_grad, .element_loop = cast_element_loop},
     {.name = "AddN", .num_inputs = 1, .num_outputs = 1,
-     .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT, .infer = addn_infer,
+     .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT | MF_OP_COMPLEX, .infer = addn_infer,
      .kernel = {[MF_CPU] = addn_kernel}, .grad = addn_grad},
 };
 MF_OP_TABLE(mf_ops_math, defs);

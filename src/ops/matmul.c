@@ -2,10 +2,12 @@
  *
  * Inputs have rank >= 2: the last two axes are the matrices, the axes before
  * them are batch axes that broadcast as in NumPy ([2,1,3,4] x [5,4,6] gives
- * [2,5,3,6]). float32 and float64 go to OpenBLAS (sgemm/dgemm); int32 and
+ * [2,5,3,6]). float32, float64, complex64 and complex128 go to OpenBLAS
+ * (sgemm/dgemm/cgemm/zgemm); int32 and
  * int64 use a plain loop with wrap-around arithmetic. The gradient is two
  * more MatMuls. */
 #include "core/status.h"
+#include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/shape.h"
 #include "graph/attrs.h"
@@ -34,9 +36,9 @@ static mf_code matmul_infer(mf_infer_ctx *ic) {
                       "%s: MatMul inputs must have the same dtype, but a is %s and b is %s; "
                       "tf.cast one of them",
                       ic->op_name, mf_dtype_name(ta), mf_dtype_name(tb));
-  if (ta != MF_FLOAT32 && ta != MF_FLOAT64 && ta != MF_INT32 && ta != MF_INT64)
+  if (ta != MF_FLOAT32 && ta != MF_FLOAT64 && ta != MF_INT32 && ta != MF_INT64 && !mf_dtype_is_complex(ta))
     return MF_INVALID(ic->status,
-                      "%s: MatMul takes float32, float64, int32 or int64 tensors, got %s; "
+                      "%s: MatMul takes float32, float64, int32, int64, complex64 or complex128 tensors, got %s; "
                       "tf.cast the inputs first",
                       ic->op_name, mf_dtype_name(ta));
   ic->out_dtypes[0] = ta;
@@ -102,6 +104,14 @@ typedef void (*gemm_fn)(const mm_args *g, const void *a, const void *b, void *c)
          g->m, g->n, g->k, 1, a, g->ta ? g->m : g->k, b, g->tb ? g->k : g->n, 0, c, g->n);     \
   }
 
+/* Complex BLAS takes alpha and beta by address. */
+#define BLAS_COMPLEX_GEMM(code, T, gemm)                                                        \
+  static void gemm_##code(const mm_args *g, const void *a, const void *b, void *c) {            \
+    const T one = 1, zero = 0;                                                                  \
+    gemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,   \
+         g->m, g->n, g->k, &one, a, g->ta ? g->m : g->k, b, g->tb ? g->k : g->n, &zero, c, g->n); \
+  }
+
 /* Integers: unsigned arithmetic so overflow wraps (as TensorFlow's does) instead
  * of being undefined. Without transpose_b the loop runs i-k-j, streaming rows of
  * b and c; with it, i-j-k, so the dot product streams rows of b. */
@@ -131,16 +141,18 @@ typedef void (*gemm_fn)(const mm_args *g, const void *a, const void *b, void *c)
     }                                                                                           \
   }
 
-#define MATMUL_TYPES(BLAS, INT)   \
-  BLAS(MF_FLOAT32, float, cblas_sgemm)  \
-  BLAS(MF_FLOAT64, double, cblas_dgemm) \
-  INT(MF_INT32, int32_t, uint32_t)      \
-  INT(MF_INT64, int64_t, uint64_t)
+#define MATMUL_TYPES(BLAS, INT, CBLAS)             \
+  BLAS(MF_FLOAT32, float, cblas_sgemm)              \
+  BLAS(MF_FLOAT64, double, cblas_dgemm)             \
+  INT(MF_INT32, int32_t, uint32_t)                  \
+  INT(MF_INT64, int64_t, uint64_t)                  \
+  CBLAS(MF_COMPLEX64, float _Complex, cblas_cgemm)  \
+  CBLAS(MF_COMPLEX128, double _Complex, cblas_zgemm)
 
-MATMUL_TYPES(BLAS_GEMM, INT_GEMM)
+MATMUL_TYPES(BLAS_GEMM, INT_GEMM, BLAS_COMPLEX_GEMM)
 
 #define GEMM_ENTRY(code, T, x) [code] = gemm_##code,
-static const gemm_fn gemm_fns[MF_UINT8 + 1] = {MATMUL_TYPES(GEMM_ENTRY, GEMM_ENTRY)};
+static const gemm_fn gemm_fns[MF_DTYPE_SLOTS] = {MATMUL_TYPES(GEMM_ENTRY, GEMM_ENTRY, GEMM_ENTRY)};
 
 static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *a = ctx->inputs[0], *b = ctx->inputs[1];
@@ -217,9 +229,14 @@ mf_output mf_grad_matmul(mf_grad_ctx *gc, mf_output a, mf_output b, bool ta, boo
  *   b^T:        da = g b        db = g^T a
  *   a^T and b^T: da = b^T g^T    db = g^T a^T
  * Broadcast batch dimensions give gradients of the output's batch shape,
- * which the driver sums down to each input's. */
+ * which the driver sums down to each input's. Complex inputs enter
+ * conjugated, as TensorFlow's rule takes them. */
+static mf_output conj_if_complex(mf_grad_ctx *gc, mf_output x) {
+  return mf_dtype_is_complex(mf_port_dtype(x)) ? mf_grad_op1(gc, "Conj", x) : x;
+}
 static mf_code matmul_grad(mf_grad_ctx *gc) {
-  mf_output a = mf_op_in(gc->op, 0), b = mf_op_in(gc->op, 1), g = gc->grads[0];
+  mf_output a = conj_if_complex(gc, mf_op_in(gc->op, 0)), b = conj_if_complex(gc, mf_op_in(gc->op, 1));
+  mf_output g = gc->grads[0];
   bool ta = mf_attr_bool(&gc->op->attrs, "transpose_a", false);
   bool tb = mf_attr_bool(&gc->op->attrs, "transpose_b", false);
   if (!ta) gc->input_grads[0] = mf_grad_matmul(gc, g, b, false, !tb);
@@ -230,7 +247,7 @@ static mf_code matmul_grad(mf_grad_ctx *gc) {
 }
 
 static const mf_op_def defs[] = {
-    {.name = "MatMul", .num_inputs = 2, .num_outputs = 1, .infer = matmul_infer,
+    {.name = "MatMul", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_COMPLEX, .infer = matmul_infer,
      .kernel = {[MF_CPU] = matmul_kernel}, .grad = matmul_grad},
 };
 MF_OP_TABLE(mf_ops_matmul, defs);

@@ -173,19 +173,22 @@ static inline int64_t odo_next(int n, const int64_t *dims, const int64_t *stride
 #define WIDE_MF_INT32 uint64_t
 #define WIDE_MF_INT64 uint64_t
 #define WIDE_MF_UINT8 uint64_t
+#define WIDE_MF_COMPLEX64 double _Complex
+#define WIDE_MF_COMPLEX128 double _Complex
 
 /* Mean of an empty reduction: nan for floats (0/0); 0 for integers, which have no nan. */
 static inline double mean_float(double sum, int64_t n) { return sum / (double)n; }
 static inline int64_t mean_int(uint64_t sum, int64_t n) { return n ? (int64_t)sum / n : 0; }
-#define MEAN(a, n) _Generic((a), double: mean_float, default: mean_int)(a, n)
+static inline double _Complex mean_complex(double _Complex sum, int64_t n) { return sum / (double)n; }
+#define MEAN(a, n) _Generic((a), double: mean_float, double _Complex: mean_complex, default: mean_int)(a, n)
 
 /* X(op, dtypes (a list of core/dtype.h by its set, see MF_TYPES), accumulator,
  * identity, combine(a, b), result(a, n), gradient rule): a and b are
  * accumulators, n the number of elements folded, E the element type; the
  * result is converted to E. */
 #define REDUCE_OPS(X)                                                                         \
-  X(Sum, NUMERIC, ACC_WIDE, 0, a + b, a, sum_grad)                                            \
-  X(Mean, NUMERIC, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                 \
+  X(Sum, NUMBER, ACC_WIDE, 0, a + b, a, sum_grad)                                             \
+  X(Mean, NUMBER, ACC_WIDE, 0, a + b, MEAN(a, n), mean_grad)                                  \
   X(Prod, NUMERIC, ACC_WIDE, 1, a * b, a, prod_grad)                                          \
   X(Max, NUMERIC, ACC_ELEM, MF_LOWEST(E), MF_MAX_KEEP_NAN(a, b), a, extremum_grad)            \
   X(Min, NUMERIC, ACC_ELEM, MF_HIGHEST(E), MF_MIN_KEEP_NAN(a, b), a, extremum_grad)           \
@@ -407,8 +410,8 @@ static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_impl *impls) {
   static mf_code op##_infer(mf_infer_ctx *ic) { return reduce_infer(ic, types##_IS_LOGICAL); }    \
   static mf_code op##_kernel(mf_kernel_ctx *ctx) { return reduce_kernel(ctx, op##_impls); }
 /* Any and All take and give bools: there is no gradient to take. */
-enum { NUMERIC_IS_LOGICAL = false, BOOL_IS_LOGICAL = true };
-enum { NUMERIC_FLAGS = 0, BOOL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
+enum { NUMERIC_IS_LOGICAL = false, NUMBER_IS_LOGICAL = false, BOOL_IS_LOGICAL = true };
+enum { NUMERIC_FLAGS = 0, NUMBER_FLAGS = MF_OP_COMPLEX, BOOL_FLAGS = MF_OP_NOT_DIFFERENTIABLE };
 REDUCE_OPS(REDUCE_OP_FUNCS)
 
 mf_code mf_reduce_sum(mf_kernel_ctx *ctx, const mf_tensor *x, const bool *mask, mf_tensor *out) {
@@ -735,10 +738,10 @@ static mf_code tile_grad_grad(mf_grad_ctx *gc) {
 static const mf_op_def defs[] = {
     REDUCE_OPS(REDUCE_DEF)
     {.name = "SumToShape", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
-     .flags = MF_OP_INTERNAL | MF_OP_SETS_OUTPUTS,
+     .flags = MF_OP_INTERNAL | MF_OP_SETS_OUTPUTS | MF_OP_COMPLEX,
      .infer = sum_to_shape_infer, .kernel = {[MF_CPU] = sum_to_shape_kernel},
      .grad = sum_to_shape_grad},
-    {.name = "TileGrad", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_INTERNAL, .value_inputs = 1u << 1,
+    {.name = "TileGrad", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_INTERNAL | MF_OP_COMPLEX, .value_inputs = 1u << 1,
      .infer = tile_grad_infer, .kernel = {[MF_CPU] = tile_grad_kernel}, .grad = tile_grad_grad},
     {.name = "ReducedShape", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_INTERNAL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = reduced_shape_infer, .kernel = {[MF_CPU] = reduced_shape_kernel}},

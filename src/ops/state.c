@@ -224,6 +224,7 @@ static void accumulate(mf_tensor *out, const mf_tensor *a, const mf_tensor *b, b
     break;                                                              \
   }
     MF_FOR_NUMERIC_TYPES(ACCUM)
+    MF_FOR_COMPLEX_TYPES(ACCUM)
 #undef ACCUM
     default: break;
   }
@@ -284,22 +285,22 @@ static mf_code is_initialized_kernel(mf_kernel_ctx *ctx) {
 static const mf_op_def defs[] = {
     /* Its gradient is the driver's business: a variable is an x of tf.gradients. */
     {.name = "VariableV2", .num_inputs = 0, .num_outputs = 1,
-     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_VARIABLE,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_VARIABLE | MF_OP_COMPLEX,
      .infer = variable_infer, .kernel = {[MF_CPU] = variable_kernel}},
     {.name = "Assign", .num_inputs = 2, .num_outputs = 1, .ref_inputs = 1u << 0,
-     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
      .infer = assign_infer, .kernel = {[MF_CPU] = assign_kernel}},
     {.name = "AssignAdd", .num_inputs = 2, .num_outputs = 1, .ref_inputs = 1u << 0,
-     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
      .infer = assign_update_infer, .kernel = {[MF_CPU] = assign_add_kernel}},
     {.name = "AssignSub", .num_inputs = 2, .num_outputs = 1, .ref_inputs = 1u << 0,
-     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
      .infer = assign_update_infer, .kernel = {[MF_CPU] = assign_sub_kernel}},
     {.name = "ReadVariable", .num_inputs = 1, .num_outputs = 1, .ref_inputs = 1u << 0,
-     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS,
+     .flags = MF_OP_STATEFUL | MF_OP_SETS_OUTPUTS | MF_OP_COMPLEX,
      .infer = read_infer, .kernel = {[MF_CPU] = read_kernel}, .grad = read_grad},
     {.name = "IsVariableInitialized", .num_inputs = 1, .num_outputs = 1, .ref_inputs = 1u << 0,
-     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
+     .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
      .infer = is_initialized_infer, .kernel = {[MF_CPU] = is_initialized_kernel}},
 };
 MF_OP_TABLE(mf_ops_state, defs);

@@ -30,7 +30,7 @@ local binary = {
   logical_and = "LogicalAnd", logical_or = "LogicalOr", logical_xor = "LogicalXor",
 }
 local unary = {
-  negative = "Neg", abs = "Abs", sign = "Sign", square = "Square", sqrt = "Sqrt", rsqrt = "Rsqrt",
+  negative = "Neg", sign = "Sign", square = "Square", sqrt = "Sqrt", rsqrt = "Rsqrt",
   exp = "Exp", log = "Log", log1p = "Log1p", sin = "Sin", cos = "Cos", tanh = "Tanh",
   sigmoid = "Sigmoid", floor = "Floor", ceil = "Ceil", round = "Round", logical_not = "LogicalNot",
   tan = "Tan", asin = "Asin", acos = "Acos", atan = "Atan", sinh = "Sinh", cosh = "Cosh", asinh = "Asinh",
@@ -132,8 +132,53 @@ return function(tf, ops)
     return ops.multiply(s, t, name_of(name, "tf.scalar_mul"))
   end
 
+  -- Complex numbers. tf.abs gives |x|, ComplexAbs for complex x. tf.complex(real, imag)
+  -- pairs float parts of one dtype (broadcasting) into complex64 or complex128;
+  -- real, imag, conj and angle take any number, as TensorFlow's: x itself, zeros,
+  -- x itself and pi where x < 0 (else 0) for real x.
+  function ops.abs(x, name)
+    x = G.convert(x)
+    return G.op{x.dtype.is_complex and "ComplexAbs" or "Abs", inputs = {x}, name = name_of(name, "tf.abs")}
+  end
+  function ops.complex(real, imag, name)
+    local origin = core.user_location()
+    local a, b = operands(real, imag, origin)
+    if not a.dtype.complex_dtype or not b.dtype.complex_dtype or a.dtype ~= b.dtype then
+      fail(string.format("tf.complex: real and imag must both be float32 or both float64, got %s %s and %s %s",
+                         a.dtype.name, a.name, b.dtype.name, b.name))
+    end
+    return G.op{"Complex", inputs = {a, b}, name = name_of(name, "tf.complex"), origin = origin}
+  end
+  local function number_arg(fname, x)
+    x = G.convert(x)
+    if not (x.dtype.is_complex or x.dtype.is_floating or x.dtype.is_integer) then
+      fail(string.format("%s: x must be a number tensor, got %s %s", fname, x.dtype.name, x.name))
+    end
+    return x
+  end
+  -- {op type, whether a real x gives zeros (else x itself)}
+  for fname, spec in pairs({real = {"Real", false}, imag = {"Imag", true}, conj = {"Conj", false}}) do
+    local who = "tf.math." .. fname
+    ops[fname] = function(x, name)
+      x = number_arg(who, x)
+      if x.dtype.is_complex then return G.op{spec[1], inputs = {x}, name = name_of(name, who)} end
+      if spec[2] then return tf.zeros_like(x, nil, name_of(name, who)) end
+      return x
+    end
+  end
+  function ops.angle(x, name)
+    x = number_arg("tf.math.angle", x)
+    if x.dtype.is_complex then return G.op{"Angle", inputs = {x}, name = name_of(name, "tf.math.angle")} end
+    return tf.where_v2(ops.less(x, 0), G.convert(math.pi, x.dtype, x.graph), G.convert(0, x.dtype, x.graph),
+                       name_of(name, "tf.math.angle"))
+  end
+
   tf.math = tf.math or {}
-  for _, f in ipairs({"is_nan", "is_inf", "is_finite", "log_sigmoid", "scalar_mul"}) do tf.math[f] = ops[f] end
+  for _, f in ipairs({"is_nan", "is_inf", "is_finite", "log_sigmoid", "scalar_mul", "abs", "complex", "real",
+                      "imag", "conj", "angle"}) do
+    tf.math[f] = ops[f]
+  end
+  tf.conj, tf.real, tf.imag, tf.angle = ops.conj, ops.real, ops.imag, ops.angle
   guarded("divide_no_nan", false, ops.divide)
   guarded("multiply_no_nan", false, ops.multiply)
   guarded("xdivy", true, ops.divide)
