@@ -39,7 +39,9 @@ typedef struct op_row {
   const char *mf, *tf; /* the op type in moonflow and in TensorFlow (mf NULL: tf is expanded on import) */
   /* TensorFlow's type attributes, moonflow infers them: "T=0" is the dtype of
    * input 0 (-1: the last input), "dtype=out" of output 0, "N=n" the number of
-   * moonflow inputs. Not read on import. */
+   * moonflow inputs, "shape=outshape" the static shape of output 0. Not read
+   * on import, except those marked "!": written only when the op has no such
+   * attribute, and read as any other. */
   const char *types;
   /* moonflow attributes TensorFlow takes as constant inputs after the others,
    * in order, "attr:tf_input_name" (":2": an int32 matrix of rows of 2). */
@@ -113,7 +115,7 @@ static const op_row OPS[] = {
     {"Select", "SelectV2", "T=1", "", "", NULL},
     {"Gather", "GatherV2", "Tparams=0 Tindices=1 Taxis=2", "axis:axis", "", NULL},
     {"OneHot", "OneHot", "T=out TI=0", "", "", NULL},
-    {"VariableV2", "VariableV2", "", "", "", NULL},
+    {"VariableV2", "VariableV2", "dtype=out! shape=outshape!", "", "", NULL},
     {"Assign", "Assign", "T=0", "", "", NULL},
     {NULL, "Softmax", "", "", "", expand_softmax},
     {NULL, "LogSoftmax", "", "", "", expand_log_softmax},
@@ -473,13 +475,24 @@ static mf_code node_out(exporter *ex, const mf_op *op, const op_row *row) {
   }
   list = row->types;
   while (next_word(&list, word, sizeof word)) {
-    char *eq = strchr(word, '=');
+    char *eq = strchr(word, '='), *only_if_absent = strchr(word, '!');
     *eq = '\0';
+    if (only_if_absent) {
+      *only_if_absent = '\0';
+      bool present = false;
+      for (int a = 0; a < mf_op_num_attrs(op); a++) present = present || strcmp(mf_op_attr_name(op, a), word) == 0;
+      if (present) continue;
+    }
     Tensorflow__AttrValue *v;
     if (strcmp(eq + 1, "n") == 0) {
       if ((v = attr_value(ex))) v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_I, v->i = n_in;
     } else if (strcmp(eq + 1, "out") == 0) {
       v = type_value(ex, mf_op_output_dtype(op, 0));
+    } else if (strcmp(eq + 1, "outshape") == 0) {
+      mf_shape shape;
+      mf_op_output_shape(op, 0, &shape);
+      if ((v = attr_value(ex)))
+        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_SHAPE, v->shape = shape_out(ex, shape.dims, shape.rank);
     } else {
       int i = atoi(eq + 1);
       if (i < 0) i += n_in + n_consts;
@@ -872,7 +885,7 @@ static bool skipped_attr(const op_row *row, const char *name) {
   char word[64];
   const char *list = row->types;
   while (next_word(&list, word, sizeof word))
-    if (strncmp(word, name, strcspn(word, "=")) == 0 && strcspn(word, "=") == strlen(name)) return true;
+    if (strncmp(word, name, strcspn(word, "=")) == 0 && strcspn(word, "=") == strlen(name)) return !strchr(word, '!');
   list = row->renames;
   while (next_word(&list, word, sizeof word))
     if (word[0] == ':' && strcmp(word + 1, name) == 0) return true;
