@@ -92,6 +92,13 @@ function M.example(bytes)
   example_session:run(example_parsed, {[example_input] = bytes})
 end
 
+-- A binary GraphDef imported into a new graph, which is then written back as one.
+function M.graphdef(bytes)
+  tf.Graph():as_default(function()
+    if pcall(tf.import_graph_def, bytes, {name = ""}) then tf.get_default_graph():as_graph_def() end
+  end)
+end
+
 -- A JSON array (value_of) after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end
