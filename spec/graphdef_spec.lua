@@ -1,6 +1,6 @@
 -- TensorFlow's GraphDef (src/io/tf_graphdef.c): frozen TensorFlow 1.x models
--- (spec/fixtures/graphdef/, made by make_fixtures.py) imported and run with
--- TensorFlow's outputs; moonflow graphs written as GraphDef, imported back,
+-- (spec/fixtures/graphdef/, made by make_fixtures.py: an MLP, a convnet, a
+-- control flow v1 loop) imported and run with TensorFlow's outputs; moonflow graphs written as GraphDef, imported back,
 -- and (where TensorFlow is installed) run by TensorFlow with moonflow's
 -- outputs; the errors for ops moonflow lacks and for malformed bytes.
 local tf = require("moonflow")
@@ -72,14 +72,26 @@ describe("tf.import_graph_def", function()
     H.assert_near_all(values.mlp.probs, tf.Session():run(again), 1e-5, "probs")
   end)
 
-  it("names every op moonflow lacks, with counts, in one error (a control flow v1 loop)", function()
-    local err = H.error_of(tf.import_graph_def, dir .. "while.pb")
-    local c = values.while_loop.counts
-    for _, op in ipairs({"Enter", "Merge", "Switch", "NextIteration", "Exit", "LoopCond"}) do
-      assert.is_truthy(err:find(op .. " (" .. c[op] .. ")", 1, true), err)
+  it("runs a tf.while_loop of control flow v1 (Enter, Merge, Switch, LoopCond, NextIteration, Exit) as a While",
+     function()
+    local x, y = unpack(tf.import_graph_def(dir .. "while.pb", {return_elements = {"x:0", "y:0"}}))
+    local loop = tf.get_default_graph():get_operation_by_name("import/while")
+    assert.equal("While", loop.type)
+    H.assert_near_all(values.while_loop.y, tf.Session():run(y, {[x] = values.while_loop.x}), 1e-5, "y")
+    for _, op in ipairs(tf.get_default_graph():get_operations()) do
+      assert.is_falsy(({Enter = 1, Merge = 1, Switch = 1, NextIteration = 1, LoopCond = 1})[op.type], op.name)
     end
-    assert.is_truthy(err:find("the GraphDef has ops moonflow lacks", 1, true), err)
+  end)
+
+  it("names every op moonflow lacks, with counts, in one error", function()
+    local err = H.error_of(tf.import_graph_def, dir .. "unsupported.pb")
+    local c = values.unsupported.counts
+    assert.is_truthy(err:find(string.format("the GraphDef has ops moonflow lacks: DepthwiseConv2dNative (%d), LRN (%d), "
+                                            .. "Lgamma (%d)", c.DepthwiseConv2dNative, c.LRN, c.Lgamma), 1, true), err)
     assert.equal(0, #tf.get_default_graph():get_operations())  -- nothing was added
+    err = H.error_of(tf.import_graph_def, dir .. "cond.pb")
+    assert.is_truthy(err:find("GraphDef node 'cond/Merge' (Merge): is no Merge of a loop's Enter and NextIteration " ..
+                              "(tf.cond of control flow v1 is not imported)", 1, true), err)
   end)
 
   it("reports malformed bytes, truncated files and bad names without crashing", function()

@@ -9,9 +9,10 @@
  * where TensorFlow records dtypes moonflow infers (T, Tidx), and in a few
  * names. OPS says it, one row per op, both ways; the few TensorFlow ops
  * moonflow builds from others (Softmax, FusedBatchNorm) have an expansion
- * instead. Everything read is checked: a malformed protobuf, an unknown op
- * (all of them are listed, with counts), a bad input or attribute is an
- * error naming the node. */
+ * instead, and a control flow v1 loop becomes one While (loops_find).
+ * Everything read is checked: a malformed protobuf, an unknown op (all of
+ * them are listed, with counts), a bad input or attribute is an error naming
+ * the node. */
 #include "core/arena.h"
 #include "core/memory.h"
 #include "core/status.h"
@@ -117,6 +118,13 @@ static const op_row OPS[] = {
     {"OneHot", "OneHot", "T=out TI=0", "", "", NULL},
     {"VariableV2", "VariableV2", "dtype=out! shape=outshape!", "", "", NULL},
     {"Assign", "Assign", "T=0", "", "", NULL},
+    /* control flow v1: a loop's frame becomes one While (loops_find, loop_build) */
+    {NULL, "Enter", "", "", "", NULL},
+    {NULL, "Merge", "", "", "", NULL},
+    {NULL, "Switch", "", "", "", NULL},
+    {NULL, "NextIteration", "", "", "", NULL},
+    {NULL, "LoopCond", "", "", "", NULL},
+    {NULL, "Exit", "", "", "", NULL},
     {NULL, "Softmax", "", "", "", expand_softmax},
     {NULL, "LogSoftmax", "", "", "", expand_log_softmax},
     {NULL, "FusedBatchNorm", "", "", "", expand_batch_norm},
@@ -739,7 +747,21 @@ typedef struct node_state {
   mf_op *op;          /* the op control inputs on it wait for */
   int pending;        /* inputs not yet built */
   mf_output expanded[MAX_EXPANDED_OUTPUTS];
+  int loop;           /* control flow v1: 1 + the index of the loop it belongs to, 0 for none */
+  char role;          /* in its loop: 'E'nter, 'M'erge, 'S'witch, 'N'extIteration, 'C' LoopCond, e'X'it,
+                       * or 0 for a node of the condition (in_cond) or the body (in_body) */
+  bool in_cond, in_body, done;
 } node_state;
+
+typedef struct loop {
+  const char *frame;  /* the frame_name of its Enters (owned by the GraphDef, n_frame bytes) */
+  size_t n_frame;
+  int loop_cond;      /* node indices; -1 while not found */
+  int n_vars, n_caps;
+  int *merge, *switch_, *next, *enter; /* per loop variable */
+  int *cap;           /* the Enters of outer tensors the loop reads (is_constant) */
+  mf_op *op;          /* the While, once built */
+} loop;
 
 struct importer {
   mf_graph *graph;
@@ -748,6 +770,8 @@ struct importer {
   mf_strmap *index;   /* node name -> its index + 1 */
   const mf_graphdef_options *options;
   mf_status *s;
+  loop *loops;
+  int n_loops;
 };
 
 static mf_code bad_node(importer *im, const Tensorflow__NodeDef *node, const char *fmt, ...) MF_PRINTF(3, 4);
@@ -977,8 +1001,8 @@ static void op_name(char *buf, size_t size, const Tensorflow__NodeDef *node, con
   else snprintf(buf, size, "%s", node->name);
 }
 
-/* Finishes d (of node; what names a helper op of an expansion, NULL the node's own op); checks its name. */
-static mf_op *finish(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *what) {
+/* Finishes d (for node), which must come out named want (under the graph's name scope). */
+static mf_op *finish(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *want) {
   mf_op *op = mf_op_desc_finish(d, im->s);
   if (!op) {
     char msg[1024];
@@ -986,8 +1010,6 @@ static mf_op *finish(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *
     bad_node(im, node, "%s", msg);
     return NULL;
   }
-  char want[1024];
-  op_name(want, sizeof want, node, what);
   const char *scope = mf_graph_name_scope(im->graph);
   const char *got = mf_op_name(op);
   if (strncmp(got, scope, strlen(scope)) != 0 || strcmp(got + strlen(scope), want) != 0) {
@@ -1009,7 +1031,7 @@ static mf_output build(importer *im, const Tensorflow__NodeDef *node, const char
     mf_op_desc_set_attr_int(d, "axis", -1);
     mf_op_desc_set_attr_bool(d, "keepdims", true);
   }
-  mf_op *op = finish(im, node, d, what);
+  mf_op *op = finish(im, node, d, name);
   return op ? (mf_output){op, 0} : NO_PORT;
 }
 
@@ -1082,7 +1104,7 @@ static mf_code expand_batch_norm(importer *im, const Tensorflow__NodeDef *node, 
   op_name(name, sizeof name, node, "epsilon");
   mf_op_desc *d = mf_op_desc_new(im->graph, "Const", name);
   mf_op_desc_set_attr_scalar(d, "value", mf_op_output_dtype(in[4].op, in[4].index), epsilon);
-  mf_op *e = finish(im, node, d, "epsilon");
+  mf_op *e = finish(im, node, d, name);
   if (!e) return im->s->code;
   mf_output v = BUILD("Add", "variance_epsilon", false, in[4], (mf_output){e, 0});
   mf_output r = v.op ? BUILD("Rsqrt", "rsqrt", false, v) : NO_PORT;
@@ -1125,7 +1147,9 @@ static mf_code node_in(importer *im, size_t k) {
   }
   for (size_t i = n_data; code == MF_OK && i < node->n_input; i++) {
     int index, c = node_of_input(im, node->input[i], &index);
-    if (im->nodes[c].op) mf_op_desc_add_control_input(d, im->nodes[c].op);
+    mf_op *after = im->nodes[c].op; /* in a loop's function, its arguments are there from the start */
+    if (after && mf_op_graph(after) == im->graph && strcmp(mf_op_type(after), "_Arg") != 0)
+      mf_op_desc_add_control_input(d, after);
   }
   for (size_t i = 0; code == MF_OK && i < node->n_attr; i++) {
     const char *name = node->attr[i]->key;
@@ -1139,14 +1163,294 @@ static mf_code node_in(importer *im, size_t k) {
     mf_op_desc_finish(d, &ignored);
     return code;
   }
-  mf_op *op = finish(im, node, d, NULL);
+  mf_op *op = finish(im, node, d, node->name);
   if (!op) return im->s->code;
   st->op = op;
   st->num_ports = mf_op_num_outputs(op);
+  if (st->ports != st->expanded) mf_free(st->ports); /* built before, in a loop's other function */
   st->ports = mf_calloc((size_t)st->num_ports + 1, sizeof *st->ports);
   if (!st->ports) return mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; i < st->num_ports; i++) st->ports[i] = (mf_output){op, i};
   return MF_OK;
+}
+
+/* Control flow v1 ------------------------------------------------------------------------
+ * A tf.while_loop of a TensorFlow 1.x graph is a frame of nodes: an Enter for
+ * each loop variable (and for each outer tensor the loop reads: is_constant),
+ * a Merge of each variable's Enter and NextIteration, the condition on the
+ * Merges ending in LoopCond, a Switch of each Merge by the LoopCond (output 1
+ * feeds the body, output 0 the Exit), the body from the Switches ending in the
+ * NextIterations, and the Exits. A loop becomes one moonflow While: its
+ * condition and body nodes are built into the While's cond and body
+ * functions, with _Arg ops in place of the Merges, Switches and constant
+ * Enters, and each Exit an Identity of the While's output. */
+
+static const Tensorflow__AttrValue *node_attr(const Tensorflow__NodeDef *node, const char *name);
+
+static int input_node(importer *im, const Tensorflow__NodeDef *node, size_t i) {
+  int index;
+  return i < node->n_input ? node_of_input(im, node->input[i], &index) : -1;
+}
+
+static bool grow_ints(int **list, int n) {
+  int *p = mf_realloc(*list, (size_t)(n + 1) * sizeof *p);
+  if (p) *list = p;
+  return p != NULL;
+}
+
+/* The loop of Enter node `node` (by its frame name), added when new; NULL when out of memory. */
+static loop *loop_of_enter(importer *im, const Tensorflow__NodeDef *node) {
+  const Tensorflow__AttrValue *f = node_attr(node, "frame_name");
+  const char *frame = f && f->value_case == TENSORFLOW__ATTR_VALUE__VALUE_S ? (const char *)f->s.data : "";
+  size_t n = f && f->value_case == TENSORFLOW__ATTR_VALUE__VALUE_S ? f->s.len : 0;
+  for (int i = 0; i < im->n_loops; i++)
+    if (im->loops[i].n_frame == n && memcmp(im->loops[i].frame, frame, n) == 0) return &im->loops[i];
+  loop *p = mf_realloc(im->loops, (size_t)(im->n_loops + 1) * sizeof *p);
+  if (!p) return NULL;
+  im->loops = p;
+  p = &im->loops[im->n_loops++];
+  memset(p, 0, sizeof *p);
+  p->frame = frame, p->n_frame = n, p->loop_cond = -1;
+  return p;
+}
+
+static mf_code no_memory(importer *im) { return mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory"); }
+
+/* Whether node k has op type `type`. */
+static bool is_op(importer *im, int k, const char *type) { return k >= 0 && strcmp(im->def->node[k]->op, type) == 0; }
+
+/* Marks the nodes computing node k's inputs (and theirs) as loop L's condition or body, up to L's Merges,
+ * Switches and Enters. */
+static mf_code mark_loop_nodes(importer *im, int l, int k, bool cond) {
+  size_t n = im->def->n_node, top = 0;
+  int *stack = mf_malloc((n + 1) * sizeof *stack);
+  if (!stack) return no_memory(im);
+  stack[top++] = k;
+  mf_code code = MF_OK;
+  while (top > 0 && code == MF_OK) {
+    const Tensorflow__NodeDef *node = im->def->node[stack[--top]];
+    for (size_t i = 0; i < node->n_input && code == MF_OK; i++) {
+      int src = input_node(im, node, i);
+      if (src < 0) continue;
+      node_state *st = &im->nodes[src];
+      if (st->loop == l + 1 && st->role) continue; /* an argument of the function (or an error when built) */
+      if (st->loop && st->loop != l + 1) code = bad_node(im, im->def->node[src], "is in two loops (nested "
+                                                         "control flow v1 loops are not imported)");
+      else if (st->role || (cond ? st->in_cond : st->in_body)) continue;
+      else if (is_op(im, src, "Placeholder") || is_op(im, src, "VariableV2"))
+        code = bad_node(im, im->def->node[src], "is read inside a loop without an Enter");
+      else {
+        st->loop = l + 1;
+        if (cond) st->in_cond = true;
+        else st->in_body = true;
+        if (top < n) stack[top++] = src;
+      }
+    }
+  }
+  mf_free(stack);
+  return code;
+}
+
+/* Finds the loops, their variables and their condition and body nodes. */
+static mf_code loops_find(importer *im) {
+  const Tensorflow__GraphDef *def = im->def;
+  int n = (int)def->n_node;
+  for (int k = 0; k < n; k++) {
+    if (!is_op(im, k, "Enter")) continue;
+    loop *l = loop_of_enter(im, def->node[k]);
+    if (!l) return no_memory(im);
+    const Tensorflow__AttrValue *c = node_attr(def->node[k], "is_constant");
+    im->nodes[k].loop = (int)(l - im->loops) + 1, im->nodes[k].role = 'E';
+    if (c && c->value_case == TENSORFLOW__ATTR_VALUE__VALUE_B && c->b) {
+      if (!grow_ints(&l->cap, l->n_caps)) return no_memory(im);
+      l->cap[l->n_caps++] = k;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    const Tensorflow__NodeDef *node = def->node[k];
+    if (!is_op(im, k, "Merge")) continue;
+    int enter = input_node(im, node, 0), next = input_node(im, node, 1);
+    if (node->n_input != 2 || !is_op(im, enter, "Enter") || !is_op(im, next, "NextIteration"))
+      return bad_node(im, node, "is no Merge of a loop's Enter and NextIteration (tf.cond of control flow v1 is "
+                      "not imported)");
+    loop *l = &im->loops[im->nodes[enter].loop - 1];
+    int v = l->n_vars;
+    if (!grow_ints(&l->merge, v) || !grow_ints(&l->switch_, v) || !grow_ints(&l->next, v) || !grow_ints(&l->enter, v))
+      return no_memory(im);
+    l->merge[v] = k, l->enter[v] = enter, l->next[v] = next, l->switch_[v] = -1;
+    l->n_vars++;
+    im->nodes[k].loop = im->nodes[next].loop = im->nodes[enter].loop;
+    im->nodes[k].role = 'M', im->nodes[next].role = 'N';
+  }
+  for (int k = 0; k < n; k++) {
+    const Tensorflow__NodeDef *node = def->node[k];
+    bool is_switch = is_op(im, k, "Switch"), is_exit = is_op(im, k, "Exit");
+    if (!is_switch && !is_exit) continue;
+    int src = input_node(im, node, 0), pred = input_node(im, node, 1);
+    bool ok = is_switch ? is_op(im, src, "Merge") && is_op(im, pred, "LoopCond") && im->nodes[src].loop
+                        : is_op(im, src, "Switch");
+    if (!ok)
+      return bad_node(im, node, "is no %s of a loop (tf.cond of control flow v1 is not imported)",
+                      is_switch ? "Switch of a Merge by a LoopCond" : "Exit of a loop's Switch");
+    im->nodes[k].loop = im->nodes[src].loop, im->nodes[k].role = is_switch ? 'S' : 'X';
+    if (is_exit) continue;
+    loop *l = &im->loops[im->nodes[src].loop - 1];
+    for (int v = 0; v < l->n_vars; v++)
+      if (l->merge[v] == src) l->switch_[v] = k;
+    if (l->loop_cond >= 0 && l->loop_cond != pred) return bad_node(im, node, "switches by a second LoopCond");
+    l->loop_cond = pred;
+    im->nodes[pred].loop = im->nodes[src].loop, im->nodes[pred].role = 'C';
+  }
+  for (int k = 0; k < n; k++)
+    if ((is_op(im, k, "LoopCond") || is_op(im, k, "NextIteration")) && !im->nodes[k].role)
+      return bad_node(im, def->node[k], "belongs to no loop");
+  for (int i = 0; i < im->n_loops; i++) {
+    loop *l = &im->loops[i];
+    if (l->loop_cond < 0 || l->n_vars == 0)
+      return mf_status_set(im->s, MF_INVALID_ARGUMENT, "GraphDef loop '%.*s' has no LoopCond or no variables",
+                           (int)l->n_frame, l->frame);
+    for (int v = 0; v < l->n_vars; v++)
+      if (l->switch_[v] < 0) return bad_node(im, def->node[l->merge[v]], "has no Switch");
+    mf_code code = mark_loop_nodes(im, i, l->loop_cond, true);
+    for (int v = 0; v < l->n_vars && code == MF_OK; v++) code = mark_loop_nodes(im, i, l->next[v], false);
+    if (code != MF_OK) return code;
+  }
+  return MF_OK;
+}
+
+/* _Arg op `name` of function graph im->graph standing for outer port `outer` (shape: only when known_shape). */
+static mf_op *loop_arg(importer *im, const Tensorflow__NodeDef *node, mf_output outer, bool known_shape) {
+  mf_op_desc *d = mf_op_desc_new(im->graph, "_Arg", node->name);
+  mf_op_desc_set_attr_type(d, "dtype", mf_op_output_dtype(outer.op, outer.index));
+  if (known_shape) {
+    mf_shape shape;
+    mf_op_output_shape(outer.op, outer.index, &shape);
+    mf_op_desc_set_attr_shape(d, "shape", shape.dims, shape.rank);
+  }
+  return finish(im, node, d, node->name);
+}
+
+/* Sets output i of node k (of a loop) to port p. */
+static mf_code set_port(importer *im, int k, int i, mf_output p) {
+  node_state *st = &im->nodes[k];
+  if (!st->ports) {
+    st->num_ports = 2;
+    if (!(st->ports = mf_calloc(2, sizeof *st->ports))) return no_memory(im);
+  }
+  st->ports[i] = p, st->op = p.op;
+  return MF_OK;
+}
+
+/* Builds the condition (cond) or body nodes of loop l into function graph im->graph, whose _Arg ops are
+ * made first (loop variables, then captures); *results gets the function's result ports as op id pairs. */
+static mf_code loop_function(importer *im, loop *l, bool cond, const mf_output *outer, int64_t *results) {
+  const Tensorflow__GraphDef *def = im->def;
+  int nv = l->n_vars;
+  mf_code code = MF_OK;
+  for (int i = 0; i < nv + l->n_caps && code == MF_OK; i++) {
+    int k = i < nv ? (cond ? l->merge[i] : l->switch_[i]) : l->cap[i - nv];
+    mf_op *arg = loop_arg(im, def->node[k], outer[i], i >= nv);
+    code = arg ? set_port(im, k, i < nv && !cond ? 1 : 0, (mf_output){arg, 0}) : im->s->code;
+  }
+  size_t n = def->n_node;
+  for (size_t k = 0; k < n; k++) im->nodes[k].done = false;
+  for (bool progress = true; progress && code == MF_OK;) { /* each pass builds the nodes whose inputs are built */
+    progress = false;
+    for (size_t k = 0; k < n && code == MF_OK; k++) {
+      node_state *st = &im->nodes[k];
+      if (st->done || st->loop != (int)(l - im->loops) + 1 || st->role || !(cond ? st->in_cond : st->in_body))
+        continue;
+      bool ready = true;
+      for (size_t i = 0; i < def->node[k]->n_input && ready; i++) {
+        int src = input_node(im, def->node[k], i);
+        ready = src < 0 || im->nodes[src].role || im->nodes[src].done;
+      }
+      if (!ready) continue;
+      code = node_in(im, k);
+      st->done = progress = true;
+    }
+  }
+  for (size_t k = 0; k < n && code == MF_OK; k++) {
+    node_state *st = &im->nodes[k];
+    if (!st->done && !st->role && st->loop == (int)(l - im->loops) + 1 && (cond ? st->in_cond : st->in_body))
+      code = bad_node(im, def->node[k], "its inputs in the loop form a cycle");
+  }
+  for (int r = 0; r < (cond ? 1 : nv) && code == MF_OK; r++) {
+    const Tensorflow__NodeDef *end = def->node[cond ? l->loop_cond : l->next[r]];
+    mf_output p;
+    if (end->n_input < 1) return bad_node(im, end, "has no input");
+    code = resolve_input(im, end, end->input[0], &p);
+    results[2 * r] = code == MF_OK ? mf_op_id(p.op) : 0, results[2 * r + 1] = p.index;
+  }
+  return code;
+}
+
+/* Builds loop l as a While of the outer graph (its Enters' inputs built). */
+static mf_code loop_build(importer *im, loop *l) {
+  const Tensorflow__GraphDef *def = im->def;
+  int nv = l->n_vars, nin = nv + l->n_caps;
+  mf_output *outer = mf_calloc((size_t)nin + 1, sizeof *outer);
+  int64_t *ids = mf_calloc((size_t)nin + 1, sizeof *ids), *cond_out = mf_calloc(2, sizeof *cond_out);
+  int64_t *body_out = mf_calloc(2 * (size_t)nv, sizeof *body_out);
+  mf_graph *outer_graph = im->graph, *fns[2] = {mf_graph_new(), mf_graph_new()};
+  mf_code code = outer && ids && cond_out && body_out && fns[0] && fns[1] ? MF_OK : no_memory(im);
+  for (int i = 0; i < nin && code == MF_OK; i++) {
+    const Tensorflow__NodeDef *enter = def->node[i < nv ? l->enter[i] : l->cap[i - nv]];
+    ids[i] = i;
+    code = enter->n_input < 1 ? bad_node(im, enter, "has no input") : resolve_input(im, enter, enter->input[0], &outer[i]);
+  }
+  if (code == MF_OK) im->graph = fns[0], code = loop_function(im, l, true, outer, cond_out);
+  if (code == MF_OK) im->graph = fns[1], code = loop_function(im, l, false, outer, body_out);
+  im->graph = outer_graph;
+  const Tensorflow__NodeDef *lc = def->node[l->loop_cond];
+  char name[1024];
+  const char *slash = strrchr(lc->name, '/');
+  snprintf(name, sizeof name, "%.*s", slash ? (int)(slash - lc->name) : 5, slash ? lc->name : "while");
+  mf_op_desc *d = code == MF_OK ? mf_op_desc_new(im->graph, "While", name) : NULL;
+  for (int i = 0; d && i < nin; i++) mf_op_desc_add_input(d, outer[i]);
+  if (d) {
+    mf_op_desc_set_attr_graph(d, "cond", fns[0]);
+    mf_op_desc_set_attr_graph(d, "body", fns[1]);
+    mf_op_desc_set_attr_ints(d, "cond_in", ids, nin);
+    mf_op_desc_set_attr_ints(d, "body_in", ids, nin);
+    mf_op_desc_set_attr_ints(d, "cond_out", cond_out, 2);
+    mf_op_desc_set_attr_ints(d, "body_out", body_out, 2 * nv);
+    mf_op_desc_set_attr_int(d, "num_loop_vars", nv);
+    mf_op_desc_set_attr_bool(d, "back_prop", false);
+    mf_op_desc_set_attr_bool(d, "fused_cond", false);
+    if (!(l->op = finish(im, lc, d, name))) code = im->s->code;
+  }
+  mf_graph_release(fns[0]), mf_graph_release(fns[1]); /* the While holds them */
+  mf_free(outer), mf_free(ids), mf_free(cond_out), mf_free(body_out);
+  return code;
+}
+
+/* Exit node k: an Identity of its loop's While output (the loop built first). */
+static mf_code exit_in(importer *im, size_t k) {
+  const Tensorflow__NodeDef *node = im->def->node[k];
+  loop *l = &im->loops[im->nodes[k].loop - 1];
+  if (!l->op && loop_build(im, l) != MF_OK) return im->s->code;
+  int sw = input_node(im, node, 0), v = 0;
+  while (v < l->n_vars && l->switch_[v] != sw) v++;
+  mf_op_desc *d = mf_op_desc_new(im->graph, "Identity", node->name);
+  mf_op_desc_add_input(d, (mf_output){l->op, v});
+  mf_op *op = finish(im, node, d, node->name);
+  return op ? set_port(im, (int)k, 0, (mf_output){op, 0}) : im->s->code;
+}
+
+/* The nodes node k follows in the order of building: its inputs' nodes; for an Exit, those of its loop's
+ * Enters; none for the other nodes of a loop (built with it). */
+static int ordering_count(importer *im, size_t k) {
+  const node_state *st = &im->nodes[k];
+  if (st->role == 'X') return im->loops[st->loop - 1].n_vars + im->loops[st->loop - 1].n_caps;
+  return st->loop ? 0 : (int)im->def->node[k]->n_input;
+}
+
+static int ordering_source(importer *im, size_t k, int i) {
+  const node_state *st = &im->nodes[k];
+  if (st->role != 'X') return input_node(im, im->def->node[k], (size_t)i);
+  const loop *l = &im->loops[st->loop - 1];
+  return input_node(im, im->def->node[i < l->n_vars ? l->enter[i] : l->cap[i - l->n_vars]], 0);
 }
 
 /* Names, op types and inputs checked, every missing op type listed; then the nodes built in an order
@@ -1161,13 +1465,13 @@ static mf_code graph_in(importer *im) {
     const Tensorflow__NodeDef *node = def->node[k];
     if (!node->name[0]) code = mf_status_set(im->s, MF_INVALID_ARGUMENT, "GraphDef node %zu has no name", k);
     void **slot = code == MF_OK ? mf_strmap_slot(im->index, node->name, true) : NULL;
-    if (code == MF_OK && !slot) code = mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory");
+    if (code == MF_OK && !slot) code = no_memory(im);
     else if (code == MF_OK && *slot)
       code = mf_status_set(im->s, MF_INVALID_ARGUMENT, "GraphDef has two nodes named '%s'", node->name);
     else if (code == MF_OK) *slot = (void *)(intptr_t)(k + 1);
     if (code == MF_OK && !(im->nodes[k].row = row_for_tf(node->op)) &&
         !count_type(&missing, &counts, &n_missing, node->op))
-      code = mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory");
+      code = no_memory(im);
   }
   if (code == MF_OK && n_missing) {
     char text[768];
@@ -1175,41 +1479,49 @@ static mf_code graph_in(importer *im) {
     code = mf_status_set(im->s, MF_UNIMPLEMENTED, "the GraphDef has ops moonflow lacks: %s", text);
   }
   mf_free(missing), mf_free(counts);
-  if (code != MF_OK) return code;
-  /* Kahn's order: each node's consumers, found through its inputs. */
-  size_t edges = 0;
-  for (size_t k = 0; k < n; k++) edges += def->node[k]->n_input;
-  size_t *first = mf_calloc(n + 1, sizeof *first), *consumers = mf_calloc(edges + 1, sizeof *consumers);
-  size_t *fill = mf_calloc(n + 1, sizeof *fill), *queue = mf_calloc(n + 1, sizeof *queue);
-  if (!first || !consumers || !fill || !queue) code = mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t k = 0; k < n && code == MF_OK; k++)
     for (size_t i = 0; i < def->node[k]->n_input && code == MF_OK; i++) {
-      int index, src = node_of_input(im, def->node[k]->input[i], &index);
       mf_output ignored;
-      if (src < 0 && !mapped(im, def->node[k]->input[i], &ignored))
+      if (input_node(im, def->node[k], i) < 0 && !mapped(im, def->node[k]->input[i], &ignored))
         code = bad_node(im, def->node[k], "input %s is no node of the GraphDef", def->node[k]->input[i]);
-      else if (src >= 0) first[src + 1]++, im->nodes[k].pending++;
+    }
+  if (code == MF_OK) code = loops_find(im);
+  if (code != MF_OK) return code;
+  /* Kahn's order: each node's consumers, found through its inputs. */
+  size_t edges = 0, waiting = 0;
+  for (size_t k = 0; k < n; k++) edges += (size_t)ordering_count(im, k);
+  size_t *first = mf_calloc(n + 1, sizeof *first), *consumers = mf_calloc(edges + 1, sizeof *consumers);
+  size_t *fill = mf_calloc(n + 1, sizeof *fill), *queue = mf_calloc(n + 1, sizeof *queue);
+  if (!first || !consumers || !fill || !queue) code = no_memory(im);
+  for (size_t k = 0; k < n && code == MF_OK; k++)
+    for (int i = 0; i < ordering_count(im, k); i++) {
+      int src = ordering_source(im, k, i);
+      if (src >= 0) first[src + 1]++, im->nodes[k].pending++;
     }
   for (size_t k = 0; k < n && code == MF_OK; k++) first[k + 1] += first[k];
   for (size_t k = 0; k < n && code == MF_OK; k++)
-    for (size_t i = 0; i < def->node[k]->n_input; i++) {
-      int index, src = node_of_input(im, def->node[k]->input[i], &index);
+    for (int i = 0; i < ordering_count(im, k); i++) {
+      int src = ordering_source(im, k, i);
       if (src >= 0) consumers[first[src] + fill[src]++] = k;
     }
   size_t head = 0, tail = 0;
-  for (size_t k = 0; k < n && code == MF_OK; k++)
-    if (im->nodes[k].pending == 0) queue[tail++] = k;
+  for (size_t k = 0; k < n && code == MF_OK; k++) {
+    bool in_loop = im->nodes[k].loop && im->nodes[k].role != 'X';
+    if (!in_loop) waiting++;
+    if (!in_loop && im->nodes[k].pending == 0) queue[tail++] = k;
+  }
   while (head < tail && code == MF_OK) {
     size_t k = queue[head++];
-    code = node_in(im, k);
-    for (size_t e = first[k]; code == MF_OK && e < first[k + 1]; e++)
-      if (--im->nodes[consumers[e]].pending == 0) queue[tail++] = consumers[e];
+    code = im->nodes[k].role == 'X' ? exit_in(im, k) : node_in(im, k);
+    for (size_t e = first[k]; code == MF_OK && e < first[k + 1]; e++) {
+      node_state *c = &im->nodes[consumers[e]];
+      if (--c->pending == 0 && (!c->loop || c->role == 'X')) queue[tail++] = consumers[e];
+    }
   }
-  if (code == MF_OK && tail < n) {
+  if (code == MF_OK && tail < waiting) {
     size_t k = 0;
-    while (im->nodes[k].pending == 0) k++;
-    code = bad_node(im, def->node[k], "its inputs form a cycle (TensorFlow's control flow v1 loops are not "
-                    "imported)");
+    while (im->nodes[k].pending == 0 || (im->nodes[k].loop && im->nodes[k].role != 'X')) k++;
+    code = bad_node(im, def->node[k], "its inputs form a cycle, or come from inside a loop");
   }
   mf_free(first), mf_free(consumers), mf_free(fill), mf_free(queue);
   return code;
@@ -1222,10 +1534,15 @@ mf_code mf_graphdef_import(mf_graph *g, const void *data, size_t n, const mf_gra
   if (!def)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "not a TensorFlow GraphDef: %zu bytes that are no valid "
                          "protocol buffer of one", n);
-  importer im = {g, def, mf_calloc(def->n_node + 1, sizeof(node_state)), mf_strmap_new(), options, s};
+  importer im = {g, def, mf_calloc(def->n_node + 1, sizeof(node_state)), mf_strmap_new(), options, s, NULL, 0};
   mf_code code = im.nodes && im.index ? graph_in(&im) : mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t k = 0; im.nodes && k < def->n_node; k++)
     if (im.nodes[k].ports != im.nodes[k].expanded) mf_free(im.nodes[k].ports);
+  for (int i = 0; i < im.n_loops; i++) {
+    loop *l = &im.loops[i];
+    mf_free(l->merge), mf_free(l->switch_), mf_free(l->next), mf_free(l->enter), mf_free(l->cap);
+  }
+  mf_free(im.loops);
   mf_free(im.nodes);
   mf_strmap_free(im.index);
   tensorflow__graph_def__free_unpacked(def, NULL);
