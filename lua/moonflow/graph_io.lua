@@ -1,5 +1,7 @@
 -- graph_io.lua — graph files and pictures: tf.train.write_graph,
--- tf.train.import_graph, g:to_dot().
+-- tf.train.import_graph, g:to_dot(); TensorFlow's GraphDef:
+-- tf.train.write_graph's .pb/.pbtxt forms, g:as_graph_def(),
+-- tf.import_graph_def (read and written by src/io/tf_graphdef.c).
 --
 -- Graph files are read and written by the engine (src/io/graph_file.c, which
 -- describes the format, mf_graph_file_*): the graph's ops and function graphs,
