@@ -297,7 +297,9 @@ MF_API mf_code mf_graph_file_write(const mf_graph_file *f, const char *path, mf_
 /* Reads a graph file into a new graph: every op, name and id as written.
  * New; free with mf_graph_file_free. NULL with s set: NOT_FOUND, or
  * INVALID_ARGUMENT naming the file, the function, the op and the attribute
- * that is wrong. */
+ * that is wrong. A file whose first character (after white space) is no '{'
+ * is read as a binary TensorFlow GraphDef (mf_graphdef_import): a frozen
+ * model, with no variables recorded; its errors are mf_graphdef_import's. */
 MF_API mf_graph_file *mf_graph_file_read(const char *path, mf_status *s);
 MF_API mf_graph *mf_graph_file_graph(const mf_graph_file *f); /* borrowed: mf_graph_retain keeps it */
 /* The recorded variables, collection items (in order, collections by key) and
