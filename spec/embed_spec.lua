@@ -63,9 +63,9 @@ describe("examples/embed", function()
     out, status = H.shell(string.format("'%s/frozen' spec/fixtures/graphdef/unsupported.pb x:0 y:0 1 3 < '%s/x.txt'",
                                         dir, dir))
     assert.is_not.equal(0, status)
-    assert.is_truthy(out:find("loading the model: graph file spec/fixtures/graphdef/unsupported.pb (no JSON, read as " ..
-                              "a TensorFlow GraphDef): the GraphDef has ops moonflow lacks: DepthwiseConv2dNative (1)",
-                              1, true), out)
+    assert.is_truthy(out:find("loading the model: graph file spec/fixtures/graphdef/unsupported.pb (no JSON, read " ..
+                              "as a TensorFlow GraphDef): the GraphDef has ops moonflow lacks: " ..
+                              "DepthwiseConv2dNative (1)", 1, true), out)
     os.execute("rm -rf '" .. dir .. "'")
   end)
 

@@ -1,7 +1,7 @@
 -- graph_io.lua — graph files and pictures: tf.train.write_graph,
 -- tf.train.import_graph, g:to_dot(); TensorFlow's GraphDef:
 -- tf.train.write_graph's .pb/.pbtxt forms, g:as_graph_def(),
--- tf.import_graph_def (read and written by src/io/tf_graphdef.c).
+-- tf.import_graph_def (read and written by src/io/tf_graphdef_*.c).
 --
 -- Graph files are read and written by the engine (src/io/graph_file.c, which
 -- describes the format, mf_graph_file_*): the graph's ops and function graphs,
@@ -215,7 +215,9 @@ return function(tf, ops)
   -- "y" an op) found in the imported graph, or nil without them.
   function tf.import_graph_def(graph_def, options)
     local fname = "tf.import_graph_def"
-    if type(graph_def) ~= "string" then fail(fname .. ": expected GraphDef bytes or a path, got " .. tostring(graph_def)) end
+    if type(graph_def) ~= "string" then
+      fail(fname .. ": expected GraphDef bytes or a path, got " .. tostring(graph_def))
+    end
     options = options or {}
     if type(options) ~= "table" then fail(fname .. ": options must be a table") end
     local bytes, file = graph_def, #graph_def < 4096 and not graph_def:find("%z") and io.open(graph_def, "rb")

@@ -326,7 +326,7 @@ MF_API mf_code mf_graph_file_save(const mf_graph_file *f, mf_session *sess, cons
 /* --- TensorFlow GraphDef --- */
 /* TensorFlow's GraphDef (graph.proto): g written as one, binary or in
  * protobuf's text format, and a GraphDef (a frozen TensorFlow 1.x model)
- * imported into a moonflow graph (src/io/tf_graphdef.c lists the ops both ways).
+ * imported into a moonflow graph (src/io/tf_graphdef_ops.c lists the ops both ways).
  * Serialize: the bytes into *out (new, free with mf_free_bytes) and *n; an
  * op TensorFlow has no counterpart of is UNIMPLEMENTED, every such type
  * listed with its count. Write: the same to path, crash-safely. */

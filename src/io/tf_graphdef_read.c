@@ -1,747 +1,29 @@
-/* tf_graphdef.c — TensorFlow's GraphDef (tensorflow/core/framework/graph.proto,
- * through protobuf-c: proto/): a moonflow graph written as one, binary or in
- * protobuf's text format (tf.train.write_graph, FileWriter's graph), and a
- * GraphDef (a frozen TensorFlow 1.x model) imported into a moonflow graph
- * (tf.import_graph_def, C hosts through mf_graph_file_read).
- *
- * Op types and attributes differ where moonflow keeps as an attribute what
- * TensorFlow takes as a constant input (reduce_sum's axis, transpose's perm),
- * where TensorFlow records dtypes moonflow infers (T, Tidx), and in a few
- * names. OPS says it, one row per op, both ways; the few TensorFlow ops
- * moonflow builds from others (Softmax, FusedBatchNorm) have an expansion
- * instead, and a control flow v1 loop becomes one While (loops_find).
- * Everything read is checked: a malformed protobuf, an unknown op (all of
- * them are listed, with counts), a bad input or attribute is an error naming
- * the node. */
-#include "core/arena.h"
+/* tf_graphdef_read.c — a binary TensorFlow GraphDef (a frozen TensorFlow
+ * 1.x model) imported into a moonflow graph (tf.import_graph_def, C hosts
+ * through mf_graph_file_read): each node built as the table of
+ * tf_graphdef_ops.c says, or by an expansion (Softmax, FusedBatchNorm), and
+ * each control flow v1 loop as one While (loops_find). Everything read is
+ * checked: a malformed protobuf, the ops moonflow lacks (all of them listed,
+ * with counts), a bad input or attribute is an error naming the node. */
+#include "io/tf_graphdef.h"
 #include "core/memory.h"
-#include "core/status.h"
 #include "core/strmap.h"
-#include "proto/graph.pb-c.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A GraphDef's producer version: TensorFlow 1.15's, which every TensorFlow since reads. */
-enum { PRODUCER = 134 };
 #define NO_PORT ((mf_output){NULL, 0})
-
-typedef struct importer importer;
-/* Builds the moonflow ops of TensorFlow node `node` (inputs resolved in `in`)
- * and sets its output ports; the last op it builds takes the node's name. */
-typedef mf_code expand_fn(importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in);
-
-typedef struct op_row {
-  const char *mf, *tf; /* the op type in moonflow and in TensorFlow (mf NULL: tf is expanded on import) */
-  /* TensorFlow's type attributes, moonflow infers them: "T=0" is the dtype of
-   * input 0 (-1: the last input), "dtype=out" of output 0, "N=n" the number of
-   * moonflow inputs, "shape=outshape" the static shape of output 0. Not read
-   * on import, except those marked "!": written only when the op has no such
-   * attribute, and read as any other. */
-  const char *types;
-  /* moonflow attributes TensorFlow takes as constant inputs after the others,
-   * in order, "attr:tf_input_name" (":2": an int32 matrix of rows of 2). */
-  const char *consts;
-  /* "mf_attr:tf_attr" renames; "mf_attr=value:" a moonflow attribute that
-   * TensorFlow has not, exported only when it has another value (an error);
-   * ":tf_attr" one that moonflow has not, skipped on import. */
-  const char *renames;
-  expand_fn *expand;
-} op_row;
-
-static expand_fn expand_softmax, expand_log_softmax, expand_batch_norm;
-
-#define UNARY(op) {#op, #op, "T=0", "", "", NULL},
-#define BINARY(op) {#op, #op, "T=0", "", "", NULL},
-#define REDUCE(op, types) {#op, #op, types, "axis:reduction_indices", "keepdims:keep_dims", NULL},
-static const op_row OPS[] = {
-    {"Const", "Const", "dtype=out", "", "", NULL},
-    {"Placeholder", "Placeholder", "", "", "", NULL},
-    {"Identity", "Identity", "T=0", "", "", NULL},
-    {"StopGradient", "StopGradient", "T=0", "", "", NULL},
-    {"NoOp", "NoOp", "", "", "", NULL},
-    UNARY(Neg) UNARY(Abs) UNARY(Sign) UNARY(Square) UNARY(Sqrt) UNARY(Rsqrt) UNARY(Exp) UNARY(Log)
-    UNARY(Log1p) UNARY(Sin) UNARY(Cos) UNARY(Tan) UNARY(Asin) UNARY(Acos) UNARY(Atan) UNARY(Sinh)
-    UNARY(Cosh) UNARY(Asinh) UNARY(Acosh) UNARY(Atanh) UNARY(Erf) UNARY(Erfc) UNARY(Expm1)
-    UNARY(Reciprocal) UNARY(Tanh) UNARY(Sigmoid) UNARY(Floor) UNARY(Ceil) UNARY(Round)
-    UNARY(Relu) UNARY(Relu6) UNARY(Elu) UNARY(Selu) UNARY(Softplus) UNARY(Softsign)
-    {"LeakyRelu", "LeakyRelu", "T=0", "", "", NULL},
-    {"LogicalNot", "LogicalNot", "", "", "", NULL},
-    {"Add", "AddV2", "T=0", "", "", NULL},
-    {"Add", "Add", "T=0", "", "", NULL},
-    {"Div", "Div", "T=0", "", "", NULL},
-    {"Div", "RealDiv", "T=0", "", "", NULL},
-    {"Mod", "FloorMod", "T=0", "", "", NULL},
-    {"TruncateMod", "Mod", "T=0", "", "", NULL},
-    BINARY(Sub) BINARY(Mul) BINARY(FloorDiv) BINARY(TruncateDiv) BINARY(Pow) BINARY(SquaredDifference)
-    BINARY(Atan2) BINARY(Maximum) BINARY(Minimum) BINARY(Equal) BINARY(NotEqual) BINARY(Less)
-    BINARY(LessEqual) BINARY(Greater) BINARY(GreaterEqual)
-    {"LogicalAnd", "LogicalAnd", "", "", "", NULL},
-    {"LogicalOr", "LogicalOr", "", "", "", NULL},
-    {"AddN", "AddN", "T=0 N=n", "", "", NULL},
-    {"MatMul", "MatMul", "T=0", "", "", NULL},
-    {"BiasAdd", "BiasAdd", "T=0", "", "", NULL},
-    {"Conv2D", "Conv2D", "T=0", "", ":use_cudnn_on_gpu :explicit_paddings", NULL},
-    {"MaxPool", "MaxPool", "T=0", "", "", NULL},
-    {"AvgPool", "AvgPool", "T=0", "", "", NULL},
-    REDUCE(Sum, "T=0 Tidx=1") REDUCE(Mean, "T=0 Tidx=1") REDUCE(Max, "T=0 Tidx=1") REDUCE(Min, "T=0 Tidx=1")
-    REDUCE(Prod, "T=0 Tidx=1") REDUCE(Any, "Tidx=1") REDUCE(All, "Tidx=1")
-    {"ArgMax", "ArgMax", "T=0 Tidx=1", "axis:dimension", "", NULL},
-    {"ArgMin", "ArgMin", "T=0 Tidx=1", "axis:dimension", "", NULL},
-    {"Cast", "Cast", "SrcT=0", "", ":Truncate", NULL},
-    {"Reshape", "Reshape", "T=0 Tshape=1", "", "", NULL},
-    {"Shape", "Shape", "T=0 out_type=out", "", "", NULL},
-    {"Size", "Size", "T=0 out_type=out", "", "", NULL},
-    {"Rank", "Rank", "T=0", "", "", NULL},
-    {"Fill", "Fill", "T=1 index_type=0", "", "", NULL},
-    {"ZerosLike", "ZerosLike", "T=0", "", "", NULL},
-    {"OnesLike", "OnesLike", "T=0", "", "", NULL},
-    {"Range", "Range", "Tidx=0", "", "", NULL},
-    {"Concat", "ConcatV2", "T=0 N=n Tidx=-1", "axis:axis", "", NULL},
-    {"Pack", "Pack", "T=0 N=n", "", "", NULL},
-    {"Unpack", "Unpack", "T=0", "", "", NULL},
-    {"SplitV", "SplitV", "T=0 Tlen=1", "axis:split_dim", "", NULL},
-    {"Squeeze", "Squeeze", "T=0", "", "axis:squeeze_dims", NULL},
-    {"ExpandDims", "ExpandDims", "T=0 Tdim=1", "axis:dim", "", NULL},
-    {"Transpose", "Transpose", "T=0 Tperm=1", "perm:perm", "", NULL},
-    {"Pad", "Pad", "T=0 Tpaddings=1", "paddings:paddings:2", "mode=CONSTANT:", NULL},
-    {"Slice", "Slice", "T=0 Index=1", "begin:begin size:size", "", NULL},
-    {"StridedSlice", "StridedSlice", "T=0 Index=1", "begin:begin end:end strides:strides", "", NULL},
-    {"Tile", "Tile", "T=0 Tmultiples=1", "multiples:multiples", "", NULL},
-    {"Select", "SelectV2", "T=1", "", "", NULL},
-    {"Gather", "GatherV2", "Tparams=0 Tindices=1 Taxis=2", "axis:axis", "", NULL},
-    {"OneHot", "OneHot", "T=out TI=0", "", "", NULL},
-    {"VariableV2", "VariableV2", "dtype=out! shape=outshape!", "", "", NULL},
-    {"Assign", "Assign", "T=0", "", "", NULL},
-    /* control flow v1: a loop's frame becomes one While (loops_find, loop_build) */
-    {NULL, "Enter", "", "", "", NULL},
-    {NULL, "Merge", "", "", "", NULL},
-    {NULL, "Switch", "", "", "", NULL},
-    {NULL, "NextIteration", "", "", "", NULL},
-    {NULL, "LoopCond", "", "", "", NULL},
-    {NULL, "Exit", "", "", "", NULL},
-    {NULL, "Softmax", "", "", "", expand_softmax},
-    {NULL, "LogSoftmax", "", "", "", expand_log_softmax},
-    {NULL, "FusedBatchNorm", "", "", "", expand_batch_norm},
-    {NULL, "FusedBatchNormV2", "", "", "", expand_batch_norm},
-    {NULL, "FusedBatchNormV3", "", "", "", expand_batch_norm},
-};
-#undef UNARY
-#undef BINARY
-#undef REDUCE
-
-static const op_row *row_for_mf(const char *type) {
-  for (size_t i = 0; i < MF_ARRAY_LEN(OPS); i++)
-    if (OPS[i].mf && strcmp(OPS[i].mf, type) == 0) return &OPS[i];
-  return NULL;
-}
-
-static const op_row *row_for_tf(const char *type) {
-  for (size_t i = 0; i < MF_ARRAY_LEN(OPS); i++)
-    if (strcmp(OPS[i].tf, type) == 0) return &OPS[i];
-  return NULL;
-}
-
-/* The next space-separated word of *list into word (at most size - 1 bytes); false at the end. */
-static bool next_word(const char **list, char *word, size_t size) {
-  const char *p = *list;
-  while (*p == ' ') p++;
-  size_t n = strcspn(p, " ");
-  if (n == 0) return false;
-  snprintf(word, size, "%.*s", (int)n, p);
-  *list = p + n;
-  return true;
-}
-
-/* Whether word "a:b" or "a=v:b" has side (0: before the colon, without "=v"; 1: after it) equal to name. */
-static bool side_is(const char *word, int side, const char *name) {
-  const char *colon = strchr(word, ':');
-  if (!colon) return false;
-  if (side == 1) return strcmp(colon + 1, name) == 0;
-  size_t n = strcspn(word, "=:");
-  return n == strlen(name) && strncmp(word, name, n) == 0;
-}
-
-static int count_words(const char *list) {
-  char word[64];
-  int n = 0;
-  while (next_word(&list, word, sizeof word)) n++;
-  return n;
-}
-
-/* dtypes ------------------------------------------------------------------------------ */
-static const struct { mf_dtype mf; Tensorflow__DataType tf; } DTYPES[] = {
-    {MF_FLOAT32, TENSORFLOW__DATA_TYPE__DT_FLOAT}, {MF_FLOAT64, TENSORFLOW__DATA_TYPE__DT_DOUBLE},
-    {MF_INT32, TENSORFLOW__DATA_TYPE__DT_INT32},   {MF_INT64, TENSORFLOW__DATA_TYPE__DT_INT64},
-    {MF_BOOL, TENSORFLOW__DATA_TYPE__DT_BOOL},     {MF_UINT8, TENSORFLOW__DATA_TYPE__DT_UINT8},
-    {MF_STRING, TENSORFLOW__DATA_TYPE__DT_STRING},
-};
-
-static Tensorflow__DataType tf_dtype(mf_dtype t) {
-  for (size_t i = 0; i < MF_ARRAY_LEN(DTYPES); i++)
-    if (DTYPES[i].mf == t) return DTYPES[i].tf;
-  return TENSORFLOW__DATA_TYPE__DT_INVALID;
-}
-
-static bool mf_dtype_of(Tensorflow__DataType t, mf_dtype *out) {
-  for (size_t i = 0; i < MF_ARRAY_LEN(DTYPES); i++)
-    if (DTYPES[i].tf == t) return *out = DTYPES[i].mf, true;
-  return false;
-}
-
-/* TensorFlow's name of dtype t ("DT_HALF"), or its number. */
-static const char *tf_dtype_name(Tensorflow__DataType t, char *buf, size_t size) {
-  const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&tensorflow__data_type__descriptor, (int)t);
-  if (v) return v->name;
-  snprintf(buf, size, "DataType %d", (int)t);
-  return buf;
-}
-
-/* Writing ------------------------------------------------------------------------------ */
-
-typedef struct exporter {
-  const mf_graph *graph;
-  mf_arena arena;           /* every message part lives here until the bytes are packed */
-  Tensorflow__NodeDef **nodes;
-  size_t num_nodes, cap_nodes;
-  mf_strmap *names;         /* the names of the Const nodes added for constant inputs */
-  mf_status *s;
-} exporter;
-
-static void *part(exporter *ex, size_t n) {
-  void *p = mf_arena_alloc(&ex->arena, n);
-  if (p) memset(p, 0, n);
-  return p;
-}
-
-static bool add_node(exporter *ex, Tensorflow__NodeDef *node) {
-  if (ex->num_nodes == ex->cap_nodes) {
-    size_t cap = ex->cap_nodes ? ex->cap_nodes * 2 : 64;
-    Tensorflow__NodeDef **p = mf_realloc(ex->nodes, cap * sizeof *p);
-    if (!p) return false;
-    ex->nodes = p, ex->cap_nodes = cap;
-  }
-  ex->nodes[ex->num_nodes++] = node;
-  return true;
-}
-
-static Tensorflow__AttrValue *attr_value(exporter *ex) {
-  Tensorflow__AttrValue *v = part(ex, sizeof *v);
-  if (v) tensorflow__attr_value__init(v);
-  return v;
-}
-
-static bool add_attr(exporter *ex, Tensorflow__NodeDef *node, const char *name, Tensorflow__AttrValue *v) {
-  Tensorflow__NodeDef__AttrEntry *e = part(ex, sizeof *e);
-  char *key = mf_arena_strdup(&ex->arena, name);
-  if (!v || !e || !key) return false;
-  tensorflow__node_def__attr_entry__init(e);
-  e->key = key, e->value = v;
-  node->attr[node->n_attr++] = e;
-  return true;
-}
-
-static Tensorflow__TensorShapeProto *shape_out(exporter *ex, const int64_t *dims, int rank) {
-  Tensorflow__TensorShapeProto *p = part(ex, sizeof *p);
-  if (!p) return NULL;
-  tensorflow__tensor_shape_proto__init(p);
-  if (rank < 0) return p->unknown_rank = true, p;
-  p->dim = part(ex, (size_t)(rank + 1) * sizeof *p->dim);
-  if (!p->dim) return NULL;
-  for (int i = 0; i < rank; i++) {
-    Tensorflow__TensorShapeProto__Dim *d = part(ex, sizeof *d);
-    if (!d) return NULL;
-    tensorflow__tensor_shape_proto__dim__init(d);
-    d->size = dims[i];
-    p->dim[p->n_dim++] = d;
-  }
-  return p;
-}
-
-static Tensorflow__TensorProto *tensor_out(exporter *ex, mf_tensor *t) {
-  Tensorflow__TensorProto *p = part(ex, sizeof *p);
-  if (!p) return NULL;
-  tensorflow__tensor_proto__init(p);
-  p->dtype = tf_dtype(mf_tensor_dtype(t));
-  if (!(p->tensor_shape = shape_out(ex, mf_tensor_dims(t), mf_tensor_rank(t)))) return NULL;
-  if (mf_tensor_dtype(t) != MF_STRING) {
-    p->tensor_content.len = mf_tensor_nbytes(t);
-    p->tensor_content.data = mf_tensor_data(t); /* borrowed from the op's value until packed */
-    return p;
-  }
-  int64_t n = mf_tensor_size(t);
-  p->string_val = part(ex, (size_t)(n + 1) * sizeof *p->string_val);
-  if (!p->string_val) return NULL;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t len;
-    const char *bytes = mf_tensor_string(t, i, &len);
-    p->string_val[i].data = (uint8_t *)bytes, p->string_val[i].len = (size_t)len;
-  }
-  p->n_string_val = (size_t)n;
-  return p;
-}
-
-/* The AttrValue of moonflow attribute a of op. */
-static Tensorflow__AttrValue *attr_out(exporter *ex, const mf_op *op, int a) {
-  const char *name = mf_op_attr_name(op, a);
-  Tensorflow__AttrValue *v = attr_value(ex);
-  if (!v) return NULL;
-  double x;
-  bool b;
-  mf_dtype t;
-  mf_shape shape;
-  const int64_t *ints;
-  switch (mf_op_attr_kind(op, a)) {
-  case MF_ATTR_INT: v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_I, mf_op_attr_int(op, name, &v->i); break;
-  case MF_ATTR_FLOAT:
-    mf_op_attr_float(op, name, &x);
-    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_F, v->f = (float)x;
-    break;
-  case MF_ATTR_BOOL: mf_op_attr_bool(op, name, &b), v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_B, v->b = b; break;
-  case MF_ATTR_TYPE:
-    mf_op_attr_type(op, name, &t);
-    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TYPE, v->type = tf_dtype(t);
-    break;
-  case MF_ATTR_INTS: {
-    int n = mf_op_attr_ints(op, name, &ints);
-    Tensorflow__AttrValue__ListValue *list = part(ex, sizeof *list);
-    if (!list) return NULL;
-    tensorflow__attr_value__list_value__init(list);
-    list->n_i = (size_t)n, list->i = (int64_t *)ints; /* borrowed from the op */
-    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_LIST, v->list = list;
-    break;
-  }
-  case MF_ATTR_SHAPE:
-    mf_op_attr_shape(op, name, &shape);
-    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_SHAPE;
-    if (!(v->shape = shape_out(ex, shape.dims, shape.rank))) return NULL;
-    break;
-  case MF_ATTR_STRING: {
-    const char *text = mf_op_attr_string(op, name);
-    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_S, v->s.data = (uint8_t *)text, v->s.len = strlen(text);
-    break;
-  }
-  case MF_ATTR_TENSOR:
-    v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TENSOR;
-    if (!(v->tensor = tensor_out(ex, mf_op_attr_tensor(op, name)))) return NULL;
-    break;
-  case MF_ATTR_GRAPH: return NULL; /* ops holding functions have no row */
-  }
-  return v;
-}
-
-static Tensorflow__AttrValue *type_value(exporter *ex, mf_dtype t) {
-  Tensorflow__AttrValue *v = attr_value(ex);
-  if (v) v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TYPE, v->type = tf_dtype(t);
-  return v;
-}
-
-/* "op:index" as TensorFlow writes an input ("op" for output 0). */
-static char *input_name(exporter *ex, mf_output in) {
-  char buf[32];
-  snprintf(buf, sizeof buf, ":%d", in.index);
-  const char *name = mf_op_name(in.op);
-  size_t n = strlen(name), k = in.index ? strlen(buf) : 0;
-  char *s = mf_arena_alloc(&ex->arena, n + k + 1);
-  if (s) memcpy(s, name, n), memcpy(s + n, buf, k), s[n + k] = '\0';
-  return s;
-}
-
-/* A name for the Const node of op's constant input `what`, unused in the graph and the GraphDef. */
-static char *const_name(exporter *ex, const mf_op *op, const char *what) {
-  char buf[1024];
-  for (int k = 0;; k++) {
-    if (k) snprintf(buf, sizeof buf, "%s/%s_%d", mf_op_name(op), what, k);
-    else snprintf(buf, sizeof buf, "%s/%s", mf_op_name(op), what);
-    if (mf_graph_op_by_name(ex->graph, buf) || mf_strmap_slot(ex->names, buf, false)) continue;
-    void **slot = mf_strmap_slot(ex->names, buf, true);
-    if (!slot) return NULL;
-    *slot = (void *)1;
-    return mf_arena_strdup(&ex->arena, buf);
-  }
-}
-
-/* The int32 Const node holding moonflow attribute `attr` of op as TensorFlow's input `what` (rows: the
- * matrix's row length, 0 for a vector or scalar); its name goes to *input. */
-static mf_code const_input(exporter *ex, const mf_op *op, const char *attr, const char *what, int rows,
-                           char **input) {
-  const int64_t *ints = NULL;
-  int64_t one, range[MF_MAX_RANK];
-  int n = mf_op_attr_ints(op, attr, &ints), rank = 1;
-  if (n < 0 && mf_op_attr_int(op, attr, &one)) ints = &one, n = 1, rank = 0;
-  if (n < 0 && strcmp(what, "reduction_indices") == 0) { /* moonflow reduces every axis when none is given */
-    mf_shape shape;
-    mf_op_output_shape(mf_op_input(op, 0).op, mf_op_input(op, 0).index, &shape);
-    if (shape.rank < 0)
-      return mf_status_set(ex->s, MF_INVALID_ARGUMENT, "op '%s' (%s) reduces every axis of an input of unknown "
-                           "rank, which a GraphDef cannot say", mf_op_name(op), mf_op_type(op));
-    for (int i = 0; i < shape.rank; i++) range[i] = i;
-    ints = range, n = shape.rank;
-  }
-  if (n < 0)
-    return mf_status_set(ex->s, MF_INVALID_ARGUMENT, "op '%s' (%s) has no attribute %s, TensorFlow's input %s",
-                         mf_op_name(op), mf_op_type(op), attr, what);
-  int64_t dims[2] = {rows ? n / rows : n, rows};
-  mf_tensor *t = mf_tensor_new(MF_INT32, rows ? 2 : rank, dims, ex->s);
-  if (!t) return ex->s->code;
-  for (int i = 0; i < n; i++) ((int32_t *)mf_tensor_data(t))[i] = (int32_t)ints[i];
-  Tensorflow__NodeDef *node = part(ex, sizeof *node);
-  Tensorflow__AttrValue *value = attr_value(ex);
-  Tensorflow__TensorProto *proto = value ? tensor_out(ex, t) : NULL;
-  /* the values must outlive the tensor: copy them into the arena */
-  void *data = proto ? mf_arena_dup(&ex->arena, mf_tensor_data(t), mf_tensor_nbytes(t)) : NULL;
-  mf_tensor_release(t);
-  if (!node || !data) return mf_status_set(ex->s, MF_RESOURCE_EXHAUSTED, "out of memory");
-  proto->tensor_content.data = data;
-  tensorflow__node_def__init(node);
-  node->op = "Const";
-  node->name = *input = const_name(ex, op, what);
-  node->attr = part(ex, 2 * sizeof *node->attr);
-  value->value_case = TENSORFLOW__ATTR_VALUE__VALUE_TENSOR, value->tensor = proto;
-  if (!node->name || !node->attr || !add_attr(ex, node, "value", value) ||
-      !add_attr(ex, node, "dtype", type_value(ex, MF_INT32)) || !add_node(ex, node))
-    return mf_status_set(ex->s, MF_RESOURCE_EXHAUSTED, "out of memory");
-  return MF_OK;
-}
-
-/* Whether moonflow attribute name of op is left out (renames "name=value:"); an error when its value differs. */
-static bool dropped(exporter *ex, const op_row *row, const mf_op *op, const char *name, bool *bad) {
-  char word[64];
-  const char *list = row->renames;
-  while (next_word(&list, word, sizeof word)) {
-    char *eq = strchr(word, '=');
-    if (!eq || !side_is(word, 0, name)) continue;
-    *strchr(eq, ':') = '\0';
-    const char *v = mf_op_attr_string(op, name);
-    if (!v || strcmp(v, eq + 1) != 0) {
-      mf_status_set(ex->s, MF_INVALID_ARGUMENT, "op '%s' (%s) has %s '%s', which TensorFlow's %s has not",
-                    mf_op_name(op), mf_op_type(op), name, v ? v : "?", row->tf);
-      *bad = true;
-    }
-    return true;
-  }
-  return false;
-}
-
-/* TensorFlow's name of moonflow attribute name (renames "name:tf"). */
-static const char *renamed(const op_row *row, const char *name, char *word, size_t size) {
-  const char *list = row->renames;
-  while (next_word(&list, word, size))
-    if (side_is(word, 0, name) && !strchr(word, '=')) return strchr(word, ':') + 1;
-  return name;
-}
-
-static mf_code node_out(exporter *ex, const mf_op *op, const op_row *row) {
-  Tensorflow__NodeDef *node = part(ex, sizeof *node);
-  int n_in = mf_op_num_inputs(op), n_consts = count_words(row->consts), n_ctl = mf_op_num_control_inputs(op);
-  size_t max_attrs = (size_t)mf_op_num_attrs(op) + (size_t)count_words(row->types) + 1;
-  if (!node) goto oom;
-  tensorflow__node_def__init(node);
-  node->name = (char *)mf_op_name(op), node->op = (char *)row->tf, node->device = (char *)mf_op_device(op);
-  node->input = part(ex, (size_t)(n_in + n_consts + n_ctl + 1) * sizeof *node->input);
-  node->attr = part(ex, max_attrs * sizeof *node->attr);
-  if (!node->input || !node->attr) goto oom;
-  for (int i = 0; i < n_in; i++)
-    if (!(node->input[node->n_input++] = input_name(ex, mf_op_input(op, i)))) goto oom;
-  char word[64];
-  const char *list = row->consts;
-  mf_dtype const_dtype[8];
-  for (int k = 0; next_word(&list, word, sizeof word); k++) {
-    char *what = strchr(word, ':') + 1, *rows = strchr(what, ':');
-    if (rows) *rows++ = '\0';
-    char attr[64];
-    snprintf(attr, sizeof attr, "%.*s", (int)(strchr(word, ':') - word), word);
-    if (const_input(ex, op, attr, what, rows ? atoi(rows) : 0, &node->input[node->n_input]) != MF_OK)
-      return ex->s->code;
-    node->n_input++;
-    const_dtype[k] = MF_INT32;
-  }
-  for (int i = 0; i < n_ctl; i++) {
-    const char *name = mf_op_name(mf_op_control_input(op, i));
-    char *s = mf_arena_alloc(&ex->arena, strlen(name) + 2);
-    if (!s) goto oom;
-    s[0] = '^', strcpy(s + 1, name);
-    node->input[node->n_input++] = s;
-  }
-  for (int a = 0; a < mf_op_num_attrs(op); a++) {
-    const char *name = mf_op_attr_name(op, a);
-    bool bad = false, is_const = false;
-    list = row->consts;
-    while (next_word(&list, word, sizeof word)) is_const = is_const || side_is(word, 0, name);
-    if (is_const || name[0] == '_') continue;
-    if (dropped(ex, row, op, name, &bad)) {
-      if (bad) return ex->s->code;
-      continue;
-    }
-    char buf[64];
-    if (!add_attr(ex, node, renamed(row, name, buf, sizeof buf), attr_out(ex, op, a))) goto oom;
-  }
-  list = row->types;
-  while (next_word(&list, word, sizeof word)) {
-    char *eq = strchr(word, '='), *only_if_absent = strchr(word, '!');
-    *eq = '\0';
-    if (only_if_absent) {
-      *only_if_absent = '\0';
-      bool present = false;
-      for (int a = 0; a < mf_op_num_attrs(op); a++) present = present || strcmp(mf_op_attr_name(op, a), word) == 0;
-      if (present) continue;
-    }
-    Tensorflow__AttrValue *v;
-    if (strcmp(eq + 1, "n") == 0) {
-      if ((v = attr_value(ex))) v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_I, v->i = n_in;
-    } else if (strcmp(eq + 1, "out") == 0) {
-      v = type_value(ex, mf_op_output_dtype(op, 0));
-    } else if (strcmp(eq + 1, "outshape") == 0) {
-      mf_shape shape;
-      mf_op_output_shape(op, 0, &shape);
-      if ((v = attr_value(ex)))
-        v->value_case = TENSORFLOW__ATTR_VALUE__VALUE_SHAPE, v->shape = shape_out(ex, shape.dims, shape.rank);
-    } else {
-      int i = atoi(eq + 1);
-      if (i < 0) i += n_in + n_consts;
-      mf_dtype t = i < n_in ? mf_op_output_dtype(mf_op_input(op, i).op, mf_op_input(op, i).index)
-                            : const_dtype[i - n_in];
-      v = type_value(ex, t);
-    }
-    if (!add_attr(ex, node, word, v)) goto oom;
-  }
-  if (add_node(ex, node)) return MF_OK;
-oom:
-  return mf_status_set(ex->s, MF_RESOURCE_EXHAUSTED, "out of memory");
-}
-
-/* "Type (count), ..." of the op types in types[0..n) (n_kinds distinct, in first-seen order). */
-static void list_types(char *out, size_t size, const char *const *types, const int *counts, int n) {
-  size_t at = 0;
-  out[0] = '\0';
-  for (int i = 0; i < n && at < size; i++)
-    at += (size_t)snprintf(out + at, size - at, "%s%s (%d)", i ? ", " : "", types[i], counts[i]);
-}
-
-/* Counts type into the first-seen list types/counts (n of them); false when out of memory. */
-static bool count_type(const char ***types, int **counts, int *n, const char *type) {
-  for (int i = 0; i < *n; i++)
-    if (strcmp((*types)[i], type) == 0) return (*counts)[i]++, true;
-  const char **t = mf_realloc(*types, (size_t)(*n + 1) * sizeof *t);
-  if (t) *types = t;
-  int *c = t ? mf_realloc(*counts, (size_t)(*n + 1) * sizeof *c) : NULL;
-  if (!c) return false;
-  *counts = c;
-  (*types)[*n] = type, (*counts)[(*n)++] = 1;
-  return true;
-}
-
-static mf_code graph_out(exporter *ex, Tensorflow__GraphDef *def, Tensorflow__VersionDef *versions) {
-  const char **missing = NULL;
-  int *counts = NULL, n_missing = 0;
-  for (int id = 0; id < mf_graph_num_ops(ex->graph); id++) {
-    const char *type = mf_op_type(mf_graph_op(ex->graph, id));
-    if (!row_for_mf(type) && !count_type(&missing, &counts, &n_missing, type)) {
-      n_missing = -1;
-      break;
-    }
-  }
-  if (n_missing != 0) {
-    char text[768];
-    if (n_missing > 0) list_types(text, sizeof text, missing, counts, n_missing);
-    mf_free(missing), mf_free(counts);
-    if (n_missing < 0) return mf_status_set(ex->s, MF_RESOURCE_EXHAUSTED, "out of memory");
-    return mf_status_set(ex->s, MF_UNIMPLEMENTED, "the graph has ops that cannot be written as a TensorFlow "
-                         "GraphDef: %s", text);
-  }
-  for (int id = 0; id < mf_graph_num_ops(ex->graph); id++) {
-    const mf_op *op = mf_graph_op(ex->graph, id);
-    if (node_out(ex, op, row_for_mf(mf_op_type(op))) != MF_OK) return ex->s->code;
-  }
-  tensorflow__graph_def__init(def);
-  tensorflow__version_def__init(versions);
-  versions->producer = PRODUCER;
-  def->versions = versions;
-  def->node = ex->nodes, def->n_node = ex->num_nodes;
-  return MF_OK;
-}
-
-/* Protobuf's text format, as TensorFlow's text_format writes a GraphDef: fields
- * by name, messages in braces, enums by name, bytes escaped. */
-typedef struct text {
-  char *data;
-  size_t len, cap;
-  bool ok;
-} text;
-
-static void put(text *t, const char *fmt, ...) MF_PRINTF(2, 3);
-static void put(text *t, const char *fmt, ...) {
-  for (int tries = 0; t->ok && tries < 2; tries++) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) t->ok = false;
-    else if ((size_t)n < t->cap - t->len) return (void)(t->len += (size_t)n);
-    else {
-      size_t cap = (t->cap + (size_t)n) * 2;
-      char *p = mf_realloc(t->data, cap);
-      if (!p) t->ok = false;
-      else t->data = p, t->cap = cap;
-    }
-  }
-}
-
-static void put_bytes(text *t, const uint8_t *b, size_t n) {
-  put(t, "\"");
-  for (size_t i = 0; i < n && t->ok; i++) {
-    uint8_t c = b[i];
-    if (c == '"' || c == '\\') put(t, "\\%c", c);
-    else if (c == '\n') put(t, "\\n");
-    else if (c >= 32 && c < 127) put(t, "%c", c);
-    else put(t, "\\%03o", c);
-  }
-  put(t, "\"");
-}
-
-static void message_text(text *t, const ProtobufCMessage *m, int depth);
-
-static void value_text(text *t, const ProtobufCFieldDescriptor *f, const void *p, int depth) {
-  switch (f->type) {
-  case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
-    put(t, "%" PRId32, *(const int32_t *)p); break;
-  case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32: put(t, "%" PRIu32, *(const uint32_t *)p); break;
-  case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
-    put(t, "%" PRId64, *(const int64_t *)p); break;
-  case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64: put(t, "%" PRIu64, *(const uint64_t *)p); break;
-  case PROTOBUF_C_TYPE_FLOAT: {
-    float x = *(const float *)p;
-    if (isnan(x)) put(t, "nan");
-    else if (isinf(x)) put(t, x > 0 ? "inf" : "-inf");
-    else put(t, "%.9g", (double)x);
-    break;
-  }
-  case PROTOBUF_C_TYPE_DOUBLE: {
-    double x = *(const double *)p;
-    if (isnan(x)) put(t, "nan");
-    else if (isinf(x)) put(t, x > 0 ? "inf" : "-inf");
-    else put(t, "%.17g", x);
-    break;
-  }
-  case PROTOBUF_C_TYPE_BOOL: put(t, "%s", *(const protobuf_c_boolean *)p ? "true" : "false"); break;
-  case PROTOBUF_C_TYPE_ENUM: {
-    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p);
-    if (v) put(t, "%s", v->name);
-    else put(t, "%d", *(const int *)p);
-    break;
-  }
-  case PROTOBUF_C_TYPE_STRING: {
-    const char *s = *(char *const *)p;
-    put_bytes(t, (const uint8_t *)s, strlen(s));
-    break;
-  }
-  case PROTOBUF_C_TYPE_BYTES: {
-    const ProtobufCBinaryData *b = p;
-    put_bytes(t, b->data, b->len);
-    break;
-  }
-  case PROTOBUF_C_TYPE_MESSAGE:
-    put(t, "{\n");
-    message_text(t, *(const ProtobufCMessage *const *)p, depth + 1);
-    put(t, "%*s}", 2 * depth, "");
-    break;
-  }
-}
-
-static size_t value_size(const ProtobufCFieldDescriptor *f) {
-  switch (f->type) {
-  case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
-  case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64: return 8;
-  case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
-  case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-  case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-  case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-  case PROTOBUF_C_TYPE_MESSAGE: return sizeof(void *);
-  default: return 4;
-  }
-}
-
-/* Whether singular field f (no presence bit: proto3) holds its default, which the text format leaves out. */
-static bool is_default(const ProtobufCFieldDescriptor *f, const void *p) {
-  switch (f->type) {
-  case PROTOBUF_C_TYPE_STRING: return **(char *const *)p == '\0';
-  case PROTOBUF_C_TYPE_BYTES: return ((const ProtobufCBinaryData *)p)->len == 0;
-  case PROTOBUF_C_TYPE_MESSAGE: return *(void *const *)p == NULL;
-  default: {
-    static const uint8_t zero[8];
-    return memcmp(p, zero, value_size(f)) == 0;
-  }
-  }
-}
-
-static void message_text(text *t, const ProtobufCMessage *m, int depth) {
-  const ProtobufCMessageDescriptor *d = m->descriptor;
-  for (unsigned i = 0; i < d->n_fields && t->ok; i++) {
-    const ProtobufCFieldDescriptor *f = &d->fields[i];
-    const char *base = (const char *)m;
-    const void *p = base + f->offset;
-    size_t n = 1;
-    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-      n = *(const size_t *)(base + f->quantifier_offset);
-      p = *(void *const *)p;
-    } else if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-      if (*(const uint32_t *)(base + f->quantifier_offset) != f->id) continue;
-    } else if (is_default(f, p)) {
-      continue;
-    }
-    for (size_t k = 0; k < n; k++) {
-      put(t, "%*s%s%s", 2 * depth, "", f->name, f->type == PROTOBUF_C_TYPE_MESSAGE ? " " : ": ");
-      value_text(t, f, (const char *)p + k * value_size(f), depth);
-      put(t, "\n");
-    }
-  }
-}
-
-mf_code mf_graphdef_serialize(const mf_graph *g, bool as_text, char **out, size_t *n, mf_status *s) {
-  mf_status_clear(s);
-  *out = NULL, *n = 0;
-  exporter ex = {.graph = g, .names = mf_strmap_new(), .s = s};
-  Tensorflow__GraphDef def;
-  Tensorflow__VersionDef versions;
-  mf_code code = !ex.names ? mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory") : graph_out(&ex, &def, &versions);
-  if (code == MF_OK && as_text) {
-    text t = {NULL, 0, 0, true};
-    message_text(&t, &def.base, 0);
-    put(&t, "%s", "");
-    if (!t.ok) mf_free(t.data), code = mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
-    else *out = t.data, *n = t.len;
-  } else if (code == MF_OK) {
-    size_t size = tensorflow__graph_def__get_packed_size(&def);
-    if (!(*out = mf_malloc(size + 1))) code = mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
-    else *n = tensorflow__graph_def__pack(&def, (uint8_t *)*out);
-  }
-  mf_free(ex.nodes);
-  mf_strmap_free(ex.names);
-  mf_arena_free(&ex.arena);
-  return code;
-}
-
-mf_code mf_graphdef_write(const mf_graph *g, const char *path, bool as_text, mf_status *s) {
-  char *bytes;
-  size_t n;
-  if (mf_graphdef_serialize(g, as_text, &bytes, &n, s) != MF_OK) return s->code;
-  const void *parts[1] = {bytes};
-  mf_code code = mf_file_write_atomic(path, parts, &n, 1, s);
-  mf_free(bytes);
-  return code;
-}
 
 /* Reading ------------------------------------------------------------------------------ */
 
 enum { MAX_EXPANDED_OUTPUTS = 1 };
 
 typedef struct node_state {
-  const op_row *row;
+  const mf_gd_row *row;
   mf_output *ports;   /* its outputs in moonflow (an op's, or an expansion's) */
   int num_ports;
   mf_op *op;          /* the op control inputs on it wait for */
@@ -763,7 +45,7 @@ typedef struct loop {
   mf_op *op;          /* the While, once built */
 } loop;
 
-struct importer {
+struct mf_gd_importer {
   mf_graph *graph;
   const Tensorflow__GraphDef *def;
   node_state *nodes;
@@ -774,8 +56,8 @@ struct importer {
   int n_loops;
 };
 
-static mf_code bad_node(importer *im, const Tensorflow__NodeDef *node, const char *fmt, ...) MF_PRINTF(3, 4);
-static mf_code bad_node(importer *im, const Tensorflow__NodeDef *node, const char *fmt, ...) {
+static mf_code bad_node(mf_gd_importer *im, const Tensorflow__NodeDef *node, const char *fmt, ...) MF_PRINTF(3, 4);
+static mf_code bad_node(mf_gd_importer *im, const Tensorflow__NodeDef *node, const char *fmt, ...) {
   char msg[768];
   va_list ap;
   va_start(ap, fmt);
@@ -785,7 +67,7 @@ static mf_code bad_node(importer *im, const Tensorflow__NodeDef *node, const cha
 }
 
 /* The node an input names ("x", "x:1", "^x") and the output index (-1 for a control input); NULL if none. */
-static int node_of_input(importer *im, const char *input, int *index) {
+static int node_of_input(mf_gd_importer *im, const char *input, int *index) {
   bool control = input[0] == '^';
   const char *name = input + control;
   const char *colon = strrchr(name, ':');
@@ -815,14 +97,14 @@ static bool same_tensor(const char *a, const char *b) {
 }
 
 /* What input_map puts in place of TensorFlow tensor input; false if nothing. */
-static bool mapped(importer *im, const char *input, mf_output *out) {
+static bool mapped(mf_gd_importer *im, const char *input, mf_output *out) {
   const mf_graphdef_options *o = im->options;
   for (int i = 0; o && input[0] != '^' && i < o->num_input_map; i++)
     if (same_tensor(o->input_map_names[i], input)) return *out = o->input_map_ports[i], true;
   return false;
 }
 
-static mf_code resolve_input(importer *im, const Tensorflow__NodeDef *node, const char *input, mf_output *out) {
+static mf_code resolve_input(mf_gd_importer *im, const Tensorflow__NodeDef *node, const char *input, mf_output *out) {
   if (mapped(im, input, out)) return MF_OK;
   int index, k = node_of_input(im, input, &index);
   node_state *src = &im->nodes[k];
@@ -833,16 +115,18 @@ static mf_code resolve_input(importer *im, const Tensorflow__NodeDef *node, cons
   return MF_OK;
 }
 
-static mf_code tensor_in(importer *im, const Tensorflow__NodeDef *node, const Tensorflow__TensorProto *p,
+static mf_code tensor_in(mf_gd_importer *im, const Tensorflow__NodeDef *node, const Tensorflow__TensorProto *p,
                          mf_tensor **out) {
   mf_dtype dtype;
   char buf[32];
-  if (!mf_dtype_of(p->dtype, &dtype))
-    return bad_node(im, node, "a tensor of dtype %s, which moonflow has not", tf_dtype_name(p->dtype, buf, sizeof buf));
+  if (!mf_gd_mf_dtype(p->dtype, &dtype))
+    return bad_node(im, node, "a tensor of dtype %s, which moonflow has not",
+                    mf_gd_dtype_name(p->dtype, buf, sizeof buf));
   const Tensorflow__TensorShapeProto *sp = p->tensor_shape;
   int64_t dims[MF_MAX_RANK], size = 1;
   int rank = sp ? (int)sp->n_dim : 0;
-  if ((sp && sp->unknown_rank) || rank > MF_MAX_RANK) return bad_node(im, node, "a tensor of unknown or too large rank");
+  if ((sp && sp->unknown_rank) || rank > MF_MAX_RANK)
+    return bad_node(im, node, "a tensor of unknown or too large rank");
   for (int i = 0; i < rank; i++) {
     dims[i] = sp->dim[i]->size;
     if (dims[i] < 0 || (dims[i] > 0 && size > INT64_MAX / 8 / dims[i]))
@@ -896,7 +180,7 @@ static mf_code tensor_in(importer *im, const Tensorflow__NodeDef *node, const Te
   return MF_OK;
 }
 
-static mf_code shape_in(importer *im, const Tensorflow__NodeDef *node, const Tensorflow__TensorShapeProto *p,
+static mf_code shape_in(mf_gd_importer *im, const Tensorflow__NodeDef *node, const Tensorflow__TensorShapeProto *p,
                         mf_shape *out) {
   out->rank = !p || p->unknown_rank ? -1 : (int)p->n_dim;
   if (out->rank > MF_MAX_RANK) return bad_node(im, node, "a shape of rank %d", out->rank);
@@ -905,29 +189,29 @@ static mf_code shape_in(importer *im, const Tensorflow__NodeDef *node, const Ten
 }
 
 /* Whether TensorFlow attribute name of a node of row is one moonflow infers or has not. */
-static bool skipped_attr(const op_row *row, const char *name) {
+static bool skipped_attr(const mf_gd_row *row, const char *name) {
   char word[64];
   const char *list = row->types;
-  while (next_word(&list, word, sizeof word))
+  while (mf_gd_next_word(&list, word, sizeof word))
     if (strncmp(word, name, strcspn(word, "=")) == 0 && strcspn(word, "=") == strlen(name)) return !strchr(word, '!');
   list = row->renames;
-  while (next_word(&list, word, sizeof word))
+  while (mf_gd_next_word(&list, word, sizeof word))
     if (word[0] == ':' && strcmp(word + 1, name) == 0) return true;
   return name[0] == '_';
 }
 
 /* moonflow's name of TensorFlow attribute name. */
-static const char *mf_attr_name(const op_row *row, const char *name, char *word, size_t size) {
+static const char *mf_attr_name(const mf_gd_row *row, const char *name, char *word, size_t size) {
   const char *list = row->renames;
-  while (next_word(&list, word, size))
-    if (word[0] != ':' && !strchr(word, '=') && side_is(word, 1, name)) {
+  while (mf_gd_next_word(&list, word, size))
+    if (word[0] != ':' && !strchr(word, '=') && mf_gd_side_is(word, 1, name)) {
       *strchr(word, ':') = '\0';
       return word;
     }
   return name;
 }
 
-static mf_code attr_in(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *name,
+static mf_code attr_in(mf_gd_importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *name,
                        const Tensorflow__AttrValue *v) {
   mf_dtype t;
   mf_shape shape;
@@ -947,9 +231,9 @@ static mf_code attr_in(importer *im, const Tensorflow__NodeDef *node, mf_op_desc
   case TENSORFLOW__ATTR_VALUE__VALUE_F: return mf_op_desc_set_attr_float(d, name, v->f), MF_OK;
   case TENSORFLOW__ATTR_VALUE__VALUE_B: return mf_op_desc_set_attr_bool(d, name, v->b), MF_OK;
   case TENSORFLOW__ATTR_VALUE__VALUE_TYPE:
-    if (!mf_dtype_of(v->type, &t))
+    if (!mf_gd_mf_dtype(v->type, &t))
       return bad_node(im, node, "attribute %s: dtype %s, which moonflow has not", name,
-                      tf_dtype_name(v->type, buf, sizeof buf));
+                      mf_gd_dtype_name(v->type, buf, sizeof buf));
     return mf_op_desc_set_attr_type(d, name, t), MF_OK;
   case TENSORFLOW__ATTR_VALUE__VALUE_SHAPE:
     if (shape_in(im, node, v->shape, &shape) != MF_OK) return im->s->code;
@@ -972,7 +256,7 @@ static mf_code attr_in(importer *im, const Tensorflow__NodeDef *node, mf_op_desc
 }
 
 /* Sets moonflow attribute attr of d from the value of Const node input (TensorFlow's constant input). */
-static mf_code const_attr_in(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *attr,
+static mf_code const_attr_in(mf_gd_importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *attr,
                              const char *input) {
   int index, k = node_of_input(im, input, &index);
   const Tensorflow__NodeDef *src = im->def->node[k];
@@ -1002,7 +286,7 @@ static void op_name(char *buf, size_t size, const Tensorflow__NodeDef *node, con
 }
 
 /* Finishes d (for node), which must come out named want (under the graph's name scope). */
-static mf_op *finish(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *want) {
+static mf_op *finish(mf_gd_importer *im, const Tensorflow__NodeDef *node, mf_op_desc *d, const char *want) {
   mf_op *op = mf_op_desc_finish(d, im->s);
   if (!op) {
     char msg[1024];
@@ -1020,7 +304,7 @@ static mf_op *finish(importer *im, const Tensorflow__NodeDef *node, mf_op_desc *
 }
 
 /* Builds op type of node's expansion from inputs (an attribute: keepdims with axis -1 when reduce). */
-static mf_output build(importer *im, const Tensorflow__NodeDef *node, const char *type, const char *what,
+static mf_output build(mf_gd_importer *im, const Tensorflow__NodeDef *node, const char *type, const char *what,
                        const mf_output *in, int n, bool reduce) {
   char name[1024];
   op_name(name, sizeof name, node, what);
@@ -1040,7 +324,7 @@ static mf_output build(importer *im, const Tensorflow__NodeDef *node, const char
         (int)(sizeof((const mf_output[]){__VA_ARGS__}) / sizeof(mf_output)), reduce)
 
 /* exp(x - max) / sum, along the last axis, as tf.nn.softmax. */
-static mf_code softmax(importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in, bool log,
+static mf_code softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in, bool log,
                        mf_output *out) {
   if (n_in != 1) return bad_node(im, node, "expected 1 input, got %d", n_in);
   mf_output max = BUILD("Max", "max", true, in[0]);
@@ -1057,25 +341,25 @@ static mf_code softmax(importer *im, const Tensorflow__NodeDef *node, const mf_o
   return out->op ? MF_OK : im->s->code;
 }
 
-static node_state *state_of(importer *im, const Tensorflow__NodeDef *node) {
+static node_state *state_of(mf_gd_importer *im, const Tensorflow__NodeDef *node) {
   for (size_t i = 0; i < im->def->n_node; i++)
     if (im->def->node[i] == node) return &im->nodes[i];
   return NULL;
 }
 
-static mf_code set_expanded(importer *im, const Tensorflow__NodeDef *node, mf_output y) {
+static mf_code set_expanded(mf_gd_importer *im, const Tensorflow__NodeDef *node, mf_output y) {
   node_state *st = state_of(im, node);
   st->expanded[0] = y;
   st->ports = st->expanded, st->num_ports = 1, st->op = y.op;
   return MF_OK;
 }
 
-static mf_code expand_softmax(importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
+mf_code mf_gd_expand_softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
   mf_output y;
   return softmax(im, node, in, n_in, false, &y) != MF_OK ? im->s->code : set_expanded(im, node, y);
 }
 
-static mf_code expand_log_softmax(importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
+mf_code mf_gd_expand_log_softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
   mf_output y;
   return softmax(im, node, in, n_in, true, &y) != MF_OK ? im->s->code : set_expanded(im, node, y);
 }
@@ -1088,7 +372,7 @@ static const Tensorflow__AttrValue *node_attr(const Tensorflow__NodeDef *node, c
 
 /* Batch normalization with the stored statistics (is_training false):
  * y = x * (scale / sqrt(variance + epsilon)) + (offset - mean * scale / sqrt(variance + epsilon)). */
-static mf_code expand_batch_norm(importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
+mf_code mf_gd_expand_batch_norm(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
   if (n_in != 5) return bad_node(im, node, "expected 5 inputs (x, scale, offset, mean, variance), got %d", n_in);
   const Tensorflow__AttrValue *training = node_attr(node, "is_training"), *eps = node_attr(node, "epsilon");
   const Tensorflow__AttrValue *format = node_attr(node, "data_format");
@@ -1117,13 +401,13 @@ static mf_code expand_batch_norm(importer *im, const Tensorflow__NodeDef *node, 
 }
 
 /* Builds node k, whose inputs are built. */
-static mf_code node_in(importer *im, size_t k) {
+static mf_code node_in(mf_gd_importer *im, size_t k) {
   const Tensorflow__NodeDef *node = im->def->node[k];
   node_state *st = &im->nodes[k];
-  const op_row *row = st->row;
+  const mf_gd_row *row = st->row;
   size_t n_data = 0;
   while (n_data < node->n_input && node->input[n_data][0] != '^') n_data++;
-  int n_consts = count_words(row->consts);
+  int n_consts = mf_gd_count_words(row->consts);
   if (n_data < (size_t)n_consts) return bad_node(im, node, "expected at least %d inputs, got %zu", n_consts, n_data);
   int n_in = (int)n_data - n_consts;
   mf_output *in = mf_calloc((size_t)n_in + 1, sizeof *in);
@@ -1141,7 +425,7 @@ static mf_code node_in(importer *im, size_t k) {
   if (!d) return code;
   char word[64];
   const char *list = row->consts;
-  for (int i = n_in; code == MF_OK && next_word(&list, word, sizeof word); i++) {
+  for (int i = n_in; code == MF_OK && mf_gd_next_word(&list, word, sizeof word); i++) {
     *strchr(word, ':') = '\0';
     code = const_attr_in(im, node, d, word, node->input[i]);
   }
@@ -1187,7 +471,7 @@ static mf_code node_in(importer *im, size_t k) {
 
 static const Tensorflow__AttrValue *node_attr(const Tensorflow__NodeDef *node, const char *name);
 
-static int input_node(importer *im, const Tensorflow__NodeDef *node, size_t i) {
+static int input_node(mf_gd_importer *im, const Tensorflow__NodeDef *node, size_t i) {
   int index;
   return i < node->n_input ? node_of_input(im, node->input[i], &index) : -1;
 }
@@ -1199,7 +483,7 @@ static bool grow_ints(int **list, int n) {
 }
 
 /* The loop of Enter node `node` (by its frame name), added when new; NULL when out of memory. */
-static loop *loop_of_enter(importer *im, const Tensorflow__NodeDef *node) {
+static loop *loop_of_enter(mf_gd_importer *im, const Tensorflow__NodeDef *node) {
   const Tensorflow__AttrValue *f = node_attr(node, "frame_name");
   const char *frame = f && f->value_case == TENSORFLOW__ATTR_VALUE__VALUE_S ? (const char *)f->s.data : "";
   size_t n = f && f->value_case == TENSORFLOW__ATTR_VALUE__VALUE_S ? f->s.len : 0;
@@ -1214,14 +498,16 @@ static loop *loop_of_enter(importer *im, const Tensorflow__NodeDef *node) {
   return p;
 }
 
-static mf_code no_memory(importer *im) { return mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory"); }
+static mf_code no_memory(mf_gd_importer *im) { return mf_status_set(im->s, MF_RESOURCE_EXHAUSTED, "out of memory"); }
 
 /* Whether node k has op type `type`. */
-static bool is_op(importer *im, int k, const char *type) { return k >= 0 && strcmp(im->def->node[k]->op, type) == 0; }
+static bool is_op(mf_gd_importer *im, int k, const char *type) {
+  return k >= 0 && strcmp(im->def->node[k]->op, type) == 0;
+}
 
 /* Marks the nodes computing node k's inputs (and theirs) as loop L's condition or body, up to L's Merges,
  * Switches and Enters. */
-static mf_code mark_loop_nodes(importer *im, int l, int k, bool cond) {
+static mf_code mark_loop_nodes(mf_gd_importer *im, int l, int k, bool cond) {
   size_t n = im->def->n_node, top = 0;
   int *stack = mf_malloc((n + 1) * sizeof *stack);
   if (!stack) return no_memory(im);
@@ -1252,7 +538,7 @@ static mf_code mark_loop_nodes(importer *im, int l, int k, bool cond) {
 }
 
 /* Finds the loops, their variables and their condition and body nodes. */
-static mf_code loops_find(importer *im) {
+static mf_code loops_find(mf_gd_importer *im) {
   const Tensorflow__GraphDef *def = im->def;
   int n = (int)def->n_node;
   for (int k = 0; k < n; k++) {
@@ -1319,7 +605,7 @@ static mf_code loops_find(importer *im) {
 }
 
 /* _Arg op `name` of function graph im->graph standing for outer port `outer` (shape: only when known_shape). */
-static mf_op *loop_arg(importer *im, const Tensorflow__NodeDef *node, mf_output outer, bool known_shape) {
+static mf_op *loop_arg(mf_gd_importer *im, const Tensorflow__NodeDef *node, mf_output outer, bool known_shape) {
   mf_op_desc *d = mf_op_desc_new(im->graph, "_Arg", node->name);
   mf_op_desc_set_attr_type(d, "dtype", mf_op_output_dtype(outer.op, outer.index));
   if (known_shape) {
@@ -1331,7 +617,7 @@ static mf_op *loop_arg(importer *im, const Tensorflow__NodeDef *node, mf_output 
 }
 
 /* Sets output i of node k (of a loop) to port p. */
-static mf_code set_port(importer *im, int k, int i, mf_output p) {
+static mf_code set_port(mf_gd_importer *im, int k, int i, mf_output p) {
   node_state *st = &im->nodes[k];
   if (!st->ports) {
     st->num_ports = 2;
@@ -1343,7 +629,7 @@ static mf_code set_port(importer *im, int k, int i, mf_output p) {
 
 /* Builds the condition (cond) or body nodes of loop l into function graph im->graph, whose _Arg ops are
  * made first (loop variables, then captures); *results gets the function's result ports as op id pairs. */
-static mf_code loop_function(importer *im, loop *l, bool cond, const mf_output *outer, int64_t *results) {
+static mf_code loop_function(mf_gd_importer *im, loop *l, bool cond, const mf_output *outer, int64_t *results) {
   const Tensorflow__GraphDef *def = im->def;
   int nv = l->n_vars;
   mf_code code = MF_OK;
@@ -1386,7 +672,7 @@ static mf_code loop_function(importer *im, loop *l, bool cond, const mf_output *
 }
 
 /* Builds loop l as a While of the outer graph (its Enters' inputs built). */
-static mf_code loop_build(importer *im, loop *l) {
+static mf_code loop_build(mf_gd_importer *im, loop *l) {
   const Tensorflow__GraphDef *def = im->def;
   int nv = l->n_vars, nin = nv + l->n_caps;
   mf_output *outer = mf_calloc((size_t)nin + 1, sizeof *outer);
@@ -1397,7 +683,8 @@ static mf_code loop_build(importer *im, loop *l) {
   for (int i = 0; i < nin && code == MF_OK; i++) {
     const Tensorflow__NodeDef *enter = def->node[i < nv ? l->enter[i] : l->cap[i - nv]];
     ids[i] = i;
-    code = enter->n_input < 1 ? bad_node(im, enter, "has no input") : resolve_input(im, enter, enter->input[0], &outer[i]);
+    code = enter->n_input < 1 ? bad_node(im, enter, "has no input")
+                              : resolve_input(im, enter, enter->input[0], &outer[i]);
   }
   if (code == MF_OK) im->graph = fns[0], code = loop_function(im, l, true, outer, cond_out);
   if (code == MF_OK) im->graph = fns[1], code = loop_function(im, l, false, outer, body_out);
@@ -1426,7 +713,7 @@ static mf_code loop_build(importer *im, loop *l) {
 }
 
 /* Exit node k: an Identity of its loop's While output (the loop built first). */
-static mf_code exit_in(importer *im, size_t k) {
+static mf_code exit_in(mf_gd_importer *im, size_t k) {
   const Tensorflow__NodeDef *node = im->def->node[k];
   loop *l = &im->loops[im->nodes[k].loop - 1];
   if (!l->op && loop_build(im, l) != MF_OK) return im->s->code;
@@ -1440,13 +727,13 @@ static mf_code exit_in(importer *im, size_t k) {
 
 /* The nodes node k follows in the order of building: its inputs' nodes; for an Exit, those of its loop's
  * Enters; none for the other nodes of a loop (built with it). */
-static int ordering_count(importer *im, size_t k) {
+static int ordering_count(mf_gd_importer *im, size_t k) {
   const node_state *st = &im->nodes[k];
   if (st->role == 'X') return im->loops[st->loop - 1].n_vars + im->loops[st->loop - 1].n_caps;
   return st->loop ? 0 : (int)im->def->node[k]->n_input;
 }
 
-static int ordering_source(importer *im, size_t k, int i) {
+static int ordering_source(mf_gd_importer *im, size_t k, int i) {
   const node_state *st = &im->nodes[k];
   if (st->role != 'X') return input_node(im, im->def->node[k], (size_t)i);
   const loop *l = &im->loops[st->loop - 1];
@@ -1455,7 +742,7 @@ static int ordering_source(importer *im, size_t k, int i) {
 
 /* Names, op types and inputs checked, every missing op type listed; then the nodes built in an order
  * where each follows its inputs (a GraphDef's nodes come in any order). */
-static mf_code graph_in(importer *im) {
+static mf_code graph_in(mf_gd_importer *im) {
   const Tensorflow__GraphDef *def = im->def;
   size_t n = def->n_node;
   const char **missing = NULL;
@@ -1469,13 +756,13 @@ static mf_code graph_in(importer *im) {
     else if (code == MF_OK && *slot)
       code = mf_status_set(im->s, MF_INVALID_ARGUMENT, "GraphDef has two nodes named '%s'", node->name);
     else if (code == MF_OK) *slot = (void *)(intptr_t)(k + 1);
-    if (code == MF_OK && !(im->nodes[k].row = row_for_tf(node->op)) &&
-        !count_type(&missing, &counts, &n_missing, node->op))
+    if (code == MF_OK && !(im->nodes[k].row = mf_gd_row_for_tf(node->op)) &&
+        !mf_gd_count_type(&missing, &counts, &n_missing, node->op))
       code = no_memory(im);
   }
   if (code == MF_OK && n_missing) {
     char text[768];
-    list_types(text, sizeof text, missing, counts, n_missing);
+    mf_gd_list_types(text, sizeof text, missing, counts, n_missing);
     code = mf_status_set(im->s, MF_UNIMPLEMENTED, "the GraphDef has ops moonflow lacks: %s", text);
   }
   mf_free(missing), mf_free(counts);
@@ -1534,7 +821,7 @@ mf_code mf_graphdef_import(mf_graph *g, const void *data, size_t n, const mf_gra
   if (!def)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "not a TensorFlow GraphDef: %zu bytes that are no valid "
                          "protocol buffer of one", n);
-  importer im = {g, def, mf_calloc(def->n_node + 1, sizeof(node_state)), mf_strmap_new(), options, s, NULL, 0};
+  mf_gd_importer im = {g, def, mf_calloc(def->n_node + 1, sizeof(node_state)), mf_strmap_new(), options, s, NULL, 0};
   mf_code code = im.nodes && im.index ? graph_in(&im) : mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory");
   for (size_t k = 0; im.nodes && k < def->n_node; k++)
     if (im.nodes[k].ports != im.nodes[k].expanded) mf_free(im.nodes[k].ports);
