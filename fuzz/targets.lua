@@ -110,6 +110,13 @@ end
 function M.decode_png(bytes) decode_all(png_variants, bytes) end
 function M.decode_jpeg(bytes) decode_all(jpeg_variants, bytes) end
 
+-- A binary GraphDef imported into a new graph, which is then written back as one.
+function M.graphdef(bytes)
+  tf.Graph():as_default(function()
+    if pcall(tf.import_graph_def, bytes, {name = ""}) then tf.get_default_graph():as_graph_def() end
+  end)
+end
+
 -- A JSON array (value_of) after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end

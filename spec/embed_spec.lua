@@ -2,7 +2,8 @@
 -- (train.lua) trained and saved, through the C API alone (graph file,
 -- checkpoint restore, a run by names into its own buffer, a checkpoint
 -- save), and prints what Lua printed; the checkpoint it saves holds the
--- values Lua saved.
+-- values Lua saved. frozen.c runs a frozen TensorFlow model (a GraphDef) the
+-- same way.
 local tf = require("moonflow")
 local core = require("moonflow.core")
 local H = require("spec.helpers")
@@ -35,6 +36,36 @@ describe("examples/embed", function()
     for _, e in ipairs(names) do
       assert.same(tf.train.load_variable(saved, e[1]):totable(), tf.train.load_variable(resaved, e[1]):totable())
     end
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("runs a frozen TensorFlow model (GraphDef) with TensorFlow's outputs (frozen.c)", function()
+    local dir = H.tmpdir()
+    local values = dofile("spec/fixtures/graphdef/values.lua")
+    local out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/frozen.c' " ..
+                                              "'%s/libmoonflow.a' -ljansson -lopenblas -lprotobuf-c -lz -lm " ..
+                                              "-lpthread %s -o '%s/frozen'", cc, root, root, build, link_flags, dir))
+    assert.equal(0, status, out)
+    local numbers = {}
+    for _, row in ipairs(values.mlp.x) do numbers[#numbers + 1] = table.concat(row, " ") end
+    H.write(dir .. "/x.txt", table.concat(numbers, "\n") .. "\n")
+    out, status = H.shell(string.format("'%s/frozen' spec/fixtures/graphdef/mlp.pb x:0 probs:0 4 5 < '%s/x.txt'", dir,
+                                        dir))
+    assert.equal(0, status, out)
+    local got = {}
+    for line in out:gmatch("[^\n]+") do
+      local row = {}
+      for v in line:gmatch("%S+") do row[#row + 1] = tonumber(v) end
+      got[#got + 1] = row
+    end
+    H.assert_near_all(values.mlp.probs, got, 1e-5, "probs")
+    -- a model with ops moonflow lacks: the status says which
+    out, status = H.shell(string.format("'%s/frozen' spec/fixtures/graphdef/unsupported.pb x:0 y:0 1 3 < '%s/x.txt'",
+                                        dir, dir))
+    assert.is_not.equal(0, status)
+    assert.is_truthy(out:find("loading the model: graph file spec/fixtures/graphdef/unsupported.pb (no JSON, read " ..
+                              "as a TensorFlow GraphDef): the GraphDef has ops moonflow lacks: " ..
+                              "DepthwiseConv2dNative (1)", 1, true), out)
     os.execute("rm -rf '" .. dir .. "'")
   end)
 

@@ -1,5 +1,7 @@
 -- graph_io.lua — graph files and pictures: tf.train.write_graph,
--- tf.train.import_graph, g:to_dot().
+-- tf.train.import_graph, g:to_dot(); TensorFlow's GraphDef:
+-- tf.train.write_graph's .pb/.pbtxt forms, g:as_graph_def(),
+-- tf.import_graph_def (read and written by src/io/tf_graphdef_*.c).
 --
 -- Graph files are read and written by the engine (src/io/graph_file.c, which
 -- describes the format, mf_graph_file_*): the graph's ops and function graphs,
@@ -172,14 +174,86 @@ end
 return function(tf, ops)
   tf.train = tf.train or {}
 
-  -- tf.train.write_graph(g, path) or (g, dir, name): writes g as a graph file
-  -- (see the top of this file); returns the path. The write is atomic.
-  function tf.train.write_graph(g, path, name)
-    if type(path) ~= "string" then fail("tf.train.write_graph(g, path): a path is required") end
+  -- tf.train.write_graph(g, path) or (g, dir, name[, as_text | {as_text=}]):
+  -- writes g as a graph file (see the top of this file) or, when as_text is
+  -- given or the name ends in .pb or .pbtxt, as TensorFlow's GraphDef
+  -- (binary; protobuf's text format when as_text is true or the name ends in
+  -- .pbtxt). Returns the path. The write is atomic.
+  function tf.train.write_graph(g, path, name, as_text)
+    local fname = "tf.train.write_graph"
+    if type(path) ~= "string" then fail(fname .. "(g, path): a path is required") end
     if type(name) == "string" then path = path:gsub("/+$", "") .. "/" .. name end
-    local f = graph_file_of(g, "tf.train.write_graph")
-    add(C.mf_graph_file_write(f, path, core.status), "tf.train.write_graph")
+    if type(as_text) == "table" then as_text = as_text.as_text end
+    if as_text == nil and path:find("%.pbtxt$") then as_text = true
+    elseif as_text == nil and path:find("%.pb$") then as_text = false end
+    if as_text ~= nil then
+      if type(as_text) ~= "boolean" then fail(fname .. ": as_text must be a boolean, got " .. tostring(as_text)) end
+      if getmetatable(g) ~= G.Graph then fail(fname .. ": expected a tf.Graph, got " .. tostring(g)) end
+      add(C.mf_graphdef_write(g.ptr, path, as_text, core.status), fname)
+      return path
+    end
+    local f = graph_file_of(g, fname)
+    add(C.mf_graph_file_write(f, path, core.status), fname)
     return path
+  end
+
+  -- g:as_graph_def({as_text=}): g as TensorFlow GraphDef bytes (a Lua string).
+  function G.Graph:as_graph_def(options)
+    local as_text = type(options) == "table" and options.as_text or false
+    local out, n = ffi.new("char *[1]"), ffi.new("size_t[1]")
+    add(C.mf_graphdef_serialize(self.ptr, as_text, out, n, core.status), "Graph:as_graph_def")
+    local bytes = ffi.string(out[0], n[0])
+    C.mf_free_bytes(out[0])
+    return bytes
+  end
+
+  -- tf.import_graph_def(graph_def, {input_map=, return_elements=, name=}):
+  -- adds the nodes of a binary TensorFlow GraphDef (bytes, or the path of a
+  -- .pb file) to the default graph under name scope `name` ("import"; "" for
+  -- none): input_map {["x:0"] = tensor} puts tensors of this graph in place
+  -- of the GraphDef's; returns the list of return_elements ("y:0" a tensor,
+  -- "y" an op) found in the imported graph, or nil without them.
+  function tf.import_graph_def(graph_def, options)
+    local fname = "tf.import_graph_def"
+    if type(graph_def) ~= "string" then
+      fail(fname .. ": expected GraphDef bytes or a path, got " .. tostring(graph_def))
+    end
+    options = options or {}
+    if type(options) ~= "table" then fail(fname .. ": options must be a table") end
+    local bytes, file = graph_def, #graph_def < 4096 and not graph_def:find("%z") and io.open(graph_def, "rb")
+    if file then bytes = file:read("*a"); file:close() end
+    local g = G.get_default_graph()
+    local names, ports, n = {}, nil, 0
+    for key, t in pairs(options.input_map or {}) do
+      if type(key) ~= "string" or not G.is_tensor(t) or t.graph ~= g then
+        fail(fname .. ": input_map maps names (\"x:0\") to tensors of the default graph; got " .. tostring(key))
+      end
+      n = n + 1
+      names[n] = key
+    end
+    table.sort(names)
+    local c_names, c_ports = ffi.new("const char *[?]", n + 1), ffi.new("mf_output[?]", n + 1)
+    for i, key in ipairs(names) do
+      local t = options.input_map[key]
+      c_names[i - 1], c_ports[i - 1].op, c_ports[i - 1].index = key, t.op.ptr, t.value_index
+    end
+    local opts = ffi.new("mf_graphdef_options", n, c_names, c_ports)
+    local name = options.name == nil and "import" or options.name
+    local scope = name == "" and "" or G.in_name_scope(g, name, function()
+      add(C.mf_graphdef_import(g.ptr, bytes, #bytes, opts, core.status), fname)
+      return ffi.string(C.mf_graph_name_scope(g.ptr))
+    end)
+    if name == "" then add(C.mf_graphdef_import(g.ptr, bytes, #bytes, opts, core.status), fname) end
+    if not options.return_elements then return nil end
+    local out = {}
+    for i, e in ipairs(options.return_elements) do
+      local found, why
+      if tostring(e):find(":%d+$") then found, why = g:_find_tensor(scope .. e)
+      else found, why = g:_find_operation(scope .. tostring(e)) end
+      if not found then fail(fname .. ": return_elements: " .. why) end
+      out[i] = found
+    end
+    return out
   end
 
   -- tf.train.import_graph(path): a new tf.Graph holding the file's graph:

@@ -299,7 +299,9 @@ MF_API mf_code mf_graph_file_write(const mf_graph_file *f, const char *path, mf_
 /* Reads a graph file into a new graph: every op, name and id as written.
  * New; free with mf_graph_file_free. NULL with s set: NOT_FOUND, or
  * INVALID_ARGUMENT naming the file, the function, the op and the attribute
- * that is wrong. */
+ * that is wrong. A file whose first character (after white space) is no '{'
+ * is read as a binary TensorFlow GraphDef (mf_graphdef_import): a frozen
+ * model, with no variables recorded; its errors are mf_graphdef_import's. */
 MF_API mf_graph_file *mf_graph_file_read(const char *path, mf_status *s);
 MF_API mf_graph *mf_graph_file_graph(const mf_graph_file *f); /* borrowed: mf_graph_retain keeps it */
 /* The recorded variables, collection items (in order, collections by key) and
@@ -322,6 +324,30 @@ MF_API mf_code mf_graph_port(const mf_graph *g, const char *name, mf_output *out
 MF_API mf_code mf_graph_file_initialize(const mf_graph_file *f, mf_session *sess, mf_status *s);
 MF_API mf_code mf_graph_file_restore(const mf_graph_file *f, mf_session *sess, const char *path, mf_status *s);
 MF_API mf_code mf_graph_file_save(const mf_graph_file *f, mf_session *sess, const char *path, mf_status *s);
+
+/* --- TensorFlow GraphDef --- */
+/* TensorFlow's GraphDef (graph.proto): g written as one, binary or in
+ * protobuf's text format, and a GraphDef (a frozen TensorFlow 1.x model)
+ * imported into a moonflow graph (src/io/tf_graphdef_ops.c lists the ops both ways).
+ * Serialize: the bytes into *out (new, free with mf_free_bytes) and *n; an
+ * op TensorFlow has no counterpart of is UNIMPLEMENTED, every such type
+ * listed with its count. Write: the same to path, crash-safely. */
+MF_API mf_code mf_graphdef_serialize(const mf_graph *g, bool as_text, char **out, size_t *n, mf_status *s);
+MF_API mf_code mf_graphdef_write(const mf_graph *g, const char *path, bool as_text, mf_status *s);
+/* Import: input_map puts ports of g in place of the GraphDef's tensors named
+ * "x:0" (or "x") before the nodes are built. Arrays owned by the caller. */
+typedef struct mf_graphdef_options {
+  int num_input_map;
+  const char *const *input_map_names;
+  const mf_output *input_map_ports;
+} mf_graphdef_options;
+/* Adds the nodes of binary GraphDef data[0..n) to g under g's current name
+ * scope, each op named as its node (options may be NULL). Errors:
+ * INVALID_ARGUMENT for bytes that are no GraphDef or a bad node (named),
+ * UNIMPLEMENTED listing every op type moonflow lacks with its count (then
+ * nothing is added; after a later error, the ops built so far stay in g). */
+MF_API mf_code mf_graphdef_import(mf_graph *g, const void *data, size_t n, const mf_graphdef_options *options,
+                                  mf_status *s);
 
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU (a session may split it

@@ -847,8 +847,49 @@ static mf_code doc_in(reader *r, mf_graph_file *f, const json_t *doc) {
   return extras_in(r, f, doc);
 }
 
+/* The whole of file f (its size in *n; new, free with free), NULL when out of memory or unreadable. */
+static char *read_all(FILE *f, size_t *n) {
+  size_t cap = 1 << 16, len = 0, got;
+  char *data = malloc(cap), *p;
+  while (data && (got = fread(data + len, 1, cap - len, f)) > 0)
+    if ((len += got) == cap) data = (p = realloc(data, cap *= 2)) ? p : (free(data), NULL);
+  if (data && ferror(f)) free(data), data = NULL;
+  *n = len;
+  return data;
+}
+
+/* A file whose first character is no '{' is no JSON graph file: it is read
+ * as a binary TensorFlow GraphDef (a frozen model: a graph with no variables). */
+static mf_graph_file *graphdef_read(const char *path, FILE *file, mf_status *s) {
+  size_t n;
+  char *data = read_all(file, &n);
+  mf_graph *g = data ? mf_graph_new() : NULL;
+  mf_graph_file *f = g ? mf_graph_file_new(g) : NULL;
+  mf_graph_release(g);
+  if (!f) no_memory(s);
+  else if (mf_graphdef_import(g, data, n, NULL, s) != MF_OK) {
+    char msg[sizeof s->msg];
+    snprintf(msg, sizeof msg, "%s", mf_status_message(s));
+    mf_status_set(s, s->code, "graph file %s (no JSON, read as a TensorFlow GraphDef): %s", path, msg);
+    mf_graph_file_free(f);
+    f = NULL;
+  }
+  free(data);
+  return f;
+}
+
 mf_graph_file *mf_graph_file_read(const char *path, mf_status *s) {
   mf_status_clear(s);
+  FILE *probe = fopen(path, "rb");
+  int first = ' ';
+  while (probe && (first == ' ' || first == '\n' || first == '\r' || first == '\t')) first = fgetc(probe);
+  if (probe && first != '{' && first != EOF) {
+    rewind(probe);
+    mf_graph_file *f = graphdef_read(path, probe, s);
+    fclose(probe);
+    return f;
+  }
+  if (probe) fclose(probe);
   json_error_t jerr;
   json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
   if (!doc) {
