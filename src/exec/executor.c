@@ -27,9 +27,12 @@ static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_
                          "Cannot feed value of dtype %s for Tensor '%s:%d', which has dtype %s; "
                          "cast the value or feed a matching dtype",
                          mf_dtype_name(v->dtype), o.op->name, o.index, mf_dtype_name(want));
-  mf_shape have = mf_shape_of(v);
   const mf_shape *static_shape = &o.op->out_shapes[o.index];
-  if (!mf_shape_compatible(&have, static_shape)) {
+  bool fits = static_shape->rank < 0 || static_shape->rank == v->rank;  /* mf_shape_compatible, in place */
+  for (int d = 0; fits && static_shape->rank >= 0 && d < v->rank; d++)
+    fits = static_shape->dims[d] < 0 || static_shape->dims[d] == v->dims[d];
+  if (!fits) {
+    mf_shape have = mf_shape_of(v);
     char a[128], b[128];
     return mf_status_set(s, MF_INVALID_ARGUMENT,
                          "Cannot feed value of shape %s for Tensor '%s:%d', which has shape '%s'",
