@@ -467,8 +467,8 @@ describe("tf.while_loop", function()
     local function message(shape)
       tf.reset_default_graph()
       local d = tf.placeholder(tf.int32, shape)
-      local i = tf.while_loop(function(i) return tf.less(#shape == 0 and i or tf.reduce_sum(i), 100 * (shape[1] or 1)) end,
-                              function(i) return i + tf.floordiv(i, d) end, {tf.ones(shape, tf.int32)})
+      local function cond(i) return tf.less(#shape == 0 and i or tf.reduce_sum(i), 100 * (shape[1] or 1)) end
+      local i = tf.while_loop(cond, function(i) return i + tf.floordiv(i, d) end, {tf.ones(shape, tf.int32)})
       local sess = tf.Session()
       local err = H.error_of(sess.run, sess, i, {[d] = #shape == 0 and 0 or {0, 0}})
       local doubled = sess:run(i, {[d] = #shape == 0 and 1 or {1, 1}})  -- the session stays usable
@@ -476,8 +476,8 @@ describe("tf.while_loop", function()
       return err
     end
     local err = message({})
-    assert.matches("FloorDiv: Integer division by zero %[%[node FloorDiv %(defined at spec/control_flow_spec.lua:%d+%)%]%]",
-                   err)
+    assert.matches("FloorDiv: Integer division by zero %[%[node FloorDiv " ..
+                   "%(defined at spec/control_flow_spec.lua:%d+%)%]%]", err)
     assert.equal(err, message({2}))
   end)
 
