@@ -112,6 +112,32 @@ static mf_code read_pred(mf_kernel_ctx *ctx, mf_callable *plan, mf_tensor *pred,
   return MF_OK;
 }
 
+/* Whether the loop's values fit the arguments of call c's scalar program. */
+static bool args_fit(const fn_call *c, const mf_scalar_program *sp, mf_tensor *const *vals) {
+  for (int j = 0; j < c->nargs; j++)
+    if (!mf_scalar_fits(sp, false, j, vals[c->arg_src[j]])) return false;
+  return true;
+}
+
+/* Sets the constants and arguments of call c's program in regs, and lists in
+ * `moves` the (register, loop variable) pairs to set again before each run
+ * (captures stay); returns how many. */
+static int feed_args(const fn_call *c, const mf_scalar_program *sp, mf_tensor *const *vals, int nv, mf_scalar *regs,
+                     int *moves) {
+  int n = 0;
+  mf_scalar_begin(sp, regs);
+  for (int j = 0; j < c->nargs; j++) {
+    const mf_tensor *t = vals[c->arg_src[j]];
+    int reg = mf_scalar_feed_reg(sp, j);
+    memcpy(&regs[reg], t->data, mf_dtype_size(t->dtype));
+    if (c->arg_src[j] < nv) {
+      moves[2 * n] = reg;
+      moves[2 * n++ + 1] = c->arg_src[j];
+    }
+  }
+  return n;
+}
+
 /* The loop in registers, when the cond and body functions are scalar
  * programs (kernel_api.h) that the loop variables and captures fit: each
  * iteration runs the body's program (and the cond's, unless the body returns
@@ -122,15 +148,11 @@ static bool while_scalar(mf_kernel_ctx *ctx, const fn_call *cc, const fn_call *b
                          bool fused, int64_t max, stash *kept) {
   const mf_scalar_program *cp = mf_function_scalar(ctx, cc->plan), *bp = mf_function_scalar(ctx, bc->plan);
   if (!cp || !bp || cc->nextra || bc->nextra || bc->nstash) return false;
-  for (int j = 0; j < cc->nargs; j++)
-    if (!mf_scalar_fits(cp, false, j, vals[cc->arg_src[j]])) return false;
-  for (int j = 0; j < bc->nargs; j++)
-    if (!mf_scalar_fits(bp, false, j, vals[bc->arg_src[j]])) return false;
+  if (!args_fit(cc, cp, vals) || !args_fit(bc, bp, vals)) return false;
   for (int k = 0; k < nv; k++)  /* the outputs are the body's results, also after no iteration */
     if (!mf_scalar_fits(bp, true, k, vals[k])) return false;
   /* Per run of the body (and of cond): which registers take which loop
    * variables, and where the body leaves them. */
-  int nb = 0, nc = 0;
   mf_scalar creg[MF_SCALAR_MAX_REGS], breg[MF_SCALAR_MAX_REGS], *var = mf_malloc((size_t)(nv + 1) * sizeof *var);
   int *b_in = mf_malloc((size_t)(2 * (bc->nargs + cc->nargs) + nv + 1) * sizeof *b_in);
   if (!var || !b_in) {
@@ -140,29 +162,11 @@ static bool while_scalar(mf_kernel_ctx *ctx, const fn_call *cc, const fn_call *b
     return true;
   }
   int *c_in = b_in + 2 * bc->nargs, *b_out = c_in + 2 * cc->nargs;
-  mf_scalar_begin(cp, creg);
-  mf_scalar_begin(bp, breg);
   for (int k = 0; k < nv; k++) {
     memcpy(&var[k], vals[k]->data, mf_dtype_size(vals[k]->dtype));
     b_out[k] = mf_scalar_fetch_reg(bp, k);
   }
-  /* Captures are fed once; loop variables before each run. */
-  for (int j = 0; j < cc->nargs; j++) {
-    const mf_tensor *t = vals[cc->arg_src[j]];
-    memcpy(&creg[mf_scalar_feed_reg(cp, j)], t->data, mf_dtype_size(t->dtype));
-    if (cc->arg_src[j] < nv) {
-      c_in[2 * nc] = mf_scalar_feed_reg(cp, j);
-      c_in[2 * nc++ + 1] = cc->arg_src[j];
-    }
-  }
-  for (int j = 0; j < bc->nargs; j++) {
-    const mf_tensor *t = vals[bc->arg_src[j]];
-    memcpy(&breg[mf_scalar_feed_reg(bp, j)], t->data, mf_dtype_size(t->dtype));
-    if (bc->arg_src[j] < nv) {
-      b_in[2 * nb] = mf_scalar_feed_reg(bp, j);
-      b_in[2 * nb++ + 1] = bc->arg_src[j];
-    }
-  }
+  int nc = feed_args(cc, cp, vals, nv, creg, c_in), nb = feed_args(bc, bp, vals, nv, breg, b_in);
   int pred = fused ? mf_scalar_fetch_reg(bp, nv) : mf_scalar_fetch_reg(cp, 0);
   bool go = mf_scalar_run(ctx, cp, creg) == MF_OK && creg[mf_scalar_fetch_reg(cp, 0)].bytes[0];
   for (int64_t iter = 0; go && (max < 0 || iter < max); iter++) {
