@@ -1181,13 +1181,18 @@ typedef void (*xent_fn)(const void *x, const void *labels, void *loss, void *bp,
  * sum is the same whichever thread runs the row. */
 #define EXP_SHIFTED(code, T)                                                                         \
   static double exp_shifted_##code(const T *x, T *e, int64_t c, bool finite, T *max) {               \
-    T m = x[0];                                                                                      \
-    for (int64_t j = 1; j < c; j++) m = x[j] > m ? x[j] : m;                                         \
-    if (finite && !(m - m == 0)) m = 0;                                                              \
-    for (int64_t j = 0; j < c; j++) e[j] = MF_VMATH(exp, m)(x[j] - m);                               \
-    double lane[4] = {0, 0, 0, 0};                                                                   \
+    T top[4] = {x[0], x[0], x[0], x[0]}, m;  /* a NaN anywhere makes the sum NaN: its place is moot */ \
     int64_t j = 0;                                                                                   \
     for (; j + 4 <= c; j += 4)                                                                       \
+      for (int l = 0; l < 4; l++) top[l] = x[j + l] > top[l] ? x[j + l] : top[l];                   \
+    for (; j < c; j++) top[0] = x[j] > top[0] ? x[j] : top[0];                                       \
+    m = top[0] > top[1] ? top[0] : top[1];                                                           \
+    m = top[2] > m ? top[2] : m;                                                                     \
+    m = top[3] > m ? top[3] : m;                                                                     \
+    if (finite && !(m - m == 0)) m = 0;                                                              \
+    for (j = 0; j < c; j++) e[j] = MF_VMATH(exp, m)(x[j] - m);                                       \
+    double lane[4] = {0, 0, 0, 0};                                                                   \
+    for (j = 0; j + 4 <= c; j += 4)                                                                  \
       for (int l = 0; l < 4; l++) lane[l] += (double)e[j + l];                                       \
     double sum = (lane[0] + lane[1]) + (lane[2] + lane[3]);                                          \
     for (; j < c; j++) sum += (double)e[j];                                                          \
