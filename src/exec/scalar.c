@@ -32,7 +32,6 @@ typedef struct scalar_port {
 } scalar_port;
 
 struct mf_scalar_program {
-  int num_regs;
   int num_instrs, num_consts, nfeeds, nfetches;
   scalar_instr *instrs;
   int *const_regs;
@@ -97,7 +96,6 @@ mf_code mf_plan_scalar(mf_plan *p, mf_status *s) {
     mf_scalar_program_free(sp);
     return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory building a plan");
   }
-  sp->num_regs = p->num_slots;
   sp->nfeeds = p->nfeeds;
   sp->nfetches = p->nfetches;
   bool ok = true;
