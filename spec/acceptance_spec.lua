@@ -202,7 +202,10 @@ describe("examples/", function()
     for _, p in ipairs(probabilities) do assert.is_true(math.abs(p - 0.2) < 1e-6, after) end
     local errors = {}
     for e in out:gmatch("gradient error[^\n]*\t([^\n]+)") do errors[#errors + 1] = tonumber(e) end
-    assert.is_true(errors[1] > 0.01 and errors[2] < 1e-4, out)
+    -- float32 central differences (delta 1e-3) of an entropy near 1.6 carry
+    -- noise up to ulp(1.6) / 2e-3, about 6e-5 per side: the right gradient
+    -- errs by about 1e-4, the wrong one by 0.18.
+    assert.is_true(errors[1] > 0.01 and errors[2] < 5e-4, out)
   end)
 
   it("graph_picture.lua writes graph.dot with the model's ops and edges, and graph.svg when dot is installed", function()

@@ -1,6 +1,7 @@
 -- Control flow: tf.cond, tf.case, tf.where and tf.while_loop (values, structures,
 -- shapes, dtypes, variables, nesting and errors). TensorArrays and gradients
 -- have their own spec files (tensor_array_spec.lua, control_flow_grad_spec.lua).
+local ffi = require("ffi")
 local tf = require("moonflow")
 local H = require("spec.helpers")
 setup(H.growth_off)
@@ -435,6 +436,49 @@ describe("tf.while_loop", function()
                                   function(u, flag) return u + tf.constant(50, tf.uint8), tf.logical_not(flag) end,
                                   {tf.constant(0, tf.uint8), tf.constant(false)})
     assert.same({200, false}, sess:run({u, flag}))
+  end)
+
+  -- A loop over one-element values runs its body as a register program
+  -- (exec/scalar.c); the same loop over two elements runs the general way.
+  -- Both call the same element loops, so they agree bit for bit.
+  it("runs a loop over one-element values as the general loop does, bit for bit", function()
+    local function f32(v) return tonumber(ffi.cast("float", v)) end
+    local function loop(shape)
+      tf.reset_default_graph()
+      local n, scale = tf.placeholder(tf.int32, {}), tf.placeholder(tf.float32, shape)
+      local i, w, k = tf.while_loop(function(i, w, k) return tf.less(i, n) end,
+                                    function(i, w, k) return i + 1, tf.identity(w * scale + 0.3), k * 3 end,
+                                    {i32(0), tf.fill(shape, 1.0), tf.fill(shape, tf.constant(1, tf.int64))},
+                                    {maximum_iterations = 30})
+      local sess = tf.Session()
+      local s = #shape == 0 and 1.1 or {1.1, 1.1}
+      return sess:run({i, w, k}, {[n] = 25, [scale] = s}), sess:run({i, w, k}, {[n] = 40, [scale] = s})
+    end
+    local one, capped = loop({})
+    local two, capped2 = loop({2})
+    local w = 1
+    for _ = 1, 25 do w = f32(f32(w * f32(1.1)) + f32(0.3)) end
+    assert.same({25, w, 3 ^ 25}, one)
+    assert.same({one[2], one[2]}, two[2]:totable())
+    assert.same({30, capped2[2]:totable()[1], 3 ^ 30}, capped)
+  end)
+
+  it("reports an error inside a loop over one-element values as the general loop does", function()
+    local function message(shape)
+      tf.reset_default_graph()
+      local d = tf.placeholder(tf.int32, shape)
+      local function cond(i) return tf.less(#shape == 0 and i or tf.reduce_sum(i), 100 * (shape[1] or 1)) end
+      local i = tf.while_loop(cond, function(i) return i + tf.floordiv(i, d) end, {tf.ones(shape, tf.int32)})
+      local sess = tf.Session()
+      local err = H.error_of(sess.run, sess, i, {[d] = #shape == 0 and 0 or {0, 0}})
+      local doubled = sess:run(i, {[d] = #shape == 0 and 1 or {1, 1}})  -- the session stays usable
+      assert.same(128, #shape == 0 and doubled or doubled:totable()[1])
+      return err
+    end
+    local err = message({})
+    assert.matches("FloorDiv: Integer division by zero %[%[node FloorDiv " ..
+                   "%(defined at spec/control_flow_spec.lua:%d+%)%]%]", err)
+    assert.equal(err, message({2}))
   end)
 
   it("caps the trip count with maximum_iterations (a number or a tensor)", function()

@@ -12,9 +12,10 @@ describe("session memory", function()
     local f = sess:make_callable(y, {x})
     local feed = tf.Array.from_pointer(require("ffi").new("float[?]", n), {n}, tf.float32)
     -- A run collects dropped results once those handed out since the last
-    -- collection outgrow twice the Lua heap: warm up for three such cycles.
+    -- collection outgrow 32 MB and twice the Lua heap: warm up for three such cycles.
     collectgarbage()
-    local warm_runs = 3 * (math.ceil(2 * collectgarbage("count") * 1024 / (4 * n)) + 2)
+    local cycle = math.max(32 * 2 ^ 20, 2 * collectgarbage("count") * 1024)
+    local warm_runs = 3 * (math.ceil(cycle / (4 * n)) + 2)
     local out
     for _ = 1, warm_runs do out = f(feed) end
     local warm = sess:num_allocations()

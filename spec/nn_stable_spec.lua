@@ -1,5 +1,6 @@
 -- Numerically stable functions: effective-tensorflow's "numerical stability"
 -- section and cookbook "entropy", with the texts' results.
+local ffi = require("ffi")
 local tf = require("moonflow")
 local H = require("spec.helpers")
 
@@ -52,6 +53,35 @@ describe("effective-tensorflow: numerical stability", function()
     -- Central differences with step 1e-5 err by about 1e-10 here (grad_math_spec.lua).
     H.check_grad(x, {2, 3}, tf.nn.softmax(x) * tf.constant({{1, -2, 3}, {0.5, 1, -1}}, tf.float64), {2, 3},
                  {x_init_value = rows, delta = 1e-5}, 1e-6)
+  end)
+
+  it("tf.nn.softmax along the last axis is one Softmax op: float32 rows near float64's, any rank, second derivatives",
+     function()
+    local sess = tf.Session()
+    local n = 1000
+    local row = {}
+    for j = 1, n do row[j] = tonumber(ffi.cast("float", 30 * math.sin(j * 0.37))) end
+    local y32 = tf.nn.softmax(tf.constant({row}, tf.float32))
+    assert.equal("Softmax", y32.op.type)
+    local got = sess:run(y32):totable()[1]
+    local want = sess:run(tf.nn.softmax(tf.constant({row}, tf.float64))):totable()[1]
+    -- float32 rounds x - max (up to 60 here) to 4e-6, and exp passes that on.
+    for j = 1, n do assert.near(want[j], got[j], want[j] * 1e-5 + 1e-30) end
+    -- Rank 3: rows along the last axis, as along axis 2 composed of ops.
+    local cube = tf.constant({{{1, 2}, {3, 5}}, {{-1, 0}, {0.5, 0.25}}}, tf.float64)
+    local both = sess:run({tf.nn.softmax(cube), tf.nn.softmax(cube, 2)})
+    assert.equal(2, both[1]:shape()[2])
+    H.assert_near_all(H.flat(both[2]), H.flat(both[1]), 1e-15)
+    -- The gradient of the gradient, by central differences.
+    local x = tf.placeholder(tf.float64, {2, 3})
+    local w = tf.constant({{1, -2, 3}, {0.5, 1, -1}}, tf.float64)
+    local dx = tf.gradients(tf.reduce_sum(tf.nn.softmax(x) * w), {x})[1]
+    H.check_grad(x, {2, 3}, dx * w, {2, 3}, {x_init_value = {{1, 2, 3}, {-1, 0.5, 4}}, delta = 1e-5}, 1e-6)
+    -- A scalar fed where the rank was unknown: the op says so.
+    local p = tf.placeholder(tf.float32)
+    local err = H.error_of(sess.run, sess, tf.nn.softmax(p), {[p] = 1})
+    assert.matches("Softmax_%d+: logits must have at least one dimension %(the classes%), got a scalar " ..
+                   "%[%[node Softmax_%d+ %(defined at spec/nn_stable_spec.lua:%d+%)%]%]", err)
   end)
 
   it("the naive cross entropy is inf; the stable one is 500 with gradient [0.5, -0.5]", function()

@@ -165,6 +165,7 @@ local CATALOG = {
   Sinh = {"tf.sinh"},
   Size = {"tf.size"},
   Slice = {"tf.slice"},
+  Softmax = {"tf.nn.softmax"},
   SoftmaxCrossEntropyWithLogits = {"tf.nn.softmax_cross_entropy_with_logits"},
   Softplus = {"tf.nn.softplus"},
   Softsign = {"tf.nn.softsign"},

@@ -113,6 +113,7 @@ typedef struct mf_plan {
   int *fetch_slots;      /* on CPU:0 (a function's: anywhere): a copy's slot when computed elsewhere */
   mf_step *steps;
   int num_steps;
+  mf_scalar_program *scalar; /* a function plan over one-element values: its program (scalar.c), owned */
   int rt_cap_in, rt_cap_out; /* sizes of the run states' scratch arrays */
   /* Idle run states: `spare` is taken and given back without a lock (the
    * common case, one run at a time); more wait in `idle` under `idle_lock`. */
@@ -236,12 +237,19 @@ mf_tensor *mf_pool_arena_output(mf_run *r, int slot, mf_dtype dtype, int rank, c
 /* A buffer on device d from r's pool that fits, else one from d's allocator. */
 mf_tensor *mf_pool_alloc(mf_run *r, mf_device *d, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s);
 
+/* --- scalar.c --- */
+/* Sets p->scalar when p (built, fused, with liveness) qualifies; errors only when out of memory. */
+mf_code mf_plan_scalar(mf_plan *p, mf_status *s);
+void mf_scalar_program_free(mf_scalar_program *sp);
+
 /* --- plan.c --- */
 /* Fills p's steps and slots from its graph, feeds, fetches and targets. */
 mf_code mf_plan_build(mf_plan *p, mf_status *s);
 void mf_plan_free(mf_plan *p);
 
 /* --- executor.c --- */
+/* Appends the op's name and the line that created it to an error about it; returns s->code. */
+mf_code mf_node_context(mf_status *s, const mf_op *op);
 /* Runs the steps over the fed slots of r; stops at the first error. */
 void mf_run_steps(mf_run *r, mf_status *s);
 /* After a run: every value but the constants goes back to the pool. */

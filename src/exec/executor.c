@@ -12,8 +12,7 @@
 
 mf_state_slot *mf_kernel_ref_state(mf_kernel_ctx *ctx, int k) { return ctx->ref_states[k]; }
 
-/* Appends the op's name and the line that created it to an error about it. */
-static mf_code node_context(mf_status *s, const mf_op *op) {
+mf_code mf_node_context(mf_status *s, const mf_op *op) {
   if (op->origin[0]) mf_status_append(s, " [[node %s (defined at %s)]]", op->name, op->origin);
   else mf_status_append(s, " [[node %s]]", op->name);
   return s->code;
@@ -28,9 +27,12 @@ static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_
                          "Cannot feed value of dtype %s for Tensor '%s:%d', which has dtype %s; "
                          "cast the value or feed a matching dtype",
                          mf_dtype_name(v->dtype), o.op->name, o.index, mf_dtype_name(want));
-  mf_shape have = mf_shape_of(v);
   const mf_shape *static_shape = &o.op->out_shapes[o.index];
-  if (!mf_shape_compatible(&have, static_shape)) {
+  bool fits = static_shape->rank < 0 || static_shape->rank == v->rank;  /* mf_shape_compatible, in place */
+  for (int d = 0; fits && static_shape->rank >= 0 && d < v->rank; d++)
+    fits = static_shape->dims[d] < 0 || static_shape->dims[d] == v->dims[d];
+  if (!fits) {
+    mf_shape have = mf_shape_of(v);
     char a[128], b[128];
     return mf_status_set(s, MF_INVALID_ARGUMENT,
                          "Cannot feed value of shape %s for Tensor '%s:%d', which has shape '%s'",
@@ -45,7 +47,7 @@ static mf_code check_feed_value(const mf_plan *p, int i, const mf_tensor *v, mf_
 
 /* A feed's dtype and shape checks; an error names the fed op and its line. */
 static mf_code check_feed(const mf_plan *p, int i, const mf_tensor *v, mf_status *s) {
-  if (check_feed_value(p, i, v, s)) return node_context(s, p->feeds[i].op);
+  if (check_feed_value(p, i, v, s)) return mf_node_context(s, p->feeds[i].op);
   return MF_OK;
 }
 
@@ -203,7 +205,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
     const mf_op *failed = NULL;
     if (st->fused && mf_fused_run(r, st, &failed, s)) {  /* a fusion group's steps in one pass */
       if (failed) {
-        node_context(s, failed);
+        mf_node_context(s, failed);
         break;
       }
       si += mf_fused_num_steps(st->fused) - 1;
@@ -212,7 +214,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
     mf_op *op = st->op;
     if (st->copy_from) {
       if (run_copy(r, st, s)) {
-        node_context(s, op);
+        mf_node_context(s, op);
         break;
       }
       release_dead(r, st);
@@ -284,7 +286,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
           outputs[k] = fed_keep[k];
         }
     if (!mf_ok(s)) {
-      if (!strstr(s->msg, "[[node ")) node_context(s, op);
+      if (!strstr(s->msg, "[[node ")) mf_node_context(s, op);
       break;
     }
     release_dead(r, st);

@@ -82,24 +82,26 @@ void mf_fused_free(mf_fused *f) { mf_free(f); }
 
 /* ---------- grouping ---------- */
 
-/* Whether st runs one element loop the group can call: a CPU kernel of an
- * elementwise op of one or two value inputs and one output of more than one
- * element, nothing fed, no variable state. */
-static bool fusible(const mf_step *st, mf_element_loop *loop) {
+bool mf_step_element_loop(const mf_step *st, mf_element_loop *loop) {
   const mf_op *op = st->op;
   const mf_op_def *def = op->def;
-  if (!def->element_loop || st->kernel != def->kernel[MF_CPU] || op->num_outputs != 1 ||
+  if (!def->element_loop || st->copy_from || st->kernel != def->kernel[MF_CPU] || op->num_outputs != 1 ||
       op->num_inputs < 1 || op->num_inputs > 2 || st->has_fed_output || st->num_locks || st->ref_states ||
       st->var_id >= 0 || def->value_inputs || def->host_inputs || (def->flags & MF_OP_STATEFUL))
     return false;
   for (int k = 0; k < op->num_inputs; k++)
     if (st->in_slots[k] < 0) return false;
-  /* One element (a loop counter): no memory traffic to save, and a group's
-   * setup costs more than running its steps one by one. */
-  const mf_shape *out = &op->out_shapes[0];
-  if (mf_shape_fully_defined(out) && mf_shape_num_elements(out->rank, out->dims) <= 1) return false;
   if (!def->element_loop(&op->attrs, mf_port_dtype(op->inputs[0]), loop)) return false;
   return op->num_inputs == 1 ? loop->map != NULL : loop->zip != NULL;
+}
+
+/* Whether st runs one element loop the group can call, over more than one element. */
+static bool fusible(const mf_step *st, mf_element_loop *loop) {
+  /* One element (a loop counter): no memory traffic to save, and a group's
+   * setup costs more than running its steps one by one (scalar.c runs those). */
+  if (!mf_step_element_loop(st, loop)) return false;
+  const mf_shape *out = &st->op->out_shapes[0];
+  return !mf_shape_fully_defined(out) || mf_shape_num_elements(out->rank, out->dims) > 1;
 }
 
 /* Grouping in schedule order. Groups are sets of steps kept by union-find:

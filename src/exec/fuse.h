@@ -12,6 +12,10 @@
 
 #include "exec/exec.h"
 
+/* Whether st runs one element loop (*loop set): a CPU kernel of an
+ * elementwise op of one or two value inputs and one output, nothing fed, no
+ * variable state. */
+bool mf_step_element_loop(const mf_step *st, mf_element_loop *loop);
 /* Groups p's steps, before liveness is computed: moves each group's steps
  * together (to where its last step was) and gives the group's first step its
  * program (mf_step.fused, owned by the step). Errors only when out of memory. */

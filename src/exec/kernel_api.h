@@ -45,6 +45,35 @@ mf_code mf_function_run(mf_kernel_ctx *ctx, mf_callable *c, mf_tensor **feed_val
 /* Gives a value back to the plan's buffer pool (a result the caller is done with). */
 void mf_function_recycle(mf_callable *c, mf_tensor *t);
 
+/* Scalar programs (exec/scalar.c): a function plan whose steps are all
+ * elementwise ops (or Identity) over one-element values on the host, such as
+ * a loop counter's arithmetic and a loop's condition, runs as a register
+ * program: no buffers, no per-step bookkeeping, the ops' own element loops,
+ * so values are bit for bit those of mf_function_run. A register holds one
+ * element of any dtype but strings. Registers: an array of at least
+ * MF_SCALAR_MAX_REGS, the caller's (a loop keeps its values there between runs). */
+enum { MF_SCALAR_MAX_REGS = 64 };
+typedef struct mf_scalar { _Alignas(16) unsigned char bytes[16]; } mf_scalar;
+typedef struct mf_scalar_program mf_scalar_program;
+/* c's program, owned by c; NULL when c is no such plan or the calling kernel
+ * runs off the host. Read-only: several threads may run it at once, each on
+ * its own registers. */
+const mf_scalar_program *mf_function_scalar(const mf_kernel_ctx *ctx, const mf_callable *c);
+/* Whether t can stand for feed i (fetch i when `fetch`): host memory of the
+ * port's dtype and of the exact shape the plan was built for. */
+bool mf_scalar_fits(const mf_scalar_program *sp, bool fetch, int i, const mf_tensor *t);
+/* The registers of feed i and fetch i. */
+int mf_scalar_feed_reg(const mf_scalar_program *sp, int i);
+int mf_scalar_fetch_reg(const mf_scalar_program *sp, int i);
+/* Sets the constants' registers: once, before the first run on regs. */
+void mf_scalar_begin(const mf_scalar_program *sp, mf_scalar *regs);
+/* Runs the program on regs (feeds set); an error (integer division by zero)
+ * sets ctx->status as mf_function_run would, naming the op. */
+mf_code mf_scalar_run(mf_kernel_ctx *ctx, const mf_scalar_program *sp, mf_scalar *regs);
+/* Sets output k of the calling kernel to the value of fetch i (a new buffer,
+ * recycled by the run); NULL with ctx->status set when out of memory. */
+mf_tensor *mf_scalar_output(mf_kernel_ctx *ctx, const mf_scalar_program *sp, const mf_scalar *regs, int i, int k);
+
 /* The per-session state of op, in the session's graph or in a function graph
  * the session has run, once the session's asynchronous runs are over; NULL
  * while it has none (ops/debug.c reads run counts). Not for kernels. */

@@ -15,6 +15,7 @@
 void mf_plan_free(mf_plan *p) {
   mf_plan_drop_runs(p);
   pthread_mutex_destroy(&p->idle_lock);
+  mf_scalar_program_free(p->scalar);
   for (int i = 0; i < p->num_steps; i++) {
     mf_fused_free(p->steps[i].fused);
     if (!p->steps[i].copy_from) mf_free(p->steps[i].in_slots);  /* a copy's is its copy_in */
@@ -457,6 +458,7 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
   schedule_early_starts(p);
   if (sess->fuse_elementwise && mf_plan_fuse(p, s)) goto done;
   if (plan_liveness(p, last_use, s)) goto done;
+  if (!session_plan && mf_plan_scalar(p, s)) goto done;
   for (int i = 0; i < p->nfetches; i++) {
     const mf_op *op = p->fetches[i].op;
     bool first = true, copied = p->fetch_slots[i] >= base_slots;

@@ -1174,6 +1174,33 @@ static mf_code sparse_xent_infer(mf_infer_ctx *ic) {
  * labels an int64 index per row (sparse) or a row of probabilities. */
 typedef void (*xent_fn)(const void *x, const void *labels, void *loss, void *bp, int64_t r0, int64_t r1, int64_t c);
 
+/* e[j] = exp(x[j] - m) over a row of c > 0 elements, m its maximum (into
+ * *max; with `finite`, 0 when that is not finite, as tf.nn.softmax's
+ * shift), float32's exp from kernels/vecmath.h; returns sum(e), added in
+ * double over 4 lanes and then in lane order, so the loops vectorize and the
+ * sum is the same whichever thread runs the row. */
+#define EXP_SHIFTED(code, T)                                                                         \
+  static double exp_shifted_##code(const T *x, T *e, int64_t c, bool finite, T *max) {               \
+    T top[4] = {x[0], x[0], x[0], x[0]}, m;  /* a NaN anywhere makes the sum NaN: its place is moot */ \
+    int64_t j = 0;                                                                                   \
+    for (; j + 4 <= c; j += 4)                                                                       \
+      for (int l = 0; l < 4; l++) top[l] = x[j + l] > top[l] ? x[j + l] : top[l];                   \
+    for (; j < c; j++) top[0] = x[j] > top[0] ? x[j] : top[0];                                       \
+    m = top[0] > top[1] ? top[0] : top[1];                                                           \
+    m = top[2] > m ? top[2] : m;                                                                     \
+    m = top[3] > m ? top[3] : m;                                                                     \
+    if (finite && !(m - m == 0)) m = 0;                                                              \
+    for (j = 0; j < c; j++) e[j] = MF_VMATH(exp, m)(x[j] - m);                                       \
+    double lane[4] = {0, 0, 0, 0};                                                                   \
+    for (j = 0; j + 4 <= c; j += 4)                                                                  \
+      for (int l = 0; l < 4; l++) lane[l] += (double)e[j + l];                                       \
+    double sum = (lane[0] + lane[1]) + (lane[2] + lane[3]);                                          \
+    for (; j < c; j++) sum += (double)e[j];                                                          \
+    *max = m;                                                                                        \
+    return sum;                                                                                      \
+  }
+MF_FOR_FLOAT_TYPES(EXP_SHIFTED)
+
 #define SPARSE_XENT(code, T)                                                                         \
   static void sparse_xent_##code(const void *x_, const void *label_, void *loss_, void *bp_,         \
                                  int64_t r0, int64_t r1, int64_t c) {                                \
@@ -1182,15 +1209,8 @@ typedef void (*xent_fn)(const void *x, const void *labels, void *loss, void *bp,
     T *loss = loss_, *bp = bp_;                                                                      \
     for (int64_t r = r0; r < r1; r++) {                                                              \
       const T *row = x + r * c;                                                                      \
-      T *b = bp + r * c;                                                                             \
-      T m = row[0];                                                                                  \
-      for (int64_t j = 1; j < c; j++) m = row[j] > m ? row[j] : m;                                   \
-      double sum = 0;                                                                                \
-      for (int64_t j = 0; j < c; j++) {                                                              \
-        T e = (T)exp((double)(row[j] - m));                                                          \
-        b[j] = e;                                                                                    \
-        sum += (double)e;                                                                            \
-      }                                                                                              \
+      T *b = bp + r * c, m;                                                                          \
+      double sum = exp_shifted_##code(row, b, c, false, &m);                                                \
       T inv = (T)(1.0 / sum);                                                                        \
       for (int64_t j = 0; j < c; j++) b[j] *= inv;                                                   \
       b[label[r]] -= 1;                                                                              \
@@ -1252,6 +1272,72 @@ static mf_code sparse_xent_kernel(mf_kernel_ctx *ctx) {
   return ctx->status->code;
 }
 
+/* ---------- Softmax ---------- */
+
+static mf_output reduce_last(mf_grad_ctx *gc, const char *type, mf_output x);
+
+/* Softmax(logits) along the last axis, as TensorFlow's op: each row shifted
+ * by its maximum (0 when that is not finite, as tf.nn.softmax's composite
+ * form), exponentiated, scaled by the inverse of its sum: one pass for the
+ * maximum, one for exp and the sum, one for the scale, a row per thread. */
+static mf_code softmax_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "logits has", FLOAT_TYPES)) return ic->status->code;
+  const mf_shape *x = &ic->in_shapes[0];
+  if (x->rank == 0)
+    return MF_INVALID(ic->status, "%s: logits must have at least one dimension (the classes), got a scalar",
+                      ic->op_name);
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = *x;
+  return MF_OK;
+}
+
+#define SOFTMAX_ROWS(code, T)                                                                        \
+  static void softmax_##code(const void *x_, void *y_, int64_t r0, int64_t r1, int64_t c) {         \
+    const T *x = x_;                                                                                 \
+    T *y = y_, m;                                                                                    \
+    for (int64_t r = r0; r < r1; r++) {                                                              \
+      T *row = y + r * c;                                                                            \
+      double inv = 1.0 / exp_shifted_##code(x + r * c, row, c, true, &m);                            \
+      for (int64_t j = 0; j < c; j++) row[j] = (T)((double)row[j] * inv);  /* rounded once */       \
+    }                                                                                                \
+  }
+MF_FOR_FLOAT_TYPES(SOFTMAX_ROWS)
+#define SOFTMAX_ENTRY(code, T) [code] = softmax_##code,
+typedef void (*softmax_fn)(const void *x, void *y, int64_t r0, int64_t r1, int64_t c);
+static const softmax_fn softmax_fns[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(SOFTMAX_ENTRY)};
+
+typedef struct softmax_job {
+  softmax_fn fn;
+  const void *x;
+  void *y;
+  int64_t c;
+} softmax_job;
+
+static void softmax_chunk(void *arg, int64_t begin, int64_t end) {
+  const softmax_job *j = arg;
+  j->fn(j->x, j->y, begin, end, j->c);
+}
+
+static mf_code softmax_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0];
+  if (x->rank == 0)
+    return MF_INVALID(ctx->status, "%s: logits must have at least one dimension (the classes), got a scalar",
+                      ctx->op->name);
+  int64_t c = x->dims[x->rank - 1];
+  if (x->size == 0) return MF_OK;
+  softmax_job j = {softmax_fns[x->dtype], x->data, ctx->outputs[0]->data, c};
+  mf_parallel_for(ctx, x->size / c, 4 * c, softmax_chunk, &j);
+  return MF_OK;
+}
+
+/* d logits = (g - sum(g * y)) * y by row, y the op's result. */
+static mf_code softmax_rule(mf_grad_ctx *gc) {
+  mf_output y = mf_op_out(gc->op, 0);
+  mf_output inner = reduce_last(gc, "Sum", mf_grad_op2(gc, "Mul", gc->grads[0], y));
+  gc->input_grads[0] = mf_grad_op2(gc, "Mul", mf_grad_op2(gc, "Sub", gc->grads[0], inner), y);
+  return gc->status->code;
+}
+
 /* ---------- SoftmaxCrossEntropyWithLogits ---------- */
 
 /* SoftmaxCrossEntropyWithLogits(features [batch, classes], labels of the
@@ -1291,23 +1377,18 @@ static mf_code xent_infer(mf_infer_ctx *ic) {
                           int64_t r1, int64_t c) {                                                   \
     const T *x = x_, *labels = labels_;                                                              \
     T *loss = loss_, *bp = bp_;                                                                      \
-    for (int64_t r = r0; r < r1; r++) {                                                              \
+    for (int64_t r = r0; r < r1 && c > 0; r++) {                                                     \
       const T *row = x + r * c, *label = labels + r * c;                                             \
-      T *b = bp + r * c;                                                                             \
-      T m = c ? row[0] : 0;                                                                          \
-      for (int64_t j = 1; j < c; j++) m = row[j] > m ? row[j] : m;                                   \
-      double sum = 0, total = 0;                                                                     \
+      T *b = bp + r * c, m;                                                                          \
+      double sum = exp_shifted_##code(row, b, c, false, &m), log_sum = log(sum), total = 0;                 \
+      T inv = (T)(1.0 / sum);                                                                        \
       for (int64_t j = 0; j < c; j++) {                                                              \
-        b[j] = row[j] - m;                                                                           \
-        sum += exp((double)b[j]);                                                                    \
-      }                                                                                              \
-      double log_sum = log(sum);                                                                     \
-      for (int64_t j = 0; j < c; j++) {                                                              \
-        total += (double)label[j] * (log_sum - (double)b[j]);                                        \
-        b[j] = (T)(exp((double)b[j]) / sum) - label[j];                                              \
+        total += (double)label[j] * (log_sum - (double)(row[j] - m));                                \
+        b[j] = b[j] * inv - label[j];                                                                \
       }                                                                                              \
       loss[r] = (T)total;                                                                            \
     }                                                                                                \
+    for (int64_t r = r0; r < r1 && c == 0; r++) loss[r] = 0;                                         \
   }
 MF_FOR_FLOAT_TYPES(XENT)
 #define XENT_ENTRY(code, T) [code] = xent_##code,
@@ -1424,6 +1505,7 @@ static const mf_op_def defs[] = {
     SIZED_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
     {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
      .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
+    OP_DEF(Softmax, 1, 0, softmax_infer, softmax_kernel, softmax_rule)
     {.name = "SoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
      .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel}, .grad = xent_rule},
 };

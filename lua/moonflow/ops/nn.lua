@@ -142,11 +142,16 @@ return function(tf, ops)
 
   -- softmax(logits, axis=-1) = e / sum(e) with e = exp(logits - exp_shift):
   -- softmax of [1000, 0] is [1, 0]. One exp per element, as TensorFlow's
-  -- kernel (exp(log_softmax) takes two, and a log).
+  -- kernel (exp(log_softmax) takes two, and a log). Along the last axis it is
+  -- one op (Softmax, src/ops/nn.c: a pass per row), else composed of ops.
   function tf.nn.softmax(logits, ...)
     local fname = "tf.nn.softmax"
     local axis, name = axis_options(fname, -1, ...)
     logits = logits_along(fname, logits, axis)
+    local rank = logits:get_shape().ndims
+    if axis == -1 or axis == (rank and rank - 1) then
+      return (G.op{"Softmax", inputs = {logits}, name = name})
+    end
     local e = ops.exp(logits - exp_shift(logits, axis))
     return ops.divide(e, ops.reduce_sum(e, {axis = axis, keepdims = true}), name)
   end

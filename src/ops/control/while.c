@@ -112,6 +112,84 @@ static mf_code read_pred(mf_kernel_ctx *ctx, mf_callable *plan, mf_tensor *pred,
   return MF_OK;
 }
 
+/* Whether the loop's values fit the arguments of call c's scalar program. */
+static bool args_fit(const fn_call *c, const mf_scalar_program *sp, mf_tensor *const *vals) {
+  for (int j = 0; j < c->nargs; j++)
+    if (!mf_scalar_fits(sp, false, j, vals[c->arg_src[j]])) return false;
+  return true;
+}
+
+/* Sets the constants and arguments of call c's program in regs, and lists in
+ * `moves` the (register, loop variable) pairs to set again before each run
+ * (captures stay); returns how many. */
+static int feed_args(const fn_call *c, const mf_scalar_program *sp, mf_tensor *const *vals, int nv, mf_scalar *regs,
+                     int *moves) {
+  int n = 0;
+  mf_scalar_begin(sp, regs);
+  for (int j = 0; j < c->nargs; j++) {
+    const mf_tensor *t = vals[c->arg_src[j]];
+    int reg = mf_scalar_feed_reg(sp, j);
+    memcpy(&regs[reg], t->data, mf_dtype_size(t->dtype));
+    if (c->arg_src[j] < nv) {
+      moves[2 * n] = reg;
+      moves[2 * n++ + 1] = c->arg_src[j];
+    }
+  }
+  return n;
+}
+
+/* The loop in registers, when the cond and body functions are scalar
+ * programs (kernel_api.h) that the loop variables and captures fit: each
+ * iteration runs the body's program (and the cond's, unless the body returns
+ * the condition), with no buffers and no function runs. kept, when set,
+ * keeps no values (a linear body's gradient counts iterations only). False
+ * when it does not apply: nothing was done. */
+static bool while_scalar(mf_kernel_ctx *ctx, const fn_call *cc, const fn_call *bc, mf_tensor *const *vals, int nv,
+                         bool fused, int64_t max, stash *kept) {
+  const mf_scalar_program *cp = mf_function_scalar(ctx, cc->plan), *bp = mf_function_scalar(ctx, bc->plan);
+  if (!cp || !bp || cc->nextra || bc->nextra || bc->nstash) return false;
+  if (!args_fit(cc, cp, vals) || !args_fit(bc, bp, vals)) return false;
+  for (int k = 0; k < nv; k++)  /* the outputs are the body's results, also after no iteration */
+    if (!mf_scalar_fits(bp, true, k, vals[k])) return false;
+  /* Per run of the body (and of cond): which registers take which loop
+   * variables, and where the body leaves them. */
+  mf_scalar creg[MF_SCALAR_MAX_REGS], breg[MF_SCALAR_MAX_REGS], *var = mf_malloc((size_t)(nv + 1) * sizeof *var);
+  int *b_in = mf_malloc((size_t)(2 * (bc->nargs + cc->nargs) + nv + 1) * sizeof *b_in);
+  if (!var || !b_in) {
+    mf_free(var);
+    mf_free(b_in);
+    mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "out of memory");
+    return true;
+  }
+  int *c_in = b_in + 2 * bc->nargs, *b_out = c_in + 2 * cc->nargs;
+  for (int k = 0; k < nv; k++) {
+    memcpy(&var[k], vals[k]->data, mf_dtype_size(vals[k]->dtype));
+    b_out[k] = mf_scalar_fetch_reg(bp, k);
+  }
+  int nc = feed_args(cc, cp, vals, nv, creg, c_in), nb = feed_args(bc, bp, vals, nv, breg, b_in);
+  int pred = fused ? mf_scalar_fetch_reg(bp, nv) : mf_scalar_fetch_reg(cp, 0);
+  bool go = mf_scalar_run(ctx, cp, creg) == MF_OK && creg[mf_scalar_fetch_reg(cp, 0)].bytes[0];
+  for (int64_t iter = 0; go && (max < 0 || iter < max); iter++) {
+    for (int j = 0; j < nb; j++) breg[b_in[2 * j]] = var[b_in[2 * j + 1]];
+    if (mf_scalar_run(ctx, bp, breg)) break;
+    for (int k = 0; k < nv; k++) var[k] = breg[b_out[k]];
+    if (kept && mf_stash_push(ctx, kept, NULL)) break;
+    if (fused) {
+      go = breg[pred].bytes[0];
+      continue;
+    }
+    for (int j = 0; j < nc; j++) creg[c_in[2 * j]] = var[c_in[2 * j + 1]];
+    go = mf_scalar_run(ctx, cp, creg) == MF_OK && creg[pred].bytes[0];
+  }
+  for (int k = 0; k < nv && mf_ok(ctx->status); k++) {
+    breg[b_out[k]] = var[k];
+    mf_scalar_output(ctx, bp, breg, k, k);
+  }
+  mf_free(var);
+  mf_free(b_in);
+  return true;
+}
+
 static mf_code while_kernel(mf_kernel_ctx *ctx) {
   int nv = (int)mf_attr_int(ctx->attrs, "num_loop_vars", 0);
   bool has_max = mf_attr_bool(ctx->attrs, "has_max", false);
@@ -145,6 +223,12 @@ static mf_code while_kernel(mf_kernel_ctx *ctx) {
   for (int k = 0; k < nin; k++) vals[k] = k < nv ? mf_tensor_retain(ctx->inputs[k]) : ctx->inputs[k];
   for (int k = 0; k < nv; k++) move[k] = true;
   if (grad && !(kept = mf_stash_new(ctx, &b, 0))) goto done;
+  if (while_scalar(ctx, cc, bc, vals, nv, fused, max, kept)) {
+    if (mf_ok(ctx->status)) mf_set_stash_output(ctx, nv, kept);
+    else mf_stash_free(kept);
+    kept = NULL;
+    goto done;
+  }
   /* go: whether the body runs (again). The cond function decides first;
    * then the body itself when it returns the condition on its results. */
   bool go = false;
