@@ -43,9 +43,8 @@ describe("finding the library", function()
     local exe = dir .. "/host"
     local out, status = H.shell(string.format(
       "%s -std=c11 $(pkg-config --cflags luajit) '%s/spec/lua_host.c' -rdynamic -Wl,--whole-archive '%s' " ..
-      "-Wl,--no-whole-archive $(pkg-config --libs luajit) -ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread " ..
-      "%s -o '%s'",
-      os.getenv("CC") or "cc", root, archive, os.getenv("MOONFLOW_LINK_FLAGS") or "", exe))
+      "-Wl,--no-whole-archive $(pkg-config --libs luajit) %s %s -o '%s'",
+      os.getenv("CC") or "cc", root, archive, H.static_libs(), os.getenv("MOONFLOW_LINK_FLAGS") or "", exe))
     assert.equal(0, status, out)
     out, status = run_elsewhere("LUA_PATH='" .. lua_path .. "'", "'" .. exe .. "' '" .. probe .. "'")
     assert.equal(0, status, out)

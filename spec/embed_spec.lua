@@ -20,8 +20,7 @@ describe("examples/embed", function()
     assert.equal(0, status, lua_out)
     local out
     out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/host.c' '%s/libmoonflow.a' " ..
-                                        "-ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread %s -o '%s/host'",
-                                        cc, root, root, build, link_flags, dir))
+                                        "%s %s -o '%s/host'", cc, root, root, build, H.static_libs(), link_flags, dir))
     assert.equal(0, status, out)
     local c_out
     c_out, status = H.shell("'" .. dir .. "/host' '" .. dir .. "'")
@@ -43,8 +42,8 @@ describe("examples/embed", function()
     local dir = H.tmpdir()
     local values = dofile("spec/fixtures/graphdef/values.lua")
     local out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/frozen.c' " ..
-                                              "'%s/libmoonflow.a' -ljansson -lopenblas -lprotobuf-c -lz -lm " ..
-                                              "-lpthread %s -o '%s/frozen'", cc, root, root, build, link_flags, dir))
+                                              "'%s/libmoonflow.a' %s %s -o '%s/frozen'", cc, root, root, build,
+                                              H.static_libs(), link_flags, dir))
     assert.equal(0, status, out)
     local numbers = {}
     for _, row in ipairs(values.mlp.x) do numbers[#numbers + 1] = table.concat(row, " ") end
@@ -78,9 +77,8 @@ describe("examples/embed", function()
     sess:run(tf.global_variables_initializer())
     tf.train.Saver({other}):save(sess, dir .. "/policy.ckpt")
     local out, status = H.shell(string.format("%s -std=c11 -I'%s/src/include' '%s/examples/embed/host.c' " ..
-                                              "'%s/libmoonflow.a' -ljansson -lopenblas -lfftw3 -lfftw3f -lprotobuf-c -lpng -ljpeg -lz -lm -lpthread " ..
-                                              "%s -o '%s/host' " ..
-                                              "&& '%s/host' '%s'", cc, root, root, build, link_flags, dir, dir, dir))
+                                              "'%s/libmoonflow.a' %s %s -o '%s/host' && '%s/host' '%s'", cc, root, root, build,
+                                              H.static_libs(), link_flags, dir, dir, dir))
     assert.is_not.equal(0, status)
     assert.is_truthy(out:find("restoring the checkpoint: checkpoint " .. dir .. "/policy.ckpt holds 'h1/kernel' as " ..
                               "float32 of rank 1, which does not match the variable's float32 of rank 2", 1, true), out)

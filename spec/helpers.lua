@@ -273,4 +273,14 @@ function Terminal:keys(...) self:tmux("send-keys -t " .. self.name .. " " .. tab
 function Terminal:line(s) self:keys("-l", "'" .. s:gsub("'", "'\\''") .. "'"); self:keys("Enter") end
 function Terminal:kill() self:tmux("kill-server") end
 
+-- The libraries a program linking libmoonflow.a statically needs: the
+-- Makefile's LIBS line, so that specs linking it name them in one place.
+function H.static_libs()
+  for line in io.lines("Makefile") do
+    local libs = line:match("^LIBS :=%s*(.-)%s*$")
+    if libs then return libs end
+  end
+  error("Makefile has no LIBS line")
+end
+
 return H
