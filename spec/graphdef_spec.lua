@@ -49,7 +49,7 @@ describe("tf.import_graph_def", function()
     H.assert_near_all(values.mlp.probs, got, 1e-5, "probs")
   end)
 
-  it("runs a frozen convnet with batch normalization (FusedBatchNormV3, softmax expanded)", function()
+  it("runs a frozen convnet with batch normalization (FusedBatchNormV3, Softmax)", function()
     local r = tf.import_graph_def(dir .. "convnet.pb", {name = "net", return_elements = {"images:0", "logits:0",
                                                                                         "probs:0", "probs"}})
     assert.equal("net/probs", r[4].name)

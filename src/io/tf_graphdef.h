@@ -33,7 +33,7 @@ typedef struct mf_gd_row {
 } mf_gd_row;
 
 /* The expansions (tf_graphdef_read.c). */
-mf_gd_expand_fn mf_gd_expand_softmax, mf_gd_expand_log_softmax, mf_gd_expand_batch_norm;
+mf_gd_expand_fn mf_gd_expand_log_softmax, mf_gd_expand_batch_norm;
 
 /* The row of a moonflow op type (the first, for export), or of a TensorFlow one; NULL if none. */
 const mf_gd_row *mf_gd_row_for_mf(const char *type);

@@ -4,7 +4,7 @@
  * input (reduce_sum's axis, transpose's perm), where TensorFlow records
  * dtypes moonflow infers (T, Tidx), and in a few names: one row per op says
  * it (mf_gd_row in tf_graphdef.h); the few TensorFlow ops moonflow builds
- * from others (Softmax, FusedBatchNorm) have an expansion instead, and the
+ * from others (LogSoftmax, FusedBatchNorm) have an expansion instead, and the
  * ops of a control flow v1 loop are read as one While. */
 #include "io/tf_graphdef.h"
 #include "core/memory.h"
@@ -27,6 +27,7 @@ static const mf_gd_row OPS[] = {
     UNARY(Reciprocal) UNARY(Tanh) UNARY(Sigmoid) UNARY(Floor) UNARY(Ceil) UNARY(Round)
     UNARY(Relu) UNARY(Relu6) UNARY(Elu) UNARY(Selu) UNARY(Softplus) UNARY(Softsign)
     {"LeakyRelu", "LeakyRelu", "T=0", "", "", NULL},
+    {"Softmax", "Softmax", "T=0", "", "", NULL},
     {"LogicalNot", "LogicalNot", "", "", "", NULL},
     {"Add", "AddV2", "T=0", "", "", NULL},
     {"Add", "Add", "T=0", "", "", NULL},
@@ -81,7 +82,6 @@ static const mf_gd_row OPS[] = {
     {NULL, "NextIteration", "", "", "", NULL},
     {NULL, "LoopCond", "", "", "", NULL},
     {NULL, "Exit", "", "", "", NULL},
-    {NULL, "Softmax", "", "", "", mf_gd_expand_softmax},
     {NULL, "LogSoftmax", "", "", "", mf_gd_expand_log_softmax},
     {NULL, "FusedBatchNorm", "", "", "", mf_gd_expand_batch_norm},
     {NULL, "FusedBatchNormV2", "", "", "", mf_gd_expand_batch_norm},

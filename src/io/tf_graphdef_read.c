@@ -323,21 +323,16 @@ static mf_output build(mf_gd_importer *im, const Tensorflow__NodeDef *node, cons
   build(im, node, type, what, (const mf_output[]){__VA_ARGS__},                                        \
         (int)(sizeof((const mf_output[]){__VA_ARGS__}) / sizeof(mf_output)), reduce)
 
-/* exp(x - max) / sum, along the last axis, as tf.nn.softmax. */
-static mf_code softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in, bool log,
-                       mf_output *out) {
+/* x - max - log(sum(exp(x - max))), along the last axis, as tf.nn.log_softmax. */
+static mf_code log_softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in,
+                           mf_output *out) {
   if (n_in != 1) return bad_node(im, node, "expected 1 input, got %d", n_in);
   mf_output max = BUILD("Max", "max", true, in[0]);
   mf_output shifted = max.op ? BUILD("Sub", "shifted", false, in[0], max) : NO_PORT;
   mf_output e = shifted.op ? BUILD("Exp", "exp", false, shifted) : NO_PORT;
   mf_output sum = e.op ? BUILD("Sum", "sum", true, e) : NO_PORT;
-  if (!sum.op) return im->s->code;
-  if (log) {
-    mf_output log_sum = BUILD("Log", "log_sum", false, sum);
-    *out = log_sum.op ? BUILD("Sub", NULL, false, shifted, log_sum) : NO_PORT;
-  } else {
-    *out = BUILD("Div", NULL, false, e, sum);
-  }
+  mf_output log_sum = sum.op ? BUILD("Log", "log_sum", false, sum) : NO_PORT;
+  *out = log_sum.op ? BUILD("Sub", NULL, false, shifted, log_sum) : NO_PORT;
   return out->op ? MF_OK : im->s->code;
 }
 
@@ -354,14 +349,9 @@ static mf_code set_expanded(mf_gd_importer *im, const Tensorflow__NodeDef *node,
   return MF_OK;
 }
 
-mf_code mf_gd_expand_softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
-  mf_output y;
-  return softmax(im, node, in, n_in, false, &y) != MF_OK ? im->s->code : set_expanded(im, node, y);
-}
-
 mf_code mf_gd_expand_log_softmax(mf_gd_importer *im, const Tensorflow__NodeDef *node, const mf_output *in, int n_in) {
-  mf_output y;
-  return softmax(im, node, in, n_in, true, &y) != MF_OK ? im->s->code : set_expanded(im, node, y);
+  mf_output y = NO_PORT;
+  return log_softmax(im, node, in, n_in, &y) != MF_OK ? im->s->code : set_expanded(im, node, y);
 }
 
 static const Tensorflow__AttrValue *node_attr(const Tensorflow__NodeDef *node, const char *name) {
