@@ -185,7 +185,7 @@ valgrind: all
 # inputs go to build-fuzz/corpus/<target>, findings to build-fuzz/<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
-FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example
+FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example summary
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps
