@@ -61,7 +61,7 @@ MPI_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/mpi/*.c))
 MPI_LIB := $(if $(MPI_LIBS),$(BUILD)/libmoonflow_mpi.so)
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
-.PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers demo install install-lua install-c install-bin clean
+.PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers tensorboard-venv demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
 lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF) $(MPI_LIB)
@@ -117,7 +117,7 @@ $(BUILD)/libmoonflow.a: $(OBJ)
 # regenerates it from the .proto files with protobuf-c-compiler.
 proto:
 	protoc-c --c_out=src/proto -Isrc/proto feature.proto example.proto types.proto tensor_shape.proto \
-	  tensor.proto attr_value.proto node_def.proto versions.proto graph.proto
+	  tensor.proto attr_value.proto node_def.proto versions.proto graph.proto summary.proto event.proto
 
 lua/moonflow/cdef.lua: src/include/moonflow.h tools/gencdef.sh
 	sh tools/gencdef.sh src/include/moonflow.h > $@
@@ -192,7 +192,7 @@ valgrind: all
 # Lua, from the same seeds (build-fuzz/corpus/c-<target>, build-fuzz/c-<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
-FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example decode_png decode_jpeg graphdef
+FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example decode_png decode_jpeg graphdef summary
 FUZZ_C_TARGETS := checkpoint graph tfrecord example
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -235,6 +235,15 @@ bench-peers:
 	$(call install_debs,python3-venv,exit 1)
 	python3 -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install --upgrade $(BENCH_PEER_PACKAGES)
+
+# TensorBoard from PyPI in a virtualenv outside the tree, for the check of
+# spec/summary_spec.lua that loads moonflow's event files with TensorBoard's
+# own reader (tools/tensorboard_check.py); .ci/run makes it.
+TENSORBOARD_VENV ?= $(HOME)/.cache/moonflow/tensorboard-venv
+tensorboard-venv:
+	$(call install_debs,python3-venv,exit 1)
+	python3 -m venv $(TENSORBOARD_VENV)
+	$(TENSORBOARD_VENV)/bin/pip install --quiet --upgrade tensorboard
 
 demo: all
 	$(LUA_ENV) luajit examples/demo.lua

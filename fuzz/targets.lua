@@ -117,6 +117,27 @@ function M.graphdef(bytes)
   end)
 end
 
+-- A serialized Summary: merged with a scalar summary by MergeSummary, added
+-- to an event file, and read back as one Event (summary_iterator) from a
+-- record file holding the bytes.
+local summary_graph = tf.Graph()
+local summary_input, summary_merged = summary_graph:as_default(function()
+  local serialized = tf.placeholder(tf.string, {})
+  return serialized, tf.summary.merge({serialized, tf.summary.scalar("fuzz", 1)})
+end)
+local summary_session = tf.Session(summary_graph)
+local summary_writer = tf.summary.FileWriter(os.tmpname() .. ".d")
+function M.summary(bytes)
+  pcall(summary_session.run, summary_session, summary_merged, {[summary_input] = bytes})
+  pcall(summary_writer.add_summary, summary_writer, bytes, 1)
+  local file = os.tmpname()
+  local w = tf.io.TFRecordWriter(file)
+  w:write(bytes)
+  w:close()
+  pcall(function() for _ in tf.train.summary_iterator(file) do end end)
+  os.remove(file)
+end
+
 -- A JSON array (value_of) after one byte choosing the placeholder it is fed to.
 function M.feeds(bytes)
   if #bytes < 2 then return end

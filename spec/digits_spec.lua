@@ -88,8 +88,12 @@ describe("examples/digits_estimator.lua", function()
     half, status = run("--model_dir " .. dir .. "/resumed --stop_at 440")
     assert.equals(0, status, half)
     assert.equals("global step 440", line(half, "global step"))
-    -- every 100 steps and at the stop, the last 3 kept
-    assert.same({"checkpoint", "model.ckpt-300", "model.ckpt-400", "model.ckpt-440"}, H.files_in(dir .. "/resumed"))
+    -- every 100 steps and at the stop, the last 3 kept; beside them the
+    -- summaries of training (an event file) and of evaluation (eval/)
+    local files = H.files_in(dir .. "/resumed")
+    assert.truthy(files[3]:match("^events%.out%.tfevents%."), files[3])
+    table.remove(files, 3)
+    assert.same({"checkpoint", "eval", "model.ckpt-300", "model.ckpt-400", "model.ckpt-440"}, files)
 
     local resumed
     resumed, status = run("--model_dir " .. dir .. "/resumed")

@@ -30,7 +30,30 @@ local function estimator(dir, config)
                                                log_step_count_steps = 0, tf_random_seed = 3})})
 end
 
-local ls = H.files_in
+-- The files of a model directory, less its event files (summaries).
+local function ls(dir)
+  local out = {}
+  for _, f in ipairs(H.files_in(dir)) do
+    if not f:match("^events%.out%.tfevents%.") and f ~= "eval" then out[#out + 1] = f end
+  end
+  return out
+end
+
+-- The scalars of the event files of a directory: {tag = {[step] = value}}.
+local function scalars_in(dir)
+  local out = {}
+  for _, f in ipairs(H.files_in(dir)) do
+    if f:match("^events%.out%.tfevents%.") then
+      for e in tf.train.summary_iterator(dir .. "/" .. f) do
+        for _, v in ipairs(e.summary and e.summary.value or {}) do
+          out[v.tag] = out[v.tag] or {}
+          out[v.tag][e.step] = v.simple_value
+        end
+      end
+    end
+  end
+  return out
+end
 
 -- The whole data set at every step: the result of training is a function of the step alone.
 local function full_batch() return tf.constant(XS), tf.constant(YS) end
@@ -51,8 +74,9 @@ describe("tf.estimator.RunConfig", function()
                    H.error_of(tf.estimator.RunConfig, {save_checkpoints_steps = 1, save_checkpoints_secs = 1}))
     assert.matches("keep_checkpoint_max must be a non%-negative integer, got %-1",
                    H.error_of(tf.estimator.RunConfig, {keep_checkpoint_max = -1}))
-    assert.matches("unknown option 'save_summary_steps'",
-                   H.error_of(tf.estimator.RunConfig, {save_summary_steps = 1}))
+    assert.equals(100, c.save_summary_steps)
+    assert.matches("save_summary_steps must be a non%-negative integer, got 1.5",
+                   H.error_of(tf.estimator.RunConfig, {save_summary_steps = 1.5}))
   end)
 end)
 
@@ -97,6 +121,33 @@ describe("tf.estimator.Estimator", function()
     assert.equals(dir .. "/m/model.ckpt-85", est:latest_checkpoint())
     -- the older run's checkpoints count towards keep_checkpoint_max (80: a multiple of 20)
     assert.same({"checkpoint", "model.ckpt-70", "model.ckpt-80", "model.ckpt-85"}, ls(dir .. "/m"))
+  end)
+
+  it("writes TensorFlow's summaries: loss and global_step/sec in model_dir, metrics in model_dir/eval", function()
+    local est = tf.estimator.Estimator(linear_model, {model_dir = dir, params = {learning_rate = 0.05},
+      config = tf.estimator.RunConfig({save_checkpoints_steps = 20, log_step_count_steps = 0,
+                                       save_summary_steps = 25})})
+    est:train(full_batch, {max_steps = 60})
+    local train = scalars_in(dir)
+    local steps = {}
+    for step in pairs(train.loss) do steps[#steps + 1] = step end
+    table.sort(steps)
+    assert.same({1, 25, 50, 60}, steps)  -- the first step, every 25th, the last
+    assert.is_nil(train["global_step/sec"][1])
+    for _, step in ipairs({25, 50, 60}) do assert.truthy(train["global_step/sec"][step] > 0) end
+    assert.truthy(train.loss[1] > train.loss[60])
+    local r = est:evaluate(full_batch, {steps = 1})
+    local eval = scalars_in(dir .. "/eval")
+    assert.near(r.loss, eval.loss[60], 1e-6 * r.loss)
+    assert.near(r.mae, eval.mae[60], 1e-6 * r.mae)
+    est:evaluate(full_batch, {steps = 1, name = "holdout"})
+    assert.near(r.mae, scalars_in(dir .. "/eval_holdout").mae[60], 1e-6 * r.mae)
+    -- save_summary_steps = 0 writes none
+    local quiet = estimator(dir .. "/q", {save_checkpoints_steps = 20, log_step_count_steps = 0,
+                                          save_summary_steps = 0})
+    quiet:train(full_batch, {max_steps = 20})
+    quiet:evaluate(full_batch, {steps = 1})
+    assert.same({"checkpoint", "model.ckpt-20"}, H.files_in(dir .. "/q"))
   end)
 
   it("resumes from the newest checkpoint to the same weights as a run never stopped", function()

@@ -25,6 +25,7 @@ local G = require("moonflow.graph")
 local Array = require("moonflow.array")
 local args = require("moonflow.args")
 local Progress = require("moonflow.progress")
+local summary = require("moonflow.summary")
 local Dataset = require("moonflow.data.dataset").Dataset
 local now = require("moonflow.clock")
 local ffi = require("ffi")
@@ -39,8 +40,8 @@ local RunConfig = {}
 RunConfig.__index = RunConfig
 
 local RUN_CONFIG_OPTIONS = {"model_dir", "tf_random_seed", "save_checkpoints_steps", "save_checkpoints_secs",
-                            "session_config", "keep_checkpoint_max", "log_step_count_steps", positional = 0,
-                            empty = true}
+                            "session_config", "keep_checkpoint_max", "log_step_count_steps", "save_summary_steps",
+                            positional = 0, empty = true}
 local DEFAULT_CHECKPOINT_SECS = 600
 
 local function non_negative_integer(v, fname, what)
@@ -51,7 +52,7 @@ end
 
 -- tf.estimator.RunConfig({model_dir=, tf_random_seed=, save_checkpoints_steps=,
 -- save_checkpoints_secs=, session_config=, keep_checkpoint_max=,
--- log_step_count_steps=}).
+-- log_step_count_steps=, save_summary_steps=}).
 local function run_config(o, fname)
   fname = fname or "tf.estimator.RunConfig"
   o = options(fname, RUN_CONFIG_OPTIONS, o)
@@ -68,6 +69,7 @@ local function run_config(o, fname)
   end
   non_negative_integer(o.keep_checkpoint_max, fname, "keep_checkpoint_max")
   non_negative_integer(o.log_step_count_steps, fname, "log_step_count_steps")
+  non_negative_integer(o.save_summary_steps, fname, "save_summary_steps")
   if o.tf_random_seed ~= nil and not args.is_integer(o.tf_random_seed) then
     fail(fname .. ": tf_random_seed must be an integer, got " .. args.describe(o.tf_random_seed))
   end
@@ -81,6 +83,7 @@ local function run_config(o, fname)
   end
   self.keep_checkpoint_max = self.keep_checkpoint_max or 5
   self.log_step_count_steps = self.log_step_count_steps or 100
+  self.save_summary_steps = self.save_summary_steps or 100
   return self
 end
 
@@ -422,6 +425,21 @@ return setmetatable(M, {__call = function(_, tf)
     notify(listeners, "begin")
     local run = sess:make_callable({spec.loss, spec.train_op})
     local loss
+    -- TensorFlow's summaries of training in model_dir: the loss every
+    -- save_summary_steps, global_step/sec since the last write (rank 0 alone
+    -- under moonflow.mpi, as checkpoints).
+    local every = core.writes_checkpoints and config.save_summary_steps or 0
+    local writer = every > 0 and tf.summary.FileWriter(self.model_dir) or nil
+    local summary_step, summary_at  -- of the last write; none yet (the first step's time holds the setup's)
+    local function write_summary()
+      local t = now()
+      local values = {loss = loss}
+      if summary_step and step > summary_step and t > summary_at then
+        values["global_step/sec"] = (step - summary_step) / (t - summary_at)
+      end
+      writer:add_summary(summary.scalars(values), step)
+      summary_step, summary_at = step, t
+    end
     while not last or step < last do
       local ok, result = pcall(run)
       if not ok then
@@ -445,11 +463,16 @@ return setmetatable(M, {__call = function(_, tf)
         fail(fname .. ": NanLossDuringTrainingError: NaN loss during training (step " .. step .. ").")
       end
       if progress then progress:update(step, loss) end
+      if writer and (step % every == 0 or step == first + 1) then write_summary() end
       if config.save_checkpoints_steps and config.save_checkpoints_steps > 0 then
         if step % config.save_checkpoints_steps == 0 then save() end
       elseif config.save_checkpoints_secs and now() - saved_at >= config.save_checkpoints_secs then
         save()
       end
+    end
+    if writer then
+      if loss and summary_step ~= step then write_summary() end
+      writer:close()
     end
     local path = saved_step ~= step and save() or tf.train.latest_checkpoint(self.model_dir)
     if progress then progress:finish(step, loss, "saved " .. tostring(path)) end
@@ -514,6 +537,15 @@ return setmetatable(M, {__call = function(_, tf)
     local result = sess:run(values)
     result.global_step = sess:run(global_step)
     if progress then progress:finish(n, nil, format_metrics(result)) end
+    -- The metrics (number-valued) as summaries of the global step in
+    -- model_dir/eval (eval_<name>), as TensorFlow's evaluation writes them.
+    if core.writes_checkpoints and self.config.save_summary_steps > 0 then
+      local writer = tf.summary.FileWriter(self.model_dir .. "/eval" .. (o.name and "_" .. o.name or ""))
+      local values = {}
+      for k, v in pairs(result) do if k ~= "global_step" then values[k] = v end end
+      writer:add_summary(summary.scalars(values), result.global_step)
+      writer:close()
+    end
     sess:close()
     return result
   end

@@ -205,6 +205,80 @@ MF_API const float *mf_example_floats(const mf_example *e, int i);
 MF_API const int64_t *mf_example_int64s(const mf_example *e, int i);
 MF_API const char *mf_example_bytes(const mf_example *e, int i, size_t j, size_t *length);
 
+/* --- TensorBoard summaries and event files --- */
+/* Summary messages (TensorFlow's summary.proto), as the summary ops make
+ * them: each call writes the wire bytes into *out (new, free with
+ * mf_free_bytes) and *n. Tags are bytes with their lengths; one holding a NUL
+ * is INVALID_ARGUMENT. */
+/* n simple_value entries (values as float32, as TensorFlow stores them). */
+MF_API mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size_t *tag_lengths,
+                                  const double *values, char **out, size_t *out_n, mf_status *s);
+/* One histogram of n values in TensorFlow's default buckets (limits growing
+ * by 1.1 from 1e-12 to 1e20, mirrored, with 0 and +-DBL_MAX; runs of empty
+ * buckets merged). A NaN or infinite value is INVALID_ARGUMENT. */
+MF_API mf_code mf_summary_histogram(const char *tag, size_t tag_length, const double *values, size_t n,
+                                    char **out, size_t *out_n, mf_status *s);
+/* The values of n serialized Summaries in one; INVALID_ARGUMENT when one is
+ * no Summary or a tag comes twice. */
+MF_API mf_code mf_summary_merge(int64_t n, const char *const *summaries, const size_t *lengths, char **out,
+                                size_t *out_n, mf_status *s);
+
+/* Event files: "<logdir>/events.out.tfevents.<seconds>.<host><suffix>"
+ * holding TFRecord-framed Events, the first with file_version
+ * "brain.Event:2". Events are kept in memory until flush, which appends them
+ * whole (one write) and syncs the file; the file is never renamed, so
+ * TensorBoard can read it while it grows, and a writer that dies mid-write
+ * leaves at most a truncated last record, which readers skip. */
+typedef struct mf_event_writer mf_event_writer;
+/* Creates logdir (and its parents) and a new event file in it (".1", ".2"...
+ * appended when another of the same second exists). New; NULL with s set:
+ * NOT_FOUND when the directory or the file cannot be made. */
+MF_API mf_event_writer *mf_event_writer_open(const char *logdir, const char *suffix, mf_status *s);
+MF_API const char *mf_event_writer_path(const mf_event_writer *w);  /* owned by w */
+/* A serialized Summary as an Event of step and wall_time (seconds since the
+ * epoch); INVALID_ARGUMENT when the bytes are no Summary. */
+MF_API mf_code mf_event_writer_add_summary(mf_event_writer *w, const void *summary, size_t n, int64_t step,
+                                           double wall_time, mf_status *s);
+/* A serialized Event as it is; INVALID_ARGUMENT when the bytes are no Event. */
+MF_API mf_code mf_event_writer_add_event(mf_event_writer *w, const void *event, size_t n, mf_status *s);
+MF_API mf_code mf_event_writer_flush(mf_event_writer *w, mf_status *s);
+/* Flushes, closes the file and frees w (even when the flush fails). */
+MF_API mf_code mf_event_writer_close(mf_event_writer *w, mf_status *s);
+/* Closes without flushing what is pending, and frees w. NULL is fine. */
+MF_API void mf_event_writer_free(mf_event_writer *w);
+/* Seconds since the epoch, as events record them. */
+MF_API double mf_wall_time(void);
+
+/* An Event read back, through accessors; strings and arrays are owned by it. */
+typedef struct mf_event mf_event;
+typedef enum mf_summary_kind {
+  MF_SUMMARY_SCALAR = 0, MF_SUMMARY_HISTOGRAM = 1, MF_SUMMARY_IMAGE = 2, MF_SUMMARY_OTHER = 3
+} mf_summary_kind;
+typedef struct mf_histogram {
+  double min, max, num, sum, sum_squares;
+  size_t num_buckets;
+  const double *bucket_limit, *bucket;  /* owned by the event */
+} mf_histogram;
+/* New, or NULL with s set (DATA_LOSS) when the bytes are no Event. */
+MF_API mf_event *mf_event_parse(const void *data, size_t n, mf_status *s);
+MF_API void mf_event_free(mf_event *e);  /* NULL is fine */
+MF_API double mf_event_wall_time(const mf_event *e);
+MF_API int64_t mf_event_step(const mf_event *e);
+MF_API const char *mf_event_file_version(const mf_event *e);          /* NULL when the event holds none */
+MF_API const char *mf_event_graph_def(const mf_event *e, size_t *n);  /* NULL when the event holds none */
+MF_API bool mf_event_has_summary(const mf_event *e);
+/* For i in [0, mf_event_num_values) (0 without a summary): */
+MF_API int mf_event_num_values(const mf_event *e);
+MF_API const char *mf_event_value_tag(const mf_event *e, int i);
+MF_API mf_summary_kind mf_event_value_kind(const mf_event *e, int i);
+MF_API double mf_event_value_scalar(const mf_event *e, int i);                     /* MF_SUMMARY_SCALAR */
+MF_API void mf_event_value_histogram(const mf_event *e, int i, mf_histogram *h);   /* MF_SUMMARY_HISTOGRAM */
+/* MF_SUMMARY_IMAGE: the encoded image (*n bytes) and its size. */
+MF_API const char *mf_event_value_image(const mf_event *e, int i, int *height, int *width, int *colorspace,
+                                        size_t *n);
+/* The plugin named by the value's metadata ("text"...), or NULL. */
+MF_API const char *mf_event_value_plugin(const mf_event *e, int i);
+
 /* --- checkpoints --- */
 /* A checkpoint is a safetensors file: an 8-byte little-endian header length,
  * a JSON header naming each value's dtype ("F32", "F64", "I32", "I64", "U8",

@@ -11,13 +11,14 @@
 extern const mf_op_table mf_ops_core, mf_ops_math, mf_ops_array, mf_ops_reduce, mf_ops_matmul,
     mf_ops_random, mf_ops_state, mf_ops_train, mf_ops_nn, mf_ops_index, mf_ops_select, mf_ops_call,
     mf_ops_cond, mf_ops_while, mf_ops_tensor_array, mf_ops_debug, mf_ops_segment, mf_ops_linalg,
-    mf_ops_image, mf_ops_image_codec, mf_ops_sparse, mf_ops_strings, mf_ops_parsing, mf_ops_signal;
+    mf_ops_image, mf_ops_image_codec, mf_ops_sparse, mf_ops_strings, mf_ops_parsing, mf_ops_signal,
+    mf_ops_summary;
 
 static const mf_op_table *const tables[] = {
     &mf_ops_core, &mf_ops_math, &mf_ops_array, &mf_ops_reduce, &mf_ops_matmul, &mf_ops_random,
     &mf_ops_state, &mf_ops_train, &mf_ops_nn, &mf_ops_index, &mf_ops_select, &mf_ops_call,
     &mf_ops_cond, &mf_ops_while, &mf_ops_tensor_array, &mf_ops_debug, &mf_ops_segment, &mf_ops_linalg,
-    &mf_ops_image, &mf_ops_image_codec, &mf_ops_sparse, &mf_ops_strings, &mf_ops_parsing, &mf_ops_signal,
+    &mf_ops_image, &mf_ops_image_codec, &mf_ops_sparse, &mf_ops_strings, &mf_ops_parsing, &mf_ops_signal, &mf_ops_summary,
 };
 
 /* The op libraries' tables. Readers take no lock: a table is stored before
