@@ -66,11 +66,13 @@ function M.csv(bytes)
   sess:close()
 end
 
--- Every record of a TFRecord file, read plainly and as gzip (the first
--- byte's low bit picks), strictly and skipping corrupt records.
+-- Every record of a TFRecord file, read plainly, as gzip or as zlib (the
+-- first byte modulo 4 picks: 1 gzip, 2 zlib, else plain), strictly and
+-- skipping corrupt records.
+local TFRECORD_COMPRESSION = {[1] = "GZIP", [2] = "ZLIB"}
 function M.tfrecord(bytes)
   if #bytes < 1 then return end
-  local compression = bytes:byte(1) % 2 == 1 and "GZIP" or ""
+  local compression = TFRECORD_COMPRESSION[bytes:byte(1) % 4] or ""
   local file = as_file(bytes:sub(2))
   pcall(function() for _ in tf.io.tf_record_iterator(file, compression) do end end)
   local reader = require("moonflow.tfrecord").open_reader(file, compression, true, "fuzz")

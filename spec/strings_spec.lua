@@ -155,6 +155,94 @@ describe("tf.strings", function()
   end)
 end)
 
+-- Values from TensorFlow: spec/fixtures/strings_values.py made spec/fixtures/strings_values.lua.
+describe("tf.strings against TensorFlow", function()
+  local V = require("spec.fixtures.strings_values")
+  before_each(function() tf.reset_default_graph() end)
+
+  it("string_split splits at each delimiter byte into a SparseTensor, as TF1's", function()
+    for _, c in ipairs(V.string_split) do
+      local sp = run(tf.string_split(c.source, c.delimiter, {skip_empty = c.skip_empty}))
+      local what = ("delimiter %q, skip_empty %s"):format(c.delimiter, tostring(c.skip_empty))
+      assert.same(c.indices, sp.indices:totable(), what)
+      assert.same(c.values, sp.values:totable(), what)
+      assert.same(c.dense_shape, sp.dense_shape:totable(), what)
+    end
+    -- " " by default and skip_empty by default; delimiter is sep's other name.
+    assert.same({"a", "b"}, run(tf.string_split({" a  b"})).values:totable())
+    assert.same({"a", "b", "c"}, run(tf.string_split({"a,b;c"}, {delimiter = ",;"})).values:totable())
+    assert.truthy(H.error_of(tf.string_split, {"a"}, {sep = ",", delimiter = ","})
+                    :find("tf.string_split: give sep or delimiter, not both", 1, true))
+    assert.truthy(H.error_of(tf.string_split, {"a"}, {result_type = "RaggedTensor"})
+                    :find('result_type must be "SparseTensor" (moonflow has no RaggedTensor)', 1, true))
+    tf.reset_default_graph()  -- errors name the op, whose name is then the type's
+    assert.truthy(H.error_of(tf.string_split, {{"a"}}):find("StringSplit: input must be a vector of strings, got shape [1,1]", 1, true))
+    assert.truthy(H.error_of(tf.string_split, {"a"}, {{","}}):find("sep must be a string", 1, true))
+  end)
+
+  it("lower, upper and strip change ASCII only", function()
+    local c = V.case_and_strip[1]
+    local out = run({tf.strings.lower(c.input), tf.strings.upper(c.input), tf.strings.strip(c.input)})
+    assert.same(c.lower, out[1]:totable())
+    assert.same(c.upper, out[2]:totable())
+    assert.same(c.strip, out[3]:totable())
+    assert.same({{"ab"}}, run(tf.strings.lower({{"aB"}})):totable())
+    tf.reset_default_graph()  -- errors name the op, whose name is then the type's
+    assert.truthy(H.error_of(tf.strings.upper, "a", "utf-8")
+                    :find('StringUpper: encoding must be "" (ASCII letters only), got "utf-8"', 1, true))
+  end)
+
+  it("regex_full_match tells whether whole strings match", function()
+    for _, c in ipairs(V.regex_full_match) do
+      assert.same(c.output, run(tf.strings.regex_full_match(c.input, c.pattern)):totable(), c.pattern)
+    end
+    tf.reset_default_graph()  -- errors name the op, whose name is then the type's
+    local p = tf.placeholder(tf.string, {})
+    local m = tf.strings.regex_full_match({"a"}, p)
+    local sess = tf.Session()
+    assert.truthy(H.error_of(sess.run, sess, m, {[p] = "a("}):find("RegexFullMatch: Invalid pattern: a(, error:", 1, true))
+    assert.same({true}, sess:run(m, {[p] = "a"}):totable())  -- the session stays usable
+    tf.reset_default_graph()
+    assert.truthy(H.error_of(tf.strings.regex_full_match, "a", {"a", "b"})
+                    :find("RegexFullMatch: pattern must be a scalar, got shape [2]", 1, true))
+  end)
+
+  it("reduce_join joins along axes in the order listed", function()
+    for _, c in ipairs(V.reduce_join) do
+      local y = tf.strings.reduce_join(c.input, {axis = c.axis, keepdims = c.keep_dims, separator = c.separator})
+      local what = ("axis %s keepdims %s separator %q"):format(table.concat(c.axis or {"nil"}, ","),
+                                                               tostring(c.keep_dims), c.separator)
+      assert.same(c.shape, y:get_shape():as_list(), what)
+      assert.same(c.output, values(run(y)), what)
+    end
+    assert.equal("a-b", run(tf.reduce_join({"a", "b"}, 0, {keep_dims = false, separator = "-"})))
+    assert.same({"", ""}, run(tf.strings.reduce_join(tf.constant({}, {dtype = tf.string, shape = {2, 0}}), 1)):totable())
+    tf.reset_default_graph()
+    assert.truthy(H.error_of(tf.strings.reduce_join, {{"a"}}, {0, 0})
+                    :find("ReduceJoin: Duplicate reduction dimension 0", 1, true))
+    assert.truthy(H.error_of(tf.strings.reduce_join, {{"a"}}, 2)
+                    :find("ReduceJoin: Invalid reduction dimension 2 for input with 2 dimensions", 1, true))
+  end)
+
+  it("to_hash_bucket_fast and _strong give TensorFlow's buckets", function()
+    for _, c in ipairs(V.hash_bucket_fast) do
+      assert.same(c.output, run(tf.strings.to_hash_bucket_fast(c.input, c.num_buckets)):totable(), c.num_buckets)
+    end
+    for _, c in ipairs(V.hash_bucket_strong) do
+      local got = run(tf.strings.to_hash_bucket_strong(c.input, c.num_buckets, c.key)):totable()
+      assert.same(c.output, got, c.num_buckets .. " " .. c.key[1])
+    end
+    local b = tf.string_to_hash_bucket_fast({{"a", "b"}}, 5)
+    assert.equal(tf.int64, b.dtype)
+    assert.same({1, 2}, b:get_shape():as_list())
+    tf.reset_default_graph()
+    assert.truthy(H.error_of(tf.strings.to_hash_bucket_fast, "a", 0)
+                    :find("StringToHashBucketFast: num_buckets must be at least 1, got 0", 1, true))
+    assert.truthy(H.error_of(tf.strings.to_hash_bucket_strong, "a", 3, {1})
+                    :find("tf.strings.to_hash_bucket_strong: key must be a list of 2 integers, got 1", 1, true))
+  end)
+end)
+
 describe("decode_raw and decode_csv", function()
   before_each(function() tf.reset_default_graph() end)
 

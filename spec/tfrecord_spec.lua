@@ -32,8 +32,10 @@ describe("TFRecord files", function()
     dir = H.tmpdir()
   end)
 
-  it("reads the records TensorFlow wrote, plain and gzip", function()
+  it("reads the records TensorFlow wrote, plain, gzip and zlib", function()
     assert.same(fixture_records(), read_all(FIXTURES .. "records.tfrecord"))
+    assert.same(fixture_records(), read_all(FIXTURES .. "records.tfrecord.zlib", "ZLIB"))
+    assert.same(fixture_records(), read_all(FIXTURES .. "records.tfrecord.zlib", tf.io.TFRecordOptions("ZLIB")))
     assert.same(fixture_records(), read_all(FIXTURES .. "records.tfrecord.gz", "GZIP"))
     assert.same(fixture_records(), read_all(FIXTURES .. "records.tfrecord.gz", {compression_type = "GZIP"}))
   end)
@@ -70,10 +72,37 @@ describe("TFRecord files", function()
     assert.truthy(H.error_of(w.write, w, "b"):find("TFRecordWriter:write: the writer of .* is closed"))
   end)
 
+  it("round-trips zlib files, flushed mid-stream or not", function()
+    local path = dir .. "/r.tfrecord.zlib"
+    local w = tf.io.TFRecordWriter(path, {compression_type = "ZLIB"})
+    for i, r in ipairs(fixture_records()) do
+      w:write(r)
+      if i == 2 then w:flush() end  -- a sync flush mid-stream keeps the stream whole
+    end
+    w:close()
+    local bytes = H.read(path)
+    assert.equal(0x78, bytes:byte(1))  -- zlib's header (deflate, 32K window)
+    assert.equal(0, (bytes:byte(1) * 256 + bytes:byte(2)) % 31)
+    assert.is_true(#bytes < 1000)  -- 70000 "x" compress
+    assert.same(fixture_records(), read_all(path, "ZLIB"))
+    local ds = tf.data.TFRecordDataset({path, FIXTURES .. "records.tfrecord.zlib"}, {compression_type = "ZLIB"})
+    local it = ds:make_one_shot_iterator():get_next()
+    local sess = tf.Session()
+    for _ = 1, 2 do
+      for _, want in ipairs(fixture_records()) do assert.equal(want, sess:run(it)) end
+    end
+    -- A stream cut short, or not zlib at all, is an error naming the file and offset.
+    H.write(dir .. "/cut.zlib", bytes:sub(1, #bytes - 10))
+    local err = H.error_of(read_all, dir .. "/cut.zlib", "ZLIB")
+    assert.truthy(err:find("cut.zlib at offset %d+ failed %(the zlib stream is truncated%)"), err)
+    H.write(dir .. "/plain.zlib", H.read(FIXTURES .. "records.tfrecord"))
+    err = H.error_of(read_all, dir .. "/plain.zlib", "ZLIB")
+    assert.truthy(err:find("plain.zlib at offset 0 failed (unknown compression method)", 1, true), err)
+  end)
+
   it("names bad arguments", function()
-    assert.truthy(H.error_of(tf.io.TFRecordWriter, dir .. "/x", "ZLIB")
-                    :find('compression_type must be "" or "GZIP", got "ZLIB" (ZLIB streams are not supported yet)', 1,
-                          true))
+    assert.truthy(H.error_of(tf.io.TFRecordWriter, dir .. "/x", "LZ4")
+                    :find('compression_type must be "", "GZIP" or "ZLIB", got "LZ4"', 1, true))
     assert.truthy(H.error_of(tf.io.TFRecordWriter, "/nonexistent/dir/x")
                     :find("does not exist or is not writable", 1, true))
     assert.truthy(H.error_of(tf.io.tf_record_iterator, dir .. "/none"):find("No such file or directory", 1, true))

@@ -8,7 +8,7 @@ local C, fail = core.C, core.fail
 
 local M = {}
 
--- The compression type of an options argument: nil, "" or "GZIP", or a
+-- The compression type of an options argument: nil, "", "GZIP" or "ZLIB", or a
 -- table {compression_type=} (TensorFlow's TFRecordOptions); `fname` names the caller.
 function M.compression_of(options, fname)
   local c = options
@@ -21,7 +21,7 @@ function M.compression_of(options, fname)
     c = options.compression_type
   end
   if c == nil then return "" end
-  if type(c) ~= "string" then fail(fname .. ": compression_type must be \"\" or \"GZIP\", got " .. args.describe(c)) end
+  if type(c) ~= "string" then fail(fname .. ": compression_type must be \"\", \"GZIP\" or \"ZLIB\", got " .. args.describe(c)) end
   return c
 end
 
@@ -65,7 +65,7 @@ local function install(tf)
   tf.io = tf.io or {}
   tf.python_io = tf.python_io or {}
 
-  -- tf.io.TFRecordWriter(path, options): options is "", "GZIP" or
+  -- tf.io.TFRecordWriter(path, options): options is "", "GZIP", "ZLIB" or
   -- {compression_type=}. w:write(bytes), w:flush(), w:close(): the file
   -- appears at path (crash-safely, all at once) when it is closed; a writer
   -- collected unclosed leaves path as it was.
@@ -112,7 +112,7 @@ local function install(tf)
     return M.open_reader(path, M.compression_of(options, fname), false, fname).next
   end
   tf.python_io.tf_record_iterator = tf.io.tf_record_iterator
-  tf.io.TFRecordCompressionType = {NONE = "", GZIP = "GZIP"}
+  tf.io.TFRecordCompressionType = {NONE = "", GZIP = "GZIP", ZLIB = "ZLIB"}
   tf.python_io.TFRecordCompressionType = tf.io.TFRecordCompressionType
   tf.io.TFRecordOptions = function(compression_type) return {compression_type = compression_type} end
   tf.python_io.TFRecordOptions = tf.io.TFRecordOptions

@@ -142,8 +142,9 @@ MF_API mf_code mf_file_write_atomic(const char *path, const void *const *data, c
 /* --- TFRecord files --- */
 /* TensorFlow's record files: each record is its length (8 bytes, little
  * endian), the masked CRC-32C of the length (4), the data, and the masked
- * CRC-32C of the data (4). `compression` is "" (none) or "GZIP" (the whole
- * file gzip-compressed); anything else is INVALID_ARGUMENT. */
+ * CRC-32C of the data (4). `compression` is "" (none), "GZIP" (the whole
+ * file one gzip stream) or "ZLIB" (one zlib stream, RFC 1950); anything else
+ * is INVALID_ARGUMENT. */
 typedef struct mf_record_writer mf_record_writer;
 /* Starts writing path crash-safely: records go to a temporary file beside it,
  * which close renames over path (until then path is unchanged). New; NULL

@@ -1,11 +1,14 @@
-/* strings.c — tf.strings: StringJoin, StringSplitV2, StringLength, Substr,
- * StringToNumber, AsString, RegexReplace. String values are built whole by
+/* strings.c — tf.strings: StringJoin, ReduceJoin, StringSplitV2, StringSplit,
+ * StringLength, Substr, StringLower, StringUpper, StringStrip, StringToNumber,
+ * AsString, RegexReplace, RegexFullMatch, StringToHashBucketFast and
+ * StringToHashBucketStrong. String values are built whole by
  * the kernels (core/tstring.h), so every op here sets its outputs itself.
  * None is differentiable. */
 #include "core/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/tstring.h"
+#include "core/string_hash.h"
 #include "core/shape.h"
 #include "core/memory.h"
 #include "graph/attrs.h"
@@ -109,13 +112,114 @@ static mf_code join_kernel(mf_kernel_ctx *ctx) {
   return finish_output(ctx, 0, &b, &shape);
 }
 
-/* ---------- StringSplitV2: input (strings, 1-D), sep (string scalar), attr "maxsplit" ----------
- * Python's str.split: an empty sep splits at runs of whitespace and drops
- * empty pieces; else at each sep, keeping empty pieces. At most maxsplit
- * splits per string (-1: no limit). Outputs the pieces as a SparseTensor:
- * indices [n, 2] (string, piece), values [n], dense_shape [2]. */
+/* ---------- ReduceJoin: inputs (strings), attrs reduction_indices, keep_dims, separator ----------
+ * Joins along the listed axes in their order, the first listed varying
+ * fastest; no list joins all of them, the last axis fastest (row-major).
+ * Axes are attributes, as the axes of moonflow's other reductions. */
+enum { JOIN_ALL_AXES = -1 };
+
+/* The axes to join for an input of rank rank, in order, into axes; their
+ * number, or -1 with s set. */
+static int reduce_join_axes(const mf_attrs *attrs, const char *op_name, int rank, int axes[MF_MAX_RANK],
+                            mf_status *s) {
+  const int64_t *listed;
+  int n = mf_attr_ints(attrs, "reduction_indices", &listed);
+  if (n == JOIN_ALL_AXES) {
+    for (int i = 0; i < rank; i++) axes[i] = rank - 1 - i;
+    return rank;
+  }
+  if (n > rank) {
+    MF_INVALID(s, "%s: %d reduction indices for an input of rank %d", op_name, n, rank);
+    return -1;
+  }
+  bool seen[MF_MAX_RANK] = {false};
+  for (int i = 0; i < n; i++) {
+    int64_t a = listed[i] < 0 ? listed[i] + rank : listed[i];
+    if (a < 0 || a >= rank) {
+      MF_INVALID(s, "%s: Invalid reduction dimension %lld for input with %d dimensions", op_name,
+                 (long long)listed[i], rank);
+      return -1;
+    }
+    if (seen[a]) {
+      MF_INVALID(s, "%s: Duplicate reduction dimension %lld", op_name, (long long)listed[i]);
+      return -1;
+    }
+    seen[a] = true;
+    axes[i] = (int)a;
+  }
+  return n;
+}
+
+/* The shape of the result: in without the joined axes (1s when keep_dims). */
+static mf_shape reduce_join_shape(const mf_shape *in, const int *axes, int n, bool keep_dims) {
+  bool joined[MF_MAX_RANK] = {false};
+  for (int i = 0; i < n; i++) joined[axes[i]] = true;
+  mf_shape out = mf_shape_make(0, NULL);
+  for (int d = 0; d < in->rank; d++)
+    if (!joined[d]) out.dims[out.rank++] = in->dims[d];
+    else if (keep_dims) out.dims[out.rank++] = 1;
+  return out;
+}
+
+static mf_code reduce_join_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "inputs have", STRING_BIT)) return ic->status->code;
+  const mf_shape *in = &ic->in_shapes[0];
+  ic->out_dtypes[0] = MF_STRING;
+  if (in->rank < 0) {
+    ic->out_shapes[0] = mf_shape_unknown();
+    return MF_OK;
+  }
+  int axes[MF_MAX_RANK];
+  int n = reduce_join_axes(ic->attrs, ic->op_name, in->rank, axes, ic->status);
+  if (n < 0) return ic->status->code;
+  ic->out_shapes[0] = reduce_join_shape(in, axes, n, mf_attr_bool(ic->attrs, "keep_dims", false));
+  return MF_OK;
+}
+
+static mf_code reduce_join_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *in = ctx->inputs[0];
+  int axes[MF_MAX_RANK], kept[MF_MAX_RANK], num_kept = 0;
+  int n = reduce_join_axes(ctx->attrs, ctx->op->name, in->rank, axes, ctx->status);
+  if (n < 0) return ctx->status->code;
+  const mf_shape in_shape = mf_shape_of(in);
+  const mf_shape out_shape = reduce_join_shape(&in_shape, axes, n, mf_attr_bool(ctx->attrs, "keep_dims", false));
+  bool joined[MF_MAX_RANK] = {false};
+  int64_t stride[MF_MAX_RANK], joined_count = 1;
+  for (int i = 0; i < n; i++) joined[axes[i]] = true, joined_count *= in->dims[axes[i]];
+  for (int d = in->rank - 1; d >= 0; d--) stride[d] = d == in->rank - 1 ? 1 : stride[d + 1] * in->dims[d + 1];
+  for (int d = 0; d < in->rank; d++)
+    if (!joined[d]) kept[num_kept++] = d;
+  const mf_attr *sep_attr = mf_attrs_find(ctx->attrs, "separator", MF_ATTR_STRING);
+  const char *sep = sep_attr ? sep_attr->v.s : "";
+  size_t sep_len = strlen(sep);
+  const mf_tstring *x = mf_strings_of(in);
+  mf_strings_builder b;
+  mf_strings_builder_init(&b);
+  for (int64_t o = 0, outs = mf_shape_num_elements(out_shape.rank, out_shape.dims); o < outs; o++) {
+    int64_t base = 0, rest = o;
+    for (int k = num_kept - 1; k >= 0; k--) {
+      base += rest % in->dims[kept[k]] * stride[kept[k]];
+      rest /= in->dims[kept[k]];
+    }
+    mf_strings_begin(&b);
+    for (int64_t j = 0; j < joined_count; j++) {
+      int64_t at = base, r = j;
+      for (int k = 0; k < n; k++) {
+        at += r % in->dims[axes[k]] * stride[axes[k]];
+        r /= in->dims[axes[k]];
+      }
+      if (j) mf_strings_put(&b, sep, sep_len);
+      mf_strings_put(&b, mf_tstring_bytes(x + at), (size_t)x[at].length);
+    }
+  }
+  return finish_output(ctx, 0, &b, &out_shape);
+}
+
+/* ---------- StringSplitV2 and StringSplit: input (strings, 1-D), a separator (string scalar) ----------
+ * Both give the pieces as a SparseTensor: indices [n, 2] (string, piece),
+ * values [n], dense_shape [2] (strings, most pieces). */
 static mf_code split_infer(mf_infer_ctx *ic) {
-  if (mf_check_dtype(ic, 0, "input has", STRING_BIT) || mf_check_dtype(ic, 1, "sep has", STRING_BIT))
+  if (mf_check_dtype(ic, 0, "input has", STRING_BIT) || mf_check_dtype(ic, 1, "the separator has", STRING_BIT))
     return ic->status->code;
   const mf_shape *in = &ic->in_shapes[0], *sep = &ic->in_shapes[1];
   char buf[128];
@@ -123,7 +227,7 @@ static mf_code split_infer(mf_infer_ctx *ic) {
     return MF_INVALID(ic->status, "%s: input must be a vector of strings, got shape %s", ic->op_name,
                       mf_shape_str(in, buf, sizeof buf));
   if (sep->rank > 0)
-    return MF_INVALID(ic->status, "%s: sep must be a scalar, got shape %s", ic->op_name,
+    return MF_INVALID(ic->status, "%s: the separator must be a scalar, got shape %s", ic->op_name,
                       mf_shape_str(sep, buf, sizeof buf));
   const int64_t n_unknown[2] = {-1, 2}, one_unknown[1] = {-1}, two[1] = {2};
   ic->out_dtypes[0] = MF_INT64;
@@ -135,10 +239,21 @@ static mf_code split_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
+/* How one op splits a string: sep[0..sep_len) and its attributes. */
+typedef struct split_rule {
+  const char *sep;
+  int64_t sep_len;
+  int64_t maxsplit;  /* StringSplitV2 */
+  bool skip_empty;   /* StringSplit */
+} split_rule;
 /* Adds the pieces of s[0..n) to b; returns their number. */
-static int64_t split_one(const char *s, int64_t n, const char *sep, int64_t sep_len, int64_t maxsplit,
-                         mf_strings_builder *b) {
-  int64_t count = 0, at = 0;
+typedef int64_t (*split_fn)(const char *s, int64_t n, const split_rule *r, mf_strings_builder *b);
+
+/* StringSplitV2, Python's str.split: an empty sep splits at runs of
+ * whitespace and drops empty pieces; else at each sep, keeping empty pieces.
+ * At most maxsplit splits per string (-1: no limit). */
+static int64_t split_v2_one(const char *s, int64_t n, const split_rule *r, mf_strings_builder *b) {
+  int64_t count = 0, at = 0, maxsplit = r->maxsplit, sep_len = r->sep_len;
   if (sep_len == 0) {
     while (at < n) {
       while (at < n && mf_is_space(s[at])) at++;
@@ -160,7 +275,7 @@ static int64_t split_one(const char *s, int64_t n, const char *sep, int64_t sep_
     int64_t next = -1;
     if (maxsplit < 0 || count < maxsplit)
       for (int64_t j = at; j + sep_len <= n; j++)
-        if (memcmp(s + j, sep, (size_t)sep_len) == 0) { next = j; break; }
+        if (memcmp(s + j, r->sep, (size_t)sep_len) == 0) { next = j; break; }
     if (next < 0) {
       mf_strings_add(b, s + at, (size_t)(n - at));
       return count + 1;
@@ -171,10 +286,33 @@ static int64_t split_one(const char *s, int64_t n, const char *sep, int64_t sep_
   }
 }
 
-static mf_code split_kernel(mf_kernel_ctx *ctx) {
+/* StringSplit, TensorFlow 1's tf.string_split: each byte of the delimiter
+ * ends a piece, and empty pieces go when skip_empty; an empty delimiter
+ * splits into single bytes. An empty string has no pieces. */
+static int64_t split_v1_one(const char *s, int64_t n, const split_rule *r, mf_strings_builder *b) {
+  if (r->sep_len == 0) {
+    for (int64_t j = 0; j < n; j++) mf_strings_add(b, s + j, 1);
+    return n;
+  }
+  if (n == 0) return 0;
+  int64_t count = 0, start = 0;
+  for (int64_t j = 0; j <= n; j++) {
+    if (j < n && !memchr(r->sep, s[j], (size_t)r->sep_len)) continue;
+    if (!r->skip_empty || j > start) {
+      mf_strings_add(b, s + start, (size_t)(j - start));
+      count++;
+    }
+    start = j + 1;
+  }
+  return count;
+}
+
+static mf_code split_kernel(mf_kernel_ctx *ctx, split_fn split_one) {
   const mf_tensor *in = ctx->inputs[0];
   const mf_tstring *sep = mf_strings_of(ctx->inputs[1]);
-  int64_t maxsplit = mf_attr_int(ctx->attrs, "maxsplit", -1);
+  const split_rule rule = {.sep = mf_tstring_bytes(sep), .sep_len = sep->length,
+                           .maxsplit = mf_attr_int(ctx->attrs, "maxsplit", -1),
+                           .skip_empty = mf_attr_bool(ctx->attrs, "skip_empty", true)};
   mf_strings_builder b;
   mf_strings_builder_init(&b);
   int64_t *counts = mf_malloc((size_t)(in->size ? in->size : 1) * sizeof *counts);
@@ -182,7 +320,7 @@ static mf_code split_kernel(mf_kernel_ctx *ctx) {
   int64_t total = 0, widest = 0;
   for (int64_t i = 0; i < in->size; i++) {
     const mf_tstring *e = mf_strings_of(in) + i;
-    counts[i] = split_one(mf_tstring_bytes(e), e->length, mf_tstring_bytes(sep), sep->length, maxsplit, &b);
+    counts[i] = split_one(mf_tstring_bytes(e), e->length, &rule, &b);
     total += counts[i];
     if (counts[i] > widest) widest = counts[i];
   }
@@ -206,6 +344,9 @@ static mf_code split_kernel(mf_kernel_ctx *ctx) {
   const mf_shape values_shape = mf_shape_make(1, &total);
   return finish_output(ctx, 1, &b, &values_shape);
 }
+
+static mf_code split_v2_kernel(mf_kernel_ctx *ctx) { return split_kernel(ctx, split_v2_one); }
+static mf_code split_v1_kernel(mf_kernel_ctx *ctx) { return split_kernel(ctx, split_v1_one); }
 
 /* ---------- StringLength: input (strings), attr "unit" ("BYTE" or "UTF8_CHAR") ---------- */
 static bool utf8_unit(const mf_attrs *attrs, const char *op_name, mf_status *s) {
@@ -284,6 +425,95 @@ static mf_code substr_kernel(mf_kernel_ctx *ctx) {
     mf_strings_add(&b, mf_tstring_bytes(e) + pos, (size_t)len);
   }
   return finish_output(ctx, 0, &b, &shape);
+}
+
+/* ---------- StringLower, StringUpper: input, attr "encoding"; StringStrip: input ----------
+ * ASCII letters only (TensorFlow's encoding ""; "utf-8" would need ICU), and
+ * ASCII whitespace off both ends. */
+static mf_code same_shape_string_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "input has", STRING_BIT)) return ic->status->code;
+  const mf_attr *encoding = mf_attrs_find(ic->attrs, "encoding", MF_ATTR_STRING);
+  if (encoding && encoding->v.s[0])
+    return MF_INVALID(ic->status, "%s: encoding must be \"\" (ASCII letters only), got \"%s\"", ic->op_name,
+                      encoding->v.s);
+  ic->out_dtypes[0] = MF_STRING;
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+/* Sets output 0 to each string of input 0 through map, which adds one element to b. */
+static mf_code map_strings(mf_kernel_ctx *ctx, void (*map)(const char *s, int64_t n, mf_strings_builder *b)) {
+  const mf_tensor *in = ctx->inputs[0];
+  mf_strings_builder b;
+  mf_strings_builder_init(&b);
+  for (int64_t i = 0; i < in->size; i++) {
+    const mf_tstring *e = mf_strings_of(in) + i;
+    map(mf_tstring_bytes(e), e->length, &b);
+  }
+  mf_shape shape = mf_shape_of(in);
+  return finish_output(ctx, 0, &b, &shape);
+}
+
+static void lower_one(const char *s, int64_t n, mf_strings_builder *b) {
+  mf_strings_begin(b);
+  char *out = mf_strings_room(b, (size_t)n);
+  for (int64_t j = 0; out && j < n; j++) out[j] = s[j] >= 'A' && s[j] <= 'Z' ? (char)(s[j] - 'A' + 'a') : s[j];
+}
+
+static void upper_one(const char *s, int64_t n, mf_strings_builder *b) {
+  mf_strings_begin(b);
+  char *out = mf_strings_room(b, (size_t)n);
+  for (int64_t j = 0; out && j < n; j++) out[j] = s[j] >= 'a' && s[j] <= 'z' ? (char)(s[j] - 'a' + 'A') : s[j];
+}
+
+static void strip_one(const char *s, int64_t n, mf_strings_builder *b) {
+  int64_t start = 0;
+  while (start < n && mf_is_space(s[start])) start++;
+  while (n > start && mf_is_space(s[n - 1])) n--;
+  mf_strings_add(b, s + start, (size_t)(n - start));
+}
+
+static mf_code lower_kernel(mf_kernel_ctx *ctx) { return map_strings(ctx, lower_one); }
+static mf_code upper_kernel(mf_kernel_ctx *ctx) { return map_strings(ctx, upper_one); }
+static mf_code strip_kernel(mf_kernel_ctx *ctx) { return map_strings(ctx, strip_one); }
+
+/* ---------- StringToHashBucketFast: input, attr num_buckets; StringToHashBucketStrong: also key ----------
+ * int64 buckets: Fingerprint64 or SipHash-2-4 (under key, two ints) modulo
+ * num_buckets, TensorFlow's numbers. */
+static mf_code hash_bucket_check(const mf_attrs *attrs, const char *op_name, bool keyed, mf_status *s) {
+  int64_t buckets = mf_attr_int(attrs, "num_buckets", 0);
+  if (buckets < 1) return MF_INVALID(s, "%s: num_buckets must be at least 1, got %lld", op_name, (long long)buckets);
+  const int64_t *key;
+  int key_len = keyed ? mf_attr_ints(attrs, "key", &key) : 2;
+  if (key_len != 2) return MF_INVALID(s, "%s: key must be a list of 2 integers, got %d", op_name, key_len < 0 ? 0 : key_len);
+  return MF_OK;
+}
+
+static mf_code hash_bucket_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "input has", STRING_BIT) ||
+      hash_bucket_check(ic->attrs, ic->op_name, strcmp(ic->def->name, "StringToHashBucketStrong") == 0, ic->status))
+    return ic->status->code;
+  ic->out_dtypes[0] = MF_INT64;
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+static mf_code hash_bucket_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *in = ctx->inputs[0];
+  uint64_t buckets = (uint64_t)mf_attr_int(ctx->attrs, "num_buckets", 1);
+  const int64_t *key_attr;
+  bool keyed = mf_attr_ints(ctx->attrs, "key", &key_attr) == 2;
+  const uint64_t key[2] = {keyed ? (uint64_t)key_attr[0] : 0, keyed ? (uint64_t)key_attr[1] : 0};
+  mf_tensor *out = mf_kernel_alloc_output(ctx, 0, MF_INT64, in->rank, in->dims);
+  if (!out) return ctx->status->code;
+  int64_t *y = out->data;
+  for (int64_t i = 0; i < in->size; i++) {
+    const mf_tstring *e = mf_strings_of(in) + i;
+    const char *s = mf_tstring_bytes(e);
+    uint64_t h = keyed ? mf_siphash24(key, s, (size_t)e->length) : mf_fingerprint64(s, (size_t)e->length);
+    y[i] = (int64_t)(h % buckets);
+  }
+  return MF_OK;
 }
 
 /* ---------- StringToNumber: string_tensor, attr "out_type" (float32, float64, int32, int64) ---------- */
@@ -434,22 +664,26 @@ static void put_rewrite(mf_strings_builder *b, const mf_tstring *rewrite, const 
   }
 }
 
+/* Compiles the pattern of input 1 into re (flags for regcomp); a bad one is an error naming it. */
+static mf_code compile_pattern(mf_kernel_ctx *ctx, int flags, regex_t *re) {
+  char *pattern = c_string(mf_strings_of(ctx->inputs[1]));
+  if (!pattern) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
+  int rc = regcomp(re, pattern, flags);
+  if (rc) {
+    char why[160];
+    regerror(rc, re, why, sizeof why);
+    MF_INVALID(ctx->status, "%s: Invalid pattern: %s, error: %s", ctx->op->name, pattern, why);
+  }
+  mf_free(pattern);
+  return ctx->status->code;
+}
+
 static mf_code regex_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *in = ctx->inputs[0];
   const mf_tstring *rewrite = mf_strings_of(ctx->inputs[2]);
   bool global = mf_attr_bool(ctx->attrs, "replace_global", true);
-  char *pattern = c_string(mf_strings_of(ctx->inputs[1]));
-  if (!pattern) return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
   regex_t re;
-  int rc = regcomp(&re, pattern, REG_EXTENDED);
-  if (rc) {
-    char why[160];
-    regerror(rc, &re, why, sizeof why);
-    mf_code code = MF_INVALID(ctx->status, "%s: Invalid pattern: %s, error: %s", ctx->op->name, pattern, why);
-    mf_free(pattern);
-    return code;
-  }
-  mf_free(pattern);
+  if (compile_pattern(ctx, REG_EXTENDED, &re)) return ctx->status->code;
   enum { GROUPS = 10 };
   regmatch_t m[GROUPS];
   mf_strings_builder b;
@@ -480,12 +714,65 @@ static mf_code regex_kernel(mf_kernel_ctx *ctx) {
   return finish_output(ctx, 0, &b, &shape);
 }
 
+/* ---------- RegexFullMatch: input, pattern (string scalar) -> bool ----------
+ * Whether the whole string matches: POSIX extended expressions as
+ * RegexReplace, with '.' not matching a newline (as RE2's default; REG_NEWLINE
+ * also keeps bracket negations from matching one). A string holding a NUL
+ * byte never matches whole (regexec stops there). */
+static mf_code full_match_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "input has", STRING_BIT) || mf_check_dtype(ic, 1, "pattern has", STRING_BIT))
+    return ic->status->code;
+  if (ic->in_shapes[1].rank > 0) {
+    char buf[128];
+    return MF_INVALID(ic->status, "%s: pattern must be a scalar, got shape %s", ic->op_name,
+                      mf_shape_str(&ic->in_shapes[1], buf, sizeof buf));
+  }
+  ic->out_dtypes[0] = MF_BOOL;
+  ic->out_shapes[0] = ic->in_shapes[0];
+  return MF_OK;
+}
+
+static mf_code full_match_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *in = ctx->inputs[0];
+  regex_t re;
+  if (compile_pattern(ctx, REG_EXTENDED | REG_NEWLINE, &re)) return ctx->status->code;
+  mf_tensor *out = mf_kernel_alloc_output(ctx, 0, MF_BOOL, in->rank, in->dims);
+  bool *y = out ? out->data : NULL;
+  for (int64_t i = 0; y && i < in->size; i++) {
+    const mf_tstring *e = mf_strings_of(in) + i;
+    char *subject = c_string(e);
+    if (!subject) {
+      regfree(&re);
+      return mf_status_set(ctx->status, MF_RESOURCE_EXHAUSTED, "%s: out of memory", ctx->op->name);
+    }
+    regmatch_t m;
+    y[i] = regexec(&re, subject, 1, &m, 0) == 0 && m.rm_so == 0 && (int64_t)m.rm_eo == e->length;
+    mf_free(subject);
+  }
+  regfree(&re);
+  return ctx->status->code;
+}
+
 #define STRING_OP MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS
 static const mf_op_def defs[] = {
     {.name = "StringJoin", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP | MF_OP_VARIADIC_INPUTS,
      .infer = join_infer, .kernel = {[MF_CPU] = join_kernel}},
     {.name = "StringSplitV2", .num_inputs = 2, .num_outputs = 3, .flags = STRING_OP | MF_OP_DYNAMIC_OUTPUTS,
-     .infer = split_infer, .kernel = {[MF_CPU] = split_kernel}},
+     .infer = split_infer, .kernel = {[MF_CPU] = split_v2_kernel}},
+    {.name = "StringSplit", .num_inputs = 2, .num_outputs = 3, .flags = STRING_OP | MF_OP_DYNAMIC_OUTPUTS,
+     .infer = split_infer, .kernel = {[MF_CPU] = split_v1_kernel}},
+    {.name = "ReduceJoin", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
+     .infer = reduce_join_infer, .kernel = {[MF_CPU] = reduce_join_kernel}},
+    {.name = "StringLower", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
+     .infer = same_shape_string_infer, .kernel = {[MF_CPU] = lower_kernel}},
+    {.name = "StringUpper", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
+     .infer = same_shape_string_infer, .kernel = {[MF_CPU] = upper_kernel}},
+    {.name = "StringStrip", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
+     .infer = same_shape_string_infer, .kernel = {[MF_CPU] = strip_kernel}},
+    {.name = "StringToHashBucketFast", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
+     .infer = hash_bucket_infer, .kernel = {[MF_CPU] = hash_bucket_kernel}},
+    {.name = "StringToHashBucketStrong", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
+     .infer = hash_bucket_infer, .kernel = {[MF_CPU] = hash_bucket_kernel}},
     {.name = "StringLength", .num_inputs = 1, .num_outputs = 1, .flags = STRING_OP,
      .infer = length_infer, .kernel = {[MF_CPU] = length_kernel}},
     {.name = "Substr", .num_inputs = 3, .num_outputs = 1, .flags = STRING_OP,
@@ -496,5 +783,7 @@ static const mf_op_def defs[] = {
      .infer = as_string_infer, .kernel = {[MF_CPU] = as_string_kernel}},
     {.name = "RegexReplace", .num_inputs = 3, .num_outputs = 1, .flags = STRING_OP,
      .infer = regex_infer, .kernel = {[MF_CPU] = regex_kernel}},
+    {.name = "RegexFullMatch", .num_inputs = 2, .num_outputs = 1, .flags = STRING_OP,
+     .infer = full_match_infer, .kernel = {[MF_CPU] = full_match_kernel}},
 };
 MF_OP_TABLE(mf_ops_strings, defs);

@@ -1,5 +1,6 @@
--- ops/strings.lua — tf.strings (join, split, length, substr, to_number,
--- as_string, regex_replace) and the parsing ops tf.io.decode_raw and
+-- ops/strings.lua — tf.strings (join, reduce_join, split, TF1's string_split,
+-- length, substr, lower, upper, strip, to_number, as_string, regex_replace,
+-- regex_full_match, the hash buckets) and the parsing ops tf.io.decode_raw and
 -- tf.io.decode_csv, with TensorFlow 1.x's other names for them.
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
@@ -38,17 +39,96 @@ return function(tf, ops)
                 name = opts.name}
   end
 
-  -- tf.strings.split(source, sep, {maxsplit=, name=}): a vector of strings
-  -- split at sep (nil or "": at runs of whitespace, as Python's str.split);
-  -- returns the pieces as a tf.SparseTensor (indices, values, dense_shape).
-  local SPLIT_OPTIONS = {"sep", "maxsplit", "name"}
+  -- tf.strings.reduce_join(inputs, axis, keepdims, separator, name | {...}):
+  -- joins along the axes listed (nil: all), the first listed varying fastest.
+  -- TF1's tf.reduce_join spells keepdims keep_dims and axis reduction_indices.
+  local REDUCE_JOIN_OPTIONS = {"axis", "keepdims", "separator", "name", "keep_dims", "reduction_indices"}
+  function tf.strings.reduce_join(inputs, ...)
+    local fname = "tf.strings.reduce_join"
+    local opts = args.options(fname, REDUCE_JOIN_OPTIONS, ...)
+    local axis = opts.axis
+    if axis == nil then axis = opts.reduction_indices end
+    local keepdims = opts.keepdims
+    if keepdims == nil then keepdims = opts.keep_dims end
+    local attrs = {keep_dims = args.check_bool(keepdims, fname, "keepdims") or false,
+                   separator = check_string(opts.separator or "", fname, "separator")}
+    if axis ~= nil then attrs.reduction_indices = attr.ints(args.int_list(axis, fname, "axis", true)) end
+    return G.op{"ReduceJoin", inputs = {strings(inputs)}, attrs = attrs, name = opts.name}
+  end
+
+  -- Splits return a tf.SparseTensor (indices, values, dense_shape); moonflow
+  -- has no RaggedTensor.
+  local function check_sparse_result(result_type, fname)
+    if result_type ~= nil and result_type ~= "SparseTensor" then
+      fail(fname .. ': result_type must be "SparseTensor" (moonflow has no RaggedTensor), got ' ..
+           args.describe(result_type))
+    end
+  end
+
+  -- tf.strings.split(source, sep, {maxsplit=, result_type=, name=}): a vector
+  -- of strings split at sep (nil or "": at runs of whitespace, as Python's
+  -- str.split); returns the pieces as a tf.SparseTensor.
+  local SPLIT_OPTIONS = {"sep", "maxsplit", "result_type", "name"}
   function tf.strings.split(source, ...)
     local opts = args.options("tf.strings.split", SPLIT_OPTIONS, ...)
+    check_sparse_result(opts.result_type, "tf.strings.split")
     local maxsplit = opts.maxsplit or -1
     args.int_arg(maxsplit, "tf.strings.split", "maxsplit")
     local indices, values, shape = G.op{"StringSplitV2", inputs = {strings(source), strings(opts.sep or "")},
                                         attrs = {maxsplit = attr.int(maxsplit)}, name = opts.name}
     return tf.SparseTensor(indices, values, shape)
+  end
+
+  -- tf.string_split(source, sep, {skip_empty=, delimiter=, result_type=, name=}),
+  -- TensorFlow 1's: each byte of sep (alias delimiter, " " unless told) ends
+  -- a piece; empty pieces go unless skip_empty is false; "" splits into
+  -- bytes. Returns a tf.SparseTensor.
+  local STRING_SPLIT_OPTIONS = {"sep", "skip_empty", "delimiter", "result_type", "name"}
+  function tf.string_split(source, ...)
+    local fname = "tf.string_split"
+    local opts = args.options(fname, STRING_SPLIT_OPTIONS, ...)
+    check_sparse_result(opts.result_type, fname)
+    if opts.sep ~= nil and opts.delimiter ~= nil then fail(fname .. ": give sep or delimiter, not both") end
+    local sep = check_string(opts.sep or opts.delimiter or " ", fname, "sep")
+    local skip_empty = args.check_bool(opts.skip_empty, fname, "skip_empty")
+    if skip_empty == nil then skip_empty = true end
+    local indices, values, shape = G.op{"StringSplit", inputs = {strings(source), strings(sep)},
+                                        attrs = {skip_empty = skip_empty}, name = opts.name}
+    return tf.SparseTensor(indices, values, shape)
+  end
+
+  -- tf.strings.lower(input, encoding, name | {encoding=, name=}) and upper:
+  -- ASCII letters (encoding ""; "utf-8" is refused). strip: ASCII whitespace
+  -- off both ends.
+  local CASE_OPTIONS = {"encoding", "name"}
+  for fname, op in pairs({lower = "StringLower", upper = "StringUpper"}) do
+    tf.strings[fname] = function(input, ...)
+      local opts = args.options("tf.strings." .. fname, CASE_OPTIONS, ...)
+      return G.op{op, inputs = {strings(input)},
+                  attrs = {encoding = check_string(opts.encoding or "", "tf.strings." .. fname, "encoding")},
+                  name = opts.name}
+    end
+  end
+  function tf.strings.strip(input, name)
+    return G.op{"StringStrip", inputs = {strings(input)}, name = name_of(name, "tf.strings.strip")}
+  end
+
+  -- tf.strings.to_hash_bucket_fast(input, num_buckets, name): int64 buckets
+  -- from FarmHash's Fingerprint64, TensorFlow's numbers. to_hash_bucket_strong
+  -- (input, num_buckets, key, name): SipHash-2-4 under key, two integers.
+  function tf.strings.to_hash_bucket_fast(input, num_buckets, name)
+    return G.op{"StringToHashBucketFast", inputs = {strings(input)},
+                attrs = {num_buckets = attr.int(args.int_arg(num_buckets, "tf.strings.to_hash_bucket_fast",
+                                                             "num_buckets"))},
+                name = name_of(name, "tf.strings.to_hash_bucket_fast")}
+  end
+  function tf.strings.to_hash_bucket_strong(input, num_buckets, key, name)
+    local fname = "tf.strings.to_hash_bucket_strong"
+    local k = args.int_list(key, fname, "key")
+    if #k ~= 2 then fail(fname .. ": key must be a list of 2 integers, got " .. #k) end
+    return G.op{"StringToHashBucketStrong", inputs = {strings(input)},
+                attrs = {num_buckets = attr.int(args.int_arg(num_buckets, fname, "num_buckets")), key = attr.ints(k)},
+                name = name_of(name, fname)}
   end
 
   -- tf.strings.length(input, {unit = "BYTE" | "UTF8_CHAR", name=}): int32.
@@ -103,6 +183,13 @@ return function(tf, ops)
                 name = opts.name}
   end
 
+  -- tf.strings.regex_full_match(input, pattern, name): bool, whether each
+  -- whole string matches (POSIX extended expressions, '.' not matching a newline).
+  function tf.strings.regex_full_match(input, pattern, name)
+    return G.op{"RegexFullMatch", inputs = {strings(input), strings(pattern)},
+                name = name_of(name, "tf.strings.regex_full_match")}
+  end
+
   -- tf.io.decode_raw(bytes, out_type, {little_endian=, name=}): each string's
   -- bytes as numbers of out_type, along a new last dim.
   local DECODE_RAW_OPTIONS = {"little_endian", "name"}
@@ -152,5 +239,8 @@ return function(tf, ops)
   tf.string_join, tf.substr, tf.string_to_number = tf.strings.join, tf.strings.substr, tf.strings.to_number
   tf.as_string, tf.regex_replace = tf.strings.as_string, tf.strings.regex_replace
   tf.decode_raw, tf.decode_csv = tf.io.decode_raw, tf.io.decode_csv
+  tf.reduce_join = tf.strings.reduce_join
+  tf.string_to_hash_bucket_fast = tf.strings.to_hash_bucket_fast
+  tf.string_to_hash_bucket_strong = tf.strings.to_hash_bucket_strong
   ops.as_string = tf.strings.as_string
 end
