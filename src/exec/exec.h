@@ -53,6 +53,7 @@ typedef struct mf_step {
   unsigned dying;        /* bit k: input k's slot is read by no later step and not fetched */
   int inplace_input;     /* the input whose arena bytes output 0 is planned over (assign.c), else -1 */
   bool has_fed_output;
+  bool reads_variable;   /* a variable's own read, run as its kernel alone under locks[0] */
   mf_state_slot *state;  /* the op's per-session state */
   int var_id;            /* a variable's stand-in in a function: the variable's op id, whose
                             fed value it reads; else -1 */

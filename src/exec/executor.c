@@ -196,9 +196,25 @@ static void release_dead(mf_run *r, const mf_step *st) {
   }
 }
 
+/* Step st's kernel on inputs into its output slots, with the op state given. */
+static void run_kernel(mf_run *r, const mf_step *st, mf_tensor **inputs, const mf_shape *out_shapes,
+                       mf_state_slot *state, mf_status *s) {
+  const mf_plan *p = r->plan;
+  mf_op *op = st->op;
+  mf_tensor **outputs = &r->slots[st->out_slot];
+  mf_kernel_ctx ctx = {
+      .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
+      .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
+      .status = s, .session = p->sess,
+      .state = state, .ref_states = st->ref_states, .run = r, .device = st->device, .dying_inputs = st->dying,
+      .outputs_read = &p->slot_read[st->out_slot]};
+  if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
+  for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
+    if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
+}
+
 void mf_run_steps(mf_run *r, mf_status *s) {
   const mf_plan *p = r->plan;
-  mf_session *sess = p->sess;
   mf_tensor *in_inline[16];
   for (int si = 0; si < p->num_steps && mf_ok(s); si++) {
     mf_step *st = &p->steps[si];
@@ -215,6 +231,18 @@ void mf_run_steps(mf_run *r, mf_status *s) {
     if (st->copy_from) {
       if (run_copy(r, st, s)) {
         mf_node_context(s, op);
+        break;
+      }
+      release_dead(r, st);
+      continue;
+    }
+    if (st->reads_variable && !r->slots[st->out_slot]) {
+      /* A variable's read: only its kernel, under the variable's lock. */
+      pthread_mutex_lock(st->locks[0]);
+      run_kernel(r, st, NULL, op->out_shapes, st->state, s);
+      pthread_mutex_unlock(st->locks[0]);
+      if (!mf_ok(s)) {
+        if (!strstr(s->msg, "[[node ")) mf_node_context(s, op);
         break;
       }
       release_dead(r, st);
@@ -267,15 +295,7 @@ void mf_run_steps(mf_run *r, mf_status *s) {
         fed_var = (mf_state_slot){r->var_feeds[st->var_id], NULL};
         state = &fed_var;
       }
-      mf_kernel_ctx ctx = {
-          .op = op, .attrs = &op->attrs, .num_inputs = op->num_inputs, .inputs = inputs,
-          .num_outputs = op->num_outputs, .outputs = outputs, .out_shapes = out_shapes,
-          .status = s, .session = sess,
-          .state = state, .ref_states = st->ref_states, .run = r, .device = st->device, .dying_inputs = st->dying,
-          .outputs_read = &p->slot_read[st->out_slot]};
-      if (st->kernel(&ctx) == MF_OK && !mf_ok(s)) s->code = MF_OK;  /* a kernel's word wins */
-      for (int k = 0; mf_ok(s) && k < op->num_outputs; k++)
-        if (!outputs[k]) mf_status_set(s, MF_INTERNAL, "kernel %s set no output %d", op->def->name, k);
+      run_kernel(r, st, inputs, out_shapes, state, s);
     }
     for (int k = st->num_locks - 1; k >= 0; k--) pthread_mutex_unlock(st->locks[k]);
     if (inputs != in_inline) mf_free(inputs);

@@ -444,6 +444,10 @@ mf_code mf_plan_build(mf_plan *p, mf_status *s) {
      * its kernel, which reports the missing feed). */
     st->infer_at_runtime = (fed_values || !op->outputs_fully_defined) && op->num_inputs > 0;
     st->has_fed_output = fed_op[id];
+    /* Reading a variable is all its kernel does: no inputs, shapes or buffers
+     * for mf_run_steps to prepare, only the variable's lock to hold. */
+    st->reads_variable = (op->def->flags & MF_OP_VARIABLE) && (op->def->flags & MF_OP_SETS_OUTPUTS) &&
+                         op->num_inputs == 0 && st->var_id < 0 && !st->has_fed_output && st->num_locks == 1;
     if (!PLAN_ALLOC(st->in_slots, op->num_inputs)) goto done;
     for (int k = 0; k < op->num_inputs; k++)
       st->in_slots[k] = mf_op_is_ref_input(op, k) ? -1

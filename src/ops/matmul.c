@@ -7,6 +7,7 @@
  * int64 use a plain loop with wrap-around arithmetic. The gradient is two
  * more MatMuls. */
 #include "core/status.h"
+#include "core/memory.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/shape.h"
@@ -14,6 +15,7 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 #include "ops/matmul.h"
 
@@ -22,8 +24,8 @@
 #include <string.h>
 
 /* The matrix dims of one operand: rows and columns of op(x) (after the transpose). */
-static void mat_dims(const mf_shape *s, bool transpose, int64_t *rows, int64_t *cols) {
-  int64_t r = s->dims[s->rank - 2], c = s->dims[s->rank - 1];
+static void mat_dims(int rank, const int64_t *dims, bool transpose, int64_t *rows, int64_t *cols) {
+  int64_t r = dims[rank - 2], c = dims[rank - 1];
   *rows = transpose ? c : r;
   *cols = transpose ? r : c;
 }
@@ -59,8 +61,8 @@ static mf_code matmul_infer(mf_infer_ctx *ic) {
   bool trans_a = mf_attr_bool(ic->attrs, "transpose_a", false);
   bool trans_b = mf_attr_bool(ic->attrs, "transpose_b", false);
   int64_t m, ka, kb, n;
-  mat_dims(a, trans_a, &m, &ka);
-  mat_dims(b, trans_b, &kb, &n);
+  mat_dims(a->rank, a->dims, trans_a, &m, &ka);
+  mat_dims(b->rank, b->dims, trans_b, &kb, &n);
   if (ka >= 0 && kb >= 0 && ka != kb) {
     char sa[160], sb[160];
     return MF_INVALID(ic->status,
@@ -154,14 +156,27 @@ MATMUL_TYPES(BLAS_GEMM, INT_GEMM, BLAS_COMPLEX_GEMM)
 #define GEMM_ENTRY(code, T, x) [code] = gemm_##code,
 static const gemm_fn gemm_fns[MF_DTYPE_SLOTS] = {MATMUL_TYPES(GEMM_ENTRY, GEMM_ENTRY, GEMM_ENTRY)};
 
+/* The op's transposes, read from its attributes once per session: looking
+ * them up by name on every run costs as much as a small product. */
+typedef struct mm_transposes {
+  bool ta, tb;
+} mm_transposes;
+
+static void *mm_transposes_new(mf_kernel_ctx *ctx) {
+  mm_transposes *t = mf_malloc(sizeof *t);
+  if (t) *t = (mm_transposes){.ta = mf_attr_bool(ctx->attrs, "transpose_a", false),
+                              .tb = mf_attr_bool(ctx->attrs, "transpose_b", false)};
+  return t;
+}
+
 static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
   const mf_tensor *a = ctx->inputs[0], *b = ctx->inputs[1];
   mf_tensor *c = ctx->outputs[0];
-  mm_args g = {.ta = mf_attr_bool(ctx->attrs, "transpose_a", false),
-               .tb = mf_attr_bool(ctx->attrs, "transpose_b", false)};
-  mf_shape sa = mf_shape_of(a), sb = mf_shape_of(b);
-  mat_dims(&sa, g.ta, &g.m, &g.k);
-  mat_dims(&sb, g.tb, &g.k, &g.n);
+  const mm_transposes *t = mf_kernel_state(ctx, mm_transposes_new, mf_free);
+  if (!t) return ctx->status->code;
+  mm_args g = {.ta = t->ta, .tb = t->tb};
+  mat_dims(a->rank, a->dims, g.ta, &g.m, &g.k);
+  mat_dims(b->rank, b->dims, g.tb, &g.k, &g.n);
   if (c->size == 0) return MF_OK;
   size_t esize = mf_dtype_size(c->dtype);
   if (g.k == 0) {  /* an empty sum; BLAS would reject the zero leading dimension */
