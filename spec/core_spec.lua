@@ -944,3 +944,41 @@ describe("argument errors name the caller's line", function()
     assert.same({{2, 0}, {0, 2}}, sess:run(tf.matmul(x, {{2, 0}, {0, 2}}), {[x] = {{1, 0}, {0, 1}}}):totable())
   end)
 end)
+
+-- LuaJIT blacklists a trace start that keeps aborting, and every trace
+-- through it aborts from then on: a run path whose small loops got
+-- blacklisted after a long loop of runs ran interpreted for good, 10x slower
+-- (session.lua's `each`). Counted from the JIT's own abort events, not timed.
+describe("the run path under LuaJIT", function()
+  it("is never blacklisted, however many runs (sess:run, callables, fetched arrays)", function()
+    local traceerr, funcinfo = require("jit.vmdef").traceerr, require("jit.util").funcinfo
+    local blacklisted = {}
+    local function on_trace(what, _, func, pc, err)
+      if what == "abort" and traceerr[err] == "blacklisted" then  -- a trace ran into a blacklisted start
+        local info = funcinfo(func, pc)
+        if info.source:find("moonflow/session.lua", 1, true) or info.source:find("moonflow/array.lua", 1, true) then
+          blacklisted[#blacklisted + 1] = info.loc
+        end
+      end
+    end
+    jit.attach(on_trace, "trace")
+    local ok, err = pcall(function()
+      local x = tf.placeholder(tf.float32, {16})
+      local y = tf.tanh(x * 2 + 1)
+      local s = tf.placeholder(tf.float32, {})
+      local sess = tf.Session()
+      local feeds = {[x] = tf.Array.new(tf.float32, {16})}
+      for _ = 1, 100000 do sess:run(y, feeds) end
+      local z = s + 1
+      local f = sess:make_callable(z, {s})
+      local scalar_feeds = {[s] = 2}
+      for _ = 1, 20000 do
+        assert(f(2) == 3)
+        assert(sess:run(z, scalar_feeds) == 3)
+      end
+    end)
+    jit.attach(on_trace)
+    assert(ok, err)
+    assert.same({}, blacklisted)
+  end)
+end)

@@ -26,13 +26,22 @@ end
 
 local function release(ptr) C.mf_tensor_release(ptr) end
 
+-- Dimension i (0-based) of cdims, nil past rank.
+local function dim(cdims, rank, i)
+  if i < rank then return tonumber(cdims[i]) end
+  return nil
+end
+
 -- Wraps a new reference to an mf_tensor (takes ownership).
 function Array.wrap(ptr)
   local dtype = core.by_enum[tonumber(C.mf_tensor_dtype(ptr))]
   local rank = C.mf_tensor_rank(ptr)
   local cdims = C.mf_tensor_dims(ptr)
-  local dims = {}
-  for i = 0, rank - 1 do dims[i + 1] = tonumber(cdims[i]) end
+  -- Up to rank 4 without a loop: every fetch comes through here, and a loop
+  -- running once or twice per call gets blacklisted by LuaJIT, which then
+  -- interprets every run from then on (see `each` in session.lua).
+  local dims = {dim(cdims, rank, 0), dim(cdims, rank, 1), dim(cdims, rank, 2), dim(cdims, rank, 3)}
+  for i = 4, rank - 1 do dims[i + 1] = tonumber(cdims[i]) end
   return setmetatable({
     ptr = ffi.gc(ptr, release), dtype = dtype, _dims = dims,
     _size = tonumber(C.mf_tensor_size(ptr)),

@@ -322,16 +322,29 @@ local function to_value(v, dtype, t)
 end
 M.to_value = to_value
 
--- Ends what the holds of to_value (holds[first..last]) keep alive, once the
--- run is over, and clears those entries. A numeric loop: `pairs` would stop
--- LuaJIT compiling the run's hot path.
-local function release_holds(holds, first, last)
-  for i = first, last do
-    local hold = holds[i]
-    if type(hold) == "cdata" then C.mf_tensor_release(ffi.gc(hold, nil)) end
-    holds[i] = nil
-  end
+-- Loops on the run path (sess:run, callables) run for the second and later
+-- elements only: each(first, last, fn, x, y) calls fn(i, x, y) for i = first..last,
+-- the first call outside the loop. LuaJIT counts a loop hot at every pass of
+-- its back edge, leaving or not, so a loop that runs once per run (one feed,
+-- one fetch) becomes a trace start that always aborts ("leaving loop in root
+-- trace"); after enough runs (a soak of 1M) LuaJIT blacklists it, and from
+-- then on every trace through it aborts too: the whole run path, and the
+-- caller's loop, fall back to the interpreter (10x slower) for good. Loops
+-- over tables (pairs) likewise take the usual single key with next().
+local function each(first, last, fn, x, y)
+  if first > last then return end
+  fn(first, x, y)
+  for i = first + 1, last do fn(i, x, y) end
 end
+
+-- Ends what the hold of to_value in holds[i] keeps alive, once the run is
+-- over, and clears the entry; release_holds does so for holds[first..last].
+local function release_hold(i, holds)
+  local hold = holds[i]
+  if type(hold) == "cdata" then C.mf_tensor_release(ffi.gc(hold, nil)) end
+  holds[i] = nil
+end
+local function release_holds(holds, first, last) each(first, last, release_hold, holds) end
 M.release_holds = release_holds
 
 -- Fetched Arrays whose data lies inside a cdata feed's memory (the fed
@@ -354,7 +367,8 @@ end
 local function buffers(self, nfeeds, nfetches, ntargets)
   local b = self._buf
   if not b or b.nfeeds < nfeeds or b.nfetches < nfetches or b.ntargets < ntargets then
-    b = {nfeeds = math.max(nfeeds, 4), nfetches = math.max(nfetches, 4), ntargets = math.max(ntargets, 4)}
+    b = {nfeeds = math.max(nfeeds, 4), nfetches = math.max(nfetches, 4), ntargets = math.max(ntargets, 4),
+         graph = self.graph}
     b.feed_ports = core.ports(b.nfeeds)
     b.feed_values = core.value_ptrs(b.nfeeds)
     b.feed_holds = {}
@@ -367,58 +381,69 @@ local function buffers(self, nfeeds, nfetches, ntargets)
   return b
 end
 
--- Converts feeds {[tensor or "x:0"] = value} into the buffers; returns the count.
-local function set_feeds(self, b, feeds)
-  local n = 0
-  b.feed_kept = nil
-  for k, v in pairs(feeds) do
-    local ok, t = true, k  -- only a name can fail to resolve
-    if type(k) == "string" then ok, t = pcall(resolve, self.graph, k, "Session:run") end
-    if not ok or not G.is_tensor(t) then
+-- Converts feed k = v into the buffers at index n; returns the next index.
+local function set_feed(self, b, n, k, v)
+  local ok, t = true, k  -- only a name can fail to resolve
+  if type(k) == "string" then ok, t = pcall(resolve, self.graph, k, "Session:run") end
+  if not ok or not G.is_tensor(t) then
+    release_holds(b.feed_holds, 0, n - 1)
+    if not ok then error(t, 0) end
+    fail("Session:run: Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
+  end
+  b.feed_ports[n].op = t.op.ptr
+  b.feed_ports[n].index = t.value_index
+  local dtype = t.dtype
+  if is_number_feed(v, dtype) then
+    b.feed_values[n] = scalar_feed(self._scalars, t, v, dtype)
+    b.scalar_keys[n] = t
+    n = n + 1
+  else
+    local converted, ptr, hold, kept = pcall(to_value, v, dtype, t)
+    if not converted then
       release_holds(b.feed_holds, 0, n - 1)
-      if not ok then error(t, 0) end
-      fail("Session:run: Cannot interpret feed_dict key " .. tostring(k) .. " as a Tensor")
+      fail("feed for " .. t.name .. ": " .. tostring(ptr))
     end
-    b.feed_ports[n].op = t.op.ptr
-    b.feed_ports[n].index = t.value_index
-    local dtype = t.dtype
-    if is_number_feed(v, dtype) then
-      b.feed_values[n] = scalar_feed(self._scalars, t, v, dtype)
-      b.scalar_keys[n] = t
-      n = n + 1
-    else
-      local converted, ptr, hold, kept = pcall(to_value, v, dtype, t)
-      if not converted then
-        release_holds(b.feed_holds, 0, n - 1)
-        fail("feed for " .. t.name .. ": " .. tostring(ptr))
-      end
-      b.feed_values[n] = ptr
-      b.feed_holds[n] = hold
-      b.scalar_keys[n] = false
-      n = n + 1
-      if kept then
-        b.feed_kept = b.feed_kept or {}
-        b.feed_kept[n] = kept
-      end
+    b.feed_values[n] = ptr
+    b.feed_holds[n] = hold
+    b.scalar_keys[n] = false
+    n = n + 1
+    if kept then
+      b.feed_kept = b.feed_kept or {}
+      b.feed_kept[n] = kept
     end
   end
+  return n
+end
+
+-- Converts feeds {[tensor or "x:0"] = value} into the buffers; returns the count.
+local function set_feeds(self, b, feeds)
+  b.feed_kept = nil
+  local k, v = next(feeds)
+  if k == nil then return 0 end
+  local n = set_feed(self, b, 0, k, v)
+  if next(feeds, k) == nil then return n end  -- one feed: no loop (see each)
+  for k2, v2 in next, feeds, k do n = set_feed(self, b, n, k2, v2) end
   return n
 end
 
 -- Feeds keyed by a composite tensor (a tf.SparseTensor), whose metatable's
 -- __feed(key, value) lists the {tensor, value} pairs it stands for, replaced
 -- by those pairs; the feeds themselves when there is none.
+local function is_composite(k)
+  local mt = type(k) == "table" and getmetatable(k)
+  return mt and mt.__feed ~= nil
+end
 local function expand_feeds(feeds)
+  local first = next(feeds)
+  if first == nil or (next(feeds, first) == nil and not is_composite(first)) then return feeds end  -- see each
   local expanded
   for k in pairs(feeds) do
-    local mt = type(k) == "table" and getmetatable(k)
-    if mt and mt.__feed then expanded = {} break end
+    if is_composite(k) then expanded = {} break end
   end
   if not expanded then return feeds end
   for k, v in pairs(feeds) do
-    local mt = type(k) == "table" and getmetatable(k)
-    if mt and mt.__feed then
-      for _, pair in ipairs(mt.__feed(k, v)) do expanded[pair[1]] = pair[2] end
+    if is_composite(k) then
+      for _, pair in ipairs(getmetatable(k).__feed(k, v)) do expanded[pair[1]] = pair[2] end
     else
       expanded[k] = v
     end
@@ -439,9 +464,26 @@ local function flat_fetches(self, fetches)
 end
 
 local function count_feeds(feeds)
+  local k = feeds and next(feeds)
+  if k == nil then return 0 end
+  if next(feeds, k) == nil then return 1 end  -- see each
   local n = 0
-  if feeds then for _ in pairs(feeds) do n = n + 1 end end
+  for _ in pairs(feeds) do n = n + 1 end
   return n
+end
+
+-- Fetch port i (0-based) of buffers b: tensors[i + 1].
+local function set_fetch_port(i, b, tensors)
+  local t = tensors[i + 1]
+  if t.graph ~= b.graph then foreign_fetch(t, "Session:run") end
+  b.fetch_ports[i].op = t.op.ptr
+  b.fetch_ports[i].index = t.value_index
+end
+local function set_target(i, b, targets) b.targets[i] = targets[i + 1].ptr end
+
+-- After a run: the scalar of feed i goes back to the session's (recycle_scalar).
+local function recycle_fed_scalar(i, self, b)
+  if b.scalar_keys[i] then recycle_scalar(self._scalars, b.scalar_keys[i]) end
 end
 
 -- sess:run(fetches, feeds): fetches is a tensor, op, name or nested table.
@@ -458,12 +500,8 @@ function Session:run(fetches, feeds)
   -- Dataset iterators (data/iterator.lua) add their next elements to the feeds.
   if graph._before_run then feeds = graph._before_run(self, tensors, targets, feeds) end
   local b = buffers(self, count_feeds(feeds), #tensors, #targets)
-  for i, t in ipairs(tensors) do
-    if t.graph ~= graph then foreign_fetch(t, "Session:run") end
-    b.fetch_ports[i - 1].op = t.op.ptr
-    b.fetch_ports[i - 1].index = t.value_index
-  end
-  for i, op in ipairs(targets) do b.targets[i - 1] = op.ptr end
+  each(0, #tensors - 1, set_fetch_port, b, tensors)
+  each(0, #targets - 1, set_target, b, targets)
   local nfeeds = feeds and set_feeds(self, b, feeds) or 0
   collect_if_due()
   -- A graph with host ops (tf.lua_func, tf.Print) calls back into Lua: host.lua.
@@ -471,9 +509,7 @@ function Session:run(fetches, feeds)
   local rc = run_c(self.ptr, b.feed_ports, b.feed_values, nfeeds, b.fetch_ports,
                    b.fetch_values, #tensors, b.targets, #targets, core.status)
   release_holds(b.feed_holds, 0, nfeeds - 1)
-  for i = 0, nfeeds - 1 do
-    if b.scalar_keys[i] then recycle_scalar(self._scalars, b.scalar_keys[i]) end
-  end
+  each(0, nfeeds - 1, recycle_fed_scalar, self, b)
   if self._log_placement then
     local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
     print_placement(self)
@@ -575,25 +611,37 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     end
     return out
   end
+  -- Feed i takes value v; true when its Array shares cdata memory (to_value's kept).
+  local function set_feed_value(i, v)
+    local dtype = feed_dtypes[i]
+    if is_number_feed(v, dtype) then
+      feed_values[i - 1], scalar_used[i] = scalar_feed(scalars, i, v, dtype), true
+      return false
+    end
+    local ok, ptr, hold, kept = pcall(to_value, v, dtype, feed_tensors[i])
+    if not ok then
+      release_holds(holds, 1, i - 1)
+      fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
+    end
+    feed_values[i - 1], holds[i], cdata_feeds[i], scalar_used[i] = ptr, hold, kept, false
+    return kept ~= nil
+  end
+  -- After a run: feed i's hold ends, its scalar goes back (recycle_scalar).
+  local function finish_feed(i)
+    release_hold(i, holds)
+    if scalar_used[i] then recycle_scalar(scalars, i) end
+  end
+  local function forget_cdata_feed(i) cdata_feeds[i] = nil end
   return function(...)
     if session.closed then
       fail(CLOSED)
     end
     local out = select("#", ...) > nfeeds and outputs_of(select(nfeeds + 1, ...))
-    local any_kept = false
-    for i = 1, nfeeds do
-      local v, dtype = (select(i, ...)), feed_dtypes[i]
-      if is_number_feed(v, dtype) then
-        feed_values[i - 1], scalar_used[i] = scalar_feed(scalars, i, v, dtype), true
-      else
-        local ok, ptr, hold, kept = pcall(to_value, v, dtype, feed_tensors[i])
-        if not ok then
-          release_holds(holds, 1, i - 1)
-          fail("feed for " .. feed_tensors[i].name .. ": " .. tostring(ptr))
-        end
-        feed_values[i - 1], holds[i], cdata_feeds[i], scalar_used[i] = ptr, hold, kept, false
-        any_kept = any_kept or kept ~= nil
-      end
+    -- The first feed outside the loop (see each); select, as (...) here came out as the
+    -- last argument in this LuaJIT (spec/memory_spec.lua's out = arrays runs).
+    local any_kept = nfeeds > 0 and set_feed_value(1, (select(1, ...)))
+    for i = 2, nfeeds do
+      if set_feed_value(i, (select(i, ...))) then any_kept = true end
     end
     collect_if_due()
     local rc
@@ -604,10 +652,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     else
       rc = C.mf_callable_run(callable, feed_values, fetch_values, core.status)
     end
-    release_holds(holds, 1, nfeeds)
-    for i = 1, nfeeds do
-      if scalar_used[i] then recycle_scalar(scalars, i) end
-    end
+    each(1, nfeeds, finish_feed)
     if log_placement then  -- plans of functions (branches, loop bodies) built by this run
       local message = rc ~= 0 and ffi.string(C.mf_status_message(core.status))
       print_placement(session)
@@ -616,7 +661,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
     if rc ~= 0 and out then fail("Session callable: " .. ffi.string(C.mf_status_message(core.status))) end
     if rc ~= 0 then core.check() end
     if out then
-      for i = 1, nfeeds do cdata_feeds[i] = nil end
+      each(1, nfeeds, forget_cdata_feed)
       if Array.is(out) then return single and out or rebuild(template, {out}) end
       if single then return out[1] end
       return rebuild(template, out)
@@ -630,7 +675,7 @@ function Session:make_callable(fetches, feed_list, _unwrapped)
       keep_fed(values, cdata_feeds)
       result = single and values[1] or rebuild(template, values)
     end
-    for i = 1, nfeeds do cdata_feeds[i] = nil end
+    each(1, nfeeds, forget_cdata_feed)
     return result
   end
 end

@@ -79,12 +79,16 @@ static void take_back(mf_tensor *t) {
   mf_allocator_release(a);
 }
 
-/* The kept tensor that fits `bytes` best (at most twice as large), taken out; NULL if none. */
+/* The kept tensor that fits `bytes` best (at most twice as large), taken out; NULL if none.
+ * An exact fit ends the search, newest first: a loop of runs dropping its
+ * results keeps thousands of same-sized tensors between two collections of
+ * the Lua heap, and a full scan per allocation made the runs quadratic. */
 static mf_tensor *take_kept(mf_allocator *a, size_t bytes) {
   int best = -1;
-  for (int i = 0; i < a->num_kept; i++) {
+  for (int i = a->num_kept - 1; i >= 0; i--) {
     size_t cap = a->kept[i]->capacity;
     if (cap >= bytes && cap <= 2 * bytes + MF_ALIGNMENT && (best < 0 || cap < a->kept[best]->capacity)) best = i;
+    if (cap == bytes) break;
   }
   if (best < 0) return NULL;
   mf_tensor *t = a->kept[best];
