@@ -130,7 +130,9 @@ describe("moonflow.mpi", function()
     assert.falsy(out:find("rank 1 ok timed out", 1, true), out)
     assert.matches("MpiAllreduce 'after_stop': timed out after 3 s waiting for [^\n]*: not every rank of 3 joined " ..
                    "%(a rank died, stopped", out)
-    assert.truthy(out:find("MPI_ABORT was invoked", 1, true), out)
+    -- That the job ended is the failed, timely exit above: Open MPI's own
+    -- abort notice is not checked, as under load its printing can fail
+    -- ("ORTE_ERROR_LOG ... show_help.c").
   end)
 
   it("fails an overlapped allreduce at the deadline when a rank stops, and ends the job", function()
