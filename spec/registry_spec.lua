@@ -79,6 +79,7 @@ local CATALOG = {
   GreaterEqual = {"tf.greater_equal"},
   HistogramSummary = {"tf.summary.histogram"},
   IFFT = {"tf.signal.ifft", "tf.ifft"},
+  ImageSummary = {"tf.summary.image"},
   IFFT2D = {"tf.signal.ifft2d", "tf.ifft2d"},
   IRFFT = {"tf.signal.irfft"},
   Identity = {"tf.identity"},

@@ -1,6 +1,7 @@
 """Loads a log directory with TensorBoard's own reader (EventAccumulator) and
 prints what it sees as JSON: per run, the scalars, histograms and images
-(tags, steps, values, buckets, sizes) and whether a graph is there.
+(tags, steps, values, buckets, sizes), whether a graph is there and its
+node names.
 spec/summary_spec.lua runs it (in the virtualenv `make tensorboard-venv`
 makes) and compares with what moonflow wrote.
 
@@ -18,6 +19,8 @@ def main(logdir):
     acc.Reload()
     tags = acc.Tags()
     out = {"scalars": {}, "histograms": {}, "images": {}, "graph": bool(tags.get("graph"))}
+    if out["graph"]:
+        out["graph_nodes"] = sorted(node.name for node in acc.Graph().node)
     for tag in tags.get("scalars", []):
         out["scalars"][tag] = [[e.step, e.value] for e in acc.Scalars(tag)]
     for tag in tags.get("histograms", []):

@@ -218,6 +218,12 @@ MF_API mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size
  * buckets merged). A NaN or infinite value is INVALID_ARGUMENT. */
 MF_API mf_code mf_summary_histogram(const char *tag, size_t tag_length, const double *values, size_t n,
                                     char **out, size_t *out_n, mf_status *s);
+/* n images, each under its tag: PNG bytes (pngs[i], png_lengths[i]) of
+ * height x width pixels of colorspace channels (1 gray, 3 RGB, 4 RGBA), as
+ * the ImageSummary op encodes them. */
+MF_API mf_code mf_summary_images(int64_t n, const char *const *tags, const size_t *tag_lengths, int64_t height,
+                                 int64_t width, int colorspace, const char *const *pngs, const size_t *png_lengths,
+                                 char **out, size_t *out_n, mf_status *s);
 /* The values of n serialized Summaries in one; INVALID_ARGUMENT when one is
  * no Summary or a tag comes twice. */
 MF_API mf_code mf_summary_merge(int64_t n, const char *const *summaries, const size_t *lengths, char **out,
@@ -239,6 +245,10 @@ MF_API const char *mf_event_writer_path(const mf_event_writer *w);  /* owned by 
  * epoch); INVALID_ARGUMENT when the bytes are no Summary. */
 MF_API mf_code mf_event_writer_add_summary(mf_event_writer *w, const void *summary, size_t n, int64_t step,
                                            double wall_time, mf_status *s);
+/* A serialized GraphDef (TensorBoard's graph) as an Event of wall_time; the
+ * bytes are copied as they are, not checked. */
+MF_API mf_code mf_event_writer_add_graph(mf_event_writer *w, const void *graph_def, size_t n, double wall_time,
+                                         mf_status *s);
 /* A serialized Event as it is; INVALID_ARGUMENT when the bytes are no Event. */
 MF_API mf_code mf_event_writer_add_event(mf_event_writer *w, const void *event, size_t n, mf_status *s);
 MF_API mf_code mf_event_writer_flush(mf_event_writer *w, mf_status *s);

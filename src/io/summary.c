@@ -9,6 +9,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,8 +39,11 @@ static char *tag_copy(const char *tag, size_t length, mf_status *s) {
   return t;
 }
 
-mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size_t *tag_lengths, const double *values,
-                           char **out, size_t *out_n, mf_status *s) {
+/* The n Values of a Summary, each with its tag (set_value fills the rest),
+ * packed into *out. */
+typedef void set_value_fn(Tensorflow__Summary__Value *v, int64_t i, const void *ctx);
+static mf_code pack_values(int64_t n, const char *const *tags, const size_t *tag_lengths, set_value_fn *set_value,
+                           const void *ctx, char **out, size_t *out_n, mf_status *s) {
   mf_status_clear(s);
   Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
   Tensorflow__Summary__Value *vals = mf_calloc((size_t)(n ? n : 1), sizeof *vals);
@@ -51,8 +55,7 @@ mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size_t *tag
     Tensorflow__Summary__Value *v = &vals[made];
     tensorflow__summary__value__init(v);
     if (!(v->tag = tag_copy(tags[made], tag_lengths[made], s))) break;
-    v->value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
-    v->simple_value = (float)values[made];
+    set_value(v, made, ctx);
     ptrs[made] = v;
   }
   if (mf_ok(s)) {
@@ -63,6 +66,51 @@ mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size_t *tag
   for (int64_t i = 0; vals && i < made; i++) mf_free(vals[i].tag);
   mf_free(vals);
   mf_free(ptrs);
+  return s->code;
+}
+
+static void set_scalar(Tensorflow__Summary__Value *v, int64_t i, const void *values) {
+  v->value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
+  v->simple_value = (float)((const double *)values)[i];
+}
+
+mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size_t *tag_lengths, const double *values,
+                           char **out, size_t *out_n, mf_status *s) {
+  return pack_values(n, tags, tag_lengths, set_scalar, values, out, out_n, s);
+}
+
+typedef struct images {
+  Tensorflow__Summary__Image *protos;
+  const char *const *pngs;
+  const size_t *png_lengths;
+} images;
+
+static void set_image(Tensorflow__Summary__Value *v, int64_t i, const void *ctx) {
+  const images *im = ctx;
+  Tensorflow__Summary__Image *p = &im->protos[i];
+  p->encoded_image_string = (ProtobufCBinaryData){.len = im->png_lengths[i], .data = (uint8_t *)im->pngs[i]};
+  v->value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_IMAGE;
+  v->image = p;
+}
+
+mf_code mf_summary_images(int64_t n, const char *const *tags, const size_t *tag_lengths, int64_t height,
+                          int64_t width, int colorspace, const char *const *pngs, const size_t *png_lengths,
+                          char **out, size_t *out_n, mf_status *s) {
+  mf_status_clear(s);
+  if (height > INT32_MAX || width > INT32_MAX)
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "an image of %lld x %lld is too large for a summary",
+                         (long long)height, (long long)width);
+  images im = {mf_calloc((size_t)(n ? n : 1), sizeof *im.protos), pngs, png_lengths};
+  if (!im.protos) return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory making %lld image summaries",
+                                       (long long)n);
+  for (int64_t i = 0; i < n; i++) {
+    tensorflow__summary__image__init(&im.protos[i]);
+    im.protos[i].height = (int32_t)height;
+    im.protos[i].width = (int32_t)width;
+    im.protos[i].colorspace = colorspace;
+  }
+  pack_values(n, tags, tag_lengths, set_image, &im, out, out_n, s);
+  mf_free(im.protos);
   return s->code;
 }
 
