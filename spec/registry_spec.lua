@@ -204,6 +204,7 @@ local CATALOG = {
   TensorArraySplit = {"tf.TensorArray:split"},
   TensorArrayStack = {"tf.TensorArray:stack"},
   TensorArrayUnstack = {"tf.TensorArray:unstack"},
+  TensorSummaryV2 = {"tf.summary.text"},
   TensorArrayWrite = {"tf.TensorArray:write"},
   Tile = {"tf.tile"},
   TopKV2 = {"tf.nn.top_k"},

@@ -1,5 +1,5 @@
--- TensorBoard summaries: the summary ops (scalar, histogram, image, merge,
--- merge_all), event files written by tf.summary.FileWriter and read back
+-- TensorBoard summaries: the summary ops (scalar, histogram, image, text,
+-- merge, merge_all), event files written by tf.summary.FileWriter and read back
 -- with tf.train.summary_iterator, and bad input.
 local tf = require("moonflow")
 local H = require("spec.helpers")
@@ -170,6 +170,21 @@ describe("tf.summary", function()
     end
   end)
 
+  it("writes text as a string tensor for TensorBoard's text plugin", function()
+    local p = tf.placeholder(tf.string, {-1, 2})
+    local t = tf.summary.text("notes", p)
+    local s = tf.summary.text("scalar", "**hello**")
+    assert.equal("notes/TensorSummaryV2", t.op.name)
+    local w = tf.summary.FileWriter(dir)
+    w:add_summary(sess:run(tf.summary.merge({t, s}), {[p] = {{"a", "b c"}, {"", "d\0e"}}}), 4)
+    w:close()
+    local values = events_of(dir)[2].summary.value
+    assert.same({tag = "notes", metadata = {plugin_data = {plugin_name = "text"}},
+                 tensor = {shape = {2, 2}, string_val = {"a", "b c", "", "d\0e"}}}, values[1])
+    assert.same({tag = "scalar", metadata = {plugin_data = {plugin_name = "text"}},
+                 tensor = {shape = {}, string_val = {"**hello**"}}}, values[2])
+  end)
+
   it("merges summaries, and merge_all reads the collections", function()
     local a = tf.summary.scalar("a", 1.5, {collections = {"mine"}})
     local b = tf.summary.scalar("b", 2.5, {collections = {"mine", "other"}})
@@ -215,6 +230,9 @@ describe("tf.summary", function()
     local any = tf.placeholder(tf.float32)
     err = H.error_of(sess.run, sess, tf.summary.image("im", any), {[any] = {1, 2}})
     assert.truthy(err:find("ImageSummary: Tensor must be 4-D with last dim 1, 3, or 4, not [2]", 1, true), err)
+    err = H.error_of(tf.summary.text, "t", tf.constant({1.5}))
+    assert.truthy(err:find("TensorSummaryV2", 1, true) and err:find("float32", 1, true), err)
+    assert.truthy(H.error_of(tf.summary.text, "t", "x", {family = "f"}):find("unknown option 'family'", 1, true))
     local y = tf.summary.scalar("y", 1)
     local twice = tf.summary.merge({y, y})
     assert.truthy(H.error_of(sess.run, sess, twice):find("Duplicate tag", 1, true))
@@ -309,6 +327,7 @@ describe("tf.summary", function()
     tf.summary.scalar("loss", x)
     tf.name_scope("layer", function() tf.summary.histogram("w", tf.constant({{-1, 0}, {0.5, 2}})) end)
     tf.summary.image("picture", tf.zeros({2, 4, 7, 3}), 1)
+    tf.summary.text("note", tf.constant({"step", "é"}))
     local merged = tf.summary.merge_all()
     local w = tf.summary.FileWriter(dir, tf.get_default_graph())
     for step = 1, 3 do w:add_summary(sess:run(merged, {[x] = step * 0.25}), step * 5) end
@@ -329,6 +348,7 @@ describe("tf.summary", function()
     assert.same(mine.bucket, h[2].bucket)
     assert.same(mine.bucket_limit, h[2].bucket_limit)
     assert.same({{5, 7, 4}, {10, 7, 4}, {15, 7, 4}}, seen.images["picture/image"])
+    assert.same({step = 15, shape = {2}, strings = {"step", "é"}}, seen.text.note[3])
   end)
 end)
 

@@ -1,6 +1,6 @@
 """Loads a log directory with TensorBoard's own reader (EventAccumulator) and
-prints what it sees as JSON: per run, the scalars, histograms and images
-(tags, steps, values, buckets, sizes), whether a graph is there and its
+prints what it sees as JSON: per run, the scalars, histograms, images and
+texts (tags, steps, values, buckets, sizes, strings), whether a graph is there and its
 node names.
 spec/summary_spec.lua runs it (in the virtualenv `make tensorboard-venv`
 makes) and compares with what moonflow wrote.
@@ -32,6 +32,16 @@ def main(logdir):
             for e in acc.Histograms(tag)]
     for tag in tags.get("images", []):
         out["images"][tag] = [[e.step, e.width, e.height] for e in acc.Images(tag)]
+    out["text"] = {}
+    try:
+        text_tags = acc.PluginTagToContent("text")
+    except KeyError:  # no value names the text plugin
+        text_tags = {}
+    for tag in text_tags:
+        out["text"][tag] = [
+            {"step": e.step, "shape": [d.size for d in e.tensor_proto.tensor_shape.dim],
+             "strings": [v.decode("utf-8") for v in e.tensor_proto.string_val]}
+            for e in acc.Tensors(tag)]
     print(json.dumps(out, sort_keys=True))
 
 

@@ -1,5 +1,5 @@
 -- summary.lua — TensorBoard summaries: the summary ops (tf.summary.scalar,
--- histogram, image, merge, merge_all), event files (tf.summary.FileWriter through
+-- histogram, image, text, merge, merge_all), event files (tf.summary.FileWriter through
 -- src/io/event_writer.c) and tf.train.summary_iterator reading them back.
 local ffi = require("ffi")
 local core = require("moonflow.core")
@@ -30,7 +30,8 @@ local SUMMARY_OPTIONS = {"collections", "family"}
 local function summary_function(fname, op_type, default_key, attrs_of)
   return function(name, tensor, ...)
     local opts = args.options(fname, attrs_of and attrs_of.options or SUMMARY_OPTIONS, ...)
-    local attrs = attrs_of and attrs_of(fname, opts)
+    local attrs, extra = nil, {}
+    if attrs_of then attrs, extra = attrs_of(fname, opts) end
     if type(name) ~= "string" or name == "" then
       fail(fname .. ": name must be a non-empty string, got " .. args.describe(name))
     end
@@ -47,22 +48,39 @@ local function summary_function(fname, op_type, default_key, attrs_of)
     local g = G.get_default_graph()
     local op = G.in_name_scope(g, clean_tag(name), function()
       local tag = ffi.string(C.mf_graph_name_scope(g.ptr)):gsub("/$", "")
-      return G.op{op_type, inputs = {G.convert(tag, core.dtypes.string), x}, attrs = attrs, name = op_type}
+      local inputs = {G.convert(tag, core.dtypes.string), x}
+      for _, input in ipairs(extra) do inputs[#inputs + 1] = G.convert(input, core.dtypes.string) end
+      return G.op{op_type, inputs = inputs, attrs = attrs, name = op_type}
     end)
     for _, key in ipairs(opts.collections or {default_key}) do g:add_to_collection(key, op) end
     return op
   end
 end
 
--- ImageSummary's attributes: max_outputs (3), TensorFlow's third argument.
+-- The options, attributes and string inputs after the tensor of summary ops
+-- other than ScalarSummary and HistogramSummary.
+-- ImageSummary: max_outputs (3), TensorFlow's third argument.
 local image_attrs = setmetatable({options = {"max_outputs", "collections", "family"}}, {
   __call = function(_, fname, opts)
     local max_outputs = opts.max_outputs or 3
     if not args.is_integer(max_outputs) or max_outputs < 1 then
       fail(fname .. ": max_outputs must be an integer >= 1, got " .. args.describe(max_outputs))
     end
-    return {max_images = G.attr.int(max_outputs)}
+    return {max_images = G.attr.int(max_outputs)}, {}
   end})
+
+-- The serialized SummaryMetadata naming a TensorBoard plugin.
+local function plugin_metadata(plugin_name)
+  local out, out_n = ffi.new("char*[1]"), ffi.new("size_t[1]")
+  if C.mf_summary_plugin_metadata(plugin_name, out, out_n, core.status) ~= 0 then status_error("summary") end
+  local bytes = ffi.string(out[0], out_n[0])
+  C.mf_free_bytes(out[0])
+  return bytes
+end
+
+-- TensorSummaryV2 of tf.summary.text: the text plugin's metadata.
+local text_inputs = setmetatable({options = {"collections"}}, {
+  __call = function() return nil, {plugin_metadata("text")} end})
 
 -- The serialized Summary of scalars {tag = number, ...} (tags sorted), made
 -- without a graph: what the Estimator writes of its loss and metrics.
@@ -99,6 +117,10 @@ local function install(tf)
   -- or float tensor as PNGs, tagged name/image/0... (name/image when
   -- max_outputs is 1); floats scaled into uint8 as TensorFlow does.
   tf.summary.image = summary_function("tf.summary.image", "ImageSummary", tf.GraphKeys.SUMMARIES, image_attrs)
+
+  -- tf.summary.text(name, tensor, {collections=}): a string tensor of any
+  -- shape for TensorBoard's text plugin (TensorSummaryV2).
+  tf.summary.text = summary_function("tf.summary.text", "TensorSummaryV2", tf.GraphKeys.SUMMARIES, text_inputs)
 
   -- tf.summary.merge(inputs, {collections=, name=}): one Summary of all the
   -- values of a list of summary tensors (a tag twice is an error when run).
@@ -262,7 +284,8 @@ local function install(tf)
   -- event file, as tables named as the Event message's fields: wall_time,
   -- step, and file_version, graph_def or summary = {value = {{tag=,
   -- simple_value= | histo={min, max, num, sum, sum_squares, bucket_limit,
-  -- bucket} | image={height, width, colorspace, encoded_image_string},
+  -- bucket} | image={height, width, colorspace, encoded_image_string} |
+  -- tensor={shape, string_val},
   -- metadata={plugin_data={plugin_name=}}}...}}. A truncated last record (a
   -- writer that died in a write) ends the file quietly.
   function tf.train.summary_iterator(path)
@@ -301,6 +324,17 @@ local function install(tf)
             local bytes = C.mf_event_value_image(e, i, hw, hw + 1, hw + 2, n)
             v.image = {height = hw[0], width = hw[1], colorspace = hw[2],
                        encoded_image_string = ffi.string(bytes, n[0])}
+          elseif kind == C.MF_SUMMARY_TENSOR then
+            local dims = ffi.new("int64_t[?]", C.MF_MAX_RANK)
+            local shape = {}
+            for d = 0, math.min(C.mf_event_value_tensor_shape(e, i, dims), C.MF_MAX_RANK) - 1 do
+              shape[d + 1] = tonumber(dims[d])
+            end
+            local strings = {}
+            for j = 0, tonumber(C.mf_event_value_tensor_num_strings(e, i)) - 1 do
+              strings[j + 1] = ffi.string(C.mf_event_value_tensor_string(e, i, j, n), n[0])
+            end
+            v.tensor = {shape = shape, string_val = strings}
           end
           local plugin = C.mf_event_value_plugin(e, i)
           if plugin ~= nil then v.metadata = {plugin_data = {plugin_name = ffi.string(plugin)}} end

@@ -1,7 +1,8 @@
 /* summary.c — Summary messages (proto/summary.proto) through protobuf-c, as
- * the summary ops make them: scalars, histograms with TensorFlow's bucket
- * scheme (tensorflow/core/lib/histogram/histogram.cc) and the merge of
- * several Summaries. */
+ * the summary ops make them: scalars, images, string tensors for plugins,
+ * histograms with TensorFlow's bucket scheme
+ * (tensorflow/core/lib/histogram/histogram.cc) and the merge of several
+ * Summaries. */
 #include "core/memory.h"
 #include "core/status.h"
 #include "proto/summary.pb-c.h"
@@ -111,6 +112,70 @@ mf_code mf_summary_images(int64_t n, const char *const *tags, const size_t *tag_
   }
   pack_values(n, tags, tag_lengths, set_image, &im, out, out_n, s);
   mf_free(im.protos);
+  return s->code;
+}
+
+mf_code mf_summary_plugin_metadata(const char *plugin_name, char **out, size_t *out_n, mf_status *s) {
+  mf_status_clear(s);
+  Tensorflow__SummaryMetadata m = TENSORFLOW__SUMMARY_METADATA__INIT;
+  Tensorflow__SummaryMetadata__PluginData plugin = TENSORFLOW__SUMMARY_METADATA__PLUGIN_DATA__INIT;
+  plugin.plugin_name = (char *)plugin_name;
+  m.plugin_data = &plugin;
+  *out_n = tensorflow__summary_metadata__get_packed_size(&m);
+  if (!(*out = mf_malloc(*out_n ? *out_n : 1)))
+    return mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory packing a SummaryMetadata");
+  tensorflow__summary_metadata__pack(&m, (uint8_t *)*out);
+  return MF_OK;
+}
+
+mf_code mf_summary_strings(const char *tag, size_t tag_length, int rank, const int64_t *dims,
+                           const char *const *strings, const size_t *lengths, const void *metadata,
+                           size_t metadata_n, char **out, size_t *out_n, mf_status *s) {
+  mf_status_clear(s);
+  size_t n = 1;
+  for (int d = 0; d < rank; d++) n *= (size_t)dims[d];
+  Tensorflow__SummaryMetadata *meta = NULL;
+  if (metadata_n && !(meta = tensorflow__summary_metadata__unpack(NULL, metadata_n, metadata)))
+    return mf_status_set(s, MF_INVALID_ARGUMENT, "%zu bytes of summary metadata that are no SummaryMetadata",
+                         metadata_n);
+  Tensorflow__TensorShapeProto__Dim *dim = mf_calloc((size_t)(rank ? rank : 1), sizeof *dim);
+  Tensorflow__TensorShapeProto__Dim **dim_ptrs = mf_calloc((size_t)(rank ? rank : 1), sizeof *dim_ptrs);
+  ProtobufCBinaryData *values = mf_calloc(n ? n : 1, sizeof *values);
+  char *t = NULL;
+  if (!dim || !dim_ptrs || !values) {
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory making a summary of %zu strings", n);
+    goto done;
+  }
+  if (!(t = tag_copy(tag, tag_length, s))) goto done;
+  Tensorflow__TensorShapeProto shape = TENSORFLOW__TENSOR_SHAPE_PROTO__INIT;
+  for (int d = 0; d < rank; d++) {
+    tensorflow__tensor_shape_proto__dim__init(&dim[d]);
+    dim[d].size = dims[d];
+    dim_ptrs[d] = &dim[d];
+  }
+  shape.n_dim = (size_t)rank;
+  shape.dim = dim_ptrs;
+  for (size_t i = 0; i < n; i++) values[i] = (ProtobufCBinaryData){.len = lengths[i], .data = (uint8_t *)strings[i]};
+  Tensorflow__TensorProto tensor = TENSORFLOW__TENSOR_PROTO__INIT;
+  tensor.dtype = TENSORFLOW__DATA_TYPE__DT_STRING;
+  tensor.tensor_shape = &shape;
+  tensor.n_string_val = n;
+  tensor.string_val = values;
+  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT, *pv = &v;
+  v.tag = t;
+  v.metadata = meta;
+  v.value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR;
+  v.tensor = &tensor;
+  Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
+  sum.n_value = 1;
+  sum.value = &pv;
+  pack_summary(&sum, out, out_n, s);
+done:
+  if (meta) tensorflow__summary_metadata__free_unpacked(meta, NULL);
+  mf_free(t);
+  mf_free(dim);
+  mf_free(dim_ptrs);
+  mf_free(values);
   return s->code;
 }
 

@@ -1,5 +1,6 @@
 /* summary.c — the summary ops: ScalarSummary, HistogramSummary,
- * ImageSummary and MergeSummary, each making a serialized Summary (a scalar string) through
+ * ImageSummary, TensorSummaryV2 (strings, for tf.summary.text) and
+ * MergeSummary, each making a serialized Summary (a scalar string) through
  * moonflow.h's mf_summary_* (io/summary.c). Not differentiable. */
 #include "core/status.h"
 #include "core/dtype.h"
@@ -226,6 +227,42 @@ static mf_code image_summary_kernel(mf_kernel_ctx *ctx) {
   return set_summary(ctx, made, out, out_n);
 }
 
+/* ---------- TensorSummaryV2: tag (scalar string), tensor (strings), serialized_summary_metadata (scalar string) ---------- */
+static mf_code tensor_summary_infer(mf_infer_ctx *ic) {
+  if (mf_check_dtype(ic, 0, "tag has", STRING_BIT) || mf_check_dtype(ic, 1, "tensor has", STRING_BIT) ||
+      mf_check_dtype(ic, 2, "serialized_summary_metadata has", STRING_BIT))
+    return ic->status->code;
+  static const char *const names[] = {"tag", NULL, "serialized_summary_metadata"};
+  for (int i = 0; i < 3; i += 2)
+    if (ic->in_shapes[i].rank > 0) {
+      char a[128];
+      return MF_INVALID(ic->status, "%s: %s must be a scalar, got shape %s", ic->op_name, names[i],
+                        mf_shape_str(&ic->in_shapes[i], a, sizeof a));
+    }
+  return scalar_out(ic);
+}
+
+static mf_code tensor_summary_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *tag = ctx->inputs[0], *x = ctx->inputs[1], *meta = ctx->inputs[2];
+  if (tag->rank != 0 || meta->rank != 0)
+    return MF_INVALID(ctx->status, "%s: tag and serialized_summary_metadata must be scalars, got %d-d and %d-d",
+                      ctx->op->name, tag->rank, meta->rank);
+  int64_t n = x->size;
+  scratch_entry *scratch = scratch_arrays(ctx, n, 2);
+  if (!scratch) return ctx->status->code;
+  for (int64_t i = 0; i < n; i++) {
+    scratch[i].bytes = mf_tstring_bytes(mf_strings_of(x) + i);
+    scratch[n + i].length = (size_t)mf_strings_of(x)[i].length;
+  }
+  const mf_tstring *t = mf_strings_of(tag), *m = mf_strings_of(meta);
+  char *out;
+  size_t out_n;
+  mf_code made = mf_summary_strings(mf_tstring_bytes(t), (size_t)t->length, x->rank, x->dims,
+                                    (const char **)scratch, (size_t *)(scratch + n), mf_tstring_bytes(m),
+                                    (size_t)m->length, &out, &out_n, ctx->status);
+  return set_summary(ctx, made, out, out_n);
+}
+
 /* ---------- MergeSummary: N string tensors of serialized Summaries ---------- */
 static mf_code merge_summary_infer(mf_infer_ctx *ic) {
   for (int i = 0; i < ic->num_inputs; i++) {
@@ -264,6 +301,8 @@ static const mf_op_def defs[] = {
      .infer = histogram_summary_infer, .kernel = {[MF_CPU] = histogram_summary_kernel}},
     {.name = "ImageSummary", .num_inputs = 2, .num_outputs = 1, .flags = SUMMARY_OP,
      .infer = image_summary_infer, .kernel = {[MF_CPU] = image_summary_kernel}},
+    {.name = "TensorSummaryV2", .num_inputs = 3, .num_outputs = 1, .flags = SUMMARY_OP,
+     .infer = tensor_summary_infer, .kernel = {[MF_CPU] = tensor_summary_kernel}},
     {.name = "MergeSummary", .num_inputs = 1, .num_outputs = 1, .flags = SUMMARY_OP | MF_OP_VARIADIC_INPUTS,
      .infer = merge_summary_infer, .kernel = {[MF_CPU] = merge_summary_kernel}},
 };
