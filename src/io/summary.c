@@ -23,6 +23,14 @@ static mf_code pack_summary(const Tensorflow__Summary *sum, char **out, size_t *
   return MF_OK;
 }
 
+/* Packs a Summary of the one value v. */
+static mf_code pack_one(Tensorflow__Summary__Value *v, char **out, size_t *n, mf_status *s) {
+  Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
+  sum.n_value = 1;
+  sum.value = &v;
+  return pack_summary(&sum, out, n, s);
+}
+
 /* A NUL-terminated copy of a tag (protobuf-c's strings end at a NUL, so a
  * tag holding one is refused). */
 static char *tag_copy(const char *tag, size_t length, mf_status *s) {
@@ -161,15 +169,12 @@ mf_code mf_summary_strings(const char *tag, size_t tag_length, int rank, const i
   tensor.tensor_shape = &shape;
   tensor.n_string_val = n;
   tensor.string_val = values;
-  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT, *pv = &v;
+  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT;
   v.tag = t;
   v.metadata = meta;
   v.value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR;
   v.tensor = &tensor;
-  Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
-  sum.n_value = 1;
-  sum.value = &pv;
-  pack_summary(&sum, out, out_n, s);
+  pack_one(&v, out, out_n, s);
 done:
   if (meta) tensorflow__summary_metadata__free_unpacked(meta, NULL);
   mf_free(t);
@@ -250,14 +255,11 @@ mf_code mf_summary_histogram(const char *tag, size_t tag_length, const double *v
   h.n_bucket_limit = h.n_bucket = k;
   h.bucket_limit = out_limits;
   h.bucket = out_counts;
-  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT, *pv = &v;
+  Tensorflow__Summary__Value v = TENSORFLOW__SUMMARY__VALUE__INIT;
   v.tag = t;
   v.value_case = TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO;
   v.histo = &h;
-  Tensorflow__Summary sum = TENSORFLOW__SUMMARY__INIT;
-  sum.n_value = 1;
-  sum.value = &pv;
-  pack_summary(&sum, out, out_n, s);
+  pack_one(&v, out, out_n, s);
 done:
   mf_free(t);
   mf_free(counts);
