@@ -1,6 +1,7 @@
 """Loads a log directory with TensorBoard's own reader (EventAccumulator) and
-prints what it sees as JSON: per run, the scalars, histograms and images
-(tags, steps, values, buckets, sizes) and whether a graph is there.
+prints what it sees as JSON: per run, the scalars, histograms, images and
+texts (tags, steps, values, buckets, sizes, strings), whether a graph is there and its
+node names.
 spec/summary_spec.lua runs it (in the virtualenv `make tensorboard-venv`
 makes) and compares with what moonflow wrote.
 
@@ -18,6 +19,8 @@ def main(logdir):
     acc.Reload()
     tags = acc.Tags()
     out = {"scalars": {}, "histograms": {}, "images": {}, "graph": bool(tags.get("graph"))}
+    if out["graph"]:
+        out["graph_nodes"] = sorted(node.name for node in acc.Graph().node)
     for tag in tags.get("scalars", []):
         out["scalars"][tag] = [[e.step, e.value] for e in acc.Scalars(tag)]
     for tag in tags.get("histograms", []):
@@ -29,6 +32,16 @@ def main(logdir):
             for e in acc.Histograms(tag)]
     for tag in tags.get("images", []):
         out["images"][tag] = [[e.step, e.width, e.height] for e in acc.Images(tag)]
+    out["text"] = {}
+    try:
+        text_tags = acc.PluginTagToContent("text")
+    except KeyError:  # no value names the text plugin
+        text_tags = {}
+    for tag in text_tags:
+        out["text"][tag] = [
+            {"step": e.step, "shape": [d.size for d in e.tensor_proto.tensor_shape.dim],
+             "strings": [v.decode("utf-8") for v in e.tensor_proto.string_val]}
+            for e in acc.Tensors(tag)]
     print(json.dumps(out, sort_keys=True))
 
 

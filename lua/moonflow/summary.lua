@@ -1,5 +1,5 @@
 -- summary.lua — TensorBoard summaries: the summary ops (tf.summary.scalar,
--- histogram, merge, merge_all), event files (tf.summary.FileWriter through
+-- histogram, image, text, merge, merge_all), event files (tf.summary.FileWriter through
 -- src/io/event_writer.c) and tf.train.summary_iterator reading them back.
 local ffi = require("ffi")
 local core = require("moonflow.core")
@@ -27,9 +27,11 @@ local SUMMARY_OPTIONS = {"collections", "family"}
 -- unique, as TensorFlow's summary_scope), whose name is the tag; `family`
 -- puts it under "family/". The op goes into the collections (default
 -- `default_key`).
-local function summary_function(fname, op_type, default_key)
+local function summary_function(fname, op_type, default_key, attrs_of)
   return function(name, tensor, ...)
-    local opts = args.options(fname, SUMMARY_OPTIONS, ...)
+    local opts = args.options(fname, attrs_of and attrs_of.options or SUMMARY_OPTIONS, ...)
+    local attrs, extra = nil, {}
+    if attrs_of then attrs, extra = attrs_of(fname, opts) end
     if type(name) ~= "string" or name == "" then
       fail(fname .. ": name must be a non-empty string, got " .. args.describe(name))
     end
@@ -46,12 +48,39 @@ local function summary_function(fname, op_type, default_key)
     local g = G.get_default_graph()
     local op = G.in_name_scope(g, clean_tag(name), function()
       local tag = ffi.string(C.mf_graph_name_scope(g.ptr)):gsub("/$", "")
-      return G.op{op_type, inputs = {G.convert(tag, core.dtypes.string), x}, name = op_type}
+      local inputs = {G.convert(tag, core.dtypes.string), x}
+      for _, input in ipairs(extra) do inputs[#inputs + 1] = G.convert(input, core.dtypes.string) end
+      return G.op{op_type, inputs = inputs, attrs = attrs, name = op_type}
     end)
     for _, key in ipairs(opts.collections or {default_key}) do g:add_to_collection(key, op) end
     return op
   end
 end
+
+-- The options, attributes and string inputs after the tensor of summary ops
+-- other than ScalarSummary and HistogramSummary.
+-- ImageSummary: max_outputs (3), TensorFlow's third argument.
+local image_attrs = setmetatable({options = {"max_outputs", "collections", "family"}}, {
+  __call = function(_, fname, opts)
+    local max_outputs = opts.max_outputs or 3
+    if not args.is_integer(max_outputs) or max_outputs < 1 then
+      fail(fname .. ": max_outputs must be an integer >= 1, got " .. args.describe(max_outputs))
+    end
+    return {max_images = G.attr.int(max_outputs)}, {}
+  end})
+
+-- The serialized SummaryMetadata naming a TensorBoard plugin.
+local function plugin_metadata(plugin_name)
+  local out, out_n = ffi.new("char*[1]"), ffi.new("size_t[1]")
+  if C.mf_summary_plugin_metadata(plugin_name, out, out_n, core.status) ~= 0 then status_error("summary") end
+  local bytes = ffi.string(out[0], out_n[0])
+  C.mf_free_bytes(out[0])
+  return bytes
+end
+
+-- TensorSummaryV2 of tf.summary.text: the text plugin's metadata.
+local text_inputs = setmetatable({options = {"collections"}}, {
+  __call = function() return nil, {plugin_metadata("text")} end})
 
 -- The serialized Summary of scalars {tag = number, ...} (tags sorted), made
 -- without a graph: what the Estimator writes of its loss and metrics.
@@ -83,6 +112,16 @@ local function install(tf)
   -- of all the values of a real tensor in TensorFlow's buckets.
   tf.summary.histogram = summary_function("tf.summary.histogram", "HistogramSummary", tf.GraphKeys.SUMMARIES)
 
+  -- tf.summary.image(name, tensor, max_outputs = 3, {collections=, family=}):
+  -- the first max_outputs images of a [batch, height, width, 1|3|4] uint8
+  -- or float tensor as PNGs, tagged name/image/0... (name/image when
+  -- max_outputs is 1); floats scaled into uint8 as TensorFlow does.
+  tf.summary.image = summary_function("tf.summary.image", "ImageSummary", tf.GraphKeys.SUMMARIES, image_attrs)
+
+  -- tf.summary.text(name, tensor, {collections=}): a string tensor of any
+  -- shape for TensorBoard's text plugin (TensorSummaryV2).
+  tf.summary.text = summary_function("tf.summary.text", "TensorSummaryV2", tf.GraphKeys.SUMMARIES, text_inputs)
+
   -- tf.summary.merge(inputs, {collections=, name=}): one Summary of all the
   -- values of a list of summary tensors (a tag twice is an error when run).
   local MERGE_OPTIONS = {"collections", "name"}
@@ -110,13 +149,39 @@ local function install(tf)
     return tf.summary.merge(list, {name = opts.name})
   end
 
-  -- tf.summary.FileWriter(logdir, graph, {flush_secs=120, filename_suffix=}):
-  -- a new event file in logdir (created when missing). add_summary(summary,
+  -- tf.summary.FileWriter(logdir, graph, {flush_secs=120, filename_suffix=,
+  -- graph_def=}): a new event file in logdir (created when missing), with
+  -- the graph (see add_graph) when one is given. add_summary(summary,
   -- global_step) takes the serialized Summary a summary op's run gave;
   -- events reach the file on flush, every flush_secs while adding, and on
   -- close (idempotent; a writer collected unclosed is closed then).
   local Writer = {}
   Writer.__index = Writer
+  -- The GraphDef bytes of a graph (a tf.Graph) or given as they are
+  -- (graph_def, a string): TensorBoard's graph. A graph with ops that
+  -- TensorFlow's GraphDef cannot hold is an error listing them.
+  local function graph_def_of(fname, graph, graph_def)
+    if graph ~= nil and graph_def ~= nil then fail(fname .. ": give a graph or a graph_def, not both") end
+    if graph_def ~= nil then
+      if type(graph_def) ~= "string" then
+        fail(fname .. ": graph_def must be serialized GraphDef bytes (a string), got " .. args.describe(graph_def))
+      end
+      return graph_def
+    end
+    if getmetatable(graph) ~= G.Graph then fail(fname .. ": graph must be a tf.Graph, got " .. args.describe(graph)) end
+    local out, n = ffi.new("char *[1]"), ffi.new("size_t[1]")
+    if C.mf_graphdef_serialize(graph.ptr, false, out, n, core.status) ~= 0 then
+      fail(fname .. ": cannot write the graph for TensorBoard: " .. ffi.string(C.mf_status_message(core.status)))
+    end
+    local bytes = ffi.string(out[0], n[0])
+    C.mf_free_bytes(out[0])
+    return bytes
+  end
+  local function add_graph_def(w, graph_def, fname)
+    if C.mf_event_writer_add_graph(w.ptr, graph_def, #graph_def, C.mf_wall_time(), core.status) ~= 0 then
+      status_error(fname)
+    end
+  end
   local WRITER_OPTIONS = {"max_queue", "flush_secs", "filename_suffix", "graph_def", "session"}
   function tf.summary.FileWriter(logdir, graph, ...)
     local fname = "tf.summary.FileWriter"
@@ -124,10 +189,8 @@ local function install(tf)
     if type(logdir) ~= "string" or logdir == "" then
       fail(fname .. ": logdir must be a non-empty string, got " .. args.describe(logdir))
     end
-    if graph ~= nil or opts.graph_def ~= nil then
-      fail(fname .. ": writing the graph to an event file needs a GraphDef exporter, which moonflow does not " ..
-           "have yet; create the writer without a graph")
-    end
+    -- Exported before the file is made, so a graph that cannot be leaves none.
+    local graph_def = (graph ~= nil or opts.graph_def ~= nil) and graph_def_of(fname, graph, opts.graph_def)
     local flush_secs = opts.flush_secs or 120
     if type(flush_secs) ~= "number" or flush_secs < 0 then
       fail(fname .. ": flush_secs must be a number >= 0, got " .. args.describe(flush_secs))
@@ -138,9 +201,11 @@ local function install(tf)
     end
     local w = C.mf_event_writer_open(logdir, suffix, core.status)
     if w == nil then status_error(fname) end
-    return setmetatable({ptr = ffi.gc(w, C.mf_event_writer_free), logdir = logdir,
-                         path = ffi.string(C.mf_event_writer_path(w)), flush_secs = flush_secs,
-                         last_flush = C.mf_wall_time()}, Writer)
+    local writer = setmetatable({ptr = ffi.gc(w, C.mf_event_writer_free), logdir = logdir,
+                                 path = ffi.string(C.mf_event_writer_path(w)), flush_secs = flush_secs,
+                                 last_flush = C.mf_wall_time()}, Writer)
+    if graph_def then add_graph_def(writer, graph_def, fname) end
+    return writer
   end
   local function open_writer(w, what)
     if getmetatable(w) ~= Writer then fail("FileWriter:" .. what .. ": call it as a method (w:" .. what .. "(...))") end
@@ -176,9 +241,14 @@ local function install(tf)
     if C.mf_event_writer_add_event(ptr, event, #event, core.status) ~= 0 then status_error("FileWriter:add_event") end
     flush_if_due(self)
   end
-  function Writer:add_graph()
-    fail("FileWriter:add_graph: writing the graph to an event file needs a GraphDef exporter, which moonflow " ..
-         "does not have yet")
+  -- w:add_graph(graph, {graph_def=}): the graph (or GraphDef bytes) as an
+  -- event TensorBoard's graph view shows.
+  function Writer:add_graph(graph, ...)
+    local fname = "FileWriter:add_graph"
+    open_writer(self, "add_graph")
+    local opts = args.options(fname, {"graph_def"}, ...)
+    add_graph_def(self, graph_def_of(fname, graph, opts.graph_def), fname)
+    flush_if_due(self)
   end
   function Writer:flush()
     if C.mf_event_writer_flush(open_writer(self, "flush"), core.status) ~= 0 then status_error("FileWriter:flush") end
@@ -214,7 +284,8 @@ local function install(tf)
   -- event file, as tables named as the Event message's fields: wall_time,
   -- step, and file_version, graph_def or summary = {value = {{tag=,
   -- simple_value= | histo={min, max, num, sum, sum_squares, bucket_limit,
-  -- bucket} | image={height, width, colorspace, encoded_image_string},
+  -- bucket} | image={height, width, colorspace, encoded_image_string} |
+  -- tensor={shape, string_val},
   -- metadata={plugin_data={plugin_name=}}}...}}. A truncated last record (a
   -- writer that died in a write) ends the file quietly.
   function tf.train.summary_iterator(path)
@@ -253,6 +324,17 @@ local function install(tf)
             local bytes = C.mf_event_value_image(e, i, hw, hw + 1, hw + 2, n)
             v.image = {height = hw[0], width = hw[1], colorspace = hw[2],
                        encoded_image_string = ffi.string(bytes, n[0])}
+          elseif kind == C.MF_SUMMARY_TENSOR then
+            local dims = ffi.new("int64_t[?]", C.MF_MAX_RANK)
+            local shape = {}
+            for d = 0, math.min(C.mf_event_value_tensor_shape(e, i, dims), C.MF_MAX_RANK) - 1 do
+              shape[d + 1] = tonumber(dims[d])
+            end
+            local strings = {}
+            for j = 0, tonumber(C.mf_event_value_tensor_num_strings(e, i)) - 1 do
+              strings[j + 1] = ffi.string(C.mf_event_value_tensor_string(e, i, j, n), n[0])
+            end
+            v.tensor = {shape = shape, string_val = strings}
           end
           local plugin = C.mf_event_value_plugin(e, i)
           if plugin ~= nil then v.metadata = {plugin_data = {plugin_name = ffi.string(plugin)}} end

@@ -219,6 +219,22 @@ MF_API mf_code mf_summary_scalars(int64_t n, const char *const *tags, const size
  * buckets merged). A NaN or infinite value is INVALID_ARGUMENT. */
 MF_API mf_code mf_summary_histogram(const char *tag, size_t tag_length, const double *values, size_t n,
                                     char **out, size_t *out_n, mf_status *s);
+/* n images, each under its tag: PNG bytes (pngs[i], png_lengths[i]) of
+ * height x width pixels of colorspace channels (1 gray, 3 RGB, 4 RGBA), as
+ * the ImageSummary op encodes them. */
+MF_API mf_code mf_summary_images(int64_t n, const char *const *tags, const size_t *tag_lengths, int64_t height,
+                                 int64_t width, int colorspace, const char *const *pngs, const size_t *png_lengths,
+                                 char **out, size_t *out_n, mf_status *s);
+/* The serialized SummaryMetadata naming a TensorBoard plugin
+ * (plugin_data.plugin_name; "text" for the text plugin). */
+MF_API mf_code mf_summary_plugin_metadata(const char *plugin_name, char **out, size_t *out_n, mf_status *s);
+/* One value holding a string tensor (a DT_STRING TensorProto of the rank
+ * dims, the product of dims strings with their lengths, row-major) with the
+ * serialized SummaryMetadata of metadata_n bytes (0: none); INVALID_ARGUMENT
+ * when those bytes are no SummaryMetadata. */
+MF_API mf_code mf_summary_strings(const char *tag, size_t tag_length, int rank, const int64_t *dims,
+                                  const char *const *strings, const size_t *lengths, const void *metadata,
+                                  size_t metadata_n, char **out, size_t *out_n, mf_status *s);
 /* The values of n serialized Summaries in one; INVALID_ARGUMENT when one is
  * no Summary or a tag comes twice. */
 MF_API mf_code mf_summary_merge(int64_t n, const char *const *summaries, const size_t *lengths, char **out,
@@ -240,6 +256,10 @@ MF_API const char *mf_event_writer_path(const mf_event_writer *w);  /* owned by 
  * epoch); INVALID_ARGUMENT when the bytes are no Summary. */
 MF_API mf_code mf_event_writer_add_summary(mf_event_writer *w, const void *summary, size_t n, int64_t step,
                                            double wall_time, mf_status *s);
+/* A serialized GraphDef (TensorBoard's graph) as an Event of wall_time; the
+ * bytes are copied as they are, not checked. */
+MF_API mf_code mf_event_writer_add_graph(mf_event_writer *w, const void *graph_def, size_t n, double wall_time,
+                                         mf_status *s);
 /* A serialized Event as it is; INVALID_ARGUMENT when the bytes are no Event. */
 MF_API mf_code mf_event_writer_add_event(mf_event_writer *w, const void *event, size_t n, mf_status *s);
 MF_API mf_code mf_event_writer_flush(mf_event_writer *w, mf_status *s);
@@ -253,7 +273,7 @@ MF_API double mf_wall_time(void);
 /* An Event read back, through accessors; strings and arrays are owned by it. */
 typedef struct mf_event mf_event;
 typedef enum mf_summary_kind {
-  MF_SUMMARY_SCALAR = 0, MF_SUMMARY_HISTOGRAM = 1, MF_SUMMARY_IMAGE = 2, MF_SUMMARY_OTHER = 3
+  MF_SUMMARY_SCALAR = 0, MF_SUMMARY_HISTOGRAM = 1, MF_SUMMARY_IMAGE = 2, MF_SUMMARY_OTHER = 3, MF_SUMMARY_TENSOR = 4
 } mf_summary_kind;
 typedef struct mf_histogram {
   double min, max, num, sum, sum_squares;
@@ -277,6 +297,12 @@ MF_API void mf_event_value_histogram(const mf_event *e, int i, mf_histogram *h);
 /* MF_SUMMARY_IMAGE: the encoded image (*n bytes) and its size. */
 MF_API const char *mf_event_value_image(const mf_event *e, int i, int *height, int *width, int *colorspace,
                                         size_t *n);
+/* MF_SUMMARY_TENSOR: the tensor's rank (its first MF_MAX_RANK dims written
+ * into dims), its number of strings (string_val; 0 for other dtypes) and
+ * string j of them (*n bytes). */
+MF_API int mf_event_value_tensor_shape(const mf_event *e, int i, int64_t *dims);
+MF_API size_t mf_event_value_tensor_num_strings(const mf_event *e, int i);
+MF_API const char *mf_event_value_tensor_string(const mf_event *e, int i, size_t j, size_t *n);
 /* The plugin named by the value's metadata ("text"...), or NULL. */
 MF_API const char *mf_event_value_plugin(const mf_event *e, int i);
 

@@ -57,6 +57,7 @@ mf_summary_kind mf_event_value_kind(const mf_event *e, int i) {
     case TENSORFLOW__SUMMARY__VALUE__VALUE_SIMPLE_VALUE: return MF_SUMMARY_SCALAR;
     case TENSORFLOW__SUMMARY__VALUE__VALUE_HISTO: return MF_SUMMARY_HISTOGRAM;
     case TENSORFLOW__SUMMARY__VALUE__VALUE_IMAGE: return MF_SUMMARY_IMAGE;
+    case TENSORFLOW__SUMMARY__VALUE__VALUE_TENSOR: return MF_SUMMARY_TENSOR;
     default: return MF_SUMMARY_OTHER;
   }
 }
@@ -82,4 +83,19 @@ const char *mf_event_value_image(const mf_event *e, int i, int *height, int *wid
 const char *mf_event_value_plugin(const mf_event *e, int i) {
   const Tensorflow__SummaryMetadata *m = value(e, i)->metadata;
   return m && m->plugin_data ? m->plugin_data->plugin_name : NULL;
+}
+
+int mf_event_value_tensor_shape(const mf_event *e, int i, int64_t *dims) {
+  const Tensorflow__TensorShapeProto *shape = value(e, i)->tensor->tensor_shape;
+  int rank = shape ? (int)shape->n_dim : 0;
+  for (int d = 0; d < rank && d < MF_MAX_RANK; d++) dims[d] = shape->dim[d]->size;
+  return rank;
+}
+
+size_t mf_event_value_tensor_num_strings(const mf_event *e, int i) { return value(e, i)->tensor->n_string_val; }
+
+const char *mf_event_value_tensor_string(const mf_event *e, int i, size_t j, size_t *n) {
+  const ProtobufCBinaryData *b = &value(e, i)->tensor->string_val[j];
+  *n = b->len;
+  return (const char *)b->data;
 }

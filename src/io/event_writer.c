@@ -176,3 +176,13 @@ mf_code mf_event_writer_add_summary(mf_event_writer *w, const void *summary, siz
   tensorflow__summary__free_unpacked(sum, NULL);
   return s->code;
 }
+
+mf_code mf_event_writer_add_graph(mf_event_writer *w, const void *graph_def, size_t n, double wall_time,
+                                  mf_status *s) {
+  mf_status_clear(s);
+  Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
+  ev.wall_time = wall_time;
+  ev.what_case = TENSORFLOW__EVENT__WHAT_GRAPH_DEF;
+  ev.graph_def = (ProtobufCBinaryData){.len = n, .data = (uint8_t *)graph_def};
+  return add_event(w, &ev, s);
+}

@@ -75,6 +75,11 @@ static const mf_gd_row OPS[] = {
     {"OneHot", "OneHot", "T=out TI=0", "", "", NULL},
     {"VariableV2", "VariableV2", "dtype=out! shape=outshape!", "", "", NULL},
     {"Assign", "Assign", "T=0", "", "", NULL},
+    {"ScalarSummary", "ScalarSummary", "T=1", "", "", NULL},
+    {"HistogramSummary", "HistogramSummary", "T=1", "", "", NULL},
+    {"ImageSummary", "ImageSummary", "T=1", "", ":bad_color", NULL},
+    {"TensorSummaryV2", "TensorSummaryV2", "T=1", "", "", NULL},
+    {"MergeSummary", "MergeSummary", "N=n", "", "", NULL},
     /* control flow v1: a loop's frame becomes one While (loops_find, loop_build) */
     {NULL, "Enter", "", "", "", NULL},
     {NULL, "Merge", "", "", "", NULL},

@@ -468,7 +468,7 @@ const ProtobufCMessageDescriptor tensorflow__summary__image__descriptor =
   (ProtobufCMessageInit) tensorflow__summary__image__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor tensorflow__summary__value__field_descriptors[7] =
+static const ProtobufCFieldDescriptor tensorflow__summary__value__field_descriptors[8] =
 {
   {
     "tag",
@@ -543,6 +543,18 @@ static const ProtobufCFieldDescriptor tensorflow__summary__value__field_descript
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "tensor",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__Summary__Value, value_case),
+    offsetof(Tensorflow__Summary__Value, tensor),
+    &tensorflow__tensor_proto__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "metadata",
     9,
     PROTOBUF_C_LABEL_NONE,
@@ -558,18 +570,18 @@ static const ProtobufCFieldDescriptor tensorflow__summary__value__field_descript
 static const unsigned tensorflow__summary__value__field_indices_by_name[] = {
   4,   /* field[4] = histo */
   3,   /* field[3] = image */
-  6,   /* field[6] = metadata */
+  7,   /* field[7] = metadata */
   5,   /* field[5] = node_name */
   2,   /* field[2] = obsolete_old_style_histogram */
   1,   /* field[1] = simple_value */
   0,   /* field[0] = tag */
+  6,   /* field[6] = tensor */
 };
-static const ProtobufCIntRange tensorflow__summary__value__number_ranges[3 + 1] =
+static const ProtobufCIntRange tensorflow__summary__value__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 7, 5 },
-  { 9, 6 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor tensorflow__summary__value__descriptor =
 {
@@ -579,10 +591,10 @@ const ProtobufCMessageDescriptor tensorflow__summary__value__descriptor =
   "Tensorflow__Summary__Value",
   "tensorflow",
   sizeof(Tensorflow__Summary__Value),
-  7,
+  8,
   tensorflow__summary__value__field_descriptors,
   tensorflow__summary__value__field_indices_by_name,
-  3,  tensorflow__summary__value__number_ranges,
+  2,  tensorflow__summary__value__number_ranges,
   (ProtobufCMessageInit) tensorflow__summary__value__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
