@@ -227,11 +227,11 @@ static mf_code values_in(const reader *r, int fd, entry *es, int n, int64_t base
   c->names = calloc((size_t)n + 1, sizeof *c->names);
   c->values = calloc((size_t)n + 1, sizeof *c->values);
   if (!c->names || !c->values) return mf_status_set(r->s, MF_RESOURCE_EXHAUSTED, "out of memory reading %s", r->path);
-  for (int i = 0; i < n; i++, c->n++) {
+  for (int i = 0; i < n; i++) {
     c->names[i] = strdup(es[i].name);
     c->values[i] = mf_tensor_new(es[i].dtype, es[i].rank, es[i].dims, r->s);
+    c->n++;  /* c owns entry i from here: freed with c on any error below */
     if (!c->names[i] || !c->values[i]) {
-      c->n++;
       if (!c->names[i]) mf_status_set(r->s, MF_RESOURCE_EXHAUSTED, "out of memory reading %s", r->path);
       return r->s->code;
     }
