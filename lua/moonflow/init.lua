@@ -73,7 +73,7 @@ tf.ops = ops
 -- ops.* are the op wrappers (lua/moonflow/ops/).
 for _, module in ipairs({"ops.math", "ops.array", "ops.reduce", "ops.random", "gradients", "ops.nn", "variables",
                          "train", "ops.conv", "ops.index", "ops.linalg", "ops.image", "ops.image_codec", "ops.sparse", "ops.strings",
-                         "ops.control_flow", "ops.signal", "layers", "cookbook", "saver", "graph_io", "data", "io", "tfrecord",
+                         "ops.control_flow", "ops.signal", "layers", "rnn", "cookbook", "saver", "graph_io", "data", "io", "tfrecord",
                          "summary", "example", "ops.debugging", "devices", "hparams", "flags", "metrics", "estimator",
                          "experiment"}) do
   require("moonflow." .. module)(tf, ops)

@@ -2,19 +2,12 @@
 -- flatten, batch_normalization, dropout, built from tf.nn ops and
 -- tf.get_variable, with TensorFlow 1.x's variable names.
 --
--- Naming and sharing: each layer call opens the variable scope of its name,
--- so its variables are `dense/kernel`, `dense/bias`, its ops `dense/MatMul`,
--- and its output `dense/BiasAdd:0` (or `dense/Relu:0`). Without `name` the
--- name is the layer's kind, made unique in the current variable scope
--- (`dense`, `dense_1`, ...); a `name` that is taken gets the same suffix,
--- unless `reuse` is set, which opens that scope exactly and reuses its
--- variables. The count starts again each time a variable scope is entered,
--- as in TensorFlow, so re-entering a scope with reuse = true (or a
--- tf.make_template's later calls) reuses the layers in the order they were
--- first built.
+-- Naming and sharing: see layer_scope.lua; a layer's ops are in its scope
+-- (`dense/MatMul`, output `dense/BiasAdd:0` or `dense/Relu:0`).
 local core = require("moonflow.core")
 local G = require("moonflow.graph")
 local args = require("moonflow.args")
+local layer_scope = require("moonflow.layer_scope")
 
 local dtypes = core.dtypes
 
@@ -55,30 +48,13 @@ local function check_function(fname, what, f)
 end
 
 
--- Scope names opened by layers, per entry of a variable scope (a scope
--- object is made at each entry, so the counts start again at each one).
-local opened = setmetatable({}, {__mode = "k"})
-
 return function(tf, ops)
   tf.layers = tf.layers or {}
   local layers = tf.layers
 
-  -- Runs fn(scope) in the layer's variable scope (see the header).
+  -- Runs fn(scope) in the layer's variable scope (layer_scope.lua).
   local function in_layer_scope(base, o, fn)
-    local parent = tf.get_variable_scope()
-    local names = opened[parent]
-    if not names then names = {}; opened[parent] = names end
-    local name = o.name or base
-    if type(name) ~= "string" or name == "" then fail("tf.layers." .. base .. ": name must be a non-empty string") end
-    local reuse = o.reuse
-    if reuse == false then reuse = nil end
-    if reuse == nil and names[name] then
-      local i = 1
-      while names[name .. "_" .. i] do i = i + 1 end
-      name = name .. "_" .. i
-    end
-    names[name] = true
-    return tf.variable_scope(name, {reuse = reuse}, fn)
+    return layer_scope(tf, "tf.layers." .. base, base, o.name, o.reuse, fn)
   end
 
   -- A variable of the layer: float dtype of the inputs, trainable unless told.
