@@ -1,6 +1,7 @@
 -- tf.nn.rnn_cell (BasicRNNCell, BasicLSTMCell, LSTMCell, GRUCell, MultiRNNCell,
--- DropoutWrapper), tf.nn.dynamic_rnn, static_rnn, bidirectional_dynamic_rnn
--- and tf.reverse_sequence: outputs, final states, gradients and variable
+-- DropoutWrapper, ResidualWrapper, DeviceWrapper), tf.nn.dynamic_rnn,
+-- static_rnn, bidirectional_dynamic_rnn, static_bidirectional_rnn and
+-- tf.reverse_sequence: outputs, final states, gradients and variable
 -- names against TensorFlow 1.x (spec/fixtures/rnn_values.py, its output
 -- committed as spec/fixtures/rnn_values.lua), finite differences, dropout's
 -- statistics, errors naming the function and the Lua line, and a small
@@ -139,6 +140,17 @@ describe("tf.nn.bidirectional_dynamic_rnn, static_rnn, a cell's step, reverse_se
     end)
   end)
 
+  it("static_bidirectional_rnn with and without sequence lengths", function()
+    for _, case in ipairs({"static_bidirectional", "static_bidirectional_full"}) do
+      check_case(case, function(x, seq)
+        local outputs, state_fw, state_bw = tf.nn.static_bidirectional_rnn(rnn.BasicRNNCell(2), rnn.GRUCell(3),
+                                                                          tf.unstack(x, {axis = 1}),
+                                                                          {sequence_length = seq, dtype = x.dtype})
+        return outputs, {state_fw, state_bw}
+      end)
+    end
+  end)
+
   it("a cell called on one step (LSTMCell with peepholes, scope lstm_cell)", function()
     check_case("lstm_step", function(x, _, init)
       local cell = rnn.LSTMCell(3, {use_peepholes = true})
@@ -149,7 +161,9 @@ describe("tf.nn.bidirectional_dynamic_rnn, static_rnn, a cell's step, reverse_se
 
   it("reverse_sequence reverses each sequence's first seq_lengths steps", function()
     check_case("reverse_sequence", function(x, seq)
-      return {tf.reverse_sequence(x, seq, {seq_axis = 1, batch_axis = 0})}, {}
+      local r = tf.reverse_sequence(x, seq, {seq_axis = 1, batch_axis = 0})
+      assert.same({3, 4, 2}, r:get_shape():as_list())
+      return {r}, {}
     end)
   end)
 end)
@@ -401,6 +415,8 @@ describe("RNN errors", function()
     assert.matches("tf.nn.rnn_cell.DropoutWrapper: output_keep_prob must be in (0, 1], got 0", err, 1, true)
     err = H.error_of(function() return cell(tf.placeholder(tf.float32, {2, 3, 1}), tf.zeros({2, 4})) end)
     assert.matches("tf.nn.rnn_cell.GRUCell: inputs must have shape [batch, depth] with a known depth, got shape (2, 3, 1)", err, 1, true)
+    err = H.error_of(function() return cell(tf.zeros({3, 2}), tf.zeros({2, 4})) end)
+    assert.matches("tf.nn.rnn_cell.GRUCell: the state's batch size 2 differs from the inputs' 3 (state shape (2, 4), inputs shape (3, 2))", err, 1, true)
     err = H.error_of(function() return cell(tf.zeros({2, 3}), {tf.zeros({2, 4})}) end)
     assert.matches("tf.nn.rnn_cell.GRUCell: the state must be a tensor [batch, 4]", err, 1, true)
     err = H.error_of(function() return tf.reverse_sequence(x, {1, 2, 3}, {seq_axis = 1, batch_axis = 0}) end)

@@ -128,9 +128,18 @@ return function(tf, ops)
     return x, dims[2]
   end
 
-  local function check_state(fname, cell, state)
+  -- The state must have the cell's structure, and the inputs' batch size where both are known.
+  local function check_state(fname, cell, state, x)
     if not same_structure(state, cell.state_size) then
       fail(string.format("%s: the state must be %s, got %s", fname, describe_sizes(cell.state_size), show(state)))
+    end
+    local batch = x:get_shape().dims[1]
+    for _, s in ipairs(flatten(state)) do
+      local dims = s:get_shape().dims
+      if batch >= 0 and dims and #dims >= 1 and dims[1] >= 0 and dims[1] ~= batch then
+        fail(string.format("%s: the state's batch size %d differs from the inputs' %d (state shape %s, inputs shape %s)",
+                           fname, dims[1], batch, tostring(s:get_shape()), tostring(x:get_shape())))
+      end
     end
   end
 
@@ -138,7 +147,7 @@ return function(tf, ops)
   function Cell.__call(self, inputs, state)
     local fname = self.fname
     local x, depth = step_inputs(fname, inputs)
-    check_state(fname, self, state)
+    check_state(fname, self, state, x)
     if self._built then
       return tf.name_scope(self._scope_name, function() return self:step(x, state) end)
     end
@@ -442,7 +451,7 @@ return function(tf, ops)
   end
   function DropoutWrapper.__call(self, inputs, state)
     local x = step_inputs(self.fname, inputs)
-    check_state(self.fname, self, state)
+    check_state(self.fname, self, state, x)
     local out, new_state = self.cell(drop(x, self.input_keep_prob, self.seed), state)
     if self.state_keep_prob then
       local function filter(s)
@@ -471,7 +480,7 @@ return function(tf, ops)
   end
   function ResidualWrapper.__call(self, inputs, state)
     local x = step_inputs(self.fname, inputs)
-    check_state(self.fname, self, state)
+    check_state(self.fname, self, state, x)
     local out, new_state = self.cell(x, state)
     return self.residual_fn(x, out), new_state
   end
@@ -611,6 +620,30 @@ return function(tf, ops)
     end)
   end
 
+  -- The list of [batch, depth] step inputs of a static RNN.
+  local function step_list(fname, inputs)
+    if not args.is_plain(inputs) or #inputs == 0 then
+      fail(fname .. ": inputs must be a non-empty list of [batch, depth] tensors, got " .. show(inputs))
+    end
+    local xs = {}
+    for i, v in ipairs(inputs) do xs[i] = step_inputs(fname, v) end
+    return xs
+  end
+
+  -- The steps of static_rnn over the list xs, in the current variable scope.
+  local function static_loop(fname, cell, xs, initial_state, dtype, sequence_length)
+    local batch = xs[1]:get_shape().dims[1]
+    local seq = sequence_length_of(fname, sequence_length, batch)
+    local state = initial_state_of(fname, cell, initial_state, dtype, batch >= 0 and batch or ops.shape(xs[1])[0])
+    local outputs = {}
+    for t, x in ipairs(xs) do
+      local out, new_state = cell(x, state)
+      if seq then out, new_state = mask_step(G.constant(t - 1, {dtype = dtypes.int32}), seq, out, state, new_state) end
+      outputs[t], state = out, new_state
+    end
+    return outputs, state
+  end
+
   -- tf.nn.static_rnn(cell, inputs, {initial_state=, dtype=, sequence_length=,
   -- scope = "rnn"}): inputs a list of [batch, depth] tensors, one per time
   -- step; the cell is applied to each in turn (no loop op). Returns the list
@@ -619,23 +652,44 @@ return function(tf, ops)
     local fname = "tf.nn.static_rnn"
     local o = options(fname, {"initial_state", "dtype", "sequence_length", "scope"}, ...)
     check_cell(fname, "cell", cell)
-    if not args.is_plain(inputs) or #inputs == 0 then
-      fail(fname .. ": inputs must be a non-empty list of [batch, depth] tensors, got " .. show(inputs))
-    end
-    local xs = {}
-    for i, v in ipairs(inputs) do xs[i] = step_inputs(fname, v) end
+    local xs = step_list(fname, inputs)
     return tf.variable_scope(scope_arg(fname, o.scope, "rnn"), function()
-      local batch = xs[1]:get_shape().dims[1]
-      local seq = sequence_length_of(fname, o.sequence_length, batch)
-      local state = initial_state_of(fname, cell, o.initial_state, o.dtype,
-                                     batch >= 0 and batch or ops.shape(xs[1])[0])
-      local outputs = {}
-      for t, x in ipairs(xs) do
-        local out, new_state = cell(x, state)
-        if seq then out, new_state = mask_step(G.constant(t - 1, {dtype = dtypes.int32}), seq, out, state, new_state) end
-        outputs[t], state = out, new_state
+      return static_loop(fname, cell, xs, o.initial_state, o.dtype, o.sequence_length)
+    end)
+  end
+
+  -- tf.nn.static_bidirectional_rnn(cell_fw, cell_bw, inputs, {initial_state_fw=,
+  -- initial_state_bw=, dtype=, sequence_length=, scope = "bidirectional_rnn"}):
+  -- static_rnn forward (scope fw) and over the steps reversed (scope bw; each
+  -- sequence's first sequence_length steps reversed), whose outputs are
+  -- reversed back. Returns the list of outputs, each [output_fw, output_bw]
+  -- concatenated along axis 1, then state_fw and state_bw.
+  function nn.static_bidirectional_rnn(cell_fw, cell_bw, inputs, ...)
+    local fname = "tf.nn.static_bidirectional_rnn"
+    local o = options(fname, {"initial_state_fw", "initial_state_bw", "dtype", "sequence_length", "scope"}, ...)
+    check_cell(fname, "cell_fw", cell_fw)
+    check_cell(fname, "cell_bw", cell_bw)
+    local xs = step_list(fname, inputs)
+    return tf.variable_scope(scope_arg(fname, o.scope, "bidirectional_rnn"), function()
+      local out_fw, state_fw = tf.variable_scope("fw", function()
+        return static_loop(fname, cell_fw, xs, o.initial_state_fw, o.dtype, o.sequence_length)
+      end)
+      local function reverse(list)
+        if o.sequence_length == nil then
+          local r = {}
+          for i = 1, #list do r[i] = list[#list + 1 - i] end
+          return r
+        end
+        return ops.unstack(ops.reverse_sequence(ops.stack(list), o.sequence_length, {seq_axis = 0, batch_axis = 1}),
+                           {num = #list})
       end
-      return outputs, state
+      local out_bw, state_bw = tf.variable_scope("bw", function()
+        return static_loop(fname, cell_bw, reverse(xs), o.initial_state_bw, o.dtype, o.sequence_length)
+      end)
+      out_bw = reverse(out_bw)
+      local outputs = {}
+      for t = 1, #xs do outputs[t] = ops.concat({out_fw[t], out_bw[t]}, 1) end
+      return outputs, state_fw, state_bw
     end)
   end
 
@@ -681,8 +735,9 @@ return function(tf, ops)
       local l = ops.expand_dims(len, 0)                                 -- [1, batch]
       local src = ops.where_v2(ops.less(t, l), ops.subtract(ops.subtract(l, 1), t), ops.add(t, ops.zeros_like(l)))
       local b = ops.add(ops.zeros_like(t), ops.expand_dims(ops.range(0, batch), 0))
-      local y = ops.gather_nd(xt, ops.stack({src, b}, {axis = 2}))
-      return ops.transpose(y, inverse)
+      local y = ops.transpose(ops.gather_nd(xt, ops.stack({src, b}, {axis = 2})), inverse)
+      y:set_shape(dims)
+      return y
     end)
   end
   tf.reverse_sequence = ops.reverse_sequence
