@@ -188,6 +188,19 @@ def torch_conv2d(n, h, w, c, oc, threads):
     return call, torch_threads(threads)
 
 
+@workload
+def torch_depthwise(n, h, w, c, threads):
+    """A 3x3 SAME depthwise convolution (groups = channels) of an NHWC-sized input."""
+    import torch
+    x = torch.rand(n, c, h, w)
+    f = torch.rand(c, 1, 3, 3)
+
+    def call():
+        with torch.no_grad():
+            torch.nn.functional.conv2d(x, f, padding=1, groups=c)
+    return call, torch_threads(threads)
+
+
 def tf1():
     """TensorFlow 1.x graph mode: sessions, placeholders, no eager."""
     import os
@@ -259,6 +272,21 @@ def tf1_axpb(n, hold_mib):
     xs = (np.arange(n) % 1000).astype(np.float32)
     held = held_arrays(np, hold_mib)
     return lambda: (held, run(xs))
+
+
+@workload
+def tf1_depthwise(n, h, w, c):
+    """tf.nn.depthwise_conv2d_native, 3x3 SAME, NHWC (TensorFlow's CPU layout)."""
+    import numpy as np
+    tf = tf1()
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [n, h, w, c])
+        f = tf.constant(np.random.rand(3, 3, c, 1).astype(np.float32))
+        y = tf.nn.depthwise_conv2d_native(x, f, [1, 1, 1, 1], "SAME")
+    run = tf.Session(graph=g).make_callable(y, feed_list=[x])
+    xs = np.random.rand(n, h, w, c).astype(np.float32)
+    return lambda: run(xs)
 
 
 @workload

@@ -474,6 +474,22 @@ section("threaded kernels", function()
   if blas then blas.openblas_set_num_threads(blas_threads) end
 end)
 
+-- A MobileNet-sized depthwise layer (56x56x128, 3x3, SAME, NHWC): its
+-- forward op on one thread and on a thread per core, PyTorch's grouped
+-- convolution (groups = channels, NCHW) and TF1's DepthwiseConv2dNative.
+section("depthwise conv2d", function()
+  local blas_threads = blas and blas.openblas_get_num_threads()
+  local B, S, C = quick and 2 or 8, 56, 128
+  local filter = filled({3, 3, C, 1}, 0.001)
+  local dw = on_threads(function(x) return tf.nn.depthwise_conv2d(x, tf.constant(filter), 1, "SAME") end,
+                        {B, S, S, C}, filled({B, S, S, C}, 0.001),
+                        {torch_best("PyTorch, groups = channels, best thread count", "torch_depthwise", {B, S, S, C}),
+                         py("tensorflow", "TF1 DepthwiseConv2dNative", "tf1_depthwise", {B, S, S, C})})
+  compare{name = string.format("depthwise_conv2d %dx%dx%dx%d, 3x3", B, S, S, C), unit = "ms", figure = ms,
+          ours = dw.ours, peers = dw.peers}
+  if blas then blas.openblas_set_num_threads(blas_threads) end
+end)
+
 -- The loop of how-not-to-program-the-tensorflow-graph.txt done right: a
 -- prebuilt increment_x = tf.assign(x, x + 1) run a million times.
 section("1M sess:run(tf.assign(x, x + 1)), built once", function()

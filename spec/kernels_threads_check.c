@@ -4,8 +4,9 @@
  * one callable from 3 OS threads, each run's kernels splitting their work
  * over the shared pool, and every result must equal, bit for bit, that of a
  * session running on one thread. Reductions (one folded in blocks), softmax
- * cross-entropy, a convolution and its input gradient (im2col, col2im), max
- * pooling and its gradient, bias_add, gather and its gradient, an unsorted
+ * cross-entropy, a convolution and its input gradient (im2col, col2im), the
+ * depthwise convolution (NHWC and NCHW) and its gradients, LRN and its
+ * gradient, max pooling and its gradient, bias_add, gather and its gradient, an unsorted
  * segment sum, cumsum, argmax, a transpose, and FFTW's transforms (rfft, fft,
  * irfft: plans made under one lock, run from every thread). Exits 0 when
  * every check passes. */
@@ -16,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { THREADS = 3, RUNS = 6, FEEDS = 2, MAX_FETCHES = 20 };
+enum { THREADS = 3, RUNS = 6, FEEDS = 2, MAX_FETCHES = 28 };
 enum { BATCH = 4, SIDE = 48, CH = 16, OUT_CH = 8, ROWS = 40000 };
 
 static struct {
@@ -141,6 +142,29 @@ int main(void) {
   fetches[n++] = conv;
   mf_output back_in[3] = {const_shape(nhwc, 4), filter, conv};
   fetches[n++] = op("Conv2DBackpropInput", back_in, 3, "strides", ones, 4, "padding", "SAME");
+  int64_t dwdims[4] = {3, 3, CH, 2};
+  mf_tensor *dwv = mf_tensor_new(MF_FLOAT32, 4, dwdims, st);
+  float *dwp = mf_tensor_data(dwv);
+  for (int i = 0; i < 3 * 3 * CH * 2; i++) dwp[i] = (float)((i * 11) % 19) * 0.01f - 0.09f;
+  mf_output dw_filter = const_of(dwv);
+  mf_output dw_in[2] = {image, dw_filter};
+  mf_output dw = op("DepthwiseConv2dNative", dw_in, 2, "strides", ones, 4, "padding", "SAME");
+  fetches[n++] = dw;
+  mf_output dw_input_in[3] = {const_shape(nhwc, 4), dw_filter, dw};
+  fetches[n++] = op("DepthwiseConv2dNativeBackpropInput", dw_input_in, 3, "strides", ones, 4, "padding", "SAME");
+  mf_output dw_filter_in[3] = {image, const_shape(dwdims, 4), dw};
+  fetches[n++] = op("DepthwiseConv2dNativeBackpropFilter", dw_filter_in, 3, "strides", ones, 4, "padding", "SAME");
+  mf_op_desc *nchw = mf_op_desc_new(g, "DepthwiseConv2dNative", NULL);
+  mf_op_desc_add_input(nchw, reshape(flat, (const int64_t[]){BATCH, CH, SIDE, SIDE}, 4));
+  mf_op_desc_add_input(nchw, dw_filter);
+  mf_op_desc_set_attr_ints(nchw, "strides", (const int64_t[]){1, 1, 2, 1}, 4); /* NCHW: 2 down, 1 across */
+  mf_op_desc_set_attr_string(nchw, "padding", "VALID");
+  mf_op_desc_set_attr_string(nchw, "data_format", "NCHW");
+  fetches[n++] = (mf_output){mf_op_desc_finish(nchw, st), 0};
+  mf_output lrn = op("LRN", &image, 1, NULL, NULL, 0, NULL, NULL);
+  fetches[n++] = lrn;
+  mf_output lrn_grad_in[3] = {image, image, lrn};
+  fetches[n++] = op("LRNGrad", lrn_grad_in, 3, NULL, NULL, 0, NULL, NULL);
   mf_op_desc *pd = mf_op_desc_new(g, "MaxPool", NULL);
   mf_op_desc_add_input(pd, image);
   mf_op_desc_set_attr_ints(pd, "ksize", pool_k, 4);

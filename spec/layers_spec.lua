@@ -1,4 +1,4 @@
--- tf.layers: dense, conv2d, max_pooling2d, average_pooling2d, flatten,
+-- tf.layers: dense, conv2d, separable_conv2d, max_pooling2d, average_pooling2d, flatten,
 -- batch_normalization, dropout — values by hand, TensorFlow's variable names,
 -- sharing through reuse and variable scopes, UPDATE_OPS, gradients by finite
 -- differences, and errors that name the function and the Lua line.
@@ -181,6 +181,28 @@ describe("tf.layers.conv2d and pooling", function()
     assert.same({1, 2, 2, 1}, same:get_shape():as_list())
     -- 3x3 sums around (0, 0), (0, 2), (2, 0), (2, 2) with zero padding
     assert_near_all({12, 16, 24, 28}, initialized_session():run(same), 1e-15)
+  end)
+
+  it("separable_conv2d: depthwise then pointwise kernels, TensorFlow's variable names", function()
+    -- two channels: 1..9 and 10 * (1..9)
+    local x = tf.concat({image(), image() * 10}, 3)
+    local y = tf.layers.separable_conv2d(x, 3, 2, {depth_multiplier = 2,
+                                                 depthwise_initializer = tf.ones_initializer(),
+                                                 pointwise_initializer = tf.constant_initializer(
+                                                   {1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1}),
+                                                 bias_initializer = tf.constant_initializer({0, 0, 0.5}),
+                                                 activation = tf.nn.relu})
+    assert.equal("separable_conv2d/Relu:0", y.name)
+    assert.same({1, 2, 2, 3}, y:get_shape():as_list())
+    assert.same({"separable_conv2d/depthwise_kernel:0", "separable_conv2d/pointwise_kernel:0",
+                 "separable_conv2d/bias:0"}, var_names())
+    assert.same({2, 2, 2, 2}, tf.global_variables()[1]:get_shape():as_list())
+    assert.same({1, 1, 4, 3}, tf.global_variables()[2]:get_shape():as_list())
+    -- 2x2 window sums of channel 0 (12, 16, 24, 28) go to outputs 0 and 1, of channel 1 (times 10) to output 2
+    local out = initialized_session():run(y):totable()[1]
+    assert_near_all({{{12, 12, 120.5}, {16, 16, 160.5}}, {{24, 24, 240.5}, {28, 28, 280.5}}}, out, 1e-12)
+    assert.matches("depth_multiplier must be a positive integer, got 0",
+                   H.error_of(tf.layers.separable_conv2d, x, 3, 2, {depth_multiplier = 0}), 1, true)
   end)
 
   it("shares its kernel through variable_scope reuse, as in the article", function()

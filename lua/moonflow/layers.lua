@@ -1,4 +1,4 @@
--- layers.lua — tf.layers: dense, conv2d, max_pooling2d, average_pooling2d,
+-- layers.lua — tf.layers: dense, conv2d, separable_conv2d, max_pooling2d, average_pooling2d,
 -- flatten, batch_normalization, dropout, built from tf.nn ops and
 -- tf.get_variable, with TensorFlow 1.x's variable names.
 --
@@ -179,13 +179,11 @@ return function(tf, ops)
                       "activity_regularizer", "kernel_constraint", "bias_constraint", "trainable", "name",
                       "reuse", empty = true}
 
-  -- tf.layers.conv2d(inputs, filters, kernel_size, {strides = 1, padding = "valid",
-  -- dilation_rate = 1, activation=, use_bias = true, kernel_initializer=,
-  -- bias_initializer=, kernel_regularizer=, bias_regularizer=, trainable=, name=,
-  -- reuse=}): inputs NHWC, kernel [kh, kw, in_channels, filters].
-  function layers.conv2d(inputs, filters, kernel_size, ...)
-    local fname = "tf.layers.conv2d"
-    local o = options(fname, conv_names, ...)
+  -- What conv2d and separable_conv2d check alike: float NHWC inputs with known
+  -- channels, filters, the window's sizes, padding, data_format, activation,
+  -- no constraints. Returns the inputs, kernel size, strides, dilation,
+  -- padding and the number of input channels.
+  local function conv_args(fname, inputs, filters, kernel_size, o)
     local x = float_input(fname, inputs)
     if not is_integer(filters) or filters < 1 then
       fail(fname .. ": filters must be a positive integer, got " .. tostring(filters))
@@ -196,18 +194,67 @@ return function(tf, ops)
     local padding = padding_of(fname, o.padding)
     check_data_format(fname, o.data_format)
     check_function(fname, "activation", o.activation)
-    if o.kernel_constraint or o.bias_constraint then fail(fname .. ": constraints are not supported") end
+    for name, v in pairs(o) do
+      if v and name:find("_constraint$") then fail(fname .. ": constraints are not supported") end
+    end
     local dims = dims_of(fname, x, 4)
     if dims[4] < 0 then
       fail(fname .. ": the channel dimension of the inputs must be known, got shape " .. tostring(x:get_shape()))
     end
+    return x, k, strides, dilation, padding, dims[4]
+  end
+
+  -- tf.layers.conv2d(inputs, filters, kernel_size, {strides = 1, padding = "valid",
+  -- dilation_rate = 1, activation=, use_bias = true, kernel_initializer=,
+  -- bias_initializer=, kernel_regularizer=, bias_regularizer=, trainable=, name=,
+  -- reuse=}): inputs NHWC, kernel [kh, kw, in_channels, filters].
+  function layers.conv2d(inputs, filters, kernel_size, ...)
+    local fname = "tf.layers.conv2d"
+    local o = options(fname, conv_names, ...)
+    local x, k, strides, dilation, padding, channels = conv_args(fname, inputs, filters, kernel_size, o)
     return in_layer_scope("conv2d", o, function()
-      local kernel = variable("kernel", {k[1], k[2], dims[4], filters}, x.dtype, o.kernel_initializer,
+      local kernel = variable("kernel", {k[1], k[2], channels, filters}, x.dtype, o.kernel_initializer,
                               o.trainable ~= false, o.kernel_regularizer)
       local y = tf.nn.conv2d(x, kernel, strides, padding, {dilations = dilation, name = "Conv2D"})
       if o.use_bias ~= false then
         local bias = variable("bias", {filters}, x.dtype, o.bias_initializer or tf.zeros_initializer(),
                               o.trainable ~= false, o.bias_regularizer)
+        y = tf.nn.bias_add(y, bias)
+      end
+      return activate(y, o)
+    end)
+  end
+
+  -- tf.layers.separable_conv2d(inputs, filters, kernel_size, {strides = 1, padding = "valid",
+  -- dilation_rate = 1, depth_multiplier = 1, activation=, use_bias = true, depthwise_initializer=,
+  -- pointwise_initializer=, bias_initializer=, depthwise_regularizer=, pointwise_regularizer=,
+  -- bias_regularizer=, trainable=, name=, reuse=}): tf.nn.separable_conv2d with the variables
+  -- depthwise_kernel [kh, kw, in_channels, depth_multiplier] and pointwise_kernel
+  -- [1, 1, in_channels * depth_multiplier, filters].
+  local separable_names = {"strides", "padding", "data_format", "dilation_rate", "depth_multiplier", "activation",
+                           "use_bias", "depthwise_initializer", "pointwise_initializer", "bias_initializer",
+                           "depthwise_regularizer", "pointwise_regularizer", "bias_regularizer",
+                           "activity_regularizer", "depthwise_constraint", "pointwise_constraint", "bias_constraint",
+                           "trainable", "name", "reuse", empty = true}
+  function layers.separable_conv2d(inputs, filters, kernel_size, ...)
+    local fname = "tf.layers.separable_conv2d"
+    local o = options(fname, separable_names, ...)
+    local x, k, strides, dilation, padding, channels = conv_args(fname, inputs, filters, kernel_size, o)
+    local multiplier = o.depth_multiplier or 1
+    if not is_integer(multiplier) or multiplier < 1 then
+      fail(fname .. ": depth_multiplier must be a positive integer, got " .. show(multiplier))
+    end
+    return in_layer_scope("separable_conv2d", o, function()
+      local trainable = o.trainable ~= false
+      local depthwise = variable("depthwise_kernel", {k[1], k[2], channels, multiplier}, x.dtype,
+                                 o.depthwise_initializer, trainable, o.depthwise_regularizer)
+      local pointwise = variable("pointwise_kernel", {1, 1, channels * multiplier, filters}, x.dtype,
+                                 o.pointwise_initializer, trainable, o.pointwise_regularizer)
+      local y = tf.nn.separable_conv2d(x, depthwise, pointwise, strides, padding,
+                                       {rate = dilation, name = "separable_conv2d"})
+      if o.use_bias ~= false then
+        local bias = variable("bias", {filters}, x.dtype, o.bias_initializer or tf.zeros_initializer(), trainable,
+                              o.bias_regularizer)
         y = tf.nn.bias_add(y, bias)
       end
       return activate(y, o)

@@ -44,6 +44,12 @@ static const mf_gd_row OPS[] = {
     {"MatMul", "MatMul", "T=0", "", "", NULL},
     {"BiasAdd", "BiasAdd", "T=0", "", "", NULL},
     {"Conv2D", "Conv2D", "T=0", "", ":use_cudnn_on_gpu :explicit_paddings", NULL},
+    {"DepthwiseConv2dNative", "DepthwiseConv2dNative", "T=0", "", ":explicit_paddings", NULL},
+    {"DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropInput", "T=1", "", ":explicit_paddings", NULL},
+    {"DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropFilter", "T=0", "", ":explicit_paddings",
+     NULL},
+    {"LRN", "LRN", "T=0", "", "", NULL},
+    {"LRNGrad", "LRNGrad", "T=0", "", "", NULL},
     {"MaxPool", "MaxPool", "T=0", "", "", NULL},
     {"AvgPool", "AvgPool", "T=0", "", "", NULL},
     REDUCE(Sum, "T=0 Tidx=1") REDUCE(Mean, "T=0 Tidx=1") REDUCE(Max, "T=0 Tidx=1") REDUCE(Min, "T=0 Tidx=1")

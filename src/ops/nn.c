@@ -1,9 +1,13 @@
-/* nn.c — neural-network ops, TensorFlow's names and semantics, NHWC only:
+/* nn.c — neural-network ops, TensorFlow's names and semantics, NHWC (the
+ * depthwise convolutions take NCHW too):
  *   activations  Relu Relu6 LeakyRelu Elu Selu Softplus Softsign, and their
  *                gradient ops ReluGrad(gradients, features) ... (TF's);
  *   BiasAdd and BiasAddGrad;
  *   Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (im2col + BLAS gemm);
+ *   DepthwiseConv2dNative, DepthwiseConv2dNativeBackpropInput,
+ *   DepthwiseConv2dNativeBackpropFilter (direct loops);
  *   MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad;
+ *   LRN, LRNGrad;
  *   SoftmaxCrossEntropyWithLogits and SparseSoftmaxCrossEntropyWithLogits
  *   (fused loss and backprop).
  *
@@ -351,38 +355,46 @@ static mf_code bias_add_grad_rule(mf_grad_ctx *gc) {
  * filter), strides, dilations (convolutions) and padding. */
 typedef struct window {
   int64_t ksize[2], stride[2], dil[2];
-  bool same;
+  bool same, nchw; /* nchw: the depthwise ops' other layout */
 } window;
 
-/* Reads an NHWC 4-list attribute {1, h, w, 1} into out[0..1]. */
-static mf_code nhwc_ints(const char *op, const mf_attrs *attrs, const char *name, bool required,
-                         int64_t out[2], mf_status *s) {
+/* Reads a 4-list attribute {1, h, w, 1} (NHWC; {1, 1, h, w} for NCHW) into out[0..1]. */
+static mf_code window_ints(const char *op, const mf_attrs *attrs, const char *name, bool required, bool nchw,
+                           int64_t out[2], mf_status *s) {
+  const char *form = nchw ? "{1, 1, height, width} (NCHW)" : "{1, height, width, 1} (NHWC)";
   const int64_t *v;
   int n = mf_attr_ints(attrs, name, &v);
   out[0] = out[1] = 1;
   if (n < 0) {
     if (!required) return MF_OK;
-    return MF_INVALID(s, "%s: needs the attribute '%s', 4 integers {1, height, width, 1} (NHWC)", op, name);
+    return MF_INVALID(s, "%s: needs the attribute '%s', 4 integers %s", op, name, form);
   }
-  if (n != 4)
-    return MF_INVALID(s, "%s: %s must have 4 elements {1, height, width, 1} (NHWC), got %d", op, name, n);
-  if (v[0] != 1 || v[3] != 1)
+  if (n != 4) return MF_INVALID(s, "%s: %s must have 4 elements %s, got %d", op, name, form, n);
+  const int hi = nchw ? 2 : 1, wi = hi + 1, ci = nchw ? 1 : 3;
+  if (v[0] != 1 || v[ci] != 1)
     return MF_INVALID(s,
                       "%s: %s is {%lld, %lld, %lld, %lld}, but windows over the batch and depth dimensions "
-                      "are not supported: the first and last elements must be 1",
-                      op, name, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+                      "are not supported: they must be 1, as in %s",
+                      op, name, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3], form);
   /* The bound keeps the window arithmetic far from int64 overflow. */
-  if (v[1] < 1 || v[2] < 1 || v[1] > INT32_MAX || v[2] > INT32_MAX)
-    return MF_INVALID(s, "%s: %s must be positive (and below 2^31), got {1, %lld, %lld, 1}", op, name,
-                      (long long)v[1], (long long)v[2]);
-  out[0] = v[1];
-  out[1] = v[2];
+  if (v[hi] < 1 || v[wi] < 1 || v[hi] > INT32_MAX || v[wi] > INT32_MAX)
+    return MF_INVALID(s, "%s: %s must be positive (and below 2^31), got {%lld, %lld, %lld, %lld}", op, name,
+                      (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+  out[0] = v[hi];
+  out[1] = v[wi];
   return MF_OK;
 }
 
-static mf_code read_window(const char *op, const mf_attrs *attrs, bool pool, window *w, mf_status *s) {
-  if (check_data_format(op, attrs, s) || nhwc_ints(op, attrs, "strides", true, w->stride, s) ||
-      nhwc_ints(op, attrs, pool ? "ksize" : "dilations", pool, pool ? w->ksize : w->dil, s))
+/* The window of a pool or convolution (NHWC only); depthwise ops read NCHW too. */
+static mf_code read_window_format(const char *op, const mf_attrs *attrs, bool pool, bool nchw_ok, window *w,
+                                  mf_status *s) {
+  const mf_attr *f = mf_attrs_find(attrs, "data_format", MF_ATTR_STRING);
+  w->nchw = nchw_ok && f && strcmp(f->v.s, "NCHW") == 0;
+  if (nchw_ok && f && !w->nchw && strcmp(f->v.s, "NHWC") != 0)
+    return MF_INVALID(s, "%s: data_format must be \"NHWC\" or \"NCHW\", got \"%s\"", op, f->v.s);
+  if ((!nchw_ok && check_data_format(op, attrs, s)) ||
+      window_ints(op, attrs, "strides", true, w->nchw, w->stride, s) ||
+      window_ints(op, attrs, pool ? "ksize" : "dilations", pool, w->nchw, pool ? w->ksize : w->dil, s))
     return s->code;
   if (pool) w->dil[0] = w->dil[1] = 1;
   const mf_attr *p = mf_attrs_find(attrs, "padding", MF_ATTR_STRING);
@@ -391,6 +403,10 @@ static mf_code read_window(const char *op, const mf_attrs *attrs, bool pool, win
     return MF_INVALID(s, "%s: padding must be \"SAME\" or \"VALID\", got \"%s\"", op, p->v.s);
   w->same = p->v.s[0] == 'S';
   return MF_OK;
+}
+
+static mf_code read_window(const char *op, const mf_attrs *attrs, bool pool, window *w, mf_status *s) {
+  return read_window_format(op, attrs, pool, false, w, s);
 }
 
 /* Everything the kernels need about one window op: the input [n, h, w, c],
@@ -857,26 +873,368 @@ static mf_code conv2d_backprop_filter_kernel(mf_kernel_ctx *ctx) {
 
 /* TensorFlow's rules: a convolution is bilinear in (input, filter), and each
  * backprop is bilinear in its two tensor inputs, so every gradient is one of
- * the three ops with the same window attributes. */
-static mf_code conv2d_rule(mf_grad_ctx *gc) {
+ * the three ops with the same window attributes. Conv2D's and the depthwise
+ * convolution's trios follow the same rules. */
+typedef struct conv_ops { const char *forward, *backprop_input, *backprop_filter; } conv_ops;
+static const conv_ops CONV2D_OPS = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
+static const conv_ops DEPTHWISE_OPS = {"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+                                       "DepthwiseConv2dNativeBackpropFilter"};
+
+static mf_code conv_forward_rule(mf_grad_ctx *gc, const conv_ops *o) {
   const mf_output x = mf_op_in(gc->op, 0), f = mf_op_in(gc->op, 1), dy = gc->grads[0];
-  gc->input_grads[0] = mf_grad_rebuild(gc, "Conv2DBackpropInput", (mf_output[]){SHAPE(x), f, dy}, 3);
-  gc->input_grads[1] = mf_grad_rebuild(gc, "Conv2DBackpropFilter", (mf_output[]){x, SHAPE(f), dy}, 3);
+  gc->input_grads[0] = mf_grad_rebuild(gc, o->backprop_input, (mf_output[]){SHAPE(x), f, dy}, 3);
+  gc->input_grads[1] = mf_grad_rebuild(gc, o->backprop_filter, (mf_output[]){x, SHAPE(f), dy}, 3);
   return gc->status->code;
 }
 
-static mf_code conv2d_backprop_input_rule(mf_grad_ctx *gc) {
+static mf_code conv_backprop_input_rule(mf_grad_ctx *gc, const conv_ops *o) {
   const mf_output f = mf_op_in(gc->op, 1), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
-  gc->input_grads[1] = mf_grad_rebuild(gc, "Conv2DBackpropFilter", (mf_output[]){gg, SHAPE(f), dy}, 3);
-  gc->input_grads[2] = mf_grad_rebuild(gc, "Conv2D", (mf_output[]){gg, f}, 2);
+  gc->input_grads[1] = mf_grad_rebuild(gc, o->backprop_filter, (mf_output[]){gg, SHAPE(f), dy}, 3);
+  gc->input_grads[2] = mf_grad_rebuild(gc, o->forward, (mf_output[]){gg, f}, 2);
   return gc->status->code;
 }
 
-static mf_code conv2d_backprop_filter_rule(mf_grad_ctx *gc) {
+static mf_code conv_backprop_filter_rule(mf_grad_ctx *gc, const conv_ops *o) {
   const mf_output x = mf_op_in(gc->op, 0), dy = mf_op_in(gc->op, 2), gg = gc->grads[0];
-  gc->input_grads[0] = mf_grad_rebuild(gc, "Conv2DBackpropInput", (mf_output[]){SHAPE(x), gg, dy}, 3);
-  gc->input_grads[2] = mf_grad_rebuild(gc, "Conv2D", (mf_output[]){x, gg}, 2);
+  gc->input_grads[0] = mf_grad_rebuild(gc, o->backprop_input, (mf_output[]){SHAPE(x), gg, dy}, 3);
+  gc->input_grads[2] = mf_grad_rebuild(gc, o->forward, (mf_output[]){x, gg}, 2);
   return gc->status->code;
+}
+
+#define CONV_RULES(prefix, ops)                                                                              \
+  static mf_code prefix##_rule(mf_grad_ctx *gc) { return conv_forward_rule(gc, &ops); }                      \
+  static mf_code prefix##_backprop_input_rule(mf_grad_ctx *gc) { return conv_backprop_input_rule(gc, &ops); } \
+  static mf_code prefix##_backprop_filter_rule(mf_grad_ctx *gc) { return conv_backprop_filter_rule(gc, &ops); }
+CONV_RULES(conv2d, CONV2D_OPS)
+CONV_RULES(depthwise, DEPTHWISE_OPS)
+
+/* ---------- DepthwiseConv2dNative and its backprops ----------
+ * Input [n, h, w, c] (or NCHW), filter [kh, kw, c, m]: output channel
+ * ci * m + q is input channel ci convolved with filter[:, :, ci, q], as
+ * TensorFlow's. Direct loops, one window tap at a time along the channels of
+ * a pixel (a vector loop when m is 1): the forward op by output row, the
+ * input gradient by input row (gathering the output pixels whose windows
+ * reach it), the filter gradient by window tap (summing over every output
+ * pixel in order), so results never depend on the thread count. NCHW values
+ * are transposed to NHWC in the op's scratch and back. */
+static const char *const NCHW = "[batch, channels, height, width]";
+static const char *const HWCM = "[height, width, in_channels, channel_multiplier]";
+
+/* Dims d of a layout in NHWC order, and back. */
+static void to_nhwc(const int64_t d[4], bool nchw, int64_t out[4]) {
+  const int64_t t[4] = {d[0], nchw ? d[2] : d[1], nchw ? d[3] : d[2], nchw ? d[1] : d[3]};
+  memcpy(out, t, sizeof t);
+}
+static void from_nhwc(const int64_t d[4], bool nchw, int64_t out[4]) {
+  const int64_t t[4] = {d[0], nchw ? d[3] : d[1], nchw ? d[1] : d[2], nchw ? d[2] : d[3]};
+  memcpy(out, t, sizeof t);
+}
+
+/* An image-shaped value of the op (input, out_backprop) as NHWC dims. */
+static mf_code image_dims(mf_infer_ctx *ic, const window *w, int i, const char *what, int64_t d[4]) {
+  int64_t raw[4];
+  if (rank4(ic, &ic->in_shapes[i], what, w->nchw ? NCHW : NHWC, raw)) return ic->status->code;
+  to_nhwc(raw, w->nchw, d);
+  return MF_OK;
+}
+
+/* Shape inference of the three, dims in NHWC order (-1 unknown): checks that
+ * input `in`, filter `f` and output gradient `dy` fit together and fills dims
+ * one knows into the others. */
+static mf_code depthwise_shapes(mf_infer_ctx *ic, const window *w, int64_t in[4], int64_t f[4], const int64_t dy[4],
+                                geom *g) {
+  char a[160], b[160];
+  int64_t in_layout[4];
+  fill_unknown(&in[0], dy[0]);
+  fill_unknown(&in[3], f[2]);
+  fill_unknown(&f[2], in[3]);
+  if (f[3] < 0 && dy[3] >= 0 && in[3] > 0 && dy[3] % in[3] == 0) f[3] = dy[3] / in[3];
+  if (f[0] == 0 || f[1] == 0)
+    return MF_INVALID(ic->status, "%s: the filter's height and width must be at least 1, got filter shape %s",
+                      ic->op_name, dims_str(f, a, sizeof a));
+  from_nhwc(in, w->nchw, in_layout);
+  if (dims_conflict(in[3], f[2]))
+    return MF_INVALID(ic->status,
+                      "%s: input and filter must have the same depth: the input has %lld channels but the filter "
+                      "%s has %lld (input shape %s, filter shape %s)",
+                      ic->op_name, (long long)in[3], HWCM, (long long)f[2], dims_str(in_layout, b, sizeof b),
+                      dims_str(f, a, sizeof a));
+  const int64_t oc = in[3] >= 0 && f[3] >= 0 ? in[3] * f[3] : -1;
+  if (make_geom(ic->op_name, w, in, f[0], f[1], oc, g, ic->status)) return ic->status->code;
+  int64_t want[4], got[4];
+  from_nhwc((const int64_t[4]){in[0], g->oh, g->ow, oc}, w->nchw, want);
+  from_nhwc(dy, w->nchw, got);
+  return check_dims(ic, "out_backprop", got, want, "a depthwise convolution of an input", in_layout);
+}
+
+static mf_shape image_shape(const int64_t nhwc[4], bool nchw) {
+  int64_t d[4];
+  from_nhwc(nhwc, nchw, d);
+  return shape4(d[0], d[1], d[2], d[3]);
+}
+
+static mf_code depthwise_infer(mf_infer_ctx *ic) {
+  window w;
+  int64_t in[4], f[4];
+  geom g;
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "input", 1, "filter") ||
+      read_window_format(ic->op_name, ic->attrs, false, true, &w, ic->status) ||
+      image_dims(ic, &w, 0, "input", in) || rank4(ic, &ic->in_shapes[1], "filter", HWCM, f) ||
+      depthwise_shapes(ic, &w, in, f, UNKNOWN4, &g))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = image_shape((const int64_t[4]){in[0], g.oh, g.ow, g.oc}, w.nchw);
+  return MF_OK;
+}
+
+/* DepthwiseConv2dNativeBackpropInput(input_sizes, filter, out_backprop). */
+static mf_code depthwise_backprop_input_infer(mf_infer_ctx *ic) {
+  window w;
+  int64_t sizes[4], in[4], f[4], dy[4];
+  geom g;
+  if (mf_check_dtype(ic, 1, "filter has", FLOAT_TYPES) || mf_check_same_dtype(ic, 1, "filter", 2, "out_backprop") ||
+      read_window_format(ic->op_name, ic->attrs, false, true, &w, ic->status) ||
+      sizes_input(ic, 0, "input_sizes", sizes) || rank4(ic, &ic->in_shapes[1], "filter", HWCM, f) ||
+      image_dims(ic, &w, 2, "out_backprop", dy))
+    return ic->status->code;
+  to_nhwc(sizes, w.nchw, in);
+  if (depthwise_shapes(ic, &w, in, f, dy, &g)) return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[1];
+  ic->out_shapes[0] = image_shape(in, w.nchw);
+  return MF_OK;
+}
+
+/* DepthwiseConv2dNativeBackpropFilter(input, filter_sizes, out_backprop). */
+static mf_code depthwise_backprop_filter_infer(mf_infer_ctx *ic) {
+  window w;
+  int64_t in[4], f[4], dy[4];
+  geom g;
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || mf_check_same_dtype(ic, 0, "input", 2, "out_backprop") ||
+      read_window_format(ic->op_name, ic->attrs, false, true, &w, ic->status) ||
+      image_dims(ic, &w, 0, "input", in) || sizes_input(ic, 1, "filter_sizes", f) ||
+      image_dims(ic, &w, 2, "out_backprop", dy) || depthwise_shapes(ic, &w, in, f, dy, &g))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = shape4(f[0], f[1], f[2], f[3]);
+  return MF_OK;
+}
+
+/* Every depthwise kernel as f(geometry, a, b, out, items [i0, i1)): forward
+ * (x, filter, y) by output row, input gradient (dy, filter, dx) by input row,
+ * filter gradient (x, dy, df) by window tap. */
+typedef void (*depthwise_fn)(const geom *g, const void *a, const void *b, void *out, int64_t i0, int64_t i1);
+
+/* The window taps of output pixel (oy, ox) inside the input: ky, kx, iy, ix. */
+#define FOR_EACH_TAP(g, oy, ox, ...)                                                                \
+  for (int64_t ky = 0; ky < (g)->kh; ky++) {                                                        \
+    const int64_t iy = (oy) * (g)->sh - (g)->pt + ky * (g)->dh;                                     \
+    if (iy < 0 || iy >= (g)->h) continue;                                                           \
+    for (int64_t kx = 0; kx < (g)->kw; kx++) {                                                      \
+      const int64_t ix = (ox) * (g)->sw - (g)->pl + kx * (g)->dw;                                   \
+      if (ix < 0 || ix >= (g)->w) continue;                                                         \
+      __VA_ARGS__                                                                                   \
+    }                                                                                               \
+  }
+
+/* The output pixel (oy, ox) of tap (ky, kx) reading input pixel (iy, ix), if any. */
+static bool tap_source(int64_t i, int64_t k, int64_t pad, int64_t dil, int64_t stride, int64_t out_size,
+                       int64_t *o) {
+  const int64_t t = i + pad - k * dil;
+  if (t < 0 || t % stride) return false;
+  *o = t / stride;
+  return *o < out_size;
+}
+
+#define DEPTHWISE_KERNELS(code, T)                                                                  \
+  /* out[ci * m + q] += x[ci] * f[ci * m + q] over the c channels of a pixel. */                    \
+  static inline void tap_##code(T *restrict out, const T *restrict x, const T *restrict f, int64_t c, \
+                                int64_t m) {                                                        \
+    if (m == 1) {                                                                                   \
+      MF_ELEMENTS(c, i, out[i] += x[i] * f[i];);                                                    \
+      return;                                                                                       \
+    }                                                                                               \
+    for (int64_t ci = 0; ci < c; ci++) {                                                            \
+      const T v = x[ci];                                                                            \
+      T *restrict o = out + ci * m;                                                                 \
+      const T *restrict fc = f + ci * m;                                                            \
+      MF_ELEMENTS(m, q, o[q] += v * fc[q];);                                                        \
+    }                                                                                               \
+  }                                                                                                 \
+  /* dx[ci] += sum over q of dy[ci * m + q] * f[ci * m + q]. */                                     \
+  static inline void tap_back_##code(T *restrict dx, const T *restrict dy, const T *restrict f, int64_t c, \
+                                     int64_t m) {                                                   \
+    if (m == 1) {                                                                                   \
+      MF_ELEMENTS(c, i, dx[i] += dy[i] * f[i];);                                                    \
+      return;                                                                                       \
+    }                                                                                               \
+    for (int64_t ci = 0; ci < c; ci++) {                                                            \
+      T sum = 0;                                                                                    \
+      for (int64_t q = 0; q < m; q++) sum += dy[ci * m + q] * f[ci * m + q];                        \
+      dx[ci] += sum;                                                                                \
+    }                                                                                               \
+  }                                                                                                 \
+  static void depthwise_##code(const geom *g, const void *x_, const void *f_, void *y_, int64_t i0, int64_t i1) { \
+    const T *x = x_, *f = f_;                                                                       \
+    T *y = y_;                                                                                      \
+    const int64_t c = g->c, oc = g->oc, m = oc / c;                                                 \
+    for (int64_t r = i0; r < i1; r++) {                                                             \
+      const int64_t n = r / g->oh, oy = r % g->oh;                                                  \
+      for (int64_t ox = 0; ox < g->ow; ox++) {                                                      \
+        T *out = y + (r * g->ow + ox) * oc;                                                         \
+        run_zero_##code(out, oc);                                                                   \
+        FOR_EACH_TAP(g, oy, ox, tap_##code(out, x + PIXEL(g, n, iy, ix), f + (ky * g->kw + kx) * oc, c, m);) \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  static void depthwise_input_##code(const geom *g, const void *dy_, const void *f_, void *dx_, int64_t i0, \
+                                     int64_t i1) {                                                  \
+    const T *dy = dy_, *f = f_;                                                                     \
+    T *dx = dx_;                                                                                    \
+    const int64_t c = g->c, oc = g->oc, m = oc / c;                                                 \
+    for (int64_t r = i0; r < i1; r++) {                                                             \
+      const int64_t n = r / g->h, iy = r % g->h;                                                    \
+      for (int64_t ix = 0; ix < g->w; ix++) {                                                       \
+        T *out = dx + PIXEL(g, n, iy, ix);                                                          \
+        run_zero_##code(out, c);                                                                    \
+        for (int64_t ky = 0, oy; ky < g->kh; ky++) {                                                \
+          if (!tap_source(iy, ky, g->pt, g->dh, g->sh, g->oh, &oy)) continue;                       \
+          for (int64_t kx = 0, ox; kx < g->kw; kx++)                                                \
+            if (tap_source(ix, kx, g->pl, g->dw, g->sw, g->ow, &ox))                                \
+              tap_back_##code(out, dy + ((n * g->oh + oy) * g->ow + ox) * oc, f + (ky * g->kw + kx) * oc, c, m); \
+        }                                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+  static void depthwise_filter_##code(const geom *g, const void *x_, const void *dy_, void *df_, int64_t i0, \
+                                      int64_t i1) {                                                 \
+    const T *x = x_, *dy = dy_;                                                                     \
+    T *df = df_;                                                                                    \
+    const int64_t c = g->c, oc = g->oc, m = oc / c;                                                 \
+    for (int64_t t = i0; t < i1; t++) {                                                             \
+      const int64_t ky = t / g->kw, kx = t % g->kw;                                                 \
+      T *out = df + t * oc;                                                                         \
+      run_zero_##code(out, oc);                                                                     \
+      for (int64_t n = 0; n < g->n; n++)                                                            \
+        for (int64_t oy = 0; oy < g->oh; oy++) {                                                    \
+          const int64_t iy = oy * g->sh - g->pt + ky * g->dh;                                       \
+          if (iy < 0 || iy >= g->h) continue;                                                       \
+          for (int64_t ox = 0; ox < g->ow; ox++) {                                                  \
+            const int64_t ix = ox * g->sw - g->pl + kx * g->dw;                                     \
+            if (ix >= 0 && ix < g->w)                                                               \
+              tap_##code(out, x + PIXEL(g, n, iy, ix), dy + ((n * g->oh + oy) * g->ow + ox) * oc, c, m); \
+          }                                                                                         \
+        }                                                                                           \
+    }                                                                                               \
+  }                                                                                                 \
+  /* Each of images [n0, n1) from [a][b] to [b][a] (NCHW <-> NHWC). */                              \
+  static void swap_layout_##code(const void *src_, void *dst_, int64_t n0, int64_t n1, int64_t a, int64_t b) { \
+    const T *src = src_;                                                                            \
+    T *dst = dst_;                                                                                  \
+    for (int64_t n = n0; n < n1; n++)                                                               \
+      for (int64_t i = 0; i < a; i++)                                                               \
+        for (int64_t j = 0; j < b; j++) dst[(n * b + j) * a + i] = src[(n * a + i) * b + j];        \
+  }
+MF_FOR_FLOAT_TYPES(DEPTHWISE_KERNELS)
+
+typedef void (*swap_layout_fn)(const void *src, void *dst, int64_t n0, int64_t n1, int64_t a, int64_t b);
+typedef struct depthwise_impl {
+  depthwise_fn fn[3]; /* by depthwise_kind */
+  swap_layout_fn swap;
+} depthwise_impl;
+enum depthwise_kind { DW_FORWARD, DW_INPUT, DW_FILTER };
+#define DEPTHWISE_IMPL(code, T) \
+  [code] = {{depthwise_##code, depthwise_input_##code, depthwise_filter_##code}, swap_layout_##code},
+static const depthwise_impl depthwise_impls[MF_DTYPE_SLOTS] = {MF_FOR_FLOAT_TYPES(DEPTHWISE_IMPL)};
+
+typedef struct depthwise_job {
+  depthwise_fn fn;
+  const geom *g;
+  const void *a, *b;
+  void *out;
+} depthwise_job;
+
+static void depthwise_items(void *arg, int64_t begin, int64_t end) {
+  const depthwise_job *j = arg;
+  j->fn(j->g, j->a, j->b, j->out, begin, end);
+}
+
+typedef struct swap_job {
+  swap_layout_fn fn;
+  const void *src;
+  void *dst;
+  int64_t a, b;
+} swap_job;
+
+static void swap_images(void *arg, int64_t begin, int64_t end) {
+  const swap_job *j = arg;
+  j->fn(j->src, j->dst, begin, end, j->a, j->b);
+}
+
+/* src [n][a][b] into dst [n][b][a], by image over the session's threads. */
+static void swap_layout(mf_kernel_ctx *ctx, const depthwise_impl *im, const void *src, void *dst, int64_t n,
+                        int64_t a, int64_t b) {
+  swap_job j = {im->swap, src, dst, a, b};
+  mf_parallel_for(ctx, n, a * b, swap_images, &j);
+}
+
+/* Runs one depthwise kernel. `image` is the image-shaped tensor the geometry
+ * comes from (the input, or its gradient), `filter` the filter-shaped one;
+ * a, b and out are the kernel's operands: a is image-shaped, b is too for the
+ * filter gradient, out is except for it. NCHW operands are transposed to
+ * NHWC in the scratch, an NCHW result back. */
+static mf_code depthwise_run(mf_kernel_ctx *ctx, enum depthwise_kind kind, const mf_tensor *image,
+                             const mf_tensor *filter, const mf_tensor *a, const mf_tensor *b, mf_tensor *out) {
+  window w;
+  geom g;
+  int64_t in[4];
+  if (read_window_format(ctx->op->name, ctx->attrs, false, true, &w, ctx->status)) return ctx->status->code;
+  to_nhwc(image->dims, w.nchw, in);
+  if (make_geom(ctx->op->name, &w, in, filter->dims[0], filter->dims[1], in[3] * filter->dims[3], &g, ctx->status))
+    return ctx->status->code;
+  if (out->size == 0) return MF_OK;  /* no channels, or an empty image */
+  const depthwise_impl *im = &depthwise_impls[a->dtype];
+  const bool b_image = kind == DW_FILTER, out_image = !b_image;
+  const void *ad = a->data, *bd = b->data;
+  void *od = out->data;
+  const size_t es = mf_dtype_size(a->dtype);
+    const int64_t plane = g.h * g.w, out_plane = g.oh * g.ow;
+  if (w.nchw) {
+    const mf_tensor *second = b_image ? b : out;
+    char *scratch = mf_kernel_scratch(ctx, (size_t)(a->size + second->size) * es);
+    if (!scratch) return ctx->status->code;
+    void *a_nhwc = scratch, *second_nhwc = scratch + (size_t)a->size * es;
+    /* a is the input (x) or out_backprop (dy): its channels and plane. */
+    const bool a_is_input = kind != DW_INPUT;
+    swap_layout(ctx, im, ad, a_nhwc, g.n, a_is_input ? g.c : g.oc, a_is_input ? plane : out_plane);
+    if (b_image) swap_layout(ctx, im, bd, second_nhwc, g.n, g.oc, out_plane), bd = second_nhwc;
+    ad = a_nhwc;
+    if (out_image) od = second_nhwc;
+  }
+  depthwise_job j = {im->fn[kind], &g, ad, bd, od};
+  const int64_t taps = g.kh * g.kw;
+  if (kind == DW_FORWARD) mf_parallel_for(ctx, g.n * g.oh, g.ow * g.oc * taps, depthwise_items, &j);
+  if (kind == DW_INPUT) mf_parallel_for(ctx, g.n * g.h, g.w * g.oc * taps, depthwise_items, &j);
+  if (kind == DW_FILTER) mf_parallel_for(ctx, taps, g.n * out_plane * g.oc, depthwise_items, &j);
+  if (w.nchw && out_image) {
+    if (kind == DW_FORWARD) swap_layout(ctx, im, od, out->data, g.n, out_plane, g.oc);
+    else swap_layout(ctx, im, od, out->data, g.n, plane, g.c);
+  }
+  return MF_OK;
+}
+
+static mf_code depthwise_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *f = ctx->inputs[1];
+  return depthwise_run(ctx, DW_FORWARD, x, f, x, f, ctx->outputs[0]);
+}
+
+static mf_code depthwise_backprop_input_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *f = ctx->inputs[1], *dy = ctx->inputs[2];
+  return depthwise_run(ctx, DW_INPUT, ctx->outputs[0], f, dy, f, ctx->outputs[0]);
+}
+
+static mf_code depthwise_backprop_filter_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0], *dy = ctx->inputs[2];
+  return depthwise_run(ctx, DW_FILTER, x, ctx->outputs[0], x, dy, ctx->outputs[0]);
 }
 
 /* ---------- pooling ---------- */
@@ -1473,6 +1831,169 @@ static mf_code xent_rule(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* ---------- LRN and LRNGrad ----------
+ * LRN(input [n, h, w, c]): each value divided by (bias + alpha * the sum of
+ * the squares of the values within depth_radius channels of it) ^ beta, as
+ * TensorFlow's; LRNGrad(input_grads, input_image, output_image) its input's
+ * gradient. Sums and powers in double, a pixel's channels per item. */
+typedef struct lrn_params {
+  int64_t radius;
+  double bias, alpha, beta;
+} lrn_params;
+
+static mf_code lrn_params_of(const char *op, const mf_attrs *attrs, lrn_params *p, mf_status *s) {
+  *p = (lrn_params){mf_attr_int(attrs, "depth_radius", 5), mf_attr_float(attrs, "bias", 1),
+                    mf_attr_float(attrs, "alpha", 1), mf_attr_float(attrs, "beta", 0.5)};
+  if (p->radius < 0 || p->radius > INT32_MAX)
+    return MF_INVALID(s, "%s: depth_radius must be between 0 and 2^31 - 1, got %lld", op, (long long)p->radius);
+  return MF_OK;
+}
+
+static mf_code lrn_infer(mf_infer_ctx *ic) {
+  lrn_params p;
+  int64_t d[4];
+  if (mf_check_dtype(ic, 0, "input has", FLOAT_TYPES) || lrn_params_of(ic->op_name, ic->attrs, &p, ic->status) ||
+      rank4(ic, &ic->in_shapes[0], "input", NHWC, d))
+    return ic->status->code;
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = shape4(d[0], d[1], d[2], d[3]);
+  return MF_OK;
+}
+
+static mf_code lrn_grad_infer(mf_infer_ctx *ic) {
+  lrn_params p;
+  int64_t d[4];
+  if (mf_check_dtype(ic, 0, "input_grads has", FLOAT_TYPES) ||
+      mf_check_same_dtype(ic, 0, "input_grads", 1, "input_image") ||
+      mf_check_same_dtype(ic, 0, "input_grads", 2, "output_image") ||
+      lrn_params_of(ic->op_name, ic->attrs, &p, ic->status) || rank4(ic, &ic->in_shapes[0], "input_grads", NHWC, d))
+    return ic->status->code;
+  mf_shape all = ic->in_shapes[0];
+  for (int i = 1; i < 3; i++)
+    if (!mf_merge_shapes(&all, &ic->in_shapes[i], &all)) {
+      char a[160], b[160], c[160];
+      return MF_INVALID(ic->status,
+                        "%s: input_grads, input_image, and out_image should have the same shape, got %s, %s and %s",
+                        ic->op_name, mf_shape_str(&ic->in_shapes[0], a, sizeof a),
+                        mf_shape_str(&ic->in_shapes[1], b, sizeof b), mf_shape_str(&ic->in_shapes[2], c, sizeof c));
+    }
+  ic->out_dtypes[0] = ic->in_dtypes[0];
+  ic->out_shapes[0] = all;
+  return MF_OK;
+}
+
+/* The window of channel k: [*lo, *hi]. */
+static void lrn_window(const lrn_params *p, int64_t k, int64_t c, int64_t *lo, int64_t *hi) {
+  *lo = k - p->radius < 0 ? 0 : k - p->radius;
+  *hi = k + p->radius >= c ? c - 1 : k + p->radius;
+}
+
+/* Per dtype, over pixels [r0, r1) of c channels: LRN's y, and LRNGrad's dx
+ * = g * norm^-beta - 2 alpha beta x * sum over the window of g y / norm,
+ * with `work` 2 c doubles per pixel (the terms of one pixel's channels). */
+typedef void (*lrn_fn)(const lrn_params *p, const void *g, const void *x, const void *y, void *out, double *work,
+                       int64_t r0, int64_t r1, int64_t c);
+#define LRN_KERNELS(code, T)                                                                        \
+  static double lrn_norm_##code(const lrn_params *p, const T *x, int64_t k, int64_t c) {            \
+    int64_t lo, hi;                                                                                 \
+    lrn_window(p, k, c, &lo, &hi);                                                                  \
+    double s = 0;                                                                                   \
+    for (int64_t j = lo; j <= hi; j++) s += (double)x[j] * (double)x[j];                            \
+    return p->bias + p->alpha * s;                                                                  \
+  }                                                                                                 \
+  static void lrn_##code(const lrn_params *p, const void *g_, const void *x_, const void *y_, void *out_, \
+                         double *work, int64_t r0, int64_t r1, int64_t c) {                         \
+    const T *x = x_;                                                                                \
+    T *y = out_;                                                                                    \
+    (void)g_, (void)y_, (void)work;                                                                 \
+    for (int64_t i = r0 * c; i < r1 * c; i += c)                                                    \
+      for (int64_t k = 0; k < c; k++) y[i + k] = (T)(x[i + k] * pow(lrn_norm_##code(p, x + i, k, c), -p->beta)); \
+  }                                                                                                 \
+  static void lrn_grad_##code(const lrn_params *p, const void *g_, const void *x_, const void *y_, void *out_, \
+                              double *work, int64_t r0, int64_t r1, int64_t c) {                    \
+    const T *g = g_, *x = x_, *y = y_;                                                              \
+    T *dx = out_;                                                                                   \
+    for (int64_t i = r0 * c; i < r1 * c; i += c) {                                                  \
+      double *direct = work + 2 * i, *spread = direct + c;                                          \
+      for (int64_t k = 0; k < c; k++) {                                                             \
+        const double norm = lrn_norm_##code(p, x + i, k, c);                                        \
+        direct[k] = g[i + k] * pow(norm, -p->beta);                                                 \
+        spread[k] = g[i + k] * (double)y[i + k] / norm;                                             \
+      }                                                                                             \
+      for (int64_t k = 0; k < c; k++) {                                                             \
+        int64_t lo, hi;                                                                             \
+        lrn_window(p, k, c, &lo, &hi);                                                              \
+        double s = 0;                                                                               \
+        for (int64_t j = lo; j <= hi; j++) s += spread[j];                                          \
+        dx[i + k] = (T)(direct[k] - 2 * p->alpha * p->beta * x[i + k] * s);                         \
+      }                                                                                             \
+    }                                                                                               \
+  }
+MF_FOR_FLOAT_TYPES(LRN_KERNELS)
+#define LRN_ENTRY(code, T) [code] = {lrn_##code, lrn_grad_##code},
+static const lrn_fn lrn_fns[MF_DTYPE_SLOTS][2] = {MF_FOR_FLOAT_TYPES(LRN_ENTRY)};
+
+typedef struct lrn_job {
+  lrn_fn fn;
+  const lrn_params *p;
+  const void *g, *x, *y;
+  void *out;
+  double *work;
+  int64_t c;
+} lrn_job;
+
+static void lrn_pixels(void *arg, int64_t begin, int64_t end) {
+  const lrn_job *j = arg;
+  j->fn(j->p, j->g, j->x, j->y, j->out, j->work, begin, end, j->c);
+}
+
+/* LRN (grad false: x) or LRNGrad (g, x, y), by pixel over the session's threads. */
+static mf_code lrn_run(mf_kernel_ctx *ctx, bool grad, const mf_tensor *g, const mf_tensor *x, const mf_tensor *y) {
+  lrn_params p;
+  if (lrn_params_of(ctx->op->name, ctx->attrs, &p, ctx->status)) return ctx->status->code;
+  mf_tensor *out = ctx->outputs[0];
+  const int64_t c = x->dims[3];
+  if (out->size == 0) return MF_OK;
+  double *work = NULL;
+  if (grad && !(work = mf_kernel_scratch(ctx, (size_t)out->size * 2 * sizeof *work))) return ctx->status->code;
+  const int64_t window = 2 * p.radius + 1 < c ? 2 * p.radius + 1 : c;
+  lrn_job j = {lrn_fns[x->dtype][grad], &p, g ? g->data : NULL, x->data, y ? y->data : NULL, out->data, work, c};
+  mf_parallel_for(ctx, out->size / c, c * window * (grad ? 2 : 1), lrn_pixels, &j);
+  return MF_OK;
+}
+
+static mf_code lrn_kernel(mf_kernel_ctx *ctx) { return lrn_run(ctx, false, NULL, ctx->inputs[0], NULL); }
+
+static mf_code lrn_grad_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *g = ctx->inputs[0], *x = ctx->inputs[1], *y = ctx->inputs[2];
+  mf_shape sg = mf_shape_of(g), sx = mf_shape_of(x), sy = mf_shape_of(y);
+  /* A shape promised by set_shape may disagree with the values. */
+  if (!mf_shape_compatible(&sg, &sx) || !mf_shape_compatible(&sg, &sy)) {
+    char a[160], b[160], c[160];
+    return MF_INVALID(ctx->status,
+                      "%s: input_grads, input_image, and out_image should have the same shape, got %s, %s and %s",
+                      ctx->op->name, mf_shape_str(&sg, a, sizeof a), mf_shape_str(&sx, b, sizeof b),
+                      mf_shape_str(&sy, c, sizeof c));
+  }
+  return lrn_run(ctx, true, g, x, y);
+}
+
+/* TensorFlow's rule: LRNGrad(dy, x, y), with LRN's attributes. */
+static mf_code lrn_rule(mf_grad_ctx *gc) {
+  gc->input_grads[0] = mf_grad_rebuild(gc, "LRNGrad", (mf_output[]){gc->grads[0], mf_op_in(gc->op, 0),
+                                                                   mf_op_out(gc->op, 0)}, 3);
+  return gc->status->code;
+}
+
+/* TensorFlow defines no gradient for LRNGrad: a second derivative through
+ * tf.nn.lrn is an error, never a silent zero. */
+static mf_code lrn_grad_rule(mf_grad_ctx *gc) {
+  return mf_status_set(gc->status, MF_UNIMPLEMENTED,
+                       "%s: LRNGrad has no gradient (TensorFlow defines none either): second derivatives through "
+                       "tf.nn.lrn are not supported",
+                       gc->op->name);
+}
+
 /* ---------- registrations ---------- */
 
 /* values: the def's value_inputs (the backprops read their sizes input). */
@@ -1498,6 +2019,13 @@ static const mf_op_def defs[] = {
            conv2d_backprop_input_rule)
     SIZED_OP_DEF(Conv2DBackpropFilter, 3, 0, 1u << 1, conv2d_backprop_filter_infer, conv2d_backprop_filter_kernel,
            conv2d_backprop_filter_rule)
+    OP_DEF(DepthwiseConv2dNative, 2, 0, depthwise_infer, depthwise_kernel, depthwise_rule)
+    SIZED_OP_DEF(DepthwiseConv2dNativeBackpropInput, 3, 0, 1u << 0, depthwise_backprop_input_infer,
+                 depthwise_backprop_input_kernel, depthwise_backprop_input_rule)
+    SIZED_OP_DEF(DepthwiseConv2dNativeBackpropFilter, 3, 0, 1u << 1, depthwise_backprop_filter_infer,
+                 depthwise_backprop_filter_kernel, depthwise_backprop_filter_rule)
+    OP_DEF(LRN, 1, 0, lrn_infer, lrn_kernel, lrn_rule)
+    OP_DEF(LRNGrad, 3, MF_OP_INTERNAL, lrn_grad_infer, lrn_grad_kernel, lrn_grad_rule)
     OP_DEF(MaxPool, 1, 0, pool_infer, max_pool_kernel, max_pool_rule)
     OP_DEF(MaxPoolGrad, 3, MF_OP_INTERNAL, max_pool_grad_infer, max_pool_grad_kernel, max_pool_grad_rule)
     OP_DEF(MaxPoolGradGrad, 3, MF_OP_INTERNAL, max_pool_grad_grad_infer, max_pool_grad_grad_kernel, max_pool_grad_grad_rule)

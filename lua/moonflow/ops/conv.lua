@@ -1,7 +1,8 @@
 -- ops/conv.lua — tf.nn activations (relu, relu6, leaky_relu, elu, selu,
 -- softplus, softsign), bias_add, conv2d, conv2d_transpose, the convolution
--- backprops, max_pool and avg_pool, on the kernels of src/ops/nn.c. Only the
--- NHWC layout (batch, height, width, channels) exists; the C ops reject others.
+-- backprops, max_pool and avg_pool, the depthwise and separable convolutions,
+-- lrn, on the kernels of src/ops/nn.c. The NHWC layout (batch, height, width,
+-- channels) everywhere; the depthwise ops take NCHW too, the C ops reject others.
 --
 -- Window arguments (strides, ksize, dilations) are a number s, a pair
 -- {h, w}, or TensorFlow's 4-list {1, h, w, 1}; padding is "SAME" or "VALID".
@@ -14,20 +15,21 @@ local attr = G.attr
 local fail, options = core.fail, args.options
 local is_integer, show, name_of = args.is_integer, args.show, args.name_of
 
--- strides / ksize / dilations as TensorFlow's NHWC 4-list.
-local function window_list(fname, what, v)
+-- strides / ksize / dilations as TensorFlow's 4-list: {1, h, w, 1} (NHWC) or {1, 1, h, w} (NCHW).
+local function window_list(fname, what, v, nchw)
   local list
-  if is_integer(v) then list = {1, v, v, 1}
+  local function hw(h, w) return nchw and {1, 1, h, w} or {1, h, w, 1} end
+  if is_integer(v) then list = hw(v, v)
   elseif type(v) == "table" and getmetatable(v) == nil then
-    if #v == 1 then list = {1, v[1], v[1], 1}
-    elseif #v == 2 then list = {1, v[1], v[2], 1}
+    if #v == 1 then list = hw(v[1], v[1])
+    elseif #v == 2 then list = hw(v[1], v[2])
     elseif #v == 4 then list = {v[1], v[2], v[3], v[4]} end
   end
   local ok = list ~= nil
   for i = 1, ok and 4 or 0 do ok = ok and is_integer(list[i]) end
   if not ok then
-    fail(string.format("%s: %s must be an integer, a pair {height, width} or 4 integers {1, height, width, 1}, got %s",
-                       fname, what, show(v)))
+    fail(string.format("%s: %s must be an integer, a pair {height, width} or 4 integers %s, got %s",
+                       fname, what, nchw and "{1, 1, height, width}" or "{1, height, width, 1}", show(v)))
   end
   return attr.ints(list)
 end
@@ -45,10 +47,11 @@ local function window_attrs(fname, strides, padding, o)
   if type(data_format) ~= "string" then
     fail(fname .. ': data_format must be a string ("NHWC"), got ' .. tostring(data_format))
   end
-  local attrs = {strides = window_list(fname, "strides", strides), padding = padding_of(fname, padding),
+  local nchw = data_format == "NCHW"
+  local attrs = {strides = window_list(fname, "strides", strides, nchw), padding = padding_of(fname, padding),
                  data_format = data_format}
-  if o.ksize ~= nil then attrs.ksize = window_list(fname, "ksize", o.ksize) end
-  if o.dilations ~= nil then attrs.dilations = window_list(fname, "dilations", o.dilations) end
+  if o.ksize ~= nil then attrs.ksize = window_list(fname, "ksize", o.ksize, nchw) end
+  if o.dilations ~= nil then attrs.dilations = window_list(fname, "dilations", o.dilations, nchw) end
   return attrs
 end
 
@@ -148,6 +151,106 @@ return function(tf, ops)
     end
     tf.nn[fname], tf.nn[fname .. "2d"] = pool, pool
   end
+
+  -- tf.nn.depthwise_conv2d_native(input, filter, strides, padding, {data_format=, dilations=, name=}):
+  -- input [batch, height, width, in_channels] (or NCHW), filter [h, w, in_channels, channel_multiplier];
+  -- output channel i * channel_multiplier + q is input channel i convolved with filter[:, :, i, q].
+  local depthwise_options = {"data_format", "dilations", "name"}
+  function tf.nn.depthwise_conv2d_native(input, filter, strides, padding, ...)
+    local fname = "tf.nn.depthwise_conv2d_native"
+    local o = options(fname, depthwise_options, ...)
+    input, filter = operands(input, filter)
+    return G.op{"DepthwiseConv2dNative", inputs = {input, filter},
+                attrs = window_attrs(fname, strides, padding, o), name = o.name}
+  end
+
+  -- tf.nn.depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, strides, padding, ...)
+  -- and _backprop_filter(input, filter_sizes, out_backprop, strides, padding, ...): its gradients (also
+  -- named tf.nn.depthwise_conv2d_backprop_input / _filter); sizes are a tensor or a Lua list.
+  for part, op_type in pairs({input = "DepthwiseConv2dNativeBackpropInput",
+                              filter = "DepthwiseConv2dNativeBackpropFilter"}) do
+    local fname = "tf.nn.depthwise_conv2d_native_backprop_" .. part
+    local function backprop(a, b, out_backprop, strides, padding, ...)
+      local o = options(fname, depthwise_options, ...)
+      local inputs
+      if part == "input" then
+        local filter, dy = operands(b, out_backprop)
+        inputs = {shape_tensor(a, filter.graph), filter, dy}
+      else
+        local input, dy = operands(a, out_backprop)
+        inputs = {input, shape_tensor(b, input.graph), dy}
+      end
+      return G.op{op_type, inputs = inputs, attrs = window_attrs(fname, strides, padding, o), name = o.name}
+    end
+    tf.nn["depthwise_conv2d_native_backprop_" .. part], tf.nn["depthwise_conv2d_backprop_" .. part] = backprop, backprop
+  end
+
+  -- tf.nn.depthwise_conv2d's rate (TensorFlow's dilation_rate): dilations, which TensorFlow
+  -- refuses with strides above 1.
+  local function rate_dilations(fname, strides, o)
+    local rate = o.rate or o.dilations
+    if rate == nil then return nil end
+    local nchw = o.data_format == "NCHW"
+    local r, s = window_list(fname, "rate", rate, nchw).v, window_list(fname, "strides", strides, nchw).v
+    local h, w = nchw and 3 or 2, nchw and 4 or 3
+    if (r[h] > 1 or r[w] > 1) and (s[h] > 1 or s[w] > 1) then
+      fail(string.format("%s: strides > 1 not supported in conjunction with rate > 1 (strides %s, rate %s)",
+                         fname, show(strides), show(rate)))
+    end
+    return {r[h], r[w]}
+  end
+
+  -- tf.nn.depthwise_conv2d(input, filter, strides, padding, rate, name, data_format, dilations).
+  function tf.nn.depthwise_conv2d(input, filter, strides, padding, ...)
+    local fname = "tf.nn.depthwise_conv2d"
+    local o = options(fname, {"rate", "name", "data_format", "dilations"}, ...)
+    return tf.nn.depthwise_conv2d_native(input, filter, strides, padding, o.data_format,
+                                         rate_dilations(fname, strides, o), o.name)
+  end
+
+  -- tf.nn.separable_conv2d(input, depthwise_filter [h, w, in, m], pointwise_filter [1, 1, in * m, out],
+  -- strides, padding, rate, name, data_format, dilations): the depthwise convolution, then a 1x1 one.
+  function tf.nn.separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding, ...)
+    local fname = "tf.nn.separable_conv2d"
+    local o = options(fname, {"rate", "name", "data_format", "dilations"}, ...)
+    local x, dw = operands(input, depthwise_filter)
+    local pw = G.convert(pointwise_filter, x.dtype, x.graph)
+    local pd = pw:get_shape().dims
+    if pd and (#pd ~= 4 or pd[1] > 1 or pd[2] > 1) then
+      fail(string.format("%s: pointwise_filter must be [1, 1, in_channels * channel_multiplier, out_channels], " ..
+                         "got shape %s", fname, tostring(pw:get_shape())))
+    end
+    local nchw = o.data_format == "NCHW"
+    local depthwise = tf.nn.depthwise_conv2d_native(x, dw, strides, padding, o.data_format,
+                                                    rate_dilations(fname, strides, o))
+    -- Conv2D is NHWC only: an NCHW result is transposed around the 1x1 convolution.
+    if nchw then depthwise = ops.transpose(depthwise, {0, 2, 3, 1}) end
+    local y = tf.nn.conv2d(depthwise, pw, 1, "VALID", nil, nil, nil, not nchw and o.name or nil)
+    if nchw then y = ops.transpose(y, {0, 3, 1, 2}, o.name) end
+    return y
+  end
+
+  -- tf.nn.lrn(input, depth_radius = 5, bias = 1, alpha = 1, beta = 0.5, name): local response
+  -- normalization over the channels of an NHWC input; also tf.nn.local_response_normalization.
+  function tf.nn.lrn(input, ...)
+    local fname = "tf.nn.lrn"
+    local o = options(fname, {"depth_radius", "bias", "alpha", "beta", "name"}, ...)
+    local attrs = {}
+    if o.depth_radius ~= nil then
+      if not is_integer(o.depth_radius) then
+        fail(string.format("%s: depth_radius must be an integer, got %s", fname, show(o.depth_radius)))
+      end
+      attrs.depth_radius = attr.int(o.depth_radius)
+    end
+    for _, k in ipairs({"bias", "alpha", "beta"}) do
+      if o[k] ~= nil then
+        if type(o[k]) ~= "number" then fail(string.format("%s: %s must be a number, got %s", fname, k, show(o[k]))) end
+        attrs[k] = attr.float(o[k])
+      end
+    end
+    return G.op{"LRN", inputs = {G.convert(input)}, attrs = attrs, name = o.name}
+  end
+  tf.nn.local_response_normalization = tf.nn.lrn
 
   -- tf.nn.conv1d(value, filters, stride, padding, {data_format=, dilations=,
   -- name=}): value [batch, width, in_channels], filters [w, in_channels,
