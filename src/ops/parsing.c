@@ -486,9 +486,11 @@ static mf_code parse_dense(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t ba
 }
 
 /* The sparse outputs (indices, values, dense shape) at first, first +
- * stride, first + 2 stride, for `total` values with `width` indices each. */
+ * stride, first + 2 stride, for `total` values with `width` indices each,
+ * and b made ready for string values (finish_sparse frees it). */
 static mf_tensor *alloc_sparse(mf_kernel_ctx *ctx, int first, int stride, mf_dtype t, int64_t total, int width,
-                               mf_tensor **values, mf_tensor **shape) {
+                               mf_tensor **values, mf_tensor **shape, mf_strings_builder *b) {
+  mf_strings_builder_init(b);
   const int64_t index_dims[2] = {total, width}, shape_dims[1] = {width};
   mf_tensor *indices = mf_kernel_alloc_output(ctx, first, MF_INT64, 2, index_dims);
   *shape = indices ? mf_kernel_alloc_output(ctx, first + 2 * stride, MF_INT64, 1, shape_dims) : NULL;
@@ -520,10 +522,9 @@ static mf_code parse_sparse(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t b
     if (n > widest) widest = n;
   }
   int batch_rank = ctx->inputs[0]->rank, width = 1 + batch_rank;
-  mf_tensor *values, *shape, *indices = alloc_sparse(ctx, first, stride, t, total, width, &values, &shape);
-  if (!indices) return ctx->status->code;
   mf_strings_builder b;
-  mf_strings_builder_init(&b);
+  mf_tensor *values, *shape, *indices = alloc_sparse(ctx, first, stride, t, total, width, &values, &shape, &b);
+  if (!indices) return ctx->status->code;
   int64_t at = 0;
   for (int64_t e = 0; e < batch; e++) {
     int i = find_feature(ctx, ex[e], key, t, e);
@@ -701,10 +702,9 @@ static mf_code parse_list_sparse(mf_kernel_ctx *ctx, mf_sequence_example *const 
     }
   }
   int batch_rank = ctx->inputs[0]->rank, width = 2 + batch_rank;
-  mf_tensor *values, *shape, *indices = alloc_sparse(ctx, first, stride, t, total, width, &values, &shape);
-  if (!indices) return ctx->status->code;
   mf_strings_builder b;
-  mf_strings_builder_init(&b);
+  mf_tensor *values, *shape, *indices = alloc_sparse(ctx, first, stride, t, total, width, &values, &shape, &b);
+  if (!indices) return ctx->status->code;
   int64_t at = 0;
   for (int64_t e = 0; e < batch; e++) {
     const mf_example *steps = list_of(se[e], key);
