@@ -192,8 +192,8 @@ valgrind: all
 # Lua, from the same seeds (build-fuzz/corpus/c-<target>, build-fuzz/c-<target>-*).
 # Leaks are valgrind's to find: LeakSanitizer cannot see the pointers LuaJIT
 # keeps in its own memory, so it would take garbage not yet collected for one.
-FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example decode_png decode_jpeg graphdef summary
-FUZZ_C_TARGETS := checkpoint graph tfrecord example
+FUZZ_TARGETS := checkpoint graph npy csv feeds tfrecord example sequence_example decode_png decode_jpeg graphdef summary
+FUZZ_C_TARGETS := checkpoint graph tfrecord example sequence_example
 FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: deps

@@ -6,6 +6,8 @@
  *   tfrecord    mf_record_reader, strictly and skipping corrupt records; the
  *               input's first byte picks plain (even) or gzip (odd)
  *   example     mf_example_parse, every feature's values, then serialized
+ *   sequence_example  mf_sequence_example_parse, every context feature's and
+ *               feature list step's values, then serialized
  * A status that is not OK rejects the input; a crash or a sanitizer report
  * is a finding. The file readers read one temporary file, rewritten for
  * each input. */
@@ -97,9 +99,8 @@ static void read_tfrecord(const uint8_t *data, size_t size) {
   read_records(compression, true);
 }
 
-static void read_example(const uint8_t *data, size_t size) {
-  mf_example *e = mf_example_parse(data, size, status);
-  if (!e) return;
+/* Reads every feature's values of e (keys must be distinct). */
+static void touch_features(const mf_example *e) {
   for (int i = 0, n = mf_example_num_features(e); i < n; i++) {
     if (mf_example_find(e, mf_example_key(e, i)) != i) abort(); /* keys are distinct */
     size_t count = mf_example_count(e, i);
@@ -115,10 +116,30 @@ static void read_example(const uint8_t *data, size_t size) {
       case MF_FEATURE_NONE: break;
     }
   }
+}
+
+static void read_example(const uint8_t *data, size_t size) {
+  mf_example *e = mf_example_parse(data, size, status);
+  if (!e) return;
+  touch_features(e);
   char *bytes;
   size_t n;
   if (mf_example_serialize(e, &bytes, &n, status) == MF_OK) mf_free_bytes(bytes);
   mf_example_free(e);
+}
+
+static void read_sequence_example(const uint8_t *data, size_t size) {
+  mf_sequence_example *se = mf_sequence_example_parse(data, size, status);
+  if (!se) return;
+  touch_features(mf_sequence_example_context(se));
+  for (int i = 0, n = mf_sequence_example_num_lists(se); i < n; i++) {
+    if (mf_sequence_example_find_list(se, mf_sequence_example_list_key(se, i)) != i) abort();
+    touch_features(mf_sequence_example_list(se, i));
+  }
+  char *bytes;
+  size_t n;
+  if (mf_sequence_example_serialize(se, &bytes, &n, status) == MF_OK) mf_free_bytes(bytes);
+  mf_sequence_example_free(se);
 }
 
 static void remove_file(void) { unlink(path); }
@@ -128,12 +149,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   static const struct { const char *name; reader_fn fn; } targets[] = {
       {"graph", read_graph}, {"checkpoint", read_checkpoint}, {"tfrecord", read_tfrecord},
-      {"example", read_example}};
+      {"example", read_example}, {"sequence_example", read_sequence_example}};
   const char *name = getenv("MOONFLOW_FUZZ_TARGET");
   for (size_t i = 0; name && i < sizeof targets / sizeof targets[0]; i++)
     if (strcmp(name, targets[i].name) == 0) reader = targets[i].fn;
   if (!reader) {
-    fprintf(stderr, "fuzz_c: set MOONFLOW_FUZZ_TARGET to graph, checkpoint, tfrecord or example\n");
+    fprintf(stderr, "fuzz_c: set MOONFLOW_FUZZ_TARGET to graph, checkpoint, tfrecord, example or "
+            "sequence_example\n");
     exit(1);
   }
   status = mf_status_new();

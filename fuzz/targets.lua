@@ -94,6 +94,22 @@ function M.example(bytes)
   example_session:run(example_parsed, {[example_input] = bytes})
 end
 
+-- A serialized tf.train.SequenceExample: parsed into Lua tables, and by
+-- ParseSequenceExample for context and feature list features of each kind.
+local sequence_graph = tf.Graph()
+local sequence_input, sequence_parsed = sequence_graph:as_default(function()
+  local serialized = tf.placeholder(tf.string, {})
+  return serialized, {tf.io.parse_single_sequence_example(serialized, {
+    id = tf.io.FixedLenFeature({}, tf.int64, 0), tags = tf.io.VarLenFeature(tf.string)}, {
+    tokens = tf.io.FixedLenSequenceFeature({}, tf.int64, true), v = tf.io.FixedLenSequenceFeature({2}, tf.float32, true),
+    words = tf.io.VarLenFeature(tf.string), x = tf.io.VarLenFeature(tf.float32)})}
+end)
+local sequence_session = tf.Session(sequence_graph)
+function M.sequence_example(bytes)
+  pcall(tf.train.SequenceExample.FromString, bytes)
+  sequence_session:run(sequence_parsed, {[sequence_input] = bytes})
+end
+
 -- Image decoders fed the input as contents: each variant runs (the first
 -- one's error is caught, so the second runs too), exercising libpng's and
 -- libjpeg's conversions as well as their parsers.

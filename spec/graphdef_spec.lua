@@ -161,6 +161,65 @@ describe("GraphDef export", function()
     os.execute("rm -rf '" .. tmp .. "'")
   end)
 
+  describe("of training graphs (gradients, initializers, optimizers)", function()
+    -- A small convnet and MLP head trained by optimizer `name`: its inputs,
+    -- loss, train op and the op types the GraphDef should hold.
+    local function trained(name)
+      tf.set_random_seed(7)
+      local x = tf.placeholder(tf.float32, {-1, 6, 6, 1}, "x")
+      local y = tf.placeholder(tf.int64, {-1}, "y")
+      local h = tf.layers.conv2d(x, 2, 3, {padding = "same", activation = tf.nn.relu})
+      h = tf.layers.average_pooling2d(tf.layers.max_pooling2d(h, 2, 2), 3, 1)
+      h = tf.layers.dense(tf.reshape(h, {-1, 2}), 4, {activation = tf.nn.elu})
+      local logits = tf.layers.dense(h, 3, {kernel_initializer = tf.truncated_normal_initializer({stddev = 0.5})})
+      local loss = tf.add(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = logits})),
+                          tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits({labels = tf.one_hot(y, 3),
+                                                                                  logits = logits})), {name = "loss"})
+      local opt = name == "MomentumOptimizer" and tf.train[name](0.1, 0.9) or tf.train[name](0.05)
+      local train = opt:minimize(loss, {name = "train"})
+      tf.global_variables_initializer()  -- named "init"
+      return x, y, loss, train
+    end
+    local feed_x, feed_y = {}, {0, 2}
+    for b = 1, 2 do
+      feed_x[b] = {}
+      for i = 1, 6 do
+        feed_x[b][i] = {}
+        for j = 1, 6 do feed_x[b][i][j] = {math.sin(b * i + j)} end
+      end
+    end
+    -- The losses of three training steps from the initial values.
+    local function losses(sess, x, y, loss, train, init)
+      sess:run(init)
+      local out = {}
+      for step = 1, 3 do out[step] = sess:run({loss, train}, {[x] = feed_x, [y] = feed_y})[1] end
+      return out
+    end
+    local OPTIMIZERS = {GradientDescentOptimizer = "ApplyGradientDescent", MomentumOptimizer = "ApplyMomentum",
+                        AdamOptimizer = "ApplyAdam", RMSPropOptimizer = "ApplyRMSProp",
+                        AdagradOptimizer = "ApplyAdagrad"}
+    for name, apply in pairs(OPTIMIZERS) do
+      it("exports " .. name .. "'s graph, which imports back and trains the same", function()
+        local x, y, loss, train = trained(name)
+        local want = losses(tf.Session(), x, y, loss, train, tf.get_default_graph():get_operation_by_name("init"))
+        local bytes = tf.get_default_graph():as_graph_def()
+        local text = tf.get_default_graph():as_graph_def({as_text = true})
+        for _, op in ipairs({apply, "RandomUniform", "TruncatedNormal", "BroadcastTo", "ReluGrad", "EluGrad",
+                             "BiasAddGrad", "MaxPoolGrad", "AvgPoolGrad", "Conv2DBackpropInput",
+                             "Conv2DBackpropFilter", "SparseSoftmaxCrossEntropyWithLogits",
+                             "SoftmaxCrossEntropyWithLogits", "MoonflowSumToShape"}) do
+          assert.is_truthy(text:find('op: "' .. op .. '"', 1, true), op)
+        end
+        tf.reset_default_graph()
+        local r = tf.import_graph_def(bytes, {name = "", return_elements = {x.name, y.name, loss.name, train.name,
+                                                                              "init"}})
+        local got = losses(tf.Session(), unpack(r))
+        H.assert_near_all(want, got, 1e-6, name)
+        assert.is_true(got[3] < got[1], name .. " trains")
+      end)
+    end
+  end)
+
   describe("runs in TensorFlow with moonflow's outputs", function()
     local python, why = tensorflow_python()
     local function check(name, build, feed, as_text, init)

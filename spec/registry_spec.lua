@@ -133,6 +133,7 @@ local CATALOG = {
   Pack = {"tf.stack"},
   Pad = {"tf.pad"},
   ParseExample = {"tf.io.parse_single_example", "tf.io.parse_example"},
+  ParseSequenceExample = {"tf.io.parse_single_sequence_example", "tf.io.parse_sequence_example"},
   Placeholder = {"tf.placeholder"},
   Pow = {"tf.pow"},
   Print = {"tf.Print"},

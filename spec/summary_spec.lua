@@ -350,5 +350,35 @@ describe("tf.summary", function()
     assert.same({{5, 7, 4}, {10, 7, 4}, {15, 7, 4}}, seen.images["picture/image"])
     assert.same({step = 15, shape = {2}, strings = {"step", "é"}}, seen.text.note[3])
   end)
+
+  it("writes a training graph TensorBoard's reader loads, gradient and optimizer ops included", function()
+    local _, found = H.shell("'" .. TENSORBOARD_PYTHON .. "' -c 'import tensorboard' 2>/dev/null")
+    if found ~= 0 then
+      pending("tensorboard is not installed in " .. TENSORBOARD_PYTHON .. " (make tensorboard-venv installs it)")
+      return
+    end
+    local x = tf.placeholder(tf.float32, {-1, 4, 4, 1}, "x")
+    local h = tf.layers.max_pooling2d(tf.layers.conv2d(x, 2, 3, {activation = tf.nn.relu}), 2, 1)
+    local loss = tf.reduce_mean(tf.square(tf.layers.dense(tf.reshape(h, {-1, 2}), 1) - 1))
+    tf.train.AdamOptimizer(0.1):minimize(loss, {name = "train"})
+    local w = tf.summary.FileWriter(dir, tf.get_default_graph())
+    w:close()
+    local out, status = H.shell("'" .. TENSORBOARD_PYTHON .. "' tools/tensorboard_check.py '" .. dir .. "' 2>/dev/null")
+    assert.equal(0, status, out)
+    local seen = require("moonflow.json").decode(out)
+    -- Every op is a node (and constant inputs, Mean/reduction_indices say, are nodes of their own).
+    for _, op in ipairs(tf.get_default_graph():get_operations()) do
+      assert.equal(op.type == "SumToShape" and "MoonflowSumToShape" or op.type == "Add" and "AddV2" or op.type,
+                   seen.graph_ops[op.name], op.name)
+    end
+    assert.equal("Const", seen.graph_ops["Mean/reduction_indices"])
+    local types = {}
+    for _, op in pairs(seen.graph_ops) do types[op] = true end
+    for _, op in ipairs({"ApplyAdam", "Conv2DBackpropFilter", "Conv2DBackpropInput", "MaxPoolGrad", "ReluGrad",
+                         "BiasAddGrad", "RandomUniform", "MoonflowSumToShape"}) do
+      assert.is_true(types[op], op)
+    end
+    assert.equal("ApplyAdam", seen.graph_ops["train/update_dense/kernel/ApplyAdam"])
+  end)
 end)
 

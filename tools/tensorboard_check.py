@@ -1,7 +1,7 @@
 """Loads a log directory with TensorBoard's own reader (EventAccumulator) and
 prints what it sees as JSON: per run, the scalars, histograms, images and
-texts (tags, steps, values, buckets, sizes, strings), whether a graph is there and its
-node names.
+texts (tags, steps, values, buckets, sizes, strings), whether a graph is there, its
+node names and each node's op type.
 spec/summary_spec.lua runs it (in the virtualenv `make tensorboard-venv`
 makes) and compares with what moonflow wrote.
 
@@ -21,6 +21,7 @@ def main(logdir):
     out = {"scalars": {}, "histograms": {}, "images": {}, "graph": bool(tags.get("graph"))}
     if out["graph"]:
         out["graph_nodes"] = sorted(node.name for node in acc.Graph().node)
+        out["graph_ops"] = {node.name: node.op for node in acc.Graph().node}
     for tag in tags.get("scalars", []):
         out["scalars"][tag] = [[e.step, e.value] for e in acc.Scalars(tag)]
     for tag in tags.get("histograms", []):

@@ -189,6 +189,8 @@ MF_API mf_code mf_example_set_floats(mf_example *e, const char *key, const float
 MF_API mf_code mf_example_set_int64s(mf_example *e, const char *key, const int64_t *v, size_t n, mf_status *s);
 MF_API mf_code mf_example_set_bytes(mf_example *e, const char *key, const char *const *v, const size_t *lengths,
                              size_t n, mf_status *s);
+/* Sets feature key (replacing one of that key) to one of no kind: a Feature holding no list. */
+MF_API mf_code mf_example_set_empty(mf_example *e, const char *key, mf_status *s);
 /* The wire bytes into *out (new, free with mf_free_bytes) and *n. */
 MF_API mf_code mf_example_serialize(const mf_example *e, char **out, size_t *n, mf_status *s);
 MF_API void mf_free_bytes(char *p);
@@ -205,6 +207,30 @@ MF_API size_t mf_example_count(const mf_example *e, int i);
 MF_API const float *mf_example_floats(const mf_example *e, int i);
 MF_API const int64_t *mf_example_int64s(const mf_example *e, int i);
 MF_API const char *mf_example_bytes(const mf_example *e, int i, size_t j, size_t *length);
+
+/* --- tf.train.SequenceExample --- */
+/* TensorFlow's SequenceExample message: context features (an mf_example)
+ * and named feature lists, each a sequence of features (its steps). A
+ * feature list is held as an mf_example whose features, in order, are its
+ * steps; the parser keys them by position ("0", "1", ...), and a builder
+ * sets them with any distinct keys, in order. Lists keep the order they were
+ * added or parsed in. */
+typedef struct mf_sequence_example mf_sequence_example;
+MF_API mf_sequence_example *mf_sequence_example_new(void);        /* new, empty; NULL when out of memory */
+MF_API void mf_sequence_example_free(mf_sequence_example *se);    /* NULL is fine */
+MF_API mf_example *mf_sequence_example_context(mf_sequence_example *se);  /* owned by se */
+/* Feature list key, new and empty (replacing one of that key); owned by se;
+ * NULL with s set when out of memory. */
+MF_API mf_example *mf_sequence_example_add_list(mf_sequence_example *se, const char *key, mf_status *s);
+MF_API int mf_sequence_example_num_lists(const mf_sequence_example *se);
+MF_API const char *mf_sequence_example_list_key(const mf_sequence_example *se, int i); /* owned; NULL out of range */
+MF_API int mf_sequence_example_find_list(const mf_sequence_example *se, const char *key); /* index, or -1 */
+MF_API const mf_example *mf_sequence_example_list(const mf_sequence_example *se, int i); /* owned; NULL out of range */
+/* The wire bytes into *out (new, free with mf_free_bytes) and *n. */
+MF_API mf_code mf_sequence_example_serialize(const mf_sequence_example *se, char **out, size_t *n, mf_status *s);
+/* Parses wire bytes; new, or NULL with s set (INVALID_ARGUMENT) when they
+ * are no SequenceExample. */
+MF_API mf_sequence_example *mf_sequence_example_parse(const void *data, size_t n, mf_status *s);
 
 /* --- TensorBoard summaries and event files --- */
 /* Summary messages (TensorFlow's summary.proto), as the summary ops make

@@ -5,7 +5,9 @@
  * dtypes moonflow infers (T, Tidx), and in a few names: one row per op says
  * it (mf_gd_row in tf_graphdef.h); the few TensorFlow ops moonflow builds
  * from others (LogSoftmax, FusedBatchNorm) have an expansion instead, and the
- * ops of a control flow v1 loop are read as one While. */
+ * ops of a control flow v1 loop are read as one While. moonflow's own ops
+ * that a training graph holds are written under names saying so
+ * ("Moonflow..."), so TensorBoard shows the graph and moonflow reads it back. */
 #include "io/tf_graphdef.h"
 #include "core/memory.h"
 
@@ -15,6 +17,7 @@
 #define UNARY(op) {#op, #op, "T=0", "", "", NULL},
 #define BINARY(op) {#op, #op, "T=0", "", "", NULL},
 #define REDUCE(op, types) {#op, #op, types, "axis:reduction_indices", "keepdims:keep_dims", NULL},
+#define GRAD(op) {#op, #op, "T=0", "", "", NULL},
 static const mf_gd_row OPS[] = {
     {"Const", "Const", "dtype=out", "", "", NULL},
     {"Placeholder", "Placeholder", "", "", "", NULL},
@@ -58,8 +61,8 @@ static const mf_gd_row OPS[] = {
     {"ArgMin", "ArgMin", "T=0 Tidx=1", "axis:dimension", "", NULL},
     {"Cast", "Cast", "SrcT=0", "", ":Truncate", NULL},
     {"Reshape", "Reshape", "T=0 Tshape=1", "", "", NULL},
-    {"Shape", "Shape", "T=0 out_type=out", "", "", NULL},
-    {"Size", "Size", "T=0 out_type=out", "", "", NULL},
+    {"Shape", "Shape", "T=0 out_type=out!", "", "", NULL},
+    {"Size", "Size", "T=0 out_type=out!", "", "", NULL},
     {"Rank", "Rank", "T=0", "", "", NULL},
     {"Fill", "Fill", "T=1 index_type=0", "", "", NULL},
     {"ZerosLike", "ZerosLike", "T=0", "", "", NULL},
@@ -86,6 +89,28 @@ static const mf_gd_row OPS[] = {
     {"ImageSummary", "ImageSummary", "T=1", "", ":bad_color", NULL},
     {"TensorSummaryV2", "TensorSummaryV2", "T=1", "", "", NULL},
     {"MergeSummary", "MergeSummary", "N=n", "", "", NULL},
+    /* what gradients, initializers and optimizers build: a training graph (TensorFlow's ops, inputs in its
+     * order; a Conv2D's backprops take the same renames as it) */
+    {"RandomUniform", "RandomUniform", "T=0", "", "", NULL},
+    {"RandomNormal", "RandomStandardNormal", "T=0", "", "", NULL},
+    {"TruncatedNormal", "TruncatedNormal", "T=0", "", "", NULL},
+    {"BroadcastTo", "BroadcastTo", "T=0 Tidx=1", "", "", NULL},
+    {"SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", "T=0", "", "", NULL},
+    {"SparseSoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "T=0 Tlabels=1", "", "", NULL},
+    GRAD(ReluGrad) GRAD(Relu6Grad) GRAD(EluGrad) GRAD(SeluGrad) GRAD(SoftplusGrad) GRAD(SoftsignGrad)
+    GRAD(LeakyReluGrad) GRAD(BiasAddGrad) GRAD(MaxPoolGrad) GRAD(MaxPoolGradGrad)
+    {"AvgPoolGrad", "AvgPoolGrad", "T=1", "", "", NULL},
+    {"Conv2DBackpropInput", "Conv2DBackpropInput", "T=1", "", ":use_cudnn_on_gpu :explicit_paddings", NULL},
+    {"Conv2DBackpropFilter", "Conv2DBackpropFilter", "T=0", "", ":use_cudnn_on_gpu :explicit_paddings", NULL},
+    {"ApplyGradientDescent", "ApplyGradientDescent", "T=0", "", ":use_locking", NULL},
+    {"ApplyMomentum", "ApplyMomentum", "T=0", "", ":use_locking", NULL},
+    {"ApplyAdam", "ApplyAdam", "T=0", "", ":use_locking", NULL},
+    {"ApplyRMSProp", "ApplyRMSProp", "T=0", "", ":use_locking", NULL},
+    {"ApplyCenteredRMSProp", "ApplyCenteredRMSProp", "T=0", "", ":use_locking", NULL},
+    {"ApplyAdagrad", "ApplyAdagrad", "T=0", "", ":use_locking", NULL},
+    /* moonflow's own gradient helpers, under names that say so (TensorBoard shows them; TensorFlow has no
+     * such op): SumToShape sums a broadcast gradient back to an input's shape */
+    {"SumToShape", "MoonflowSumToShape", "T=0 Tshape=1", "", "", NULL},
     /* control flow v1: a loop's frame becomes one While (loops_find, loop_build) */
     {NULL, "Enter", "", "", "", NULL},
     {NULL, "Merge", "", "", "", NULL},
@@ -101,6 +126,7 @@ static const mf_gd_row OPS[] = {
 #undef UNARY
 #undef BINARY
 #undef REDUCE
+#undef GRAD
 
 const mf_gd_row *mf_gd_row_for_mf(const char *type) {
   for (size_t i = 0; i < MF_ARRAY_LEN(OPS); i++)

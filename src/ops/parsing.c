@@ -1,6 +1,7 @@
 /* parsing.c — values out of strings: DecodeRaw (bytes as numbers),
- * DecodeCSV (records as columns) and ParseExample (serialized
- * tf.train.Example messages, through io/example.c). Not differentiable. */
+ * DecodeCSV (records as columns), ParseExample and ParseSequenceExample
+ * (serialized tf.train.Example and SequenceExample messages, through
+ * io/example.c). Not differentiable. */
 #include "core/status.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -286,31 +287,67 @@ typedef struct {
   mf_shape dense_shapes[64];
 } parse_spec;
 
+/* Attr `attr` of op_name: a dtype per key of a feature (*types, *n; absent: none). */
+static mf_code feature_types_of(const mf_attrs *attrs, const char *attr, const char *op_name, const int64_t **types,
+                                int *n, mf_status *s) {
+  int m = mf_attr_ints(attrs, attr, types);
+  *n = m < 0 ? 0 : m;
+  for (int k = 0; k < *n; k++)
+    if ((*types)[k] < 0 || (*types)[k] >= MF_DTYPE_SLOTS || !((FEATURE_TYPES >> (*types)[k]) & 1u))
+      return MF_INVALID(s, "%s: %s[%d] must be float32, int64 or string", op_name, attr, k);
+  return MF_OK;
+}
+
+/* Attr `attr` of op_name: for each of count keys its rank, then its dims (fully defined). */
+static mf_code feature_shapes_of(const mf_attrs *attrs, const char *attr, int count, int max_rank,
+                                 const char *op_name, mf_shape *shapes, mf_status *s) {
+  const int64_t *v;
+  int m = mf_attr_ints(attrs, attr, &v), at = 0;
+  for (int k = 0; k < count; k++) {
+    if (at >= m || v[at] < 0 || v[at] > max_rank || at + 1 + v[at] > m)
+      return MF_INVALID(s, "%s: %s must give a rank (up to %d) and dims for each of %d keys", op_name, attr,
+                        max_rank, count);
+    shapes[k] = mf_shape_make((int)v[at], v + at + 1);
+    for (int d = 0; d < shapes[k].rank; d++)
+      if (shapes[k].dims[d] < 0) return MF_INVALID(s, "%s: %s: shape %d must be fully defined", op_name, attr, k);
+    at += 1 + (int)v[at];
+  }
+  return MF_OK;
+}
+
 static mf_code parse_spec_of(const mf_attrs *attrs, int num_inputs, const char *op_name, parse_spec *p,
                              mf_status *s) {
-  int n = mf_attr_ints(attrs, "sparse_types", &p->sparse_types);
-  p->num_sparse = n < 0 ? 0 : n;
   p->num_dense = num_inputs - 3;
   if (p->num_dense < 0 || p->num_dense > 64)
     return MF_INVALID(s, "%s: ParseExample takes serialized, sparse_keys, dense_keys and at most 64 dense defaults",
                       op_name);
-  for (int k = 0; k < p->num_sparse; k++)
-    if (p->sparse_types[k] < 0 || p->sparse_types[k] >= MF_DTYPE_SLOTS ||
-        !((FEATURE_TYPES >> p->sparse_types[k]) & 1u))
-      return MF_INVALID(s, "%s: sparse_types[%d] must be float32, int64 or string", op_name, k);
-  const int64_t *shapes;
-  int m = mf_attr_ints(attrs, "dense_shapes", &shapes), at = 0;
-  for (int k = 0; k < p->num_dense; k++) {
-    if (at >= m || shapes[at] < 0 || shapes[at] > MF_MAX_RANK - 1 || at + 1 + shapes[at] > m)
-      return MF_INVALID(s, "%s: dense_shapes must give a rank and dims for each of %d dense keys", op_name,
-                        p->num_dense);
-    p->dense_shapes[k] = mf_shape_make((int)shapes[at], shapes + at + 1);
-    for (int d = 0; d < p->dense_shapes[k].rank; d++)
-      if (p->dense_shapes[k].dims[d] < 0)
-        return MF_INVALID(s, "%s: dense shape %d must be fully defined", op_name, k);
-    at += 1 + (int)shapes[at];
+  if (feature_types_of(attrs, "sparse_types", op_name, &p->sparse_types, &p->num_sparse, s)) return s->code;
+  return feature_shapes_of(attrs, "dense_shapes", p->num_dense, MF_MAX_RANK - 1, op_name, p->dense_shapes, s);
+}
+
+/* Shape inference of one sparse feature (outputs first, first + stride,
+ * first + 2 stride) with index width `width` (-1: unknown), and of one dense
+ * feature of `shape` (output out) over a batch of serialized messages. */
+static void infer_sparse(mf_infer_ctx *ic, int first, int stride, mf_dtype t, int width) {
+  const int64_t ix[2] = {-1, width}, one[1] = {-1}, sh[1] = {width};
+  ic->out_dtypes[first] = MF_INT64;
+  ic->out_shapes[first] = mf_shape_make(2, ix);
+  ic->out_dtypes[first + stride] = t;
+  ic->out_shapes[first + stride] = mf_shape_make(1, one);
+  ic->out_dtypes[first + 2 * stride] = MF_INT64;
+  ic->out_shapes[first + 2 * stride] = mf_shape_make(1, sh);
+}
+
+static void infer_dense(mf_infer_ctx *ic, int out, mf_dtype t, const mf_shape *ser, mf_shape shape) {
+  if (ser->rank < 0) {
+    shape = mf_shape_unknown();
+  } else if (ser->rank == 1) {
+    memmove(shape.dims + 1, shape.dims, (size_t)shape.rank * sizeof *shape.dims);
+    shape.dims[0] = ser->dims[0];
+    shape.rank++;
   }
-  return MF_OK;
+  ic->out_dtypes[out] = t;
+  ic->out_shapes[out] = shape;
 }
 
 static mf_code parse_example_infer(mf_infer_ctx *ic) {
@@ -326,30 +363,13 @@ static mf_code parse_example_infer(mf_infer_ctx *ic) {
                       mf_shape_str(ser, buf, sizeof buf));
   }
   if (mf_infer_set_num_outputs(ic, 3 * p.num_sparse + p.num_dense)) return ic->status->code;
-  int batch_rank = ser->rank < 0 ? -1 : ser->rank;
-  for (int k = 0; k < p.num_sparse; k++) {
-    const int64_t ix[2] = {-1, batch_rank < 0 ? -1 : 1 + batch_rank}, one[1] = {-1}, sh[1] = {ix[1]};
-    ic->out_dtypes[k] = MF_INT64;
-    ic->out_shapes[k] = mf_shape_make(2, ix);
-    ic->out_dtypes[p.num_sparse + k] = (mf_dtype)p.sparse_types[k];
-    ic->out_shapes[p.num_sparse + k] = mf_shape_make(1, one);
-    ic->out_dtypes[2 * p.num_sparse + k] = MF_INT64;
-    ic->out_shapes[2 * p.num_sparse + k] = mf_shape_make(1, sh);
-  }
+  int width = ser->rank < 0 ? -1 : 1 + ser->rank;
+  for (int k = 0; k < p.num_sparse; k++) infer_sparse(ic, k, p.num_sparse, (mf_dtype)p.sparse_types[k], width);
   for (int k = 0; k < p.num_dense; k++) {
     char what[64];
     snprintf(what, sizeof what, "dense_defaults[%d] has", k);
     if (mf_check_dtype(ic, 3 + k, what, FEATURE_TYPES)) return ic->status->code;
-    mf_shape out = p.dense_shapes[k];
-    if (batch_rank < 0) {
-      out = mf_shape_unknown();
-    } else if (batch_rank == 1) {
-      memmove(out.dims + 1, out.dims, (size_t)out.rank * sizeof *out.dims);
-      out.dims[0] = ser->dims[0];
-      out.rank++;
-    }
-    ic->out_dtypes[3 * p.num_sparse + k] = ic->in_dtypes[3 + k];
-    ic->out_shapes[3 * p.num_sparse + k] = out;
+    infer_dense(ic, 3 * p.num_sparse + k, ic->in_dtypes[3 + k], ser, p.dense_shapes[k]);
   }
   return MF_OK;
 }
@@ -367,16 +387,20 @@ static mf_feature_kind kind_of(mf_dtype t) {
   return t == MF_FLOAT32 ? MF_FEATURE_FLOATS : t == MF_INT64 ? MF_FEATURE_INT64S : MF_FEATURE_BYTES;
 }
 
+/* key as a C string (cut at 255 bytes) in name. */
+static const char *key_name(const mf_tstring *key, char name[256]) {
+  snprintf(name, 256, "%.*s", (int)(key->length < 255 ? key->length : 255), mf_tstring_bytes(key));
+  return name;
+}
+
 /* Feature `key` of e with dtype t: its index, -1 when absent (or empty and
  * kindless); -2 with the status set when its kind differs. */
-static int find_feature(mf_kernel_ctx *ctx, const mf_example *e, const mf_tstring *key, mf_dtype t, int64_t b) {
-  char name[256];
-  snprintf(name, sizeof name, "%.*s", (int)(key->length < 255 ? key->length : 255), mf_tstring_bytes(key));
-  int i = mf_example_find(e, name);
+static int find_feature(mf_kernel_ctx *ctx, const mf_example *e, const char *key, mf_dtype t, int64_t b) {
+  int i = mf_example_find(e, key);
   if (i < 0 || mf_example_kind(e, i) == MF_FEATURE_NONE) return -1;
   if (mf_example_kind(e, i) != kind_of(t)) {
     MF_INVALID(ctx->status, "%s: Name: <unknown>, Key: %s, Index: %lld.  Data types don't match. Data type: %s but "
-               "expected type: %s", ctx->op->name, name, (long long)b, kind_name(mf_example_kind(e, i)),
+               "expected type: %s", ctx->op->name, key, (long long)b, kind_name(mf_example_kind(e, i)),
                feature_type_name(t));
     return -2;
   }
@@ -395,17 +419,24 @@ static void put_value(const mf_example *e, int i, size_t j, mf_dtype t, mf_tenso
   }
 }
 
-static mf_code parse_dense(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t batch, int k, const parse_spec *p) {
-  int out_index = 3 * p->num_sparse + k;
-  mf_dtype t = ctx->op->out_dtypes[out_index];
-  const mf_tstring *key = mf_strings_of(ctx->inputs[2]) + k;
-  const mf_tensor *dflt = ctx->inputs[3 + k];
-  const mf_shape *shape = &p->dense_shapes[k];
+/* Output out: b's strings, of shape; b is freed. */
+static mf_code finish_strings(mf_kernel_ctx *ctx, int out, mf_strings_builder *b, int rank, const int64_t *dims) {
+  mf_tensor *strings = mf_strings_finish(b, rank, dims, ctx->status);
+  if (!strings) return ctx->status->code;
+  mf_tensor_release(ctx->outputs[out]);
+  ctx->outputs[out] = strings;
+  return MF_OK;
+}
+
+/* Output out, of the batch's shape followed by `shape`, from feature key
+ * (dtype t, default dflt: none when empty) of each of the batch's features. */
+static mf_code parse_dense(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t batch, const char *key, mf_dtype t,
+                           const mf_tensor *dflt, const mf_shape *shape, int out_index) {
   int64_t per = mf_shape_num_elements(shape->rank, shape->dims);
   if (dflt->size != 0 && dflt->size != per) {
     char buf[128];
-    return MF_INVALID(ctx->status, "%s: the default of dense key %d has %lld values, but its shape %s holds %lld",
-                      ctx->op->name, k, (long long)dflt->size, mf_shape_str(shape, buf, sizeof buf), (long long)per);
+    return MF_INVALID(ctx->status, "%s: the default of dense key %s has %lld values, but its shape %s holds %lld",
+                      ctx->op->name, key, (long long)dflt->size, mf_shape_str(shape, buf, sizeof buf), (long long)per);
   }
   mf_shape out_shape = *shape;
   if (ctx->inputs[0]->rank == 1) {
@@ -423,8 +454,8 @@ static mf_code parse_dense(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t ba
     if (i == -2) break;
     if (i < 0) {
       if (dflt->size == 0) {
-        MF_INVALID(ctx->status, "%s: Name: <unknown>, Feature: %.*s (data type: %s) is required but could not be "
-                   "found.", ctx->op->name, (int)key->length, mf_tstring_bytes(key), feature_type_name(t));
+        MF_INVALID(ctx->status, "%s: Name: <unknown>, Feature: %s (data type: %s) is required but could not be "
+                   "found.", ctx->op->name, key, feature_type_name(t));
         break;
       }
       for (int64_t j = 0; j < per; j++) {
@@ -440,9 +471,9 @@ static mf_code parse_dense(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t ba
     }
     if ((int64_t)mf_example_count(ex[e], i) != per) {
       char buf[128];
-      MF_INVALID(ctx->status, "%s: Name: <unknown>, Key: %.*s, Index: %lld.  Number of %s values != expected.  "
-                 "Values size: %zu but output shape: %s", ctx->op->name, (int)key->length, mf_tstring_bytes(key),
-                 (long long)e, feature_type_name(t), mf_example_count(ex[e], i), mf_shape_str(shape, buf, sizeof buf));
+      MF_INVALID(ctx->status, "%s: Name: <unknown>, Key: %s, Index: %lld.  Number of %s values != expected.  "
+                 "Values size: %zu but output shape: %s", ctx->op->name, key, (long long)e, feature_type_name(t),
+                 mf_example_count(ex[e], i), mf_shape_str(shape, buf, sizeof buf));
       break;
     }
     for (int64_t j = 0; j < per; j++) put_value(ex[e], i, (size_t)j, t, out, e * per + j, &b);
@@ -451,16 +482,37 @@ static mf_code parse_dense(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t ba
     mf_strings_builder_free(&b);
     return ctx->status->code;
   }
-  mf_tensor *strings = mf_strings_finish(&b, out_shape.rank, out_shape.dims, ctx->status);
-  if (!strings) return ctx->status->code;
-  mf_tensor_release(ctx->outputs[out_index]);
-  ctx->outputs[out_index] = strings;
-  return MF_OK;
+  return finish_strings(ctx, out_index, &b, out_shape.rank, out_shape.dims);
 }
 
-static mf_code parse_sparse(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t batch, int k, const parse_spec *p) {
-  mf_dtype t = (mf_dtype)p->sparse_types[k];
-  const mf_tstring *key = mf_strings_of(ctx->inputs[1]) + k;
+/* The sparse outputs (indices, values, dense shape) at first, first +
+ * stride, first + 2 stride, for `total` values with `width` indices each,
+ * and b made ready for string values (finish_sparse frees it). */
+static mf_tensor *alloc_sparse(mf_kernel_ctx *ctx, int first, int stride, mf_dtype t, int64_t total, int width,
+                               mf_tensor **values, mf_tensor **shape, mf_strings_builder *b) {
+  mf_strings_builder_init(b);
+  const int64_t index_dims[2] = {total, width}, shape_dims[1] = {width};
+  mf_tensor *indices = mf_kernel_alloc_output(ctx, first, MF_INT64, 2, index_dims);
+  *shape = indices ? mf_kernel_alloc_output(ctx, first + 2 * stride, MF_INT64, 1, shape_dims) : NULL;
+  *values = NULL;
+  if (*shape && t != MF_STRING) *values = mf_kernel_alloc_output(ctx, first + stride, t, 1, &total);
+  return *shape && (t == MF_STRING || *values) ? indices : NULL;
+}
+
+/* A sparse feature's dense shape (dims, as many as it has) and, for strings,
+ * its `total` values (output values) from b, which is freed. */
+static mf_code finish_sparse(mf_kernel_ctx *ctx, int values, mf_dtype t, mf_strings_builder *b, int64_t total,
+                             mf_tensor *shape, const int64_t *dims) {
+  memcpy(shape->data, dims, (size_t)shape->size * sizeof *dims);
+  if (t != MF_STRING) {
+    mf_strings_builder_free(b);
+    return MF_OK;
+  }
+  return finish_strings(ctx, values, b, 1, &total);
+}
+
+static mf_code parse_sparse(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t batch, const char *key, mf_dtype t,
+                            int first, int stride) {
   int64_t total = 0, widest = 0;
   for (int64_t e = 0; e < batch; e++) {
     int i = find_feature(ctx, ex[e], key, t, e);
@@ -470,14 +522,9 @@ static mf_code parse_sparse(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t b
     if (n > widest) widest = n;
   }
   int batch_rank = ctx->inputs[0]->rank, width = 1 + batch_rank;
-  const int64_t index_dims[2] = {total, width}, shape_dims[1] = {width};
-  mf_tensor *indices = mf_kernel_alloc_output(ctx, k, MF_INT64, 2, index_dims);
-  mf_tensor *shape = indices ? mf_kernel_alloc_output(ctx, 2 * p->num_sparse + k, MF_INT64, 1, shape_dims) : NULL;
-  mf_tensor *values = NULL;
-  if (shape && t != MF_STRING) values = mf_kernel_alloc_output(ctx, p->num_sparse + k, t, 1, &total);
-  if (!shape || (t != MF_STRING && !values)) return ctx->status->code;
   mf_strings_builder b;
-  mf_strings_builder_init(&b);
+  mf_tensor *values, *shape, *indices = alloc_sparse(ctx, first, stride, t, total, width, &values, &shape, &b);
+  if (!indices) return ctx->status->code;
   int64_t at = 0;
   for (int64_t e = 0; e < batch; e++) {
     int i = find_feature(ctx, ex[e], key, t, e);
@@ -488,38 +535,278 @@ static mf_code parse_sparse(mf_kernel_ctx *ctx, mf_example *const *ex, int64_t b
       put_value(ex[e], i, j, t, values, at, &b);
     }
   }
-  int64_t *sh = shape->data;
-  if (batch_rank) sh[0] = batch;
-  sh[batch_rank] = widest;
-  if (t != MF_STRING) {
-    mf_strings_builder_free(&b);
-    return MF_OK;
-  }
-  mf_tensor *strings = mf_strings_finish(&b, 1, &total, ctx->status);
-  if (!strings) return ctx->status->code;
-  mf_tensor_release(ctx->outputs[p->num_sparse + k]);
-  ctx->outputs[p->num_sparse + k] = strings;
-  return MF_OK;
+  const int64_t dims[2] = {batch, widest};
+  return finish_sparse(ctx, first + stride, t, &b, total, shape, dims + 1 - batch_rank);
 }
+
+/* Each of the batch's serialized messages parsed with parse, in the first
+ * of `slots` pointers per message of the kernel's scratch memory (one
+ * buffer per call: the others are the caller's); on failure frees those
+ * parsed and returns NULL. */
+static void **parse_batch(mf_kernel_ctx *ctx, void *(*parse)(const void *, size_t, mf_status *),
+                          void (*release)(void *), size_t slots) {
+  const mf_tensor *ser = ctx->inputs[0];
+  void **parsed = mf_kernel_scratch(ctx, (size_t)(ser->size ? ser->size : 1) * slots * sizeof *parsed);
+  if (!parsed) return NULL;
+  for (int64_t e = 0; e < ser->size; e++) {
+    const mf_tstring *bytes = mf_strings_of(ser) + e;
+    if (!(parsed[e] = parse(mf_tstring_bytes(bytes), (size_t)bytes->length, ctx->status))) {
+      mf_status_append(ctx->status, " (%s, example %lld)", ctx->op->name, (long long)e);
+      while (e-- > 0) release(parsed[e]);
+      return NULL;
+    }
+  }
+  return parsed;
+}
+
+static void *parse_example(const void *p, size_t n, mf_status *s) { return mf_example_parse(p, n, s); }
+static void release_example(void *e) { mf_example_free(e); }
 
 static mf_code parse_example_kernel(mf_kernel_ctx *ctx) {
   parse_spec p;
   if (parse_spec_of(ctx->attrs, ctx->num_inputs, ctx->op->name, &p, ctx->status)) return ctx->status->code;
-  const mf_tensor *ser = ctx->inputs[0];
-  int64_t batch = ser->size;
-  mf_example **ex = mf_kernel_scratch(ctx, (size_t)(batch ? batch : 1) * sizeof *ex);
+  int64_t batch = ctx->inputs[0]->size;
+  mf_example **ex = (mf_example **)parse_batch(ctx, parse_example, release_example, 1);
   if (!ex) return ctx->status->code;
-  int64_t parsed = 0;
-  for (; parsed < batch; parsed++) {
-    const mf_tstring *e = mf_strings_of(ser) + parsed;
-    if (!(ex[parsed] = mf_example_parse(mf_tstring_bytes(e), (size_t)e->length, ctx->status))) {
-      mf_status_append(ctx->status, " (%s, example %lld)", ctx->op->name, (long long)parsed);
-      break;
+  char name[256];
+  for (int k = 0; mf_ok(ctx->status) && k < p.num_sparse; k++)
+    parse_sparse(ctx, ex, batch, key_name(mf_strings_of(ctx->inputs[1]) + k, name), (mf_dtype)p.sparse_types[k], k,
+                 p.num_sparse);
+  for (int k = 0; mf_ok(ctx->status) && k < p.num_dense; k++)
+    parse_dense(ctx, ex, batch, key_name(mf_strings_of(ctx->inputs[2]) + k, name), ctx->op->out_dtypes[3 * p.num_sparse + k],
+                ctx->inputs[3 + k], &p.dense_shapes[k], 3 * p.num_sparse + k);
+  for (int64_t e = 0; e < batch; e++) mf_example_free(ex[e]);
+  return ctx->status->code;
+}
+
+/* ---------- ParseSequenceExample: serialized (strings, a scalar or a vector),
+ * context_sparse_keys, context_dense_keys, feature_list_sparse_keys,
+ * feature_list_dense_keys (string vectors), context_dense_defaults (one per
+ * context dense key) ----------
+ * Attrs: context_sparse_types, context_dense_shapes (as ParseExample's),
+ * feature_list_sparse_types, feature_list_dense_types (a dtype per key),
+ * feature_list_dense_shapes (a rank and dims per key: each step's shape),
+ * feature_list_dense_allow_missing (a 0/1 per dense key: a missing list has
+ * no steps, else it is an error). Outputs, as TensorFlow's
+ * ParseSequenceExample gives them: the context's as ParseExample's; per
+ * sparse feature list its indices (int64 [n, 2 + batch rank]: example, step,
+ * value), values and dense shape; per dense feature list its values (the
+ * batch's shape, the steps (padded with zeros or "" to the longest), the
+ * step's shape); then per dense feature list its lengths (int64, the batch's
+ * shape). */
+typedef struct {
+  parse_spec context;
+  int num_list_sparse, num_list_dense;
+  const int64_t *list_sparse_types, *list_dense_types, *allow_missing;
+  mf_shape list_dense_shapes[64];
+} sequence_spec;
+
+static mf_code sequence_spec_of(const mf_attrs *attrs, int num_inputs, const char *op_name, sequence_spec *p,
+                                mf_status *s) {
+  parse_spec *c = &p->context;
+  c->num_dense = num_inputs - 5;
+  if (c->num_dense < 0 || c->num_dense > 64)
+    return MF_INVALID(s, "%s: ParseSequenceExample takes serialized, four key vectors and at most 64 context dense "
+                      "defaults", op_name);
+  int n;
+  if (feature_types_of(attrs, "context_sparse_types", op_name, &c->sparse_types, &c->num_sparse, s) ||
+      feature_shapes_of(attrs, "context_dense_shapes", c->num_dense, MF_MAX_RANK - 1, op_name, c->dense_shapes, s) ||
+      feature_types_of(attrs, "feature_list_sparse_types", op_name, &p->list_sparse_types, &p->num_list_sparse, s) ||
+      feature_types_of(attrs, "feature_list_dense_types", op_name, &p->list_dense_types, &p->num_list_dense, s))
+    return s->code;
+  if (p->num_list_dense > 64) return MF_INVALID(s, "%s: at most 64 dense feature lists", op_name);
+  if (feature_shapes_of(attrs, "feature_list_dense_shapes", p->num_list_dense, MF_MAX_RANK - 2, op_name,
+                        p->list_dense_shapes, s))
+    return s->code;
+  n = mf_attr_ints(attrs, "feature_list_dense_allow_missing", &p->allow_missing);
+  if (n != p->num_list_dense)
+    return MF_INVALID(s, "%s: feature_list_dense_allow_missing must have one flag for each of %d dense feature lists",
+                      op_name, p->num_list_dense);
+  return MF_OK;
+}
+
+/* Output positions: context sparse, context dense, list sparse, list dense, list lengths. */
+static int list_sparse_first(const sequence_spec *p) { return 3 * p->context.num_sparse + p->context.num_dense; }
+static int list_dense_first(const sequence_spec *p) { return list_sparse_first(p) + 3 * p->num_list_sparse; }
+
+static mf_code parse_sequence_example_infer(mf_infer_ctx *ic) {
+  sequence_spec p;
+  for (int k = 0; k < 5; k++) {
+    static const char *const what[5] = {"serialized has", "context_sparse_keys has", "context_dense_keys has",
+                                        "feature_list_sparse_keys has", "feature_list_dense_keys has"};
+    if (mf_check_dtype(ic, k, what[k], STRING_BIT)) return ic->status->code;
+  }
+  if (sequence_spec_of(ic->attrs, ic->num_inputs, ic->op_name, &p, ic->status)) return ic->status->code;
+  const mf_shape *ser = &ic->in_shapes[0];
+  if (ser->rank > 1) {
+    char buf[128];
+    return MF_INVALID(ic->status, "%s: serialized must be a scalar or a vector, got shape %s", ic->op_name,
+                      mf_shape_str(ser, buf, sizeof buf));
+  }
+  int ls = list_sparse_first(&p), ld = list_dense_first(&p);
+  if (mf_infer_set_num_outputs(ic, ld + 2 * p.num_list_dense)) return ic->status->code;
+  const parse_spec *c = &p.context;
+  int width = ser->rank < 0 ? -1 : 1 + ser->rank;
+  for (int k = 0; k < c->num_sparse; k++) infer_sparse(ic, k, c->num_sparse, (mf_dtype)c->sparse_types[k], width);
+  for (int k = 0; k < c->num_dense; k++) {
+    char what[64];
+    snprintf(what, sizeof what, "context_dense_defaults[%d] has", k);
+    if (mf_check_dtype(ic, 5 + k, what, FEATURE_TYPES)) return ic->status->code;
+    infer_dense(ic, 3 * c->num_sparse + k, ic->in_dtypes[5 + k], ser, c->dense_shapes[k]);
+  }
+  for (int k = 0; k < p.num_list_sparse; k++)
+    infer_sparse(ic, ls + k, p.num_list_sparse, (mf_dtype)p.list_sparse_types[k], width < 0 ? -1 : width + 1);
+  for (int k = 0; k < p.num_list_dense; k++) {
+    mf_shape steps = p.list_dense_shapes[k];  /* [steps, step's shape] */
+    memmove(steps.dims + 1, steps.dims, (size_t)steps.rank * sizeof *steps.dims);
+    steps.dims[0] = -1;
+    steps.rank++;
+    infer_dense(ic, ld + k, (mf_dtype)p.list_dense_types[k], ser, steps);
+    ic->out_dtypes[ld + p.num_list_dense + k] = MF_INT64;
+    ic->out_shapes[ld + p.num_list_dense + k] = *ser;
+  }
+  return MF_OK;
+}
+
+/* The steps of feature list key in se (NULL when absent). */
+static const mf_example *list_of(const mf_sequence_example *se, const char *key) {
+  return mf_sequence_example_list(se, mf_sequence_example_find_list(se, key));
+}
+
+/* Step j of feature list key (steps) of example e, checked for dtype t: its
+ * number of values; -1 with the status set when its kind differs. */
+static int64_t step_count(mf_kernel_ctx *ctx, const mf_example *steps, int j, const char *key, mf_dtype t,
+                          int64_t e) {
+  mf_feature_kind kind = mf_example_kind(steps, j);
+  if (kind == MF_FEATURE_NONE) return 0;
+  if (kind != kind_of(t)) {
+    MF_INVALID(ctx->status, "%s: Name: <unknown>, Feature list: %s, Index: %d.  Data types don't match. Expected "
+               "type: %s (example %lld)", ctx->op->name, key, j, feature_type_name(t), (long long)e);
+    return -1;
+  }
+  return (int64_t)mf_example_count(steps, j);
+}
+
+static mf_code parse_list_sparse(mf_kernel_ctx *ctx, mf_sequence_example *const *se, int64_t batch, const char *key,
+                                 mf_dtype t, int first, int stride) {
+  int64_t total = 0, widest = 0, longest = 0;
+  for (int64_t e = 0; e < batch; e++) {
+    const mf_example *steps = list_of(se[e], key);
+    int n = steps ? mf_example_num_features(steps) : 0;
+    if (n > longest) longest = n;
+    for (int j = 0; j < n; j++) {
+      int64_t count = step_count(ctx, steps, j, key, t, e);
+      if (count < 0) return ctx->status->code;
+      total += count;
+      if (count > widest) widest = count;
     }
   }
-  for (int k = 0; mf_ok(ctx->status) && k < p.num_sparse; k++) parse_sparse(ctx, ex, batch, k, &p);
-  for (int k = 0; mf_ok(ctx->status) && k < p.num_dense; k++) parse_dense(ctx, ex, batch, k, &p);
-  for (int64_t e = 0; e < parsed; e++) mf_example_free(ex[e]);
+  int batch_rank = ctx->inputs[0]->rank, width = 2 + batch_rank;
+  mf_strings_builder b;
+  mf_tensor *values, *shape, *indices = alloc_sparse(ctx, first, stride, t, total, width, &values, &shape, &b);
+  if (!indices) return ctx->status->code;
+  int64_t at = 0;
+  for (int64_t e = 0; e < batch; e++) {
+    const mf_example *steps = list_of(se[e], key);
+    for (int j = 0; steps && j < mf_example_num_features(steps); j++)
+      for (int64_t v = 0; v < step_count(ctx, steps, j, key, t, e); v++, at++) {
+        int64_t *ix = (int64_t *)indices->data + at * width;
+        if (batch_rank) ix[0] = e;
+        ix[batch_rank] = j;
+        ix[batch_rank + 1] = v;
+        put_value(steps, j, (size_t)v, t, values, at, &b);
+      }
+  }
+  const int64_t dims[3] = {batch, longest, widest};
+  return finish_sparse(ctx, first + stride, t, &b, total, shape, dims + 1 - batch_rank);
+}
+
+static mf_code parse_list_dense(mf_kernel_ctx *ctx, mf_sequence_example *const *se, int64_t batch, const char *key,
+                                mf_dtype t, const mf_shape *shape, bool allow_missing, int out_index,
+                                int lengths_index) {
+  int64_t per = mf_shape_num_elements(shape->rank, shape->dims);
+  const mf_tensor *ser = ctx->inputs[0];
+  mf_tensor *lengths = mf_kernel_alloc_output(ctx, lengths_index, MF_INT64, ser->rank, ser->dims);
+  if (!lengths) return ctx->status->code;
+  int64_t longest = 0, *length = lengths->data;
+  for (int64_t e = 0; e < batch; e++) {
+    const mf_example *steps = list_of(se[e], key);
+    if (!steps && !allow_missing)
+      return MF_INVALID(ctx->status, "%s: Name: <unknown>, Feature list '%s' is required but could not be found.  "
+                        "Did you mean to include it in feature_list_dense_missing_assumed_empty or "
+                        "feature_list_dense_defaults? (example %lld)", ctx->op->name, key, (long long)e);
+    length[e] = steps ? mf_example_num_features(steps) : 0;
+    if (length[e] > longest) longest = length[e];
+    for (int j = 0; j < length[e]; j++) {
+      int64_t count = step_count(ctx, steps, j, key, t, e);
+      if (count < 0) return ctx->status->code;
+      if (count != per) {
+        char buf[128];
+        return MF_INVALID(ctx->status, "%s: Name: <unknown>, Key: %s, Index: %d.  Number of values != expected.  "
+                          "values size: %lld but output shape: %s (example %lld)", ctx->op->name, key, j,
+                          (long long)count, mf_shape_str(shape, buf, sizeof buf), (long long)e);
+      }
+    }
+  }
+  mf_shape out_shape = *shape;  /* [batch,] steps, step's shape */
+  int lead = ser->rank + 1;
+  memmove(out_shape.dims + lead, out_shape.dims, (size_t)out_shape.rank * sizeof *out_shape.dims);
+  if (ser->rank) out_shape.dims[0] = batch;
+  out_shape.dims[lead - 1] = longest;
+  out_shape.rank += lead;
+  mf_tensor *out = NULL;
+  if (t != MF_STRING) {
+    if (!(out = mf_kernel_alloc_output(ctx, out_index, t, out_shape.rank, out_shape.dims))) return ctx->status->code;
+    memset(out->data, 0, (size_t)out->size * mf_dtype_size(t));
+  }
+  mf_strings_builder b;
+  mf_strings_builder_init(&b);
+  for (int64_t e = 0; e < batch; e++) {
+    const mf_example *steps = list_of(se[e], key);
+    for (int64_t j = 0; j < longest; j++)
+      for (int64_t v = 0; v < per; v++) {
+        if (j < length[e]) put_value(steps, (int)j, (size_t)v, t, out, (e * longest + j) * per + v, &b);
+        else if (t == MF_STRING) mf_strings_add(&b, "", 0);
+      }
+  }
+  if (t != MF_STRING) {
+    mf_strings_builder_free(&b);
+    return MF_OK;
+  }
+  return finish_strings(ctx, out_index, &b, out_shape.rank, out_shape.dims);
+}
+
+static void *parse_sequence_example(const void *p, size_t n, mf_status *s) {
+  return mf_sequence_example_parse(p, n, s);
+}
+static void release_sequence_example(void *se) { mf_sequence_example_free(se); }
+
+static mf_code parse_sequence_example_kernel(mf_kernel_ctx *ctx) {
+  sequence_spec p;
+  if (sequence_spec_of(ctx->attrs, ctx->num_inputs, ctx->op->name, &p, ctx->status)) return ctx->status->code;
+  int64_t batch = ctx->inputs[0]->size;
+  mf_sequence_example **se = (mf_sequence_example **)parse_batch(ctx, parse_sequence_example,
+                                                                 release_sequence_example, 2);
+  mf_example **context = se ? (mf_example **)(se + batch) : NULL;  /* the second slots */
+  const parse_spec *c = &p.context;
+  int ls = list_sparse_first(&p), ld = list_dense_first(&p);
+  char name[256];
+  for (int64_t e = 0; context && e < batch; e++) context[e] = mf_sequence_example_context(se[e]);
+  for (int k = 0; context && mf_ok(ctx->status) && k < c->num_sparse; k++)
+    parse_sparse(ctx, context, batch, key_name(mf_strings_of(ctx->inputs[1]) + k, name),
+                 (mf_dtype)c->sparse_types[k], k, c->num_sparse);
+  for (int k = 0; context && mf_ok(ctx->status) && k < c->num_dense; k++)
+    parse_dense(ctx, context, batch, key_name(mf_strings_of(ctx->inputs[2]) + k, name),
+                ctx->op->out_dtypes[3 * c->num_sparse + k], ctx->inputs[5 + k], &c->dense_shapes[k],
+                3 * c->num_sparse + k);
+  for (int k = 0; context && mf_ok(ctx->status) && k < p.num_list_sparse; k++)
+    parse_list_sparse(ctx, se, batch, key_name(mf_strings_of(ctx->inputs[3]) + k, name),
+                      (mf_dtype)p.list_sparse_types[k], ls + k, p.num_list_sparse);
+  for (int k = 0; context && mf_ok(ctx->status) && k < p.num_list_dense; k++)
+    parse_list_dense(ctx, se, batch, key_name(mf_strings_of(ctx->inputs[4]) + k, name),
+                     (mf_dtype)p.list_dense_types[k], &p.list_dense_shapes[k], p.allow_missing[k] != 0, ld + k,
+                     ld + p.num_list_dense + k);
+  for (int64_t e = 0; se && e < batch; e++) mf_sequence_example_free(se[e]);
   return ctx->status->code;
 }
 
@@ -532,5 +819,8 @@ static const mf_op_def defs[] = {
     {.name = "ParseExample", .num_inputs = 3, .num_outputs = -1,
      .flags = PARSING_OP | MF_OP_VARIADIC_INPUTS | MF_OP_DYNAMIC_OUTPUTS,
      .infer = parse_example_infer, .kernel = {[MF_CPU] = parse_example_kernel}},
+    {.name = "ParseSequenceExample", .num_inputs = 5, .num_outputs = -1,
+     .flags = PARSING_OP | MF_OP_VARIADIC_INPUTS | MF_OP_DYNAMIC_OUTPUTS,
+     .infer = parse_sequence_example_infer, .kernel = {[MF_CPU] = parse_sequence_example_kernel}},
 };
 MF_OP_TABLE(mf_ops_parsing, defs);
