@@ -75,35 +75,35 @@ local function builds(op_type, dtype, arity)
   end)
 end
 
+-- The cases of one op: every dtype of its GPU kernel that the CPU builds,
+-- over these input shapes (one list per case) and input sets.
+local SHAPES = {
+  {{{3, 5}}, {{}}, {{0}}, {{2, 0, 3}}},
+  {{{3, 5}, {3, 5}}, {{}, {2, 3}}, {{2, 3}, {}}, {{2, 3}, {3}}, {{4, 1, 3}, {5, 1}},
+   {{2, 1, 3, 1, 2, 1}, {1, 2, 1, 3, 1, 2}}, {{0, 3}, {3}}, {{}, {}}},
+}
+local function check_op(op, arity)
+  local tested = 0
+  for _, dtype in ipairs(op.dtypes) do
+    if builds(op.name, dtype, arity) then
+      tested = tested + 1
+      for _, shapes in ipairs(SHAPES[arity]) do
+        for set = 1, arity + 1 do gpu.compare(builder(op.name, dtype, shapes, set), {on_gpu = {op.name}}) end
+      end
+    end
+  end
+  assert(tested > 0, op.name .. ": no dtype of its GPU kernel builds")
+end
+
 describe("elementwise ops on the GPU", function()
   for _, op in ipairs(unary) do
     gpu_it(op.name .. " gives the CPU's results for every dtype, at 0, 1 and 15 elements", function()
-      local tested = 0
-      for _, dtype in ipairs(op.dtypes) do
-        if builds(op.name, dtype, 1) then
-          tested = tested + 1
-          for _, shape in ipairs({{3, 5}, {}, {0}, {2, 0, 3}}) do
-            for set = 1, 2 do gpu.compare(builder(op.name, dtype, {shape}, set), {on_gpu = {op.name}}) end
-          end
-        end
-      end
-      assert(tested > 0, op.name .. ": no dtype of its GPU kernel builds")
+      check_op(op, 1)
     end)
   end
-
   for _, op in ipairs(binary) do
     gpu_it(op.name .. " gives the CPU's results for every dtype, broadcast NumPy's way", function()
-      local tested = 0
-      for _, dtype in ipairs(op.dtypes) do
-        if builds(op.name, dtype, 2) then
-          tested = tested + 1
-          for _, shapes in ipairs({{{3, 5}, {3, 5}}, {{}, {2, 3}}, {{2, 3}, {}}, {{2, 3}, {3}}, {{4, 1, 3}, {5, 1}},
-                                   {{2, 1, 3, 1, 2, 1}, {1, 2, 1, 3, 1, 2}}, {{0, 3}, {3}}, {{}, {}}}) do
-            for set = 1, 3 do gpu.compare(builder(op.name, dtype, shapes, set), {on_gpu = {op.name}}) end
-          end
-        end
-      end
-      assert(tested > 0, op.name .. ": no dtype of its GPU kernel builds")
+      check_op(op, 2)
     end)
   end
 
