@@ -478,12 +478,25 @@ MF_API mf_code mf_graphdef_import(mf_graph *g, const void *data, size_t n, const
 
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU (a session may split it
- * into several, mf_session_config.device_count); for MF_CUDA the GPUs a
- * compiled-in CUDA backend reports (0 in a build without one, like this). */
+ * into several, mf_session_config.device_count); for MF_CUDA the GPUs the
+ * CUDA backend (libmoonflow_cuda.so, loaded on the first call) reports, as
+ * CUDA_VISIBLE_DEVICES limits them: 0 without a backend, a driver or a GPU
+ * (mf_gpu_status says why). */
 MF_API int mf_num_devices(mf_device_type type);
-/* Memory of device `index` of `type` in bytes (the CPU: physical RAM); -1
- * when there is no such device. */
+/* Memory of device `index` of `type` in bytes (the CPU: physical RAM; a GPU:
+ * its total memory); -1 when there is no such device. */
 MF_API int64_t mf_device_memory_limit(mf_device_type type, int index);
+/* The model of device `index` of `type` ("NVIDIA H100 80GB HBM3"; "" for the
+ * CPU), NULL when there is no such device. Static: owned by the library. */
+MF_API const char *mf_device_description(mf_device_type type, int index);
+/* Whether the CUDA backend was found: built (make found nvcc), beside the
+ * library (or at MOONFLOW_CUDA_LIB) and not disabled by MOONFLOW_CUDA=0. It
+ * is loaded only when the NVIDIA driver reports a GPU. */
+MF_API bool mf_cuda_backend_found(void);
+/* Why this process has no GPU ("no CUDA backend (...): moonflow was built
+ * without nvcc", "no NVIDIA driver (libcuda.so.1 not found)"), "" when it
+ * has one. Static: owned by the library. */
+MF_API const char *mf_gpu_status(void);
 /* Parses TensorFlow device string `spec` ("/cpu:0", "/gpu:1", "CPU:0",
  * "/device:GPU:0", "/job:localhost/replica:0/task:0/device:CPU:0") and merges
  * it over `outer` (a device string, NULL or "" for none) as tf.device nests:
@@ -589,6 +602,9 @@ typedef struct mf_op_info {
   bool constant;           /* the op's value is known when it is built (Const) */
   bool variable;           /* the op is a variable, its value per-session state */
   bool internal;           /* built only by the engine (gradients, control flow), no Lua wrapper */
+  bool elementwise;        /* an elementwise op (one element loop; fusable) */
+  unsigned gpu_dtypes;     /* bit (1u << dtype): the dtypes its GPU kernel takes; 0 with one: any
+                              but strings and complex values */
 } mf_op_info;
 /* False when type is not registered. */
 MF_API bool mf_registry_op_info(const char *type, mf_op_info *out);
