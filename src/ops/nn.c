@@ -35,6 +35,7 @@
 #include "kernels/helpers.h"
 #include "kernels/parallel.h"
 #include "ops/reduce.h"
+#include "ops/gpu/gpu.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -1480,6 +1481,11 @@ static mf_code xent_rule(mf_grad_ctx *gc) {
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
    .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
 #define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) SIZED_OP_DEF(op, arity, fl, 0, infer_fn, kernel_fn, rule)
+/* An op with a GPU kernel for float32 and float64 (ops/gpu/nn.c). */
+#define GPU_OP_DEF(op, arity, fl, infer_fn, kernel_fn, gpu_kernel_fn, rule)                          \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = infer_fn,               \
+   .kernel = {[MF_CPU] = kernel_fn, [MF_CUDA] = gpu_kernel_fn}, .cuda_dtypes = GPU_FLOAT_TYPES, .grad = rule},
+#define GPU_FLOAT_TYPES MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES)
 /* Activations and their gradients are elementwise: the executor may fuse them. */
 #define ELEMENT_OP_DEF(op, arity, fl) \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = op##_infer, \
@@ -1491,8 +1497,10 @@ static const mf_op_def defs[] = {
     ACTIVATIONS(ACT_DEF)
     ACTIVATION_GRADS(ACT_GRAD_DEF)
     {.name = "BiasAdd", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_FORWARDS_INPUT, .infer = bias_add_infer,
-     .kernel = {[MF_CPU] = bias_add_kernel}, .grad = bias_add_rule, .element_loop = bias_add_element_loop},
-    OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
+     .kernel = {[MF_CPU] = bias_add_kernel, [MF_CUDA] = mf_gpu_bias_add}, .cuda_dtypes = GPU_FLOAT_TYPES,
+     .grad = bias_add_rule, .element_loop = bias_add_element_loop},
+    GPU_OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, mf_gpu_bias_add_grad,
+               bias_add_grad_rule)
     OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
     SIZED_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
            conv2d_backprop_input_rule)
@@ -1504,9 +1512,11 @@ static const mf_op_def defs[] = {
     OP_DEF(AvgPool, 1, 0, pool_infer, avg_pool_kernel, avg_pool_rule)
     SIZED_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
     {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
-     .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
-    OP_DEF(Softmax, 1, 0, softmax_infer, softmax_kernel, softmax_rule)
+     .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel, [MF_CUDA] = mf_gpu_sparse_xent},
+     .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES), .grad = sparse_xent_rule},
+    GPU_OP_DEF(Softmax, 1, 0, softmax_infer, softmax_kernel, mf_gpu_softmax, softmax_rule)
     {.name = "SoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
-     .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel}, .grad = xent_rule},
+     .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel, [MF_CUDA] = mf_gpu_xent}, .cuda_dtypes = GPU_FLOAT_TYPES,
+     .grad = xent_rule},
 };
 MF_OP_TABLE(mf_ops_nn, defs);

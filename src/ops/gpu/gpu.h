@@ -16,4 +16,24 @@ mf_code mf_cuda_fail(mf_kernel_ctx *ctx, const mf_cuda_error *e);
 /* The backend's mf_cuda_device of the kernel's device. */
 static inline mf_cuda_device *mf_cuda_dev(const mf_kernel_ctx *ctx) { return ctx->device->backend; }
 
+/* ---------- cuda-blas: matmul, reductions, nn (matmul.c, reduce.c, nn.c, table.c) ---------- */
+/* The backend's table `name` ("mf_cuda_matmul_v1"); NULL with ctx->status set when it has none. */
+const void *mf_cuda_table(mf_kernel_ctx *ctx, const char *name);
+mf_code mf_gpu_matmul(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Sum(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Mean(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Prod(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Max(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Min(mf_kernel_ctx *ctx);
+mf_code mf_gpu_argmax(mf_kernel_ctx *ctx);
+mf_code mf_gpu_argmin(mf_kernel_ctx *ctx);
+/* mf_reduce_sum (ops/reduce.h) on the GPU. */
+mf_code mf_gpu_reduce_sum(mf_kernel_ctx *ctx, const mf_tensor *x, const bool *mask, mf_tensor *out);
+mf_code mf_gpu_sum_to_shape(mf_kernel_ctx *ctx);
+mf_code mf_gpu_softmax(mf_kernel_ctx *ctx);
+mf_code mf_gpu_xent(mf_kernel_ctx *ctx);
+mf_code mf_gpu_sparse_xent(mf_kernel_ctx *ctx);
+mf_code mf_gpu_bias_add(mf_kernel_ctx *ctx);
+mf_code mf_gpu_bias_add_grad(mf_kernel_ctx *ctx);
+
 #endif
