@@ -1,5 +1,6 @@
--- Softmax, the cross-entropy ops, BiasAdd and BiasAddGrad on the GPU
--- (src/cuda/nn.cu, glue src/ops/gpu/nn.c) against the CPU: edge sizes,
+-- Softmax, the cross-entropy ops, BiasAdd, BiasAddGrad, the activations and
+-- their gradient ops on the GPU (src/cuda/nn.cu, activations.cu, glue
+-- src/ops/gpu/nn.c) against the CPU: edge sizes,
 -- extreme logits, both label dtypes, bad labels reported in the CPU's words,
 -- float32 and float64, gradients. Pending without a GPU.
 local tf = require("moonflow")
@@ -9,7 +10,8 @@ local H = require("spec.helpers")
 describe("nn ops on the GPU", function()
   it("registers GPU kernels (also where no GPU is present)", function()
     local ops = {"Softmax", "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits", "BiasAdd",
-                 "BiasAddGrad"}
+                 "BiasAddGrad", "Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign", "ReluGrad",
+                 "Relu6Grad", "LeakyReluGrad", "EluGrad", "SeluGrad", "SoftplusGrad", "SoftsignGrad"}
     for _, op in ipairs(ops) do assert.is_true(tf.op_info(op).kernels.GPU, op) end
   end)
 
@@ -80,5 +82,30 @@ describe("nn ops on the GPU", function()
         end, tol)
       end
     end)
+  end
+
+  -- Every activation and its gradient op, on values around the kinks (0, 6)
+  -- and far out, in every dtype its table lists.
+  local ACTS = {
+    {"Relu", tf.nn.relu, "ReluGrad", true}, {"Relu6", tf.nn.relu6, "Relu6Grad", true},
+    {"LeakyRelu", function(x) return tf.nn.leaky_relu(x, 0.3) end, "LeakyReluGrad"},
+    {"Elu", tf.nn.elu, "EluGrad"}, {"Selu", tf.nn.selu, "SeluGrad"},
+    {"Softplus", tf.nn.softplus, "SoftplusGrad"}, {"Softsign", tf.nn.softsign, "SoftsignGrad"},
+  }
+  for _, a in ipairs(ACTS) do
+    local name, fn, grad, ints = a[1], a[2], a[3], a[4]
+    for _, dt in ipairs(ints and {tf.float32, tf.float64, tf.int32, tf.int64} or {tf.float32, tf.float64}) do
+      G.it(name .. " and " .. grad .. " " .. dt.name, function()
+        local float = dt == tf.float32 or dt == tf.float64
+        G.compare(float and {name, grad} or {name}, function()
+          local x = G.input({3, 1001}, dt, 61, 8)
+          local edges = tf.constant(float and {0, 6, -0.0, 1e-30, -50, 50, 100, -100, 0 / 0} or {0, 6, -1, 7, 5},
+                                    dt)
+          local out = {fn(x), fn(edges), fn(G.input({0, 2}, dt))}
+          if float then out[#out + 1] = tf.gradients(tf.reduce_sum(fn(x) * G.input({3, 1001}, dt, 67)), {x})[1] end
+          return out
+        end, G.tol(dt))
+      end)
+    end
   end
 end)

@@ -16,7 +16,7 @@ mf_code mf_cuda_fail(mf_kernel_ctx *ctx, const mf_cuda_error *e);
 /* The backend's mf_cuda_device of the kernel's device. */
 static inline mf_cuda_device *mf_cuda_dev(const mf_kernel_ctx *ctx) { return ctx->device->backend; }
 
-/* ---------- cuda-blas: matmul, reductions, nn (matmul.c, reduce.c, nn.c, table.c) ---------- */
+/* ---------- cuda-blas: matmul, reductions, nn, activations (matmul.c, reduce.c, nn.c, table.c) ---------- */
 /* The backend's table `name` ("mf_cuda_matmul_v1"); NULL with ctx->status set when it has none. */
 const void *mf_cuda_table(mf_kernel_ctx *ctx, const char *name);
 mf_code mf_gpu_matmul(mf_kernel_ctx *ctx);
@@ -35,5 +35,8 @@ mf_code mf_gpu_xent(mf_kernel_ctx *ctx);
 mf_code mf_gpu_sparse_xent(mf_kernel_ctx *ctx);
 mf_code mf_gpu_bias_add(mf_kernel_ctx *ctx);
 mf_code mf_gpu_bias_add_grad(mf_kernel_ctx *ctx);
+/* The activations and their gradient ops of kernels/activation_ops.h, told apart by op type. */
+mf_code mf_gpu_activation(mf_kernel_ctx *ctx);
+mf_code mf_gpu_activation_grad(mf_kernel_ctx *ctx);
 
 #endif

@@ -1,18 +1,23 @@
 /* nn.c — Softmax, the cross-entropy ops, BiasAdd and BiasAddGrad on the GPU
- * (src/cuda/nn.cu; BiasAddGrad through the GPU reductions). Shapes were
+ * (src/cuda/nn.cu; BiasAddGrad through the GPU reductions), and the
+ * activations and their gradient ops (src/cuda/activations.cu). Shapes were
  * checked by inference; what only the values tell (labels out of range) is
  * checked here. */
 #include "ops/gpu/gpu.h"
 #include "device/cuda/nn_api.h"
+#include "device/cuda/activations_api.h"
 #include "device/cuda/runtime_api.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/shape.h"
+#include "graph/attrs.h"
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
+#include "kernels/activation_ops.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const mf_cuda_nn_api *nn_api(mf_kernel_ctx *ctx) { return mf_cuda_table(ctx, "mf_cuda_nn_v1"); }
 
@@ -114,4 +119,45 @@ mf_code mf_gpu_bias_add_grad(mf_kernel_ctx *ctx) {
   bool mask[MF_MAX_RANK];
   for (int d = 0; d < g->rank; d++) mask[d] = d < g->rank - 1;
   return mf_gpu_reduce_sum(ctx, g, mask, ctx->outputs[0]);
+}
+
+/* ---------- activations and their gradient ops (kernels/activation_ops.h) ---------- */
+
+/* The op's number in the tables, from its type. */
+#define ACT_NAME_(name, ...) #name,
+static const char *const activation_names[MF_ACT_COUNT] = {
+    MF_ACTIVATIONS(ACT_NAME_) MF_ACTIVATION_GRADS(ACT_NAME_)};
+static int activation_number(const mf_kernel_ctx *ctx) {
+  int k = 0;
+  while (k < MF_ACT_COUNT - 1 && strcmp(activation_names[k], ctx->op->def->name) != 0) k++;
+  return k;
+}
+
+static const mf_cuda_activations_api *activations_api(mf_kernel_ctx *ctx) {
+  return mf_cuda_table(ctx, "mf_cuda_activations_v1");
+}
+
+/* tf.nn.leaky_relu's default alpha, as ops/nn.c reads it; the others have none. */
+static double alpha_of(const mf_kernel_ctx *ctx) { return mf_attr_float(ctx->attrs, "alpha", 0.2); }
+
+mf_code mf_gpu_activation(mf_kernel_ctx *ctx) {
+  const mf_tensor *x = ctx->inputs[0];
+  const mf_cuda_activations_api *api = activations_api(ctx);
+  if (!api) return ctx->status->code;
+  mf_cuda_error e;
+  if (api->map(mf_cuda_dev(ctx), activation_number(ctx), x->dtype, x->data, ctx->outputs[0]->data, x->size,
+               alpha_of(ctx), &e))
+    return mf_cuda_fail(ctx, &e);
+  return MF_OK;
+}
+
+mf_code mf_gpu_activation_grad(mf_kernel_ctx *ctx) {
+  const mf_tensor *g = ctx->inputs[0], *v = ctx->inputs[1];
+  const mf_cuda_activations_api *api = activations_api(ctx);
+  if (!api) return ctx->status->code;
+  mf_cuda_error e;
+  if (api->grad(mf_cuda_dev(ctx), activation_number(ctx), g->dtype, g->data, v->data, ctx->outputs[0]->data,
+                g->size, alpha_of(ctx), &e))
+    return mf_cuda_fail(ctx, &e);
+  return MF_OK;
 }
