@@ -287,6 +287,7 @@ install-lua: lib
 	  mkdir -p $(DESTDIR)$(LUADIR)/moonflow/$$sub && cp "$$d"*.lua $(DESTDIR)$(LUADIR)/moonflow/$$sub/ || exit 1; done
 	cp $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow.so
 	$(if $(MPI_LIB),cp $(MPI_LIB) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow_mpi.so)
+	$(if $(CUDA_LIB),cp $(CUDA_LIB) $(DESTDIR)$(LUA_LIBDIR)/moonflow/libmoonflow_cuda.so)
 	mkdir -p $(DESTDIR)$(LUADIR)/moonflow/doc
 	cp docs/api/*.md $(DESTDIR)$(LUADIR)/moonflow/doc/
 
@@ -303,7 +304,7 @@ install-bin:
 install-c: lib
 	mkdir -p $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	cp src/include/moonflow.h $(DESTDIR)$(INCLUDEDIR)/moonflow.h
-	cp $(BUILD)/libmoonflow.a $(BUILD)/libmoonflow.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	cp $(BUILD)/libmoonflow.a $(BUILD)/libmoonflow.so.$(VERSION) $(CUDA_LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf libmoonflow.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmoonflow.so
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@LIBDIR@|$(LIBDIR)|' \

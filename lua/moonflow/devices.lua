@@ -194,8 +194,8 @@ return function(tf)
   function tf.config.gpu_status() return ffi.string(C.mf_gpu_status()) end
 
   -- tf.test's device questions: whether a GPU can run ops here, and whether
-  -- moonflow has its CUDA backend (built with nvcc, found, loaded).
+  -- moonflow has its CUDA backend (built with nvcc and found).
   tf.test = tf.test or {}
   function tf.test.is_gpu_available() return C.mf_num_devices(C.MF_CUDA) > 0 end
-  function tf.test.is_built_with_cuda() return C.mf_cuda_backend_loaded() end
+  function tf.test.is_built_with_cuda() return C.mf_cuda_backend_found() end
 end

@@ -17,6 +17,15 @@ end
 
 local info = ffi.new("mf_op_info")
 
+-- The names of the dtypes of a mask (bit 1 << enum), in enum order.
+local function dtype_names(mask)
+  local names = {}
+  for enum = 0, 31 do
+    if bit.band(bit.rshift(mask, enum), 1) == 1 and core.by_enum[enum] then names[#names + 1] = core.by_enum[enum].name end
+  end
+  return names
+end
+
 -- The 1-based positions of the set bits of an input mask.
 local function positions(mask)
   local list = {}
@@ -47,6 +56,9 @@ function M.op_info(op_type)
     ref_inputs = positions(info.ref_inputs),
     value_inputs = positions(info.value_inputs),
     host_memory_inputs = positions(info.host_memory_inputs),
+    elementwise = info.elementwise,
+    -- the dtypes its GPU kernel takes, by name ({} with a GPU kernel: any but strings and complex)
+    gpu_dtypes = dtype_names(info.gpu_dtypes),
   }
 end
 

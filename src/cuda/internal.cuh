@@ -27,6 +27,7 @@ struct mf_cuda_device {
   void *staging;
   size_t staging_bytes;
   cudaEvent_t staged;
+  int *fail_flag;           // device memory, made on first use: elementwise ops' failed elements
 };
 
 // The text of an error of each library.

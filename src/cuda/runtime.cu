@@ -31,6 +31,7 @@ static void close_device(mf_cuda_device *d) {
   if (d->dnn) cudnnDestroy(d->dnn);
   if (d->staged) cudaEventDestroy(d->staged);
   if (d->staging) cudaFreeHost(d->staging);
+  if (d->fail_flag) cudaFree(d->fail_flag);
   if (d->stream) cudaStreamDestroy(d->stream);
   delete d;
 }

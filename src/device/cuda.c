@@ -4,8 +4,11 @@
  * A program that links the core statically finds it only by
  * MOONFLOW_CUDA_LIB (the backend links no part of the core, so this is
  * safe). MOONFLOW_CUDA=0 never loads it (the sanitizer and valgrind runs
- * set it: the CUDA runtime is not built for them). Without a backend, a
- * driver or a GPU the process has 0 GPUs and mf_cuda_status says why. */
+ * set it: the CUDA runtime is not built for them). The backend (with
+ * cuBLAS, cuDNN and the rest: seconds and hundreds of MB) is loaded only
+ * when the NVIDIA driver (libcuda.so.1) is present and reports a GPU, asked
+ * through its C API. Without a backend, a driver or a GPU the process has 0
+ * GPUs and mf_cuda_status says why. */
 #define _GNU_SOURCE 1 /* dladdr */
 #include "device/cuda/cuda_api.h"
 #include "device/cuda/runtime_api.h"
@@ -34,7 +37,9 @@ static bool backend_path(char *buf, size_t cap) {
   const char *env = getenv("MOONFLOW_CUDA_LIB");
   if (env && *env) {
     snprintf(buf, cap, "%s", env);
-    return true;
+    if (access(buf, F_OK) == 0) return true;
+    snprintf(status_msg, sizeof status_msg, "no CUDA backend at MOONFLOW_CUDA_LIB=%s", env);
+    return false;
   }
   Dl_info info;
   const char *base = NULL;
@@ -57,15 +62,44 @@ static bool backend_path(char *buf, size_t cap) {
   return true;
 }
 
-/* The backend's runtime table, checked for this core's version; NULL with status_msg set. */
-static const mf_cuda_runtime_api *open_backend(void) {
+/* Whether the NVIDIA driver is present and sees a GPU (CUDA_VISIBLE_DEVICES
+ * applies); false with status_msg set. The driver stays loaded: the backend's
+ * runtime uses it. */
+static bool driver_sees_gpu(void) {
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver) {
+    snprintf(status_msg, sizeof status_msg, "no NVIDIA driver (libcuda.so.1 not found)");
+    return false;
+  }
+  /* CUresult is an int-sized enum: 0 is success. */
+  int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(driver, "cuInit");
+  int (*cu_count)(int *) = (int (*)(int *))dlsym(driver, "cuDeviceGetCount");
+  int (*cu_error)(int, const char **) = (int (*)(int, const char **))dlsym(driver, "cuGetErrorString");
+  int count = 0, r = cu_init && cu_count ? cu_init(0) : -1;
+  if (r == 0) r = cu_count(&count);
+  if (r != 0) {
+    const char *text = NULL;
+    if (!cu_error || cu_error(r, &text) != 0 || !text) text = "unknown error";
+    snprintf(status_msg, sizeof status_msg, "no usable GPU (the NVIDIA driver says: %s)", text);
+    return false;
+  }
+  if (count == 0) snprintf(status_msg, sizeof status_msg, "no GPU visible to the NVIDIA driver");
+  return count > 0;
+}
+
+/* Whether the backend is to be tried: MOONFLOW_CUDA is not 0 and its path
+ * into buf; false with status_msg set. */
+static bool backend_wanted(char *buf, size_t cap) {
   const char *enabled = getenv("MOONFLOW_CUDA");
   if (enabled && strcmp(enabled, "0") == 0) {
     snprintf(status_msg, sizeof status_msg, "the CUDA backend is disabled (MOONFLOW_CUDA=0)");
-    return NULL;
+    return false;
   }
-  char path[512];
-  if (!backend_path(path, sizeof path)) return NULL;
+  return backend_path(buf, cap);
+}
+
+/* The backend's runtime table, checked for this core's version; NULL with status_msg set. */
+static const mf_cuda_runtime_api *open_backend(const char *path) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *err = dlerror();
@@ -83,8 +117,11 @@ static const mf_cuda_runtime_api *open_backend(void) {
   return rt;
 }
 
+static bool found;  /* the backend is wanted and its library exists */
+
 static void load(void) {
-  if (!(runtime = open_backend())) return;
+  char path[512];
+  if (!(found = backend_wanted(path, sizeof path)) || !driver_sees_gpu() || !(runtime = open_backend(path))) return;
   int count = 0;
   mf_cuda_error e = {{0}};
   if (runtime->device_count(&count, &e)) {
@@ -112,9 +149,9 @@ const char *mf_cuda_status(void) {
 
 const char *mf_gpu_status(void) { return mf_cuda_status(); }
 
-bool mf_cuda_backend_loaded(void) {
+bool mf_cuda_backend_found(void) {
   pthread_once(&load_once, load);
-  return backend != NULL;
+  return found;
 }
 
 int mf_cuda_device_count(void) {

@@ -463,13 +463,13 @@ MF_API int64_t mf_device_memory_limit(mf_device_type type, int index);
 /* The model of device `index` of `type` ("NVIDIA H100 80GB HBM3"; "" for the
  * CPU), NULL when there is no such device. Static: owned by the library. */
 MF_API const char *mf_device_description(mf_device_type type, int index);
-/* Whether the CUDA backend is loaded: built (make found nvcc), found beside
- * the library (or at MOONFLOW_CUDA_LIB) and not disabled by MOONFLOW_CUDA=0.
- * It may still see no GPU. */
-MF_API bool mf_cuda_backend_loaded(void);
+/* Whether the CUDA backend was found: built (make found nvcc), beside the
+ * library (or at MOONFLOW_CUDA_LIB) and not disabled by MOONFLOW_CUDA=0. It
+ * is loaded only when the NVIDIA driver reports a GPU. */
+MF_API bool mf_cuda_backend_found(void);
 /* Why this process has no GPU ("no CUDA backend (...): moonflow was built
- * without nvcc", "no usable GPU (cudaGetDeviceCount: ...)"), "" when it has
- * one. Static: owned by the library. */
+ * without nvcc", "no NVIDIA driver (libcuda.so.1 not found)"), "" when it
+ * has one. Static: owned by the library. */
 MF_API const char *mf_gpu_status(void);
 /* Parses TensorFlow device string `spec` ("/cpu:0", "/gpu:1", "CPU:0",
  * "/device:GPU:0", "/job:localhost/replica:0/task:0/device:CPU:0") and merges
@@ -576,6 +576,9 @@ typedef struct mf_op_info {
   bool constant;           /* the op's value is known when it is built (Const) */
   bool variable;           /* the op is a variable, its value per-session state */
   bool internal;           /* built only by the engine (gradients, control flow), no Lua wrapper */
+  bool elementwise;        /* an elementwise op (one element loop; fusable) */
+  unsigned gpu_dtypes;     /* bit (1u << dtype): the dtypes its GPU kernel takes; 0 with one: any
+                              but strings and complex values */
 } mf_op_info;
 /* False when type is not registered. */
 MF_API bool mf_registry_op_info(const char *type, mf_op_info *out);

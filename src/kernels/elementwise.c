@@ -51,3 +51,32 @@ bool mf_zip_run(mf_kernel_ctx *ctx, mf_zip_fn fn, const mf_tensor *a, bool a_ste
   mf_parallel_for(ctx, y->size, 1, elementwise_chunk, &j);
   return atomic_load(&j.bad);
 }
+
+void mf_bcast_nest_of(const mf_tensor *const in[2], const mf_tensor *z, mf_bcast_nest *nest) {
+  int64_t stride[2][MF_MAX_RANK];
+  for (int k = 0; k < 2; k++) {
+    int64_t s = 1;
+    for (int d = z->rank - 1; d >= 0; d--) {
+      int id = in[k]->rank - z->rank + d;
+      int64_t dim = id >= 0 ? in[k]->dims[id] : 1;
+      stride[k][d] = dim == 1 ? 0 : s;
+      s *= dim;
+    }
+  }
+  nest->rank = 0;
+  for (int d = 0; d < z->rank; d++) {
+    if (z->dims[d] == 1) continue;
+    int m = nest->rank;
+    if (m > 0 && nest->stride[0][m - 1] == stride[0][d] * z->dims[d] &&
+        nest->stride[1][m - 1] == stride[1][d] * z->dims[d]) {
+      nest->dims[m - 1] *= z->dims[d];
+      nest->stride[0][m - 1] = stride[0][d];
+      nest->stride[1][m - 1] = stride[1][d];
+    } else {
+      nest->dims[m] = z->dims[d];
+      nest->stride[0][m] = stride[0][d];
+      nest->stride[1][m] = stride[1][d];
+      nest->rank = m + 1;
+    }
+  }
+}

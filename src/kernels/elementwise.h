@@ -75,6 +75,17 @@ enum { MF_BLOCK = 16 };
     return fn##_typed(va, a_steps, vb, b_steps, vy, n, (T)alpha);                                  \
   }
 
+/* The output of a broadcast as a loop nest: dims, and each input's element
+ * stride per dim (0 where it repeats). Dims of size 1 are dropped and neighbours
+ * that both inputs walk alike are merged, so the last dim is as long as it can be. */
+typedef struct mf_bcast_nest {
+  int rank;
+  int64_t dims[MF_MAX_RANK];
+  int64_t stride[2][MF_MAX_RANK];
+} mf_bcast_nest;
+/* The nest of z = f(in[0], in[1]) (z has the broadcast shape, at least one element). */
+void mf_bcast_nest_of(const mf_tensor *const in[2], const mf_tensor *z, mf_bcast_nest *nest);
+
 /* ---------- running them over tensors (elementwise.c) ----------
  * Over all of y's elements, split over the session's threads when there are
  * many. x, a, b: tensors of y's size, or (when not stepping) one element. */

@@ -68,16 +68,17 @@ static mf_code noop_kernel(mf_kernel_ctx *ctx) { MF_UNUSED(ctx); return MF_OK; }
 static const mf_op_def defs[] = {
     {.name = "Const", .num_inputs = 0, .num_outputs = 1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_CONSTANT | MF_OP_STRINGS | MF_OP_COMPLEX,
-     .infer = const_infer, .kernel = {[MF_CPU] = const_kernel}},
+     .infer = const_infer, .kernel = {[MF_CPU] = const_kernel, [MF_CUDA] = const_kernel}},
     {.name = "Placeholder", .num_inputs = 0, .num_outputs = 1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_STRINGS | MF_OP_COMPLEX | MF_OP_REPLACED_BY_FEED,
      .infer = placeholder_infer, .kernel = {[MF_CPU] = placeholder_kernel}},
     {.name = "Identity", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_SETS_OUTPUTS | MF_OP_STRINGS | MF_OP_COMPLEX,
-     .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel}, .grad = identity_grad},
+     .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel, [MF_CUDA] = identity_kernel},
+     .grad = identity_grad},
     {.name = "StopGradient", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_SETS_OUTPUTS | MF_OP_NOT_DIFFERENTIABLE | MF_OP_COMPLEX,
-     .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel}},
+     .infer = identity_infer, .kernel = {[MF_CPU] = identity_kernel, [MF_CUDA] = identity_kernel}},
     {.name = "NoOp", .num_inputs = 0, .num_outputs = 0, .flags = MF_OP_NOT_DIFFERENTIABLE,
-     .infer = noop_infer, .kernel = {[MF_CPU] = noop_kernel}},
+     .infer = noop_infer, .kernel = {[MF_CPU] = noop_kernel, [MF_CUDA] = noop_kernel}},
 };
 MF_OP_TABLE(mf_ops_core, defs);

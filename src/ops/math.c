@@ -22,8 +22,10 @@
 #include "graph/op_def.h"
 #include "graph/graph.h"
 #include "graph/autodiff.h"
+#include "kernels/element_ops.h"
 #include "kernels/elementwise.h"
 #include "kernels/helpers.h"
+#include "ops/gpu/gpu.h"
 
 #include <complex.h>
 #include <math.h>
@@ -156,114 +158,11 @@ static inline int64_t mf_real_to_int(double v) {
   _Generic((D)0, bool: (x) != 0, float: (D)mf_to_real(x), double: (D)mf_to_real(x), float complex: (D)(x), \
            double complex: (D)(x), default: (D)mf_to_int(x))
 
-/* ---------- the op tables ----------
- * The grad column is ND for an op declared not differentiable (gradients stop
- * there), else the op's gradient rule: DX(gradient of x) for a unary op,
- * DXY(gradient of a, gradient of b) for a binary one. A rule is an expression
- * that builds graph ops (see "gradient rules" below), so gradients are
- * differentiable in turn. It reads the op's input x (or a, b), its output y (or
- * z), the gradient dy (or dz) reaching that output and their dtype t. A binary
- * rule builds b's gradient first, and a's may reuse it as gb. A gradient of the
- * broadcast shape is fine: the autodiff driver sums it down to the input's. */
+/* The op tables (MF_UNARY_OPS, MF_PART_OPS, MF_BINARY_OPS) are in kernels/element_ops.h, which the
+ * CUDA backend's kernels are generated from too. */
 
-/* X(name, dtypes, grad, expression of the element x). Results keep x's dtype.
- * nearbyint rounds half to even in the default rounding mode, as TF's Round.
- * Abs passes dy * sign(x); Tanh, Sigmoid, Exp, Expm1, Sqrt, Rsqrt, Tan, Asinh, Acosh
- * and Reciprocal reuse their output. */
-#define MF_UNARY_OPS(X)                                                                  \
-  X(Neg, NUMBER, DX(NEG(dy)), mf_neg(x))                                                 \
-  X(Abs, NUMERIC, DX(MUL(dy, SIGN(x))), mf_abs(x))                                       \
-  X(Sign, NUMERIC, ND, mf_sign(x))                                                       \
-  X(Square, NUMBER, DX(MUL(dy, MUL(NUM(2), CONJ(x)))), mf_mul(x, x))                     \
-  X(Sqrt, FLOAT_COMPLEX, DX(DIV(MUL(dy, NUM(0.5)), CONJ(y))), MF_CMATH_LIBM(sqrt, x)(x))      \
-  X(Rsqrt, FLOAT, DX(MUL(dy, MUL(NUM(-0.5), MUL(y, MUL(y, y))))), 1 / MF_MATH(sqrt, x)(x)) \
-  X(Exp, FLOAT_COMPLEX, DX(MUL(dy, CONJ(y))), MF_CMATH(exp, x)(x))                       \
-  X(Log, FLOAT_COMPLEX, DX(DIV(dy, CONJ(x))), MF_CMATH(log, x)(x))                       \
-  X(Log1p, FLOAT, DX(DIV(dy, ADD(NUM(1), x))), MF_VMATH(log1p, x)(x))                     \
-  X(Sin, FLOAT_COMPLEX, DX(MUL(dy, COS(CONJ(x)))), MF_CMATH_LIBM(sin, x)(x))                   \
-  X(Cos, FLOAT_COMPLEX, DX(NEG(MUL(dy, SIN(CONJ(x))))), MF_CMATH_LIBM(cos, x)(x))              \
-  X(Tan, FLOAT, DX(MUL(dy, ADD(NUM(1), MUL(y, y)))), MF_MATH(tan, x)(x))                 \
-  X(Asin, FLOAT, DX(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x))))), MF_MATH(asin, x)(x))         \
-  X(Acos, FLOAT, DX(NEG(DIV(dy, SQRT(SUB(NUM(1), MUL(x, x)))))), MF_MATH(acos, x)(x))    \
-  X(Atan, FLOAT, DX(DIV(dy, ADD(NUM(1), MUL(x, x)))), MF_MATH(atan, x)(x))               \
-  X(Sinh, FLOAT, DX(MUL(dy, COSH(x))), MF_MATH(sinh, x)(x))                              \
-  X(Cosh, FLOAT, DX(MUL(dy, SINH(x))), MF_MATH(cosh, x)(x))                              \
-  X(Asinh, FLOAT, DX(DIV(dy, COSH(y))), MF_MATH(asinh, x)(x))                            \
-  X(Acosh, FLOAT, DX(DIV(dy, SINH(y))), MF_MATH(acosh, x)(x))                            \
-  X(Atanh, FLOAT, DX(DIV(dy, SUB(NUM(1), MUL(x, x)))), MF_MATH(atanh, x)(x))             \
-  X(Erf, FLOAT, DX(MUL(dy, MUL(NUM(TWO_OVER_SQRT_PI), EXP(NEG(MUL(x, x)))))), MF_MATH(erf, x)(x)) \
-  X(Erfc, FLOAT, DX(MUL(dy, MUL(NUM(-TWO_OVER_SQRT_PI), EXP(NEG(MUL(x, x)))))), MF_MATH(erfc, x)(x)) \
-  X(Expm1, FLOAT, DX(MUL(dy, ADD(y, NUM(1)))), MF_VMATH(expm1, x)(x))                    \
-  X(Reciprocal, FLOAT, DX(MUL(dy, NEG(MUL(y, y)))), 1 / (x))                             \
-  X(Tanh, FLOAT, DX(MUL(dy, SUB(NUM(1), MUL(y, y)))), MF_VMATH(tanh, x)(x))              \
-  X(Sigmoid, FLOAT, DX(MUL(dy, MUL(y, SUB(NUM(1), y)))), MF_SIGMOID(x))                  \
-  X(Floor, FLOAT, ND, MF_MATH(floor, x)(x))                                              \
-  X(Ceil, FLOAT, ND, MF_MATH(ceil, x)(x))                                                \
-  X(Round, NUMERIC, ND, mf_round(x))                                                     \
-  X(LogicalNot, BOOL, ND, !x)                                                            \
-  X(Conj, COMPLEX, DX(CONJ(dy)), _Generic((x), float complex: conjf, default: conj)(x))
-
-/* X(name, dtypes, grad, expression of the complex element x): the real-valued
- * functions of complex values, whose results have the dtype of x's parts.
- * Gradients as TensorFlow's: Real's is complex(dy, 0), Imag's complex(0, dy),
- * ComplexAbs's dy * x / |x| (0 where x is 0), Angle's -dy / complex(imag(x),
- * real(x)), which is dy * i / conj(x). */
-#define MF_PART_OPS(X)                                                                         \
-  X(Real, COMPLEX, DX(COMPLEX(dy, PART(0))), MF_CREAL(x))                                      \
-  X(Imag, COMPLEX, DX(COMPLEX(PART(0), dy)), MF_CIMAG(x))                                      \
-  X(ComplexAbs, COMPLEX, DX(grad_complex_abs(gc, x, y, dy)),                                   \
-    _Generic((x), float complex: cabsf, default: cabs)(x))                                     \
-  X(Angle, COMPLEX, DX(NEG(DIV(COMPLEX(dy, PART(0)), COMPLEX(IMAG(x), REAL(x))))),             \
-    _Generic((x), float complex: cargf, default: carg)(x))
-
-/* X(name, dtypes, output dtype, grad, failure test, failure message,
- *   expression of the elements a and b). The failure test marks elements
- * with no result (integer division by zero); the kernel then fails with the
- * message. out_t is the output's C type.
- * Gradients as TensorFlow's: Mod's is FloorMod's (a - floor(a/b)*b, floor held
- * constant); TruncateMod's likewise, with trunc(a/b) read off the result as
- * (a - z) / b (TruncateDiv, as TensorFlow's CPU kernels, takes integers only);
- * Pow's gradient for b is z*log(a) where a > 0 and 0 elsewhere; Maximum and
- * Minimum pass dz to the input their kernel picked: b where it is strictly
- * greater (smaller), else a, so ties go to a. Maximum and Minimum are NaN
- * when either input is, as TensorFlow's and NumPy's. */
-#define MF_BINARY_OPS(X)                                                                        \
-  X(Add, NUMBER, SAME, DXY(dz, dz), 0, NULL, mf_add(a, b))                                      \
-  X(Sub, NUMBER, SAME, DXY(dz, NEG(dz)), 0, NULL, mf_sub(a, b))                                 \
-  X(Mul, NUMBER, SAME, DXY(MUL(dz, CONJ(b)), MUL(CONJ(a), dz)), 0, NULL, mf_mul(a, b))          \
-  X(Div, NUMBER, REAL, DXY(DIV(dz, CONJ(b)), MUL(dz, DIV(DIV(NEG(CONJ(a)), CONJ(b)), CONJ(b)))), \
-    0, NULL, (out_t)a / (out_t)b)                                                               \
-  X(Complex, FLOAT, COMPLEX, DXY(REAL(dz), IMAG(dz)), 0, NULL, MF_MAKE_COMPLEX(a, b))           \
-  X(FloorDiv, NUMERIC, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_floordiv(a, b)) \
-  X(Mod, NUMERIC, SAME, DXY(dz, MUL(dz, NEG(FLOORDIV(a, b)))), mf_int_zero(b),                  \
-    "Integer division by zero", mf_floormod(a, b))                                              \
-  X(TruncateDiv, INT, SAME, ND, mf_int_zero(b), "Integer division by zero", mf_truncdiv_int(a, b)) \
-  X(TruncateMod, SIGNED, SAME, DXY(dz, MUL(dz, NEG(DIV(SUB(a, z), b)))), mf_int_zero(b),        \
-    "Integer division by zero", mf_truncmod(a, b))                                              \
-  X(Pow, NUMERIC, SAME,                                                                         \
-    DXY(MUL(dz, MUL(b, POW(a, SUB(b, NUM(1))))), MUL(dz, MUL(z, LOG_POSITIVE(a)))),             \
-    mf_int_negative(b),                                                                         \
-    "Integers to negative integer powers are not allowed; cast to a float type first", mf_pow(a, b)) \
-  X(SquaredDifference, SIGNED, SAME, DXY(NEG(gb), MUL(dz, MUL(NUM(-2), SUB(a, b)))), 0, NULL,     \
-    mf_mul(mf_sub(a, b), mf_sub(a, b)))                                                         \
-  X(Atan2, FLOAT, SAME, DXY(MUL(dz, DIV(b, ADD(MUL(a, a), MUL(b, b)))),                         \
-                            NEG(MUL(dz, DIV(a, ADD(MUL(a, a), MUL(b, b)))))), 0, NULL,          \
-    MF_MATH(atan2, a)(a, b))                                                                    \
-  X(Maximum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(a, b)))), 0, NULL, MF_MAX_KEEP_NAN(a, b)) \
-  X(Minimum, NUMERIC, SAME, DXY(SUB(dz, gb), MUL(dz, MASK(LESS(b, a)))), 0, NULL, MF_MIN_KEEP_NAN(a, b)) \
-  X(Equal, EQUALITY, BOOL, ND, 0, NULL, a == b)                                                 \
-  X(NotEqual, EQUALITY, BOOL, ND, 0, NULL, a != b)                                              \
-  X(Less, NUMERIC, BOOL, ND, 0, NULL, a < b)                                                    \
-  X(LessEqual, NUMERIC, BOOL, ND, 0, NULL, a <= b)                                              \
-  X(Greater, NUMERIC, BOOL, ND, 0, NULL, a > b)                                                 \
-  X(GreaterEqual, NUMERIC, BOOL, ND, 0, NULL, a >= b)                                           \
-  X(LogicalAnd, BOOL, SAME, ND, 0, NULL, a && b)                                                \
-  X(LogicalOr, BOOL, SAME, ND, 0, NULL, a || b)                                                 \
-  X(LogicalXor, BOOL, SAME, ND, 0, NULL, a != b)
-
-/* EQUALITY: every dtype of ALL, and strings besides (MF_STRINGS_EQUALITY
+/* EQUALITY (element_ops.h) takes strings besides (MF_STRINGS_EQUALITY
  * adds their entries), compared by the loop the op's name_strings names. */
-#define MF_FOR_EQUALITY_TYPES(X, ...) MF_FOR_ALL_TYPES(X, ##__VA_ARGS__) MF_FOR_COMPLEX_TYPES(X, ##__VA_ARGS__)
 #define MF_STRINGS_EQUALITY(...) __VA_ARGS__
 #define MF_STRINGS_NUMERIC(...)
 #define MF_STRINGS_NUMBER(...)
@@ -350,48 +249,10 @@ static mf_code binary_infer(mf_infer_ctx *ic, const mf_binary_impl *impl) {
                             ic->status);
 }
 
-/* The output of a broadcast as a loop nest: dims, and each input's element
- * stride per dim (0 where it repeats). Dims of size 1 are dropped and neighbours
- * that both inputs walk alike are merged, so the last dim is as long as it can be. */
-typedef struct {
-  int rank;
-  int64_t dims[MF_MAX_RANK];
-  int64_t stride[2][MF_MAX_RANK];
-} mf_bcast_nest;
-
-static void bcast_nest(const mf_tensor *const in[2], const mf_tensor *z, mf_bcast_nest *nest) {
-  int64_t stride[2][MF_MAX_RANK];
-  for (int k = 0; k < 2; k++) {
-    int64_t s = 1;
-    for (int d = z->rank - 1; d >= 0; d--) {
-      int id = in[k]->rank - z->rank + d;
-      int64_t dim = id >= 0 ? in[k]->dims[id] : 1;
-      stride[k][d] = dim == 1 ? 0 : s;
-      s *= dim;
-    }
-  }
-  nest->rank = 0;
-  for (int d = 0; d < z->rank; d++) {
-    if (z->dims[d] == 1) continue;
-    int m = nest->rank;
-    if (m > 0 && nest->stride[0][m - 1] == stride[0][d] * z->dims[d] &&
-        nest->stride[1][m - 1] == stride[1][d] * z->dims[d]) {
-      nest->dims[m - 1] *= z->dims[d];
-      nest->stride[0][m - 1] = stride[0][d];
-      nest->stride[1][m - 1] = stride[1][d];
-    } else {
-      nest->dims[m] = z->dims[d];
-      nest->stride[0][m] = stride[0][d];
-      nest->stride[1][m] = stride[1][d];
-      nest->rank = m + 1;
-    }
-  }
-}
-
 /* Runs loop over the rows of the nest's last dim, stepping the outer dims like an odometer. */
 static bool bcast_run(mf_zip_fn loop, const mf_tensor *const in[2], mf_tensor *z) {
   mf_bcast_nest nest;
-  bcast_nest(in, z, &nest);
+  mf_bcast_nest_of(in, z, &nest);
   const char *pa = in[0]->data, *pb = in[1]->data;
   char *pz = z->data;
   size_t ea = mf_dtype_size(in[0]->dtype), eb = mf_dtype_size(in[1]->dtype), ez = mf_dtype_size(z->dtype);
@@ -557,6 +418,25 @@ MF_PART_OPS(MF_PART_DEFINE)
   MF_RULE_DEFINE(name, grad)
 MF_BINARY_OPS(MF_BINARY_DEFINE)
 
+/* ---------- GPU kernels ----------
+ * Every op whose dtypes are not complex-only runs on a GPU too: its kernel
+ * hands its op number to the glue (ops/gpu/gpu_elementwise.c), which runs the
+ * backend's kernel generated from the same table line. Its cuda_dtypes: the
+ * line's real dtypes and the dtypes of its outputs for them. */
+#define MF_GPU_DTYPE_BIT(code, T) MF_GPU_DTYPE_##code((1u << (code)) |)
+#define MF_GPU_OUT_BIT(code, T, sel) MF_GPU_DTYPE_##code((1u << MF_DTYPE_OF(MF_OUTT_##sel(code, T))) |)
+#define MF_GPU_DTYPES(types, sel) (MF_TYPES(types)(MF_GPU_DTYPE_BIT) MF_TYPES(types)(MF_GPU_OUT_BIT, sel) 0u)
+#define MF_GPU_UNARY_KERNEL(name, types, grad, expr) \
+  MF_GPU_KEEP_##types(static mf_code name##_gpu_kernel(mf_kernel_ctx *ctx) { \
+    return mf_gpu_unary(ctx, MF_ELEMENT_OP_##name); \
+  })
+MF_UNARY_OPS(MF_GPU_UNARY_KERNEL)
+#define MF_GPU_BINARY_KERNEL(name, types, sel, grad, fail, msg, expr) \
+  MF_GPU_KEEP_##types(MF_GPU_KEEP_##sel(static mf_code name##_gpu_kernel(mf_kernel_ctx *ctx) { \
+    return mf_gpu_binary(ctx, MF_ELEMENT_OP_##name, msg); \
+  }))
+MF_BINARY_OPS(MF_GPU_BINARY_KERNEL)
+
 /* Cast: attr "DstT" (type). One loop per (source, destination) pair. */
 #define MF_CAST_LOOP(dcode, D, scode, S) MF_MAP_FN(Cast_##scode##_##dcode, S, D, mf_convert(D, x))
 #define MF_CAST_LOOPS(scode, S) MF_FOR_CAST_TYPES_INNER(MF_CAST_LOOP, scode, S)
@@ -666,20 +546,26 @@ static mf_code addn_grad(mf_grad_ctx *gc) {
 /* Parameters are not called name/flags/grad: they would replace the designators.
  * Every op here takes complex values as far as MF_OP_COMPLEX goes: infer checks
  * the dtypes by the op's table. */
-#define MF_OP_DEF(op, arity, fl, rule) \
+#define MF_OP_DEF(op, arity, fl, rule, gpu_kernel, gpu_dtypes) \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = (fl) | MF_OP_COMPLEX, \
-   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule, .element_loop = op##_element_loop},
+   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel, [MF_CUDA] = gpu_kernel}, .cuda_dtypes = gpu_dtypes, \
+   .grad = rule, .element_loop = op##_element_loop},
 #define MF_UNARY_DEF(op, types, g, expr) \
-  MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op))
+  MF_OP_DEF(op, 1, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT, MF_RULE_FN_##g(op), \
+            MF_GPU_FIRST(MF_GPU_KEEP_##types(op##_gpu_kernel, ) NULL), \
+            MF_GPU_FIRST(MF_GPU_KEEP_##types(MF_GPU_DTYPES(types, SAME), ) 0))
 #define MF_BINARY_DEF(op, types, sel, g, fail, msg, expr) \
-  MF_OP_DEF(op, 2, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT MF_STRINGS_##types(| MF_OP_STRINGS), MF_RULE_FN_##g(op))
+  MF_OP_DEF(op, 2, (MF_RULE_FLAGS_##g) | MF_OP_FORWARDS_INPUT MF_STRINGS_##types(| MF_OP_STRINGS), MF_RULE_FN_##g(op), \
+            MF_GPU_FIRST(MF_GPU_KEEP_##types(MF_GPU_KEEP_##sel(op##_gpu_kernel, )) NULL), \
+            MF_GPU_FIRST(MF_GPU_KEEP_##types(MF_GPU_KEEP_##sel(MF_GPU_DTYPES(types, sel), )) 0))
 
 static const mf_op_def defs[] = {
     MF_UNARY_OPS(MF_UNARY_DEF)
     MF_PART_OPS(MF_UNARY_DEF)
     MF_BINARY_OPS(MF_BINARY_DEF)
     {.name = "Cast", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_COMPLEX, .infer = cast_infer,
-     .kernel = {[MF_CPU] = cast_kernel}, .grad = cast_grad, .element_loop = cast_element_loop},
+     .kernel = {[MF_CPU] = cast_kernel, [MF_CUDA] = mf_gpu_cast}, .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_ALL_TYPES),
+     .grad = cast_grad, .element_loop = cast_element_loop},
     {.name = "AddN", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_VARIADIC_INPUTS | MF_OP_FORWARDS_INPUT | MF_OP_COMPLEX, .infer = addn_infer,
      .kernel = {[MF_CPU] = addn_kernel}, .grad = addn_grad},

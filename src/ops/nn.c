@@ -1454,7 +1454,7 @@ static mf_code xent_rule(mf_grad_ctx *gc) {
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
    .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
 #define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) SIZED_OP_DEF(op, arity, fl, 0, infer_fn, kernel_fn, rule)
-/* An op with a GPU kernel for float32 and float64 (ops/gpu/nn.c). */
+/* An op with a GPU kernel for float32 and float64 (ops/gpu/gpu_nn.c). */
 #define GPU_OP_DEF(op, arity, fl, infer_fn, kernel_fn, gpu_kernel_fn, rule)                          \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = infer_fn,               \
    .kernel = {[MF_CPU] = kernel_fn, [MF_CUDA] = gpu_kernel_fn}, .cuda_dtypes = GPU_FLOAT_TYPES, .grad = rule},

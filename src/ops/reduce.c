@@ -714,7 +714,7 @@ static mf_code tile_grad_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
-/* The GPU runs the numeric reductions on float32, float64, int32 and int64 (ops/gpu/reduce.c). */
+/* The GPU runs the numeric reductions on float32, float64, int32 and int64 (ops/gpu/gpu_reduce.c). */
 #define NUMERIC_GPU(op) mf_gpu_reduce_##op
 #define NUMBER_GPU(op) mf_gpu_reduce_##op
 #define BOOL_GPU(op) NULL

@@ -1,5 +1,5 @@
 /* reduce.h — the reduction driver that other op families share (reduce.c),
- * and its view of the input, which the GPU reductions (ops/gpu/reduce.c) use too. */
+ * and its view of the input, which the GPU reductions (ops/gpu/gpu_reduce.c) use too. */
 #ifndef MF_OPS_REDUCE_H
 #define MF_OPS_REDUCE_H
 

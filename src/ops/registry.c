@@ -106,6 +106,8 @@ bool mf_registry_op_info(const char *type, mf_op_info *out) {
       .constant = def->flags & MF_OP_CONSTANT,
       .variable = def->flags & MF_OP_VARIABLE,
       .internal = def->flags & MF_OP_INTERNAL,
+      .elementwise = def->element_loop != NULL,
+      .gpu_dtypes = def->cuda_dtypes,
   };
   for (int d = 0; d < MF_NUM_DEVICE_TYPES; d++) out->has_kernel[d] = def->kernel[d] != NULL;
   return true;

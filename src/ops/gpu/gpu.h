@@ -16,7 +16,13 @@ mf_code mf_cuda_fail(mf_kernel_ctx *ctx, const mf_cuda_error *e);
 /* The backend's mf_cuda_device of the kernel's device. */
 static inline mf_cuda_device *mf_cuda_dev(const mf_kernel_ctx *ctx) { return ctx->device->backend; }
 
-/* ---------- cuda-blas: matmul, reductions, nn, activations (matmul.c, reduce.c, nn.c, table.c) ---------- */
+/* ---------- elementwise (gpu_elementwise.c; cuda-core) ---------- */
+/* The GPU kernels of ops/math.c's ops, by their number in kernels/element_ops.h. */
+mf_code mf_gpu_unary(mf_kernel_ctx *ctx, int op);
+/* fail_msg: the op's message for an element with no result (integer division by zero), else NULL. */
+mf_code mf_gpu_binary(mf_kernel_ctx *ctx, int op, const char *fail_msg);
+mf_code mf_gpu_cast(mf_kernel_ctx *ctx);
+/* ---------- cuda-blas: matmul, reductions, nn, activations (gpu_matmul.c, gpu_reduce.c, gpu_nn.c, gpu_table.c) ---------- */
 /* The backend's table `name` ("mf_cuda_matmul_v1"); NULL with ctx->status set when it has none. */
 const void *mf_cuda_table(mf_kernel_ctx *ctx, const char *name);
 mf_code mf_gpu_matmul(mf_kernel_ctx *ctx);

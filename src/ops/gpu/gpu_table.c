@@ -1,4 +1,4 @@
-/* table.c — a backend table for a GPU kernel (gpu.h, cuda-blas block). */
+/* gpu_table.c — a backend table for a GPU kernel (gpu.h, cuda-blas block). */
 #include "ops/gpu/gpu.h"
 #include "core/status.h"
 #include "graph/graph.h"

@@ -1,4 +1,4 @@
-/* nn.c — Softmax, the cross-entropy ops, BiasAdd and BiasAddGrad on the GPU
+/* gpu_nn.c — Softmax, the cross-entropy ops, BiasAdd and BiasAddGrad on the GPU
  * (src/cuda/nn.cu; BiasAddGrad through the GPU reductions), and the
  * activations and their gradient ops (src/cuda/activations.cu). Shapes were
  * checked by inference; what only the values tell (labels out of range) is

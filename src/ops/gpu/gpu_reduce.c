@@ -1,4 +1,4 @@
-/* reduce.c — Sum, Mean, Prod, Max, Min, ArgMax, ArgMin and SumToShape on the
+/* gpu_reduce.c — Sum, Mean, Prod, Max, Min, ArgMax, ArgMin and SumToShape on the
  * GPU (src/cuda/reduce.cu), over the geometry of the CPU driver (ops/reduce.h). */
 #include "ops/gpu/gpu.h"
 #include "device/cuda/reduce_api.h"

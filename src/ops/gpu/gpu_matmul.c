@@ -1,4 +1,4 @@
-/* matmul.c — MatMul on the GPU (cuBLAS, src/cuda/matmul.cu): batches that
+/* gpu_matmul.c — MatMul on the GPU (cuBLAS, src/cuda/matmul.cu): batches that
  * are all distinct or all one matrix per operand go in one strided-batched
  * call; other broadcasts call once per product, walked as the CPU does. */
 #include "ops/gpu/gpu.h"
