@@ -319,10 +319,10 @@ describe("the op registry", function()
   it("describes a registration", function()
     local mm = tf.op_info("MatMul")
     assert.same({name = "MatMul", num_inputs = 2, num_outputs = 1, variadic_inputs = false, stateful = false,
-                 has_shape_fn = true, kernels = {CPU = true, GPU = false}, has_gradient = true,
+                 has_shape_fn = true, kernels = {CPU = true, GPU = true}, has_gradient = true,
                  not_differentiable = false, constant = false, variable = false, internal = false,
                  ref_inputs = {}, value_inputs = {}, host_memory_inputs = {}, elementwise = false,
-                 gpu_dtypes = {}}, mm)
+                 gpu_dtypes = {"float32", "float64"}}, mm)
     local assign = tf.op_info("Assign")
     assert.same({1}, assign.ref_inputs)
     assert.is_true(assign.stateful)

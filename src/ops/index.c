@@ -25,6 +25,7 @@
 #include "kernels/helpers.h"
 #include "kernels/parallel.h"
 #include "exec/kernel_api.h"
+#include "ops/gpu/gpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1668,9 +1669,11 @@ static const mf_op_def defs[] = {
     {.name = "OneHot", .num_inputs = 4, .num_outputs = 1, .value_inputs = 1u << 1,
      .infer = one_hot_infer, .kernel = {[MF_CPU] = one_hot_kernel}, .grad = one_hot_grad},
     {.name = "ArgMax", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
-     .infer = arg_infer, .kernel = {[MF_CPU] = argmax_kernel}},
+     .infer = arg_infer, .kernel = {[MF_CPU] = argmax_kernel, [MF_CUDA] = mf_gpu_argmax},
+     .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES)},
     {.name = "ArgMin", .num_inputs = 1, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,
-     .infer = arg_infer, .kernel = {[MF_CPU] = argmin_kernel}},
+     .infer = arg_infer, .kernel = {[MF_CPU] = argmin_kernel, [MF_CUDA] = mf_gpu_argmin},
+     .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES)},
     {.name = "TopKV2", .num_inputs = 2, .num_outputs = 2, .value_inputs = 1u << 1,
      .infer = top_k_infer, .kernel = {[MF_CPU] = top_k_kernel}, .grad = top_k_grad},
     {.name = "InTopK", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_NOT_DIFFERENTIABLE,

@@ -18,6 +18,7 @@
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 #include "ops/matmul.h"
+#include "ops/gpu/gpu.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -169,38 +170,26 @@ static void *mm_transposes_new(mf_kernel_ctx *ctx) {
   return t;
 }
 
-static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
-  const mf_tensor *a = ctx->inputs[0], *b = ctx->inputs[1];
-  mf_tensor *c = ctx->outputs[0];
-  const mm_transposes *t = mf_kernel_state(ctx, mm_transposes_new, mf_free);
-  if (!t) return ctx->status->code;
-  mm_args g = {.ta = t->ta, .tb = t->tb};
-  mat_dims(a->rank, a->dims, g.ta, &g.m, &g.k);
-  mat_dims(b->rank, b->dims, g.tb, &g.k, &g.n);
-  if (c->size == 0) return MF_OK;
-  size_t esize = mf_dtype_size(c->dtype);
-  if (g.k == 0) {  /* an empty sum; BLAS would reject the zero leading dimension */
-    memset(c->data, 0, (size_t)c->size * esize);
-    return MF_OK;
-  }
-  gemm_fn gemm = gemm_fns[c->dtype];
-  int64_t mat_a = a->dims[a->rank - 2] * a->dims[a->rank - 1];
-  int64_t mat_b = b->dims[b->rank - 2] * b->dims[b->rank - 1];
-  int64_t mat_c = g.m * g.n;
-  int64_t batch = c->size / mat_c, batch_a = a->size / mat_a, batch_b = b->size / mat_b;
-  /* One matrix b shared by every batch of a (untransposed): the batch folds
-   * into the rows of a single product. */
-  if (batch_b == 1 && batch_a == batch && !g.ta) {
-    mm_args folded = g;
-    folded.m = g.m * batch;
-    gemm(&folded, a->data, b->data, c->data);
-    return MF_OK;
-  }
-  /* Otherwise walk the broadcast batch index, with stride 0 along the batch
-   * axes where an input has size 1. */
+mf_matmul_dims mf_matmul_dims_of(const mf_tensor *a, const mf_tensor *b, const mf_tensor *c, bool ta, bool tb) {
+  mf_matmul_dims g = {.ta = ta, .tb = tb};
+  mat_dims(a->rank, a->dims, ta, &g.m, &g.k);
+  mat_dims(b->rank, b->dims, tb, &g.k, &g.n);
+  g.mat_a = a->dims[a->rank - 2] * a->dims[a->rank - 1];
+  g.mat_b = b->dims[b->rank - 2] * b->dims[b->rank - 1];
+  g.mat_c = g.m * g.n;
+  g.batch_a = g.mat_a ? a->size / g.mat_a : 0;
+  g.batch_b = g.mat_b ? b->size / g.mat_b : 0;
+  g.batch = g.mat_c ? c->size / g.mat_c : 0;
+  return g;
+}
+
+/* The broadcast batch index is walked with stride 0 along the batch axes
+ * where an input has size 1. */
+int mf_matmul_batches(const mf_tensor *a, const mf_tensor *b, const mf_tensor *c, const mf_matmul_dims *g,
+                      int (*each)(void *arg, int64_t oa, int64_t ob, int64_t oc), void *arg) {
   int nb = c->rank - 2;
   int64_t dims[MF_MAX_RANK], sta[MF_MAX_RANK], stb[MF_MAX_RANK], idx[MF_MAX_RANK] = {0};
-  int64_t ra = mat_a, rb = mat_b;
+  int64_t ra = g->mat_a, rb = g->mat_b;
   for (int d = nb - 1; d >= 0; d--) {
     int da = d - (nb - (a->rank - 2)), db = d - (nb - (b->rank - 2));
     int64_t na = da >= 0 ? a->dims[da] : 1, nbd = db >= 0 ? b->dims[db] : 1;
@@ -210,11 +199,10 @@ static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
     ra *= na;
     rb *= nbd;
   }
-  const char *pa = a->data, *pb = b->data;
-  char *pc = c->data;
   int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < batch; i++) {
-    gemm(&g, pa + (size_t)oa * esize, pb + (size_t)ob * esize, pc + (size_t)(i * mat_c) * esize);
+  for (int64_t i = 0; i < g->batch; i++) {
+    int rc = each(arg, oa, ob, i * g->mat_c);
+    if (rc) return rc;
     for (int d = nb - 1; d >= 0; d--) {
       oa += sta[d];
       ob += stb[d];
@@ -224,6 +212,47 @@ static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
       idx[d] = 0;
     }
   }
+  return 0;
+}
+
+/* One product of the walk on the CPU. */
+typedef struct cpu_batches {
+  gemm_fn gemm;
+  mm_args g;
+  const char *a, *b;
+  char *c;
+  size_t esize;
+} cpu_batches;
+
+static int cpu_product(void *arg, int64_t oa, int64_t ob, int64_t oc) {
+  const cpu_batches *p = arg;
+  p->gemm(&p->g, p->a + (size_t)oa * p->esize, p->b + (size_t)ob * p->esize, p->c + (size_t)oc * p->esize);
+  return 0;
+}
+
+static mf_code matmul_kernel(mf_kernel_ctx *ctx) {
+  const mf_tensor *a = ctx->inputs[0], *b = ctx->inputs[1];
+  mf_tensor *c = ctx->outputs[0];
+  const mm_transposes *t = mf_kernel_state(ctx, mm_transposes_new, mf_free);
+  if (!t) return ctx->status->code;
+  if (c->size == 0) return MF_OK;
+  mf_matmul_dims d = mf_matmul_dims_of(a, b, c, t->ta, t->tb);
+  size_t esize = mf_dtype_size(c->dtype);
+  if (d.k == 0) {  /* an empty sum; BLAS would reject the zero leading dimension */
+    memset(c->data, 0, (size_t)c->size * esize);
+    return MF_OK;
+  }
+  cpu_batches p = {gemm_fns[c->dtype], {.m = d.m, .n = d.n, .k = d.k, .ta = d.ta, .tb = d.tb}, a->data, b->data,
+                   c->data, esize};
+  /* One matrix b shared by every batch of a (untransposed): the batch folds
+   * into the rows of a single product. */
+  if (d.batch_b == 1 && d.batch_a == d.batch && !d.ta) {
+    mm_args folded = p.g;
+    folded.m = d.m * d.batch;
+    p.gemm(&folded, a->data, b->data, c->data);
+    return MF_OK;
+  }
+  mf_matmul_batches(a, b, c, &d, cpu_product, &p);
   return MF_OK;
 }
 
@@ -263,6 +292,7 @@ static mf_code matmul_grad(mf_grad_ctx *gc) {
 
 static const mf_op_def defs[] = {
     {.name = "MatMul", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_COMPLEX, .infer = matmul_infer,
-     .kernel = {[MF_CPU] = matmul_kernel}, .grad = matmul_grad},
+     .kernel = {[MF_CPU] = matmul_kernel, [MF_CUDA] = mf_gpu_matmul},
+     .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES), .grad = matmul_grad},
 };
 MF_OP_TABLE(mf_ops_matmul, defs);

@@ -35,10 +35,12 @@
 #include "graph/graph.h"
 #include "graph/autodiff.h"
 #include "kernels/elementwise.h"
+#include "kernels/activation_ops.h"
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
 #include "kernels/parallel.h"
 #include "ops/reduce.h"
+#include "ops/gpu/gpu.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -51,40 +53,12 @@
 static const unsigned FLOAT_TYPES = MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES);
 
 /* ---------- activations ----------
- * Element loops are kernels/elementwise.h's (blocks plus a tail over restrict
- * pointers, the form gcc -O2 vectorizes). Expressions are written once for
- * every dtype; CONST(x, c) is c in x's floating type, so float loops stay in
- * float. */
+ * Their tables are kernels/activation_ops.h's (the GPU's kernels come from
+ * them too). Element loops are kernels/elementwise.h's (blocks plus a tail
+ * over restrict pointers, the form gcc -O2 vectorizes). Expressions are
+ * written once for every dtype; CONST(x, c) is c in x's floating type, so
+ * float loops stay in float. */
 #define CONST(x, c) _Generic((x), float: (float)(c), default: (c))
-#define SELU_ALPHA 1.6732632423543772848170429916717
-#define SELU_SCALE 1.0507009873554804934193349852946
-
-/* X(name, dtypes, gradient op, what the gradient op reads (IN: the input x,
- *   OUT: the output), expression of the element x and the attr alpha).
- * NaN passes through every activation. Softplus is max(x, 0) + log1p(exp(-|x|)),
- * exact and finite for any x. */
-#define ACTIVATIONS(X)                                                                             \
-  X(Relu, SIGNED, ReluGrad, OUT, x < 0 ? 0 : x)                                                    \
-  X(Relu6, SIGNED, Relu6Grad, OUT, x < 0 ? 0 : x > 6 ? 6 : x)                                      \
-  X(LeakyRelu, FLOAT, LeakyReluGrad, IN, x > 0 ? x : alpha * x)                                    \
-  X(Elu, FLOAT, EluGrad, OUT, x < 0 ? MF_VMATH(expm1, x)(x) : x)                                    \
-  X(Selu, FLOAT, SeluGrad, OUT,                                                                    \
-    x < 0 ? CONST(x, SELU_SCALE * SELU_ALPHA) * MF_VMATH(expm1, x)(x) : CONST(x, SELU_SCALE) * x)   \
-  X(Softplus, FLOAT, SoftplusGrad, IN, (x > 0 ? x : 0) + MF_VMATH(log1p, x)(MF_VMATH(exp, x)(-MF_MATH(fabs, x)(x)))) \
-  X(Softsign, FLOAT, SoftsignGrad, IN, x / (1 + MF_MATH(fabs, x)(x)))
-
-/* X(name, dtypes, second-derivative term, expression of the incoming gradient
- * g and the element v of the tensor the forward rule passed). Each is linear
- * in g; the term is the derivative with respect to v (FLAT where it is zero
- * almost everywhere, so no gradient flows there). */
-#define ACTIVATION_GRADS(X)                                                                        \
-  X(ReluGrad, SIGNED, FLAT, v > 0 ? g : 0)                                                         \
-  X(Relu6Grad, SIGNED, FLAT, v > 0 && v < 6 ? g : 0)                                               \
-  X(LeakyReluGrad, FLOAT, FLAT, v > 0 ? g : alpha * g)                                             \
-  X(EluGrad, FLOAT, BELOW0, v < 0 ? g * (v + 1) : g)                                               \
-  X(SeluGrad, FLOAT, BELOW0, v < 0 ? g * (v + CONST(v, SELU_SCALE * SELU_ALPHA)) : g * CONST(v, SELU_SCALE)) \
-  X(SoftplusGrad, FLOAT, SOFTPLUS, g * MF_SIGMOID(v))                                              \
-  X(SoftsignGrad, FLOAT, SOFTSIGN, g / ((1 + MF_MATH(fabs, v)(v)) * (1 + MF_MATH(fabs, v)(v))))
 
 /* Loops over one run of n values (a pixel's channels, a window row) for the
  * kernels below, in the same vectorizable form. */
@@ -215,7 +189,7 @@ static mf_code act_grad_rule(mf_grad_ctx *gc, curvature_fn curvature) {
     return act_loop(attrs, name##_impl.dtypes, name##_impl.loop, NULL, t, loop);                 \
   }                                                                                              \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_rule(gc, #grad_op, READS_##reads); }
-ACTIVATIONS(ACT_DEFINE)
+MF_ACTIVATIONS(ACT_DEFINE)
 
 #define ACT_GRAD_DEFINE(name, types, curvature, expr)                                            \
   MF_TYPES(types)(ACT_GRAD_LOOP, name, expr)                                                     \
@@ -227,7 +201,7 @@ ACTIVATIONS(ACT_DEFINE)
     return act_loop(attrs, name##_impl.dtypes, NULL, name##_impl.loop, t, loop);                 \
   }                                                                                              \
   static mf_code name##_rule(mf_grad_ctx *gc) { return act_grad_rule(gc, CURVATURE_##curvature); }
-ACTIVATION_GRADS(ACT_GRAD_DEFINE)
+MF_ACTIVATION_GRADS(ACT_GRAD_DEFINE)
 
 /* ---------- data_format ---------- */
 
@@ -2001,19 +1975,28 @@ static mf_code lrn_grad_rule(mf_grad_ctx *gc) {
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
    .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
 #define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) SIZED_OP_DEF(op, arity, fl, 0, infer_fn, kernel_fn, rule)
+/* An op with a GPU kernel for float32 and float64 (ops/gpu/gpu_nn.c). */
+#define GPU_OP_DEF(op, arity, fl, infer_fn, kernel_fn, gpu_kernel_fn, rule)                          \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = infer_fn,               \
+   .kernel = {[MF_CPU] = kernel_fn, [MF_CUDA] = gpu_kernel_fn}, .cuda_dtypes = GPU_FLOAT_TYPES, .grad = rule},
+#define GPU_FLOAT_TYPES MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES)
 /* Activations and their gradients are elementwise: the executor may fuse them. */
-#define ELEMENT_OP_DEF(op, arity, fl) \
+#define ELEMENT_OP_DEF(op, arity, fl, types, gpu_kernel) \
   {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = op##_infer, \
-   .kernel = {[MF_CPU] = op##_kernel}, .grad = op##_rule, .element_loop = op##_element_loop},
-#define ACT_DEF(op, types, grad_op, reads, expr) ELEMENT_OP_DEF(op, 1, MF_OP_FORWARDS_INPUT)
-#define ACT_GRAD_DEF(op, types, curvature, expr) ELEMENT_OP_DEF(op, 2, MF_OP_FORWARDS_INPUT | MF_OP_INTERNAL)
+   .kernel = {[MF_CPU] = op##_kernel, [MF_CUDA] = gpu_kernel}, .cuda_dtypes = MF_DTYPE_MASK(MF_TYPES(types)), \
+   .grad = op##_rule, .element_loop = op##_element_loop},
+#define ACT_DEF(op, types, grad_op, reads, expr) ELEMENT_OP_DEF(op, 1, MF_OP_FORWARDS_INPUT, types, mf_gpu_activation)
+#define ACT_GRAD_DEF(op, types, curvature, expr) \
+  ELEMENT_OP_DEF(op, 2, MF_OP_FORWARDS_INPUT | MF_OP_INTERNAL, types, mf_gpu_activation_grad)
 
 static const mf_op_def defs[] = {
-    ACTIVATIONS(ACT_DEF)
-    ACTIVATION_GRADS(ACT_GRAD_DEF)
+    MF_ACTIVATIONS(ACT_DEF)
+    MF_ACTIVATION_GRADS(ACT_GRAD_DEF)
     {.name = "BiasAdd", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_FORWARDS_INPUT, .infer = bias_add_infer,
-     .kernel = {[MF_CPU] = bias_add_kernel}, .grad = bias_add_rule, .element_loop = bias_add_element_loop},
-    OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, bias_add_grad_rule)
+     .kernel = {[MF_CPU] = bias_add_kernel, [MF_CUDA] = mf_gpu_bias_add}, .cuda_dtypes = GPU_FLOAT_TYPES,
+     .grad = bias_add_rule, .element_loop = bias_add_element_loop},
+    GPU_OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, mf_gpu_bias_add_grad,
+               bias_add_grad_rule)
     OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
     SIZED_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
            conv2d_backprop_input_rule)
@@ -2032,9 +2015,11 @@ static const mf_op_def defs[] = {
     OP_DEF(AvgPool, 1, 0, pool_infer, avg_pool_kernel, avg_pool_rule)
     SIZED_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
     {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
-     .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel}, .grad = sparse_xent_rule},
-    OP_DEF(Softmax, 1, 0, softmax_infer, softmax_kernel, softmax_rule)
+     .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel, [MF_CUDA] = mf_gpu_sparse_xent},
+     .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES), .grad = sparse_xent_rule},
+    GPU_OP_DEF(Softmax, 1, 0, softmax_infer, softmax_kernel, mf_gpu_softmax, softmax_rule)
     {.name = "SoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
-     .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel}, .grad = xent_rule},
+     .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel, [MF_CUDA] = mf_gpu_xent}, .cuda_dtypes = GPU_FLOAT_TYPES,
+     .grad = xent_rule},
 };
 MF_OP_TABLE(mf_ops_nn, defs);

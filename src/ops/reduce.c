@@ -22,6 +22,7 @@
 #include "kernels/helpers.h"
 #include "kernels/parallel.h"
 #include "ops/reduce.h"
+#include "ops/gpu/gpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -36,8 +37,7 @@ static int reduce_axes(const mf_attrs *attrs, const int64_t **axes) {
   return 1;
 }
 
-/* Marks the reduced axes of a tensor of `rank` in mask[]; absent axes mean all. */
-static mf_code reduce_mask(const char *op, const mf_attrs *attrs, int rank, bool *mask, mf_status *s) {
+mf_code mf_reduce_mask(const char *op, const mf_attrs *attrs, int rank, bool *mask, mf_status *s) {
   const int64_t *axes;
   int n = reduce_axes(attrs, &axes);
   for (int d = 0; d < rank; d++) mask[d] = n < 0;
@@ -78,7 +78,7 @@ static mf_code reduce_infer(mf_infer_ctx *ic, bool logical) {
     return MF_OK;
   }
   bool mask[MF_MAX_RANK];
-  if (reduce_mask(ic->op_name, ic->attrs, in->rank, mask, ic->status)) return ic->status->code;
+  if (mf_reduce_mask(ic->op_name, ic->attrs, in->rank, mask, ic->status)) return ic->status->code;
   mf_shape out = {.rank = 0};
   for (int d = 0; d < in->rank; d++) {
     if (!mask[d]) out.dims[out.rank++] = in->dims[d];
@@ -88,28 +88,9 @@ static mf_code reduce_infer(mf_infer_ctx *ic, bool logical) {
   return MF_OK;
 }
 
-/* TileGrad views its input with two axes per dimension, so the driver takes
- * up to twice the rank of a tensor. */
-enum { REDUCE_MAX_DIMS = 2 * MF_MAX_RANK };
-
-/* The input seen by the driver. Axes of size 1 are dropped and neighbouring
- * axes that are both kept or both reduced are merged, so the groups alternate.
- * The last group is either reduced (`run` contiguous elements fold into one
- * output) or kept (`inner` contiguous outputs advance together). The other
- * groups are listed with their input strides: kept ones (k*) pick the output,
- * reduced ones (r*) are walked for each output. */
-typedef struct reduce_geom {
-  int64_t out_size;   /* outputs */
-  int64_t count;      /* input elements folded into each output */
-  int64_t inner, run; /* 1 unless the last group is kept / reduced */
-  int nk, nr;
-  int64_t kdims[REDUCE_MAX_DIMS], kstrides[REDUCE_MAX_DIMS];
-  int64_t rdims[REDUCE_MAX_DIMS], rstrides[REDUCE_MAX_DIMS];
-} reduce_geom;
-
-static void reduce_geometry(int rank, const int64_t *dims, const bool *mask, reduce_geom *g) {
-  int64_t size[REDUCE_MAX_DIMS], stride[REDUCE_MAX_DIMS];
-  bool red[REDUCE_MAX_DIMS];
+void mf_reduce_geometry(int rank, const int64_t *dims, const bool *mask, mf_reduce_geom *g) {
+  int64_t size[MF_REDUCE_MAX_DIMS], stride[MF_REDUCE_MAX_DIMS];
+  bool red[MF_REDUCE_MAX_DIMS];
   int m = 0;
   memset(g, 0, sizeof *g);
   g->out_size = g->count = g->inner = g->run = 1;
@@ -224,7 +205,7 @@ static int64_t unravel(int n, const int64_t *dims, const int64_t *strides, int64
  * outputs. Pieces and blocks follow from the shape alone, so every thread
  * count gives the same bits. */
 typedef struct reduce_job {
-  const reduce_geom *g;
+  const mf_reduce_geom *g;
   const void *in;
   void *out;
   int64_t chunks;    /* pieces per kept position: ceil(inner / REDUCE_CHUNK) */
@@ -299,9 +280,9 @@ static inline reduce_piece piece_of(const reduce_job *jb, int64_t p) {
                                               const E_ *restrict p, int64_t m) {             \
     MF_ELEMENTS(m, j, acc[j] = op##_##code##_combine(acc[j], p[j]););                        \
   }                                                                                          \
-  static void op##_##code##_walk(const reduce_geom *g, const E_ *in, int64_t j0, int64_t j1, \
+  static void op##_##code##_walk(const mf_reduce_geom *g, const E_ *in, int64_t j0, int64_t j1, \
                                  op##_##code##_acc *acc, int64_t m) {                        \
-    int64_t ridx[REDUCE_MAX_DIMS];                                                           \
+    int64_t ridx[MF_REDUCE_MAX_DIMS];                                                           \
     if (j0 >= j1) return;                                                                    \
     if (g->inner == 1) {                                                                     \
       int64_t e = j0 % g->run;                                                               \
@@ -324,8 +305,8 @@ static inline reduce_piece piece_of(const reduce_job *jb, int64_t p) {
   static void op##_##code##_items(void *arg, int64_t begin, int64_t end) {                   \
     typedef op##_##code##_acc A;                                                             \
     const reduce_job *jb = arg;                                                              \
-    const reduce_geom *g = jb->g;                                                            \
-    int64_t kidx[REDUCE_MAX_DIMS];                                                           \
+    const mf_reduce_geom *g = jb->g;                                                            \
+    int64_t kidx[MF_REDUCE_MAX_DIMS];                                                           \
     for (int64_t it = begin; it < end; it++) {                                               \
       const int64_t b = it % jb->blocks;                                                     \
       const reduce_piece pc = piece_of(jb, it / jb->blocks);                                 \
@@ -346,7 +327,7 @@ static inline reduce_piece piece_of(const reduce_job *jb, int64_t p) {
   static void op##_##code##_combine_blocks(void *arg, int64_t begin, int64_t end) {          \
     typedef op##_##code##_acc A;                                                             \
     const reduce_job *jb = arg;                                                              \
-    const reduce_geom *g = jb->g;                                                            \
+    const mf_reduce_geom *g = jb->g;                                                            \
     for (int64_t piece = begin; piece < end; piece++) {                                      \
       const reduce_piece pc = piece_of(jb, piece);                                           \
       const A *part = (const A *)jb->partials + piece * jb->blocks * jb->width;              \
@@ -373,7 +354,7 @@ typedef struct reduce_impl {
 } reduce_impl;
 
 /* Runs a reduction of geometry g from in to out, split as reduce_job says. */
-static mf_code reduce_run(mf_kernel_ctx *ctx, const reduce_impl *impl, const reduce_geom *g, const void *in,
+static mf_code reduce_run(mf_kernel_ctx *ctx, const reduce_impl *impl, const mf_reduce_geom *g, const void *in,
                           void *out) {
   if (g->out_size == 0) return MF_OK;
   reduce_job jb = {.g = g, .in = in, .out = out, .chunks = (g->inner + REDUCE_CHUNK - 1) / REDUCE_CHUNK,
@@ -397,9 +378,9 @@ static mf_code reduce_run(mf_kernel_ctx *ctx, const reduce_impl *impl, const red
 static mf_code reduce_kernel(mf_kernel_ctx *ctx, const reduce_impl *impls) {
   const mf_tensor *in = ctx->inputs[0];
   bool mask[MF_MAX_RANK];
-  if (reduce_mask(ctx->op->name, ctx->attrs, in->rank, mask, ctx->status)) return ctx->status->code;
-  reduce_geom g;
-  reduce_geometry(in->rank, in->dims, mask, &g);
+  if (mf_reduce_mask(ctx->op->name, ctx->attrs, in->rank, mask, ctx->status)) return ctx->status->code;
+  mf_reduce_geom g;
+  mf_reduce_geometry(in->rank, in->dims, mask, &g);
   return reduce_run(ctx, &impls[in->dtype], &g, in->data, ctx->outputs[0]->data);
 }
 
@@ -415,8 +396,8 @@ enum { NUMERIC_FLAGS = 0, NUMBER_FLAGS = MF_OP_COMPLEX, BOOL_FLAGS = MF_OP_NOT_D
 REDUCE_OPS(REDUCE_OP_FUNCS)
 
 mf_code mf_reduce_sum(mf_kernel_ctx *ctx, const mf_tensor *x, const bool *mask, mf_tensor *out) {
-  reduce_geom g;
-  reduce_geometry(x->rank, x->dims, mask, &g);
+  mf_reduce_geom g;
+  mf_reduce_geometry(x->rank, x->dims, mask, &g);
   return reduce_run(ctx, &Sum_impls[x->dtype], &g, x->data, out->data);
 }
 
@@ -438,7 +419,7 @@ static mf_code sum_to_shape_infer(mf_infer_ctx *ic) {
   return MF_OK;
 }
 
-static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
+mf_code mf_sum_to_shape(mf_kernel_ctx *ctx, mf_reduce_sum_fn sum) {
   mf_tensor *grad = ctx->inputs[0];
   const mf_shape *want = &ctx->out_shapes[0];
   bool mask[MF_MAX_RANK], same = want->rank == grad->rank;
@@ -462,8 +443,9 @@ static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) {
   }
   mf_tensor *out = mf_kernel_alloc_output(ctx, 0, grad->dtype, want->rank, want->dims);
   if (!out) return ctx->status->code;
-  return mf_reduce_sum(ctx, grad, mask, out);
+  return sum(ctx, grad, mask, out);
 }
+static mf_code sum_to_shape_kernel(mf_kernel_ctx *ctx) { return mf_sum_to_shape(ctx, mf_reduce_sum); }
 
 /* The gradient of a sum to a shape is the gradient broadcast back. */
 static mf_code sum_to_shape_grad(mf_grad_ctx *gc) {
@@ -526,8 +508,8 @@ static mf_code tile_grad_kernel(mf_kernel_ctx *ctx) {
   mf_tensor *out = ctx->outputs[0];
   const int64_t *m;
   int n = mf_attr_ints(ctx->attrs, "multiples", &m);
-  int64_t dims[REDUCE_MAX_DIMS];
-  bool mask[REDUCE_MAX_DIMS];
+  int64_t dims[MF_REDUCE_MAX_DIMS];
+  bool mask[MF_REDUCE_MAX_DIMS];
   for (int i = 0; i < n; i++) {
     /* A shape promised by set_shape can disagree with the values; never read past dy. */
     if (dy->rank != n || out->rank != n || dy->dims[i] != out->dims[i] * m[i]) {
@@ -542,8 +524,8 @@ static mf_code tile_grad_kernel(mf_kernel_ctx *ctx) {
     mask[2 * i] = true;
     mask[2 * i + 1] = false;
   }
-  reduce_geom g;
-  reduce_geometry(2 * n, dims, mask, &g);
+  mf_reduce_geom g;
+  mf_reduce_geometry(2 * n, dims, mask, &g);
   return reduce_run(ctx, &Sum_impls[dy->dtype], &g, dy->data, out->data);
 }
 
@@ -565,7 +547,7 @@ static mf_code reduced_shape_infer(mf_infer_ctx *ic) {
     return MF_INVALID(ic->status, "%s: a shape of %lld dimensions; at most %d",
                       ic->op_name, (long long)n, MF_MAX_RANK);
   bool mask[MF_MAX_RANK];
-  if (n >= 0 && reduce_mask(ic->op_name, ic->attrs, (int)n, mask, ic->status)) return ic->status->code;
+  if (n >= 0 && mf_reduce_mask(ic->op_name, ic->attrs, (int)n, mask, ic->status)) return ic->status->code;
   ic->out_dtypes[0] = ic->in_dtypes[0];
   ic->out_shapes[0] = (mf_shape){.rank = 1, .dims = {n}};
   return MF_OK;
@@ -578,7 +560,7 @@ static mf_code reduced_shape_kernel(mf_kernel_ctx *ctx) {
   if (in->size > MF_MAX_RANK)
     return MF_INVALID(ctx->status, "%s: a shape of %lld dimensions; at most %d",
                       ctx->op->name, (long long)in->size, MF_MAX_RANK);
-  if (reduce_mask(ctx->op->name, ctx->attrs, (int)in->size, mask, ctx->status)) return ctx->status->code;
+  if (mf_reduce_mask(ctx->op->name, ctx->attrs, (int)in->size, mask, ctx->status)) return ctx->status->code;
   for (int64_t i = 0; i < in->size; i++) {
     int64_t d = mask[i] ? 1 : mf_load_int64(in->data, in->dtype, i);
     if (in->dtype == MF_INT32) ((int32_t *)out->data)[i] = (int32_t)d;
@@ -618,7 +600,7 @@ static mf_output kept_shape(mf_grad_ctx *gc) {
   const mf_shape *xs = mf_port_shape(x);
   bool mask[MF_MAX_RANK];
   if (mf_shape_fully_defined(xs) &&
-      reduce_mask(gc->op->name, &gc->op->attrs, xs->rank, mask, gc->status) == MF_OK) {
+      mf_reduce_mask(gc->op->name, &gc->op->attrs, xs->rank, mask, gc->status) == MF_OK) {
     mf_shape k = *xs;
     for (int d = 0; d < k.rank; d++)
       if (mask[d]) k.dims[d] = 1;
@@ -732,14 +714,20 @@ static mf_code tile_grad_grad(mf_grad_ctx *gc) {
   return gc->status->code;
 }
 
+/* The GPU runs the numeric reductions on float32, float64, int32 and int64 (ops/gpu/gpu_reduce.c). */
+#define NUMERIC_GPU(op) mf_gpu_reduce_##op
+#define NUMBER_GPU(op) mf_gpu_reduce_##op
+#define BOOL_GPU(op) NULL
 #define REDUCE_DEF(op, types, acc, identity, combine, result, rule)                            \
   {.name = #op, .num_inputs = 1, .num_outputs = 1, .flags = types##_FLAGS,                     \
-   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel}, .grad = rule},
+   .infer = op##_infer, .kernel = {[MF_CPU] = op##_kernel, [MF_CUDA] = types##_GPU(op)},      \
+   .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES), .grad = rule},
 static const mf_op_def defs[] = {
     REDUCE_OPS(REDUCE_DEF)
     {.name = "SumToShape", .num_inputs = 2, .num_outputs = 1, .value_inputs = 1u << 1,
      .flags = MF_OP_INTERNAL | MF_OP_SETS_OUTPUTS | MF_OP_COMPLEX,
-     .infer = sum_to_shape_infer, .kernel = {[MF_CPU] = sum_to_shape_kernel},
+     .infer = sum_to_shape_infer, .kernel = {[MF_CPU] = sum_to_shape_kernel, [MF_CUDA] = mf_gpu_sum_to_shape},
+     .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES),
      .grad = sum_to_shape_grad},
     {.name = "TileGrad", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_INTERNAL | MF_OP_COMPLEX, .value_inputs = 1u << 1,
      .infer = tile_grad_infer, .kernel = {[MF_CPU] = tile_grad_kernel}, .grad = tile_grad_grad},

@@ -22,5 +22,27 @@ mf_code mf_gpu_unary(mf_kernel_ctx *ctx, int op);
 /* fail_msg: the op's message for an element with no result (integer division by zero), else NULL. */
 mf_code mf_gpu_binary(mf_kernel_ctx *ctx, int op, const char *fail_msg);
 mf_code mf_gpu_cast(mf_kernel_ctx *ctx);
+/* ---------- cuda-blas: matmul, reductions, nn, activations (gpu_matmul.c, gpu_reduce.c, gpu_nn.c, gpu_table.c) ---------- */
+/* The backend's table `name` ("mf_cuda_matmul_v1"); NULL with ctx->status set when it has none. */
+const void *mf_cuda_table(mf_kernel_ctx *ctx, const char *name);
+mf_code mf_gpu_matmul(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Sum(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Mean(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Prod(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Max(mf_kernel_ctx *ctx);
+mf_code mf_gpu_reduce_Min(mf_kernel_ctx *ctx);
+mf_code mf_gpu_argmax(mf_kernel_ctx *ctx);
+mf_code mf_gpu_argmin(mf_kernel_ctx *ctx);
+/* mf_reduce_sum (ops/reduce.h) on the GPU. */
+mf_code mf_gpu_reduce_sum(mf_kernel_ctx *ctx, const mf_tensor *x, const bool *mask, mf_tensor *out);
+mf_code mf_gpu_sum_to_shape(mf_kernel_ctx *ctx);
+mf_code mf_gpu_softmax(mf_kernel_ctx *ctx);
+mf_code mf_gpu_xent(mf_kernel_ctx *ctx);
+mf_code mf_gpu_sparse_xent(mf_kernel_ctx *ctx);
+mf_code mf_gpu_bias_add(mf_kernel_ctx *ctx);
+mf_code mf_gpu_bias_add_grad(mf_kernel_ctx *ctx);
+/* The activations and their gradient ops of kernels/activation_ops.h, told apart by op type. */
+mf_code mf_gpu_activation(mf_kernel_ctx *ctx);
+mf_code mf_gpu_activation_grad(mf_kernel_ctx *ctx);
 
 #endif
