@@ -16,4 +16,10 @@ mf_code mf_cuda_fail(mf_kernel_ctx *ctx, const mf_cuda_error *e);
 /* The backend's mf_cuda_device of the kernel's device. */
 static inline mf_cuda_device *mf_cuda_dev(const mf_kernel_ctx *ctx) { return ctx->device->backend; }
 
+/* ---------- cuda-dnn: random ops (random.c) ---------- */
+mf_code mf_gpu_random_uniform(mf_kernel_ctx *ctx);
+mf_code mf_gpu_random_normal(mf_kernel_ctx *ctx);
+mf_code mf_gpu_truncated_normal(mf_kernel_ctx *ctx);
+mf_code mf_gpu_random_uniform_int(mf_kernel_ctx *ctx);
+
 #endif
