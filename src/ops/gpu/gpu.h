@@ -16,7 +16,15 @@ mf_code mf_cuda_fail(mf_kernel_ctx *ctx, const mf_cuda_error *e);
 /* The backend's mf_cuda_device of the kernel's device. */
 static inline mf_cuda_device *mf_cuda_dev(const mf_kernel_ctx *ctx) { return ctx->device->backend; }
 
-/* ---------- cuda-dnn: random ops (random.c) ---------- */
+/* ---------- cuda-dnn: convolutions and pooling (dnn.c), random ops (random.c) ---------- */
+mf_code mf_gpu_conv2d(mf_kernel_ctx *ctx);
+mf_code mf_gpu_conv2d_backprop_input(mf_kernel_ctx *ctx);
+mf_code mf_gpu_conv2d_backprop_filter(mf_kernel_ctx *ctx);
+mf_code mf_gpu_max_pool(mf_kernel_ctx *ctx);
+mf_code mf_gpu_avg_pool(mf_kernel_ctx *ctx);
+mf_code mf_gpu_max_pool_grad(mf_kernel_ctx *ctx);
+mf_code mf_gpu_avg_pool_grad(mf_kernel_ctx *ctx);
+mf_code mf_gpu_max_pool_grad_grad(mf_kernel_ctx *ctx);
 mf_code mf_gpu_random_uniform(mf_kernel_ctx *ctx);
 mf_code mf_gpu_random_normal(mf_kernel_ctx *ctx);
 mf_code mf_gpu_truncated_normal(mf_kernel_ctx *ctx);
