@@ -1,6 +1,7 @@
 -- The GPU kernels of src/ops/gpu/dnn.c (issue 14) against the CPU kernels
 -- of src/ops/nn.c: Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter
--- through cuDNN (float32, to 1e-5 relative: cuDNN sums in another order),
+-- through cuDNN (float32, to 1e-5 of the result's largest magnitude: cuDNN
+-- sums in another order),
 -- MaxPool, AvgPool and their gradients MaxPoolGrad, AvgPoolGrad and
 -- MaxPoolGradGrad (float32 and float64, bit for bit: the GPU kernels add in
 -- the host kernels' order and route ties to the same maximum). Each case
