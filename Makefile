@@ -65,7 +65,7 @@ NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/nu
 CUDA_DIR := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)))
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 CUDA_SRC := $(wildcard src/cuda/*.cu)
-CUDA_HDR := $(wildcard src/cuda/*.cuh src/device/cuda/*.h)
+CUDA_HDR := $(wildcard src/cuda/*.cuh src/device/cuda/*.h) src/kernels/philox.h
 CUDA_OBJ := $(CUDA_SRC:src/%.cu=$(BUILD)/%.o)
 CUDA_LIB := $(if $(NVCC),$(BUILD)/libmoonflow_cuda.so)
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so

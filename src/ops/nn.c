@@ -40,6 +40,7 @@
 #include "kernels/helpers.h"
 #include "kernels/parallel.h"
 #include "ops/reduce.h"
+#include "ops/nn.h"
 #include "ops/gpu/gpu.h"
 
 #include <cblas.h>
@@ -383,14 +384,7 @@ static mf_code read_window(const char *op, const mf_attrs *attrs, bool pool, win
   return read_window_format(op, attrs, pool, false, w, s);
 }
 
-/* Everything the kernels need about one window op: the input [n, h, w, c],
- * the window kh x kw, output channels oc (the input's for pools), the output
- * oh x ow, strides, dilations and the padding before (top, left). Dims unknown
- * at build time are -1. */
-typedef struct geom {
-  int64_t n, h, w, c, kh, kw, oc, oh, ow;
-  int64_t sh, sw, dh, dw, pt, pl;
-} geom;
+typedef mf_window_geom geom;
 
 /* TensorFlow's windowed output size for one spatial dim: VALID keeps the
  * windows inside the input, (in - eff + stride) / stride of them, and, as
@@ -678,14 +672,17 @@ typedef struct conv_plan {
   int64_t m, k, oc;
 } conv_plan;
 
-static mf_code conv_plan_of(mf_kernel_ctx *ctx, const mf_tensor *x, const mf_tensor *f, conv_plan *p) {
+mf_code mf_conv_geom(mf_kernel_ctx *ctx, const mf_tensor *x, const mf_tensor *f, geom *g) {
   window w;
   int64_t xd[4], fd[4];
   dims_of(x, xd);
   dims_of(f, fd);
-  if (read_window(ctx->op->name, ctx->attrs, false, &w, ctx->status) ||
-      make_geom(ctx->op->name, &w, xd, fd[0], fd[1], fd[3], &p->g, ctx->status))
-    return ctx->status->code;
+  if (read_window(ctx->op->name, ctx->attrs, false, &w, ctx->status)) return ctx->status->code;
+  return make_geom(ctx->op->name, &w, xd, fd[0], fd[1], fd[3], g, ctx->status);
+}
+
+static mf_code conv_plan_of(mf_kernel_ctx *ctx, const mf_tensor *x, const mf_tensor *f, conv_plan *p) {
+  if (mf_conv_geom(ctx, x, f, &p->g)) return ctx->status->code;
   p->im = &conv_impls[x->dtype];
   p->es = mf_dtype_size(x->dtype);
   p->m = p->g.n * p->g.oh * p->g.ow;
@@ -1409,15 +1406,19 @@ static void pool_images(void *arg, int64_t begin, int64_t end) {
   j->fn(j->g, j->a, j->b, j->out, begin, end);
 }
 
+mf_code mf_pool_geom(mf_kernel_ctx *ctx, const mf_tensor *over, geom *g) {
+  int64_t in[4];
+  dims_of(over, in);
+  return pool_geom(ctx->op->name, ctx->attrs, in, g, ctx->status);
+}
+
 /* Runs one pooling kernel: the window slides over `over` (input dims), a and b
  * are its operands. */
 static mf_code pool_run(mf_kernel_ctx *ctx, const mf_tensor *over, const pool_fn *fns, const mf_tensor *a,
                         const mf_tensor *b) {
   mf_tensor *y = ctx->outputs[0];
-  int64_t in[4];
   geom g;
-  dims_of(over, in);
-  if (pool_geom(ctx->op->name, ctx->attrs, in, &g, ctx->status)) return ctx->status->code;
+  if (mf_pool_geom(ctx, over, &g)) return ctx->status->code;
   if (y->size == 0) return MF_OK;
   pool_job j = {fns[y->dtype], &g, a ? a->data : NULL, b ? b->data : NULL, y->data};
   mf_parallel_for(ctx, g.n, g.oh * g.ow * g.kh * g.kw * g.c, pool_images, &j);
@@ -1972,13 +1973,15 @@ static mf_code lrn_grad_rule(mf_grad_ctx *gc) {
 
 /* values: the def's value_inputs (the backprops read their sizes input). */
 #define SIZED_OP_DEF(op, arity, fl, values, infer_fn, kernel_fn, rule) \
-  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
-   .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn}, .grad = rule},
+  GPU_OP_DEF(op, arity, fl, values, infer_fn, kernel_fn, NULL, 0, rule)
 #define OP_DEF(op, arity, fl, infer_fn, kernel_fn, rule) SIZED_OP_DEF(op, arity, fl, 0, infer_fn, kernel_fn, rule)
-/* An op with a GPU kernel for float32 and float64 (ops/gpu/gpu_nn.c). */
-#define GPU_OP_DEF(op, arity, fl, infer_fn, kernel_fn, gpu_kernel_fn, rule)                          \
-  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .infer = infer_fn,               \
-   .kernel = {[MF_CPU] = kernel_fn, [MF_CUDA] = gpu_kernel_fn}, .cuda_dtypes = GPU_FLOAT_TYPES, .grad = rule},
+/* With a GPU kernel (ops/gpu/dnn.c) for the dtypes gpu_types. */
+#define GPU_OP_DEF(op, arity, fl, values, infer_fn, kernel_fn, gpu_fn, gpu_types, rule) \
+  {.name = #op, .num_inputs = arity, .num_outputs = 1, .flags = fl, .value_inputs = values, \
+   .infer = infer_fn, .kernel = {[MF_CPU] = kernel_fn, [MF_CUDA] = gpu_fn}, .cuda_dtypes = gpu_types, .grad = rule},
+/* cuDNN's convolutions run float32; the pooling kernels both float dtypes. */
+#define CONV_GPU_TYPES (1u << MF_FLOAT32)
+#define POOL_GPU_TYPES GPU_FLOAT_TYPES
 #define GPU_FLOAT_TYPES MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES)
 /* Activations and their gradients are elementwise: the executor may fuse them. */
 #define ELEMENT_OP_DEF(op, arity, fl, types, gpu_kernel) \
@@ -1995,13 +1998,13 @@ static const mf_op_def defs[] = {
     {.name = "BiasAdd", .num_inputs = 2, .num_outputs = 1, .flags = MF_OP_FORWARDS_INPUT, .infer = bias_add_infer,
      .kernel = {[MF_CPU] = bias_add_kernel, [MF_CUDA] = mf_gpu_bias_add}, .cuda_dtypes = GPU_FLOAT_TYPES,
      .grad = bias_add_rule, .element_loop = bias_add_element_loop},
-    GPU_OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, bias_add_grad_infer, bias_add_grad_kernel, mf_gpu_bias_add_grad,
-               bias_add_grad_rule)
-    OP_DEF(Conv2D, 2, 0, conv2d_infer, conv2d_kernel, conv2d_rule)
-    SIZED_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
-           conv2d_backprop_input_rule)
-    SIZED_OP_DEF(Conv2DBackpropFilter, 3, 0, 1u << 1, conv2d_backprop_filter_infer, conv2d_backprop_filter_kernel,
-           conv2d_backprop_filter_rule)
+    GPU_OP_DEF(BiasAddGrad, 1, MF_OP_INTERNAL, 0, bias_add_grad_infer, bias_add_grad_kernel, mf_gpu_bias_add_grad,
+               GPU_FLOAT_TYPES, bias_add_grad_rule)
+    GPU_OP_DEF(Conv2D, 2, 0, 0, conv2d_infer, conv2d_kernel, mf_gpu_conv2d, CONV_GPU_TYPES, conv2d_rule)
+    GPU_OP_DEF(Conv2DBackpropInput, 3, 0, 1u << 0, conv2d_backprop_input_infer, conv2d_backprop_input_kernel,
+               mf_gpu_conv2d_backprop_input, CONV_GPU_TYPES, conv2d_backprop_input_rule)
+    GPU_OP_DEF(Conv2DBackpropFilter, 3, 0, 1u << 1, conv2d_backprop_filter_infer, conv2d_backprop_filter_kernel,
+               mf_gpu_conv2d_backprop_filter, CONV_GPU_TYPES, conv2d_backprop_filter_rule)
     OP_DEF(DepthwiseConv2dNative, 2, 0, depthwise_infer, depthwise_kernel, depthwise_rule)
     SIZED_OP_DEF(DepthwiseConv2dNativeBackpropInput, 3, 0, 1u << 0, depthwise_backprop_input_infer,
                  depthwise_backprop_input_kernel, depthwise_backprop_input_rule)
@@ -2009,15 +2012,18 @@ static const mf_op_def defs[] = {
                  depthwise_backprop_filter_kernel, depthwise_backprop_filter_rule)
     OP_DEF(LRN, 1, 0, lrn_infer, lrn_kernel, lrn_rule)
     OP_DEF(LRNGrad, 3, MF_OP_INTERNAL, lrn_grad_infer, lrn_grad_kernel, lrn_grad_rule)
-    OP_DEF(MaxPool, 1, 0, pool_infer, max_pool_kernel, max_pool_rule)
-    OP_DEF(MaxPoolGrad, 3, MF_OP_INTERNAL, max_pool_grad_infer, max_pool_grad_kernel, max_pool_grad_rule)
-    OP_DEF(MaxPoolGradGrad, 3, MF_OP_INTERNAL, max_pool_grad_grad_infer, max_pool_grad_grad_kernel, max_pool_grad_grad_rule)
-    OP_DEF(AvgPool, 1, 0, pool_infer, avg_pool_kernel, avg_pool_rule)
-    SIZED_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel, avg_pool_grad_rule)
+    GPU_OP_DEF(MaxPool, 1, 0, 0, pool_infer, max_pool_kernel, mf_gpu_max_pool, POOL_GPU_TYPES, max_pool_rule)
+    GPU_OP_DEF(MaxPoolGrad, 3, MF_OP_INTERNAL, 0, max_pool_grad_infer, max_pool_grad_kernel, mf_gpu_max_pool_grad,
+               POOL_GPU_TYPES, max_pool_grad_rule)
+    GPU_OP_DEF(MaxPoolGradGrad, 3, MF_OP_INTERNAL, 0, max_pool_grad_grad_infer, max_pool_grad_grad_kernel,
+               mf_gpu_max_pool_grad_grad, POOL_GPU_TYPES, max_pool_grad_grad_rule)
+    GPU_OP_DEF(AvgPool, 1, 0, 0, pool_infer, avg_pool_kernel, mf_gpu_avg_pool, POOL_GPU_TYPES, avg_pool_rule)
+    GPU_OP_DEF(AvgPoolGrad, 2, MF_OP_INTERNAL, 1u << 0, avg_pool_grad_infer, avg_pool_grad_kernel,
+               mf_gpu_avg_pool_grad, POOL_GPU_TYPES, avg_pool_grad_rule)
     {.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
      .infer = sparse_xent_infer, .kernel = {[MF_CPU] = sparse_xent_kernel, [MF_CUDA] = mf_gpu_sparse_xent},
      .cuda_dtypes = MF_DTYPE_MASK(MF_FOR_SIGNED_TYPES), .grad = sparse_xent_rule},
-    GPU_OP_DEF(Softmax, 1, 0, softmax_infer, softmax_kernel, mf_gpu_softmax, softmax_rule)
+    GPU_OP_DEF(Softmax, 1, 0, 0, softmax_infer, softmax_kernel, mf_gpu_softmax, GPU_FLOAT_TYPES, softmax_rule)
     {.name = "SoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
      .infer = xent_infer, .kernel = {[MF_CPU] = xent_kernel, [MF_CUDA] = mf_gpu_xent}, .cuda_dtypes = GPU_FLOAT_TYPES,
      .grad = xent_rule},

@@ -43,74 +43,14 @@
 #include "graph/graph.h"
 #include "exec/kernel_api.h"
 #include "kernels/helpers.h"
+#include "kernels/philox.h"
+#include "ops/random.h"
+#include "ops/gpu/gpu.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
-enum {
-  PHILOX_M0 = 0xD2511F53u, PHILOX_M1 = 0xCD9E8D57u,  /* round multipliers */
-  PHILOX_W0 = 0x9E3779B9u, PHILOX_W1 = 0xBB67AE85u,  /* key schedule (Weyl) */
-};
-
-/* Philox4x32-10: ten rounds, the key bumped between rounds; c is replaced by
- * the output block. Locals rather than arrays keep the state in registers. */
-static inline void philox4x32_10(uint32_t c[4], const uint32_t key[2]) {
-  uint32_t c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], k0 = key[0], k1 = key[1];
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-    c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
-  }
-  c[0] = c0;
-  c[1] = c1;
-  c[2] = c2;
-  c[3] = c3;
-}
-
-/* Block -> values. Each writes PER values into out. */
-#define U24(w) ((float)((w) >> 8) * 0x1p-24f)                    /* [0, 1) */
-#define U24_OPEN0(w) ((float)(((w) >> 8) + 1) * 0x1p-24f)        /* (0, 1] */
-#define U53(a, b) ((double)((((uint64_t)(a) << 32) | (b)) >> 11) * 0x1p-53)
-#define U53_OPEN0(a, b) ((double)(((((uint64_t)(a) << 32) | (b)) >> 11) + 1) * 0x1p-53)
-#define TWO_PI 6.283185307179586476925286766559
-
-static inline void uniform_f32(const uint32_t w[4], float *out) {
-  for (int j = 0; j < 4; j++) out[j] = U24(w[j]);
-}
-static inline void uniform_f64(const uint32_t w[4], double *out) {
-  out[0] = U53(w[0], w[1]);
-  out[1] = U53(w[2], w[3]);
-}
-static inline void normal_f32(const uint32_t w[4], float *out) {
-  for (int j = 0; j < 4; j += 2) {
-    float r = sqrtf(-2.0f * logf(U24_OPEN0(w[j])));
-    float theta = (float)TWO_PI * U24(w[j + 1]);
-    out[j] = r * cosf(theta);
-    out[j + 1] = r * sinf(theta);
-  }
-}
-static inline void normal_f64(const uint32_t w[4], double *out) {
-  double r = sqrt(-2.0 * log(U53_OPEN0(w[0], w[1])));
-  double theta = TWO_PI * U53(w[2], w[3]);
-  out[0] = r * cos(theta);
-  out[1] = r * sin(theta);
-}
-
 typedef void (*fill_fn)(void *out, int64_t n, const uint32_t key[2], uint64_t run);
-
-/* The output block for element block b of this run. */
-static inline void philox_block(uint32_t c[4], int64_t b, uint64_t run, const uint32_t key[2]) {
-  c[0] = (uint32_t)b;
-  c[1] = (uint32_t)((uint64_t)b >> 32);
-  c[2] = (uint32_t)run;
-  c[3] = (uint32_t)(run >> 32);
-  philox4x32_10(c, key);
-}
 
 /* Fills n values of T, PER per block: element i comes from block i / PER. */
 #define DEFINE_FILL(NAME, T, PER, CONVERT)                                       \
@@ -119,41 +59,29 @@ static inline void philox_block(uint32_t c[4], int64_t b, uint64_t run, const ui
     uint32_t c[4];                                                               \
     int64_t full = n / (PER), rest = n % (PER);                                  \
     for (int64_t b = 0; b < full; b++) {                                         \
-      philox_block(c, b, run, key);                                              \
+      mf_philox_block(c, b, run, key);                                           \
       CONVERT(c, out + b * (PER));                                               \
     }                                                                            \
     if (rest) {                                                                  \
       T tail[PER];                                                               \
-      philox_block(c, full, run, key);                                           \
+      mf_philox_block(c, full, run, key);                                        \
       CONVERT(c, tail);                                                          \
       for (int64_t j = 0; j < rest; j++) out[full * (PER) + j] = tail[j];        \
     }                                                                            \
   }
-DEFINE_FILL(fill_uniform_f32, float, 4, uniform_f32)
-DEFINE_FILL(fill_uniform_f64, double, 2, uniform_f64)
-DEFINE_FILL(fill_normal_f32, float, 4, normal_f32)
-DEFINE_FILL(fill_normal_f64, double, 2, normal_f64)
+DEFINE_FILL(fill_uniform_f32, float, MF_PER_BLOCK_F32, mf_uniform_f32)
+DEFINE_FILL(fill_uniform_f64, double, MF_PER_BLOCK_F64, mf_uniform_f64)
+DEFINE_FILL(fill_normal_f32, float, MF_PER_BLOCK_F32, mf_normal_f32)
+DEFINE_FILL(fill_normal_f64, double, MF_PER_BLOCK_F64, mf_normal_f64)
 
-/* TensorFlow's truncation: normals of magnitude 2 or more are drawn again.
- * Block numbers stay below 2^40 (no value has 2^40 groups), so the retry
- * blocks never collide with first draws. */
-#define DEFINE_TRUNCATED_FILL(NAME, T, PER, CONVERT)                             \
-  static void NAME(void *out_, int64_t n, const uint32_t key[2], uint64_t run) { \
-    T *out = out_;                                                               \
-    uint32_t c[4];                                                               \
-    T z[PER];                                                                    \
-    for (int64_t b = 0; b * (PER) < n; b++) {                                    \
-      int64_t base = b * (PER), want = n - base < (PER) ? n - base : (PER), got = 0; \
-      for (int64_t retry = 0; got < want; retry++) {                             \
-        philox_block(c, b + (retry << 40), run, key);                            \
-        CONVERT(c, z);                                                           \
-        for (int j = 0; j < (PER) && got < want; j++)                            \
-          if (z[j] > -2 && z[j] < 2) out[base + got++] = z[j];                   \
-      }                                                                          \
-    }                                                                            \
+/* TensorFlow's truncation: normals of magnitude 2 or more are drawn again
+ * (kernels/philox.h's groups). */
+#define DEFINE_TRUNCATED_FILL(NAME, PER, GROUP)                                   \
+  static void NAME(void *out, int64_t n, const uint32_t key[2], uint64_t run) { \
+    for (int64_t b = 0; b * (PER) < n; b++) GROUP(out, b, n, run, key);         \
   }
-DEFINE_TRUNCATED_FILL(fill_truncated_f32, float, 4, normal_f32)
-DEFINE_TRUNCATED_FILL(fill_truncated_f64, double, 2, normal_f64)
+DEFINE_TRUNCATED_FILL(fill_truncated_f32, MF_PER_BLOCK_F32, mf_truncated_group_f32)
+DEFINE_TRUNCATED_FILL(fill_truncated_f64, MF_PER_BLOCK_F64, mf_truncated_group_f64)
 
 /* Output 0 of dtype, its shape from input 0 (an int32/int64 vector). */
 static mf_code shape_from_input(mf_infer_ctx *ic, mf_dtype dtype) {
@@ -206,8 +134,7 @@ static void *rng_state_new(mf_kernel_ctx *ctx) {
   return mf_calloc(1, sizeof(rng_state));
 }
 
-/* The key of the op's seeds and the number of this run (counted up). */
-static mf_code next_run(mf_kernel_ctx *ctx, uint32_t key[2], uint64_t *run) {
+mf_code mf_random_next_run(mf_kernel_ctx *ctx, uint32_t key[2], uint64_t *run) {
   rng_state *st = mf_kernel_state(ctx, rng_state_new, mf_free);
   if (!st) return ctx->status->code;
   uint64_t seed = (uint64_t)mf_attr_int(ctx->attrs, "seed", 0);
@@ -221,7 +148,7 @@ static mf_code next_run(mf_kernel_ctx *ctx, uint32_t key[2], uint64_t *run) {
 static mf_code random_run(mf_kernel_ctx *ctx, fill_fn f32, fill_fn f64) {
   uint32_t key[2];
   uint64_t run;
-  if (next_run(ctx, key, &run)) return ctx->status->code;
+  if (mf_random_next_run(ctx, key, &run)) return ctx->status->code;
   mf_tensor *out = ctx->outputs[0];
   (out->dtype == MF_FLOAT32 ? f32 : f64)(out->data, out->size, key, run);
   return MF_OK;
@@ -264,6 +191,18 @@ static mf_code uniform_int_infer(mf_infer_ctx *ic) {
   return shape_from_input(ic, dt);
 }
 
+mf_code mf_random_int_bounds(mf_kernel_ctx *ctx, int64_t *lo, uint64_t *range, uint64_t *reject_below) {
+  const mf_tensor *lo_t = ctx->inputs[1], *hi_t = ctx->inputs[2];
+  int64_t hi = mf_load_int64(hi_t->data, hi_t->dtype, 0);
+  *lo = mf_load_int64(lo_t->data, lo_t->dtype, 0);
+  if (hi <= *lo)
+    return MF_INVALID(ctx->status, "%s: need minval < maxval, got minval %lld, maxval %lld",
+                      ctx->op->name, (long long)*lo, (long long)hi);
+  *range = (uint64_t)hi - (uint64_t)*lo;
+  *reject_below = (0 - *range) % *range;
+  return MF_OK;
+}
+
 /* Element e takes the 64-bit word e % 2 of block e / 2; a word in the
  * incomplete last stretch of [0, 2^64) below (2^64 - range) mod range is
  * rejected (probability under range / 2^64) and the same word of block
@@ -272,24 +211,15 @@ static mf_code uniform_int_infer(mf_infer_ctx *ic) {
 static mf_code uniform_int_kernel(mf_kernel_ctx *ctx) {
   uint32_t key[2];
   uint64_t run;
-  if (next_run(ctx, key, &run)) return ctx->status->code;
+  if (mf_random_next_run(ctx, key, &run)) return ctx->status->code;
+  int64_t lo;
+  uint64_t range, reject_below;
+  if (mf_random_int_bounds(ctx, &lo, &range, &reject_below)) return ctx->status->code;
   mf_tensor *out = ctx->outputs[0];
-  const mf_tensor *lo_t = ctx->inputs[1], *hi_t = ctx->inputs[2];
-  int64_t lo = mf_load_int64(lo_t->data, lo_t->dtype, 0), hi = mf_load_int64(hi_t->data, hi_t->dtype, 0);
-  if (hi <= lo)
-    return MF_INVALID(ctx->status, "%s: need minval < maxval, got minval %lld, maxval %lld",
-                      ctx->op->name, (long long)lo, (long long)hi);
-  uint64_t range = (uint64_t)hi - (uint64_t)lo, reject_below = (0 - range) % range;
   uint32_t c[4];
   for (int64_t e = 0; e < out->size; e++) {
-    int j = (int)(e % 2) * 2;
-    if (e == 0 || j == 0) philox_block(c, e / 2, run, key);
-    uint64_t r = (uint64_t)c[j] << 32 | c[j + 1];
-    for (int64_t retry = 1; r < reject_below; retry++) {
-      uint32_t d[4];
-      philox_block(d, e / 2 + (retry << 40), run, key);
-      r = (uint64_t)d[j] << 32 | d[j + 1];
-    }
+    if (e % 2 == 0) mf_philox_block(c, e / 2, run, key);
+    uint64_t r = mf_uniform_int_word(c, e, reject_below, run, key);
     uint64_t v = (uint64_t)lo + r % range;
     if (out->dtype == MF_INT64) ((int64_t *)out->data)[e] = (int64_t)v;
     else ((int32_t *)out->data)[e] = (int32_t)(int64_t)v;
@@ -320,7 +250,7 @@ DEFINE_PERMUTE(uint64_t)
 static mf_code shuffle_kernel(mf_kernel_ctx *ctx) {
   uint32_t key[2];
   uint64_t run;
-  if (next_run(ctx, key, &run)) return ctx->status->code;
+  if (mf_random_next_run(ctx, key, &run)) return ctx->status->code;
   const mf_tensor *in = ctx->inputs[0];
   mf_tensor *out = ctx->outputs[0];
   int64_t n = in->rank > 0 ? in->dims[0] : 1;
@@ -330,7 +260,7 @@ static mf_code shuffle_kernel(mf_kernel_ctx *ctx) {
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   uint32_t c[4];
   for (int64_t i = n - 1; i > 0; i--) {
-    if (i == n - 1 || i % 2 == 1) philox_block(c, i / 2, run, key);
+    if (i == n - 1 || i % 2 == 1) mf_philox_block(c, i / 2, run, key);
     int j = (int)(i % 2) * 2;
     uint64_t r = (uint64_t)c[j] << 32 | c[j + 1];
     int64_t k = (int64_t)(r % (uint64_t)(i + 1)), t = perm[i];
@@ -392,9 +322,9 @@ static mf_code multinomial_infer(mf_infer_ctx *ic) {
     uint32_t c[4];                                                                         \
     double total = cdf[classes - 1];                                                       \
     for (int64_t s = 0; s < n; s++, e++) {                                                 \
-      if (s == 0 || e % 2 == 0) philox_block(c, e / 2, run, key);                          \
+      if (s == 0 || e % 2 == 0) mf_philox_block(c, e / 2, run, key);                          \
       int j = (int)(e % 2) * 2;                                                            \
-      double target = U53(c[j], c[j + 1]) * total;                                         \
+      double target = MF_U53(c[j], c[j + 1]) * total;                                         \
       int64_t lo = 0, hi = classes - 1;                                                    \
       while (lo < hi) {                                                                    \
         int64_t mid = lo + (hi - lo) / 2;                                                  \
@@ -411,7 +341,7 @@ DEFINE_SAMPLE(int64_t)
 static mf_code multinomial_kernel(mf_kernel_ctx *ctx) {
   uint32_t key[2];
   uint64_t run;
-  if (next_run(ctx, key, &run)) return ctx->status->code;
+  if (mf_random_next_run(ctx, key, &run)) return ctx->status->code;
   const mf_tensor *logits = ctx->inputs[0];
   mf_tensor *out = ctx->outputs[0];
   int64_t batch = logits->dims[0], classes = logits->dims[1], n = out->dims[1];
@@ -444,19 +374,26 @@ static mf_code multinomial_kernel(mf_kernel_ctx *ctx) {
   return MF_OK;
 }
 
+/* The GPU kernels (ops/gpu/random.c) draw the same numbers from kernels/philox.h. */
+static const unsigned FLOAT_TYPES = MF_DTYPE_MASK(MF_FOR_FLOAT_TYPES);
+
 static const mf_op_def defs[] = {
     {.name = "RandomUniform", .num_inputs = 1, .num_outputs = 1, .value_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
-     .infer = random_infer, .kernel = {[MF_CPU] = uniform_kernel}},
+     .infer = random_infer, .kernel = {[MF_CPU] = uniform_kernel, [MF_CUDA] = mf_gpu_random_uniform},
+     .cuda_dtypes = FLOAT_TYPES},
     {.name = "RandomUniformInt", .num_inputs = 3, .num_outputs = 1, .value_inputs = 0x7u,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
-     .infer = uniform_int_infer, .kernel = {[MF_CPU] = uniform_int_kernel}},
+     .infer = uniform_int_infer, .kernel = {[MF_CPU] = uniform_int_kernel, [MF_CUDA] = mf_gpu_random_uniform_int},
+     .cuda_dtypes = (1u << MF_INT32) | (1u << MF_INT64)},
     {.name = "RandomNormal", .num_inputs = 1, .num_outputs = 1, .value_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
-     .infer = random_infer, .kernel = {[MF_CPU] = normal_kernel}},
+     .infer = random_infer, .kernel = {[MF_CPU] = normal_kernel, [MF_CUDA] = mf_gpu_random_normal},
+     .cuda_dtypes = FLOAT_TYPES},
     {.name = "TruncatedNormal", .num_inputs = 1, .num_outputs = 1, .value_inputs = 1u << 0,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
-     .infer = random_infer, .kernel = {[MF_CPU] = truncated_kernel}},
+     .infer = random_infer, .kernel = {[MF_CPU] = truncated_kernel, [MF_CUDA] = mf_gpu_truncated_normal},
+     .cuda_dtypes = FLOAT_TYPES},
     {.name = "RandomShuffle", .num_inputs = 1, .num_outputs = 1,
      .flags = MF_OP_STATEFUL | MF_OP_NOT_DIFFERENTIABLE,
      .infer = shuffle_infer, .kernel = {[MF_CPU] = shuffle_kernel}},

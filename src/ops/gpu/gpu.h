@@ -44,5 +44,18 @@ mf_code mf_gpu_bias_add_grad(mf_kernel_ctx *ctx);
 /* The activations and their gradient ops of kernels/activation_ops.h, told apart by op type. */
 mf_code mf_gpu_activation(mf_kernel_ctx *ctx);
 mf_code mf_gpu_activation_grad(mf_kernel_ctx *ctx);
+/* ---------- cuda-dnn: convolutions and pooling (dnn.c), random ops (random.c) ---------- */
+mf_code mf_gpu_conv2d(mf_kernel_ctx *ctx);
+mf_code mf_gpu_conv2d_backprop_input(mf_kernel_ctx *ctx);
+mf_code mf_gpu_conv2d_backprop_filter(mf_kernel_ctx *ctx);
+mf_code mf_gpu_max_pool(mf_kernel_ctx *ctx);
+mf_code mf_gpu_avg_pool(mf_kernel_ctx *ctx);
+mf_code mf_gpu_max_pool_grad(mf_kernel_ctx *ctx);
+mf_code mf_gpu_avg_pool_grad(mf_kernel_ctx *ctx);
+mf_code mf_gpu_max_pool_grad_grad(mf_kernel_ctx *ctx);
+mf_code mf_gpu_random_uniform(mf_kernel_ctx *ctx);
+mf_code mf_gpu_random_normal(mf_kernel_ctx *ctx);
+mf_code mf_gpu_truncated_normal(mf_kernel_ctx *ctx);
+mf_code mf_gpu_random_uniform_int(mf_kernel_ctx *ctx);
 
 #endif
