@@ -59,12 +59,26 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
 MPI_OBJ := $(patsubst src/%.c,$(BUILD)/%.o,$(wildcard src/mpi/*.c))
 MPI_LIB := $(if $(MPI_LIBS),$(BUILD)/libmoonflow_mpi.so)
+# The CUDA backend (src/cuda/README.md), built where nvcc is found: CUDA_HOME's,
+# else the one on PATH. CUDA_ARCHS picks the GPUs it has code for.
+NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null))
+CUDA_DIR := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)))
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+CUDA_SRC := $(wildcard src/cuda/*.cu)
+CUDA_HDR := $(wildcard src/cuda/*.cuh src/device/cuda/*.h)
+CUDA_OBJ := $(CUDA_SRC:src/%.cu=$(BUILD)/%.o)
+CUDA_LIB := $(if $(NVCC),$(BUILD)/libmoonflow_cuda.so)
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
 .PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers tensorboard-venv demo install install-lua install-c install-bin clean
 all: deps lib
 # The build without the Debian package step (LuaRocks builds this on any system).
-lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF) $(MPI_LIB)
+lib: $(BUILD)/libmoonflow.so $(BUILD)/libmoonflow.a $(CDEF) $(MPI_LIB) $(CUDA_LIB)
+ifeq ($(NVCC),)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(info nvcc not found: the CUDA backend is skipped)
+endif
+endif
 
 # Installs the missing Debian packages of $(1) when root; otherwise says what
 # to run, then runs $(2) (exit 1 where they are required).
@@ -110,6 +124,19 @@ $(BUILD)/libmoonflow_mpi.so: $(MPI_OBJ) $(BUILD)/libmoonflow.so
 	$(CC) $(CFLAGS) -shared -Wl,--no-undefined -Wl,-rpath,'$$ORIGIN' -o $@ $(MPI_OBJ) \
 	  $(BUILD)/$(SONAME) $(MPI_LIBS) -lpthread $(LDFLAGS)
 
+# The CUDA backend links no part of the core (it knows none of its structs):
+# the core dlopens it (src/device/cuda.c) and checks its version. cudart is
+# static; the CUDA libraries are found through LD_LIBRARY_PATH or the rpath to
+# this machine's CUDA_DIR. Warnings are errors, as for the core.
+NVCCFLAGS ?= -O2 -g
+$(BUILD)/cuda/%.o: src/cuda/%.cu $(CUDA_HDR)
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDA_ARCHS) $(NVCCFLAGS) -std=c++17 -Werror all-warnings -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
+	  -DMF_BACKEND_VERSION='"$(VERSION)"' $(INCLUDES) -c $< -o $@
+$(BUILD)/libmoonflow_cuda.so: $(CUDA_OBJ)
+	$(NVCC) $(CUDA_ARCHS) -shared -cudart static -Xlinker --no-undefined -Xlinker -rpath,$(CUDA_DIR)/lib64 \
+	  -o $@ $(CUDA_OBJ) -L$(CUDA_DIR)/lib64 -lcublas -lcudnn -lcurand -lnvrtc -lnccl -lpthread
+
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
 
@@ -149,7 +176,7 @@ ASAN_RUNTIME = $$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=l
 test-asan: deps asan
 	$(LUA_ENV) MOONFLOW_LIB=$(CURDIR)/build-asan/libmoonflow.so LD_PRELOAD="$(ASAN_RUNTIME)" \
 	  MOONFLOW_LINK_FLAGS="-fsanitize=$(SANITIZERS)" \
-	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 MOONFLOW_CUDA=0 \
 	  busted $(BUSTED_ARGS) spec
 
 # The asynchronous-run API checked from C under ThreadSanitizer (LuaJIT
@@ -181,7 +208,7 @@ VALGRIND_SPECS := $(addprefix spec/,args_spec.lua core_spec.lua array_spec.lua m
   linalg_spec.lua eager_spec.lua printing_spec.lua image_codec_spec.lua)
 valgrind: all
 	$(call install_debs,valgrind,exit 1)
-	$(LUA_ENV) valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+	$(LUA_ENV) MOONFLOW_CUDA=0 valgrind --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
 	  --error-exitcode=1 --keep-debuginfo=yes -q luajit $$(command -v busted) --ignore-lua $(VALGRIND_SPECS)
 
 # Fuzzing (fuzz/README.md): the engine built by clang with ASan, UBSan and

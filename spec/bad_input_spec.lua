@@ -668,7 +668,8 @@ describe("bad input", function()
          function() local _ = x.op:get_attr("nope") end)
     case("Cannot assign a device for operation 'on_gpu': Could not satisfy explicit device specification " ..
          "'/device:GPU:0' because no devices matching that specification are registered in this process; " ..
-         "available devices: /device:CPU:0 (op 'on_gpu' created at @)",
+         "available devices: /device:CPU:0; no GPU in this process: " .. tf.config.gpu_status() ..
+         " (op 'on_gpu' created at @)",
          function() sess:run(tf.device("/gpu:0", function() return tf.constant(1, {name = "on_gpu"}) end)) end)
   end)
 

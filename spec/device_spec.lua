@@ -12,7 +12,8 @@ pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
 local CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 local NO_GPU = "Could not satisfy explicit device specification '/device:GPU:0' because no devices " ..
-               "matching that specification are registered in this process; available devices: /device:CPU:0"
+               "matching that specification are registered in this process; available devices: /device:CPU:0; " ..
+               "no GPU in this process: " .. tf.config.gpu_status()
 
 describe("tf.device", function()
   before_each(function() tf.reset_default_graph() end)

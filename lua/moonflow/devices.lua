@@ -132,7 +132,9 @@ return function(tf)
   end
 
   -- The devices of this process: {{name = "/device:CPU:0", device_type = "CPU",
-  -- memory_limit = bytes}, ...}; GPUs only when a CUDA backend is compiled in.
+  -- memory_limit = bytes}, {name = "/device:GPU:0", device_type = "GPU",
+  -- memory_limit = bytes, physical_device_desc = "device: 0, name: NVIDIA ..."}, ...};
+  -- GPUs only when the CUDA backend is loaded and sees them.
   -- With session options ({device_count = {CPU = 2}}, as TensorFlow's
   -- list_local_devices(session_config)), the devices such a session has.
   function tf.list_devices(options)
@@ -151,9 +153,49 @@ return function(tf)
     for _, t in ipairs(TYPES) do
       for i = 0, C.mf_num_devices(t.enum) - 1 do
         out[#out + 1] = {name = "/device:" .. t.name .. ":" .. i, device_type = t.name,
-                         memory_limit = tonumber(C.mf_device_memory_limit(t.enum, i))}
+                         memory_limit = tonumber(C.mf_device_memory_limit(t.enum, i)),
+                         physical_device_desc = t.name == "GPU" and
+                           "device: " .. i .. ", name: " .. ffi.string(C.mf_device_description(t.enum, i)) or nil}
       end
     end
     return out
   end
+
+  -- The devices of this process of a type ("CPU", "GPU"; nil: every type),
+  -- prefixed `prefix` ("/physical_device:", "/device:").
+  local function devices_of(fname, device_type, prefix)
+    if device_type ~= nil and (type(device_type) ~= "string" or
+                               (device_type:upper() ~= "CPU" and device_type:upper() ~= "GPU")) then
+      core.fail(fname .. ": expected a device type \"CPU\" or \"GPU\" (or nil for all), got " .. tostring(device_type))
+    end
+    local out = {}
+    for _, t in ipairs(TYPES) do
+      if device_type == nil or device_type:upper() == t.name then
+        for i = 0, C.mf_num_devices(t.enum) - 1 do
+          out[#out + 1] = {name = prefix .. t.name .. ":" .. i, device_type = t.name}
+        end
+      end
+    end
+    return out
+  end
+
+  -- tf.config (TensorFlow 1.15's device listing): the physical devices
+  -- ({name = "/physical_device:GPU:0", device_type = "GPU"}) and the logical
+  -- ones, which sessions place ops on ({name = "/device:GPU:0", ...}). GPUs
+  -- appear when the CUDA backend is loaded and sees them; gpu_status() says
+  -- why not ("" when there are GPUs).
+  tf.config = tf.config or {}
+  function tf.config.list_physical_devices(device_type)
+    return devices_of("tf.config.list_physical_devices", device_type, "/physical_device:")
+  end
+  function tf.config.list_logical_devices(device_type)
+    return devices_of("tf.config.list_logical_devices", device_type, "/device:")
+  end
+  function tf.config.gpu_status() return ffi.string(C.mf_gpu_status()) end
+
+  -- tf.test's device questions: whether a GPU can run ops here, and whether
+  -- moonflow has its CUDA backend (built with nvcc, found, loaded).
+  tf.test = tf.test or {}
+  function tf.test.is_gpu_available() return C.mf_num_devices(C.MF_CUDA) > 0 end
+  function tf.test.is_built_with_cuda() return C.mf_cuda_backend_loaded() end
 end

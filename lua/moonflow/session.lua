@@ -721,9 +721,11 @@ function Session:list_devices()
   local out = {}
   for i = 0, C.mf_session_num_devices(self.ptr) - 1 do
     local name = ffi.string(C.mf_session_device_name(self.ptr, i))
-    local kind = name:match("/device:(%u+):%d+$")
+    local kind, index = name:match("/device:(%u+):(%d+)$")
+    -- A session's extra CPUs split the host's memory; a GPU's is its own.
     out[#out + 1] = {name = name, device_type = kind,
-                     memory_limit = tonumber(C.mf_device_memory_limit(DEVICE_TYPES[kind], 0))}
+                     memory_limit = tonumber(C.mf_device_memory_limit(DEVICE_TYPES[kind],
+                                                                       kind == "GPU" and tonumber(index) or 0))}
   end
   return out
 end

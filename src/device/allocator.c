@@ -1,4 +1,5 @@
-/* allocator.c — host memory for tensors. A tensor that dies comes back here
+/* allocator.c — memory for tensors: host memory, or a device's through
+ * mf_device_memory hooks (a GPU's, device.c). A tensor that dies comes back here
  * whole (header and buffer) and is handed out again for a request it fits, so
  * a result the caller drops is the next run's output buffer: steady-state
  * runs allocate nothing even when the caller holds on to results for a while.
@@ -15,6 +16,7 @@ struct mf_allocator {
   atomic_int refcount;
   mf_device_type type;   /* the device whose memory this is, stamped on its tensors */
   int index;
+  mf_device_memory mem;  /* a device's memory; all NULL for host memory */
   pthread_mutex_t lock;
   mf_tensor **kept;      /* dead tensors, theirs to reuse */
   int num_kept, cap_kept;
@@ -23,22 +25,26 @@ struct mf_allocator {
   mf_memory_stats stats;
 };
 
-mf_allocator *mf_allocator_new(mf_device_type type, int index) {
+mf_allocator *mf_allocator_new(mf_device_type type, int index, const mf_device_memory *mem) {
   mf_allocator *a = mf_calloc(1, sizeof *a);
   if (!a) return NULL;
   a->type = type;
   a->index = index;
+  if (mem) a->mem = *mem;
   atomic_init(&a->refcount, 1);
   pthread_mutex_init(&a->lock, NULL);
   return a;
 }
 
+/* Frees a tensor of a's, header and buffer. */
+static void free_tensor(mf_allocator *a, mf_tensor *t) {
+  if (a->mem.free) a->mem.free(a->mem.ctx, t->data);
+  else mf_aligned_free(t->data);
+  mf_free(t);
+}
+
 static void free_kept(mf_allocator *a) {
-  for (int i = 0; i < a->num_kept; i++) {
-    mf_tensor *t = a->kept[i];
-    mf_aligned_free(t->data);
-    mf_free(t);
-  }
+  for (int i = 0; i < a->num_kept; i++) free_tensor(a, a->kept[i]);
   a->num_kept = 0;
   a->kept_bytes = 0;
 }
@@ -47,6 +53,7 @@ void mf_allocator_release(mf_allocator *a) {
   if (!a || atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1) return;
   free_kept(a);
   mf_free(a->kept);
+  if (a->mem.close) a->mem.close(a->mem.ctx);
   pthread_mutex_destroy(&a->lock);
   mf_free(a);
 }
@@ -72,10 +79,7 @@ static void take_back(mf_tensor *t) {
   }
   a->stats.bytes_kept = a->kept_bytes;
   pthread_mutex_unlock(&a->lock);
-  if (!keep) {
-    mf_aligned_free(t->data);
-    mf_free(t);
-  }
+  if (!keep) free_tensor(a, t);
   mf_allocator_release(a);
 }
 
@@ -97,6 +101,25 @@ static mf_tensor *take_kept(mf_allocator *a, size_t bytes) {
   return t;
 }
 
+/* A new tensor whose buffer is `bytes` of the device's memory. */
+static mf_tensor *device_tensor(mf_allocator *a, mf_dtype dtype, int rank, const int64_t *dims, size_t bytes,
+                                mf_status *s) {
+  if (dtype == MF_STRING) {
+    mf_status_set(s, MF_INVALID_ARGUMENT, "string values stay in host memory");
+    return NULL;
+  }
+  void *data = NULL;
+  if (!a->mem.alloc(a->mem.ctx, bytes, &data, s)) return NULL;
+  mf_tensor *t = mf_tensor_wrap(dtype, rank, dims, data, NULL, NULL, s);
+  if (!t) {
+    a->mem.free(a->mem.ctx, data);
+    return NULL;
+  }
+  t->owned = true;  /* its buffer is the allocator's to keep and reshape */
+  t->capacity = bytes;
+  return t;
+}
+
 mf_tensor *mf_allocator_tensor(mf_allocator *a, mf_dtype dtype, int rank, const int64_t *dims, mf_status *s) {
   int64_t n = mf_shape_num_elements(rank, dims);
   size_t bytes = (size_t)(n > 0 ? n : 0) * mf_dtype_size(dtype);
@@ -108,7 +131,8 @@ mf_tensor *mf_allocator_tensor(mf_allocator *a, mf_dtype dtype, int rank, const 
   if (t) {
     atomic_store_explicit(&t->refcount, 1, memory_order_relaxed);
     mf_tensor_reshape_owned(t, dtype, rank, dims);
-  } else if (!(t = mf_tensor_new_uninit(dtype, rank, dims, s))) {
+  } else if (!(t = a->mem.alloc ? device_tensor(a, dtype, rank, dims, bytes, s)
+                                 : mf_tensor_new_uninit(dtype, rank, dims, s))) {
     return NULL;
   }
   t->device = a->type;

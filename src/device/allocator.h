@@ -8,10 +8,22 @@
 #include "core/base.h"
 
 typedef struct mf_allocator mf_allocator;
+/* Where an allocator's buffers come from when they are not host memory (a
+ * GPU's): alloc returns `bytes` of the device's memory (NULL for 0 bytes;
+ * false with s set on error), free gives them back, and close(ctx) runs when
+ * the allocator itself is freed (its last tensor dead), so ctx lives as long
+ * as any buffer. The engine never reads such buffers on the host. */
+typedef struct mf_device_memory {
+  bool (*alloc)(void *ctx, size_t bytes, void **out, mf_status *s);
+  void (*free)(void *ctx, void *p);
+  void (*close)(void *ctx);
+  void *ctx;
+} mf_device_memory;
 /* New (one reference), for the memory of device `index` of `type`: its
- * tensors carry that device. NULL when out of memory. The buffers are host
- * memory (CPU devices); a CUDA backend brings its own allocation. */
-mf_allocator *mf_allocator_new(mf_device_type type, int index);
+ * tensors carry that device. NULL when out of memory (then mem->close is not
+ * called). The buffers are host memory when mem is NULL (CPU devices), else
+ * mem's (copied). */
+mf_allocator *mf_allocator_new(mf_device_type type, int index, const mf_device_memory *mem);
 void mf_allocator_release(mf_allocator *a); /* NULL is fine */
 /* A tensor of this shape (data uninitialized) whose buffer belongs to a: a
  * dead tensor of a fitting size when one is kept, else a new one (counted).

@@ -2,8 +2,8 @@
  * owns: each has a type and index, its name, its allocator, its kernels (the
  * registry's kernels for its type), copies to and from host memory, and sync.
  *
- * The process has CPU:0 always, and GPUs only when a CUDA backend is compiled
- * in and reports them; this build has none, so mf_num_devices(MF_CUDA) is 0.
+ * The process has CPU:0 always, and the GPUs the CUDA backend reports
+ * (cuda.c; none without a backend, a driver or a GPU).
  * A session may make more CPU devices (mf_session_config.device_count, as
  * TensorFlow's ConfigProto device_count = {CPU = 2}): each has an allocator
  * and buffers of its own and is treated as a device whose memory the host
@@ -22,7 +22,7 @@
 int mf_num_devices(mf_device_type type) {
   switch (type) {
     case MF_CPU: return 1;
-    case MF_CUDA: return 0; /* no CUDA backend in this build */
+    case MF_CUDA: return mf_cuda_device_count();
     case MF_NUM_DEVICE_TYPES: break;
   }
   return 0;
@@ -30,9 +30,15 @@ int mf_num_devices(mf_device_type type) {
 
 int64_t mf_device_memory_limit(mf_device_type type, int index) {
   if (index < 0 || index >= mf_num_devices(type)) return -1;
+  if (type == MF_CUDA) return mf_cuda_device_memory(index);
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return 0;
   return (int64_t)pages * (int64_t)page;
+}
+
+const char *mf_device_description(mf_device_type type, int index) {
+  if (index < 0 || index >= mf_num_devices(type)) return NULL;
+  return type == MF_CUDA ? mf_cuda_device_name(index) : "";
 }
 
 /* ---------- the CPU's class ---------- */
@@ -58,22 +64,29 @@ static const mf_device_class cpu_class = {
 /* ---------- device objects ---------- */
 
 mf_device *mf_device_new(mf_device_type type, int index, mf_status *s) {
-  if (type != MF_CPU) {  /* a CUDA backend registers its own class (issue 14) */
-    mf_status_set(s, MF_UNIMPLEMENTED, "no %s devices in this build", type == MF_CUDA ? "GPU" : "such");
-    return NULL;
-  }
+  const char *type_name = type == MF_CUDA ? "GPU" : "CPU";
   mf_device *d = mf_calloc(1, sizeof *d);
-  if (d && !(d->allocator = mf_allocator_new(type, index))) {
-    mf_free(d);
-    d = NULL;
-  }
   if (!d) {
-    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory making device %s:%d", cpu_class.type_name, index);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory making device %s:%d", type_name, index);
     return NULL;
   }
   d->cls = &cpu_class;
   d->type = type;
   d->index = index;
+  mf_device_memory mem, *device_memory = NULL;
+  if (type == MF_CUDA) {
+    if (mf_cuda_device_open(d, &mem, s)) {
+      mf_free(d);
+      return NULL;
+    }
+    device_memory = &mem;
+  }
+  if (!(d->allocator = mf_allocator_new(type, index, device_memory))) {
+    if (device_memory) mem.close(mem.ctx);
+    mf_free(d);
+    mf_status_set(s, MF_RESOURCE_EXHAUSTED, "out of memory making device %s:%d", type_name, index);
+    return NULL;
+  }
   d->host = type == MF_CPU && index == 0;
   snprintf(d->short_name, sizeof d->short_name, "/device:%s:%d", d->cls->type_name, index);
   snprintf(d->name, sizeof d->name, "/job:localhost/replica:0/task:0%s", d->short_name);

@@ -55,6 +55,8 @@ struct mf_device {
   char name[64];           /* "/job:localhost/replica:0/task:0/device:CPU:1" */
   char short_name[32];     /* "/device:CPU:1" */
   mf_allocator *allocator; /* owned (one reference): the buffers of values on this device */
+  void *backend;           /* a GPU's: the CUDA backend's mf_cuda_device (device/cuda/cuda_api.h),
+                              owned; NULL for CPUs */
   /* Values copied onto and off this device by runs, and their bytes. */
   _Atomic uint64_t copies_to, copies_from, bytes_to, bytes_from;
 };
@@ -69,6 +71,17 @@ mf_kernel_fn mf_device_kernel(const mf_device *d, const mf_op_def *def);
  * on both devices. */
 mf_code mf_device_copy(mf_device *from, const mf_tensor *src, mf_device *to, mf_tensor *dst, mf_status *s);
 
+/* ---------- GPUs (cuda.c) ---------- */
+
+/* The GPUs the CUDA backend sees (0 without one), and GPU index's name and memory. */
+int mf_cuda_device_count(void);
+const char *mf_cuda_device_name(int index);
+int64_t mf_cuda_device_memory(int index);
+/* Opens GPU d->index for d: sets d->cls and d->backend and fills *mem with
+ * the hooks of its memory, whose close closes d->backend (the allocator
+ * made with them owns it). */
+mf_code mf_cuda_device_open(mf_device *d, mf_device_memory *mem, mf_status *s);
+
 /* ---------- placement (placement.c) ---------- */
 
 /* Where an op runs. */
@@ -77,9 +90,15 @@ typedef struct mf_placement {
   bool soft;             /* the requested device was unavailable: soft placement chose CPU:0 */
   char requested[MF_DEVICE_NAME_MAX]; /* the op's device in normal form; "" when it names none */
 } mf_placement;
+/* Whether op can run on d: d has a kernel for it and, on a GPU, every dtype
+ * it takes (host-memory inputs excepted) and makes is in the def's
+ * cuda_dtypes (strings and complex values never are); if not, why into why. */
+bool mf_device_fits(const mf_device *d, const mf_op *op, char *why, size_t cap);
 /* Places op by its device string among devices[0..n) (devices[0] is CPU:0):
- * the named device when present with a kernel for the op, else CPU:0 when
- * allow_soft, else an error in TensorFlow's words. */
+ * the named device when present and the op fits there (mf_device_fits),
+ * else CPU:0 when allow_soft, else an error in TensorFlow's words. An op
+ * naming no device goes to GPU:0 when the session has one and the op fits
+ * there, else to CPU:0. */
 mf_code mf_device_place(mf_device *const *devices, int n, const mf_op *op, bool allow_soft, mf_placement *out,
                         mf_status *s);
 

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "graph/graph.h"
 #include "device/device.h"
+#include "device/cuda/cuda_api.h"
 
 #include <stdarg.h>
 #include <ctype.h>
@@ -169,20 +170,64 @@ static mf_device *find_device(mf_device *const *devices, int n, const mf_device_
   return NULL;
 }
 
+/* Whether d's dtypes mask takes dtype t: a GPU never takes strings or
+ * complex values (no kernel of this first step does), and otherwise what the
+ * op's cuda_dtypes lists (0: any). */
+static bool gpu_takes(const mf_op_def *def, mf_dtype t) {
+  if (t == MF_STRING || t == MF_COMPLEX64 || t == MF_COMPLEX128) return false;
+  return !def->cuda_dtypes || (def->cuda_dtypes >> t & 1u);
+}
+
+bool mf_device_fits(const mf_device *d, const mf_op *op, char *why, size_t cap) {
+  const mf_op_def *def = op->def;
+  if (!mf_device_kernel(d, def)) {
+    snprintf(why, cap, "no %s kernel for %s", d->cls->type_name, def->name);
+    return false;
+  }
+  if (d->type != MF_CUDA) return true;
+  for (int k = 0; k < op->num_inputs; k++) {
+    mf_dtype t = mf_port_dtype(op->inputs[k]);
+    if (!mf_def_host_input(def, k) && !gpu_takes(def, t)) {
+      snprintf(why, cap, "no GPU kernel for dtype %s (input %d of %s)", mf_dtype_name(t), k, def->name);
+      return false;
+    }
+  }
+  for (int i = 0; i < op->num_outputs; i++) {
+    if (!gpu_takes(def, op->out_dtypes[i])) {
+      snprintf(why, cap, "no GPU kernel for dtype %s (output %d of %s)", mf_dtype_name(op->out_dtypes[i]), i,
+               def->name);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The session's GPU:0, NULL when it has none. */
+static mf_device *first_gpu(mf_device *const *devices, int n) {
+  for (int i = 0; i < n; i++)
+    if (devices[i]->type == MF_CUDA && devices[i]->index == 0) return devices[i];
+  return NULL;
+}
+
 mf_code mf_device_place(mf_device *const *devices, int n, const mf_op *op, bool allow_soft, mf_placement *out,
                         mf_status *s) {
   mf_device_spec d;
+  char why[160];
   out->device = devices[0];
   out->soft = false;
   out->requested[0] = '\0';
-  if (!op->device[0]) return MF_OK;
+  if (!op->device[0]) {  /* TensorFlow's default: GPU:0 when the op runs there */
+    mf_device *gpu = first_gpu(devices, n);
+    if (gpu && mf_device_fits(gpu, op, why, sizeof why)) out->device = gpu;
+    return MF_OK;
+  }
   if (mf_device_spec_parse(op->device, &d, s)) {
     mf_status_append(s, " on operation '%s'", op->name);
     return s->code;
   }
   mf_device_spec_str(&d, out->requested, sizeof out->requested);
   mf_device *dev = find_device(devices, n, &d);
-  if (dev && mf_device_kernel(dev, op->def)) {
+  if (dev && mf_device_fits(dev, op, why, sizeof why)) {
     out->device = dev;
     return MF_OK;
   }
@@ -193,14 +238,17 @@ mf_code mf_device_place(mf_device *const *devices, int n, const mf_op *op, bool 
   if (!dev) {
     char avail[256];
     list_devices(devices, n, avail, sizeof avail);
+    mf_device_type type;
+    bool gpu = d.type[0] && device_type_of(d.type, &type) && type == MF_CUDA;
     return mf_status_set(s, MF_INVALID_ARGUMENT,
                          "Cannot assign a device for operation '%s': Could not satisfy explicit device "
                          "specification '%s' because no devices matching that specification are registered "
-                         "in this process; available devices: %s",
-                         op->name, out->requested, avail);
+                         "in this process; available devices: %s%s%s",
+                         op->name, out->requested, avail, gpu && mf_cuda_status()[0] ? "; no GPU in this process: " : "",
+                         gpu ? mf_cuda_status() : "");
   }
   return mf_status_set(s, MF_INVALID_ARGUMENT,
                        "Cannot assign a device for operation '%s': Could not satisfy explicit device "
-                       "specification '%s' because no supported kernel for %s devices is available",
-                       op->name, out->requested, dev->cls->type_name);
+                       "specification '%s' because no supported kernel for %s devices is available: %s",
+                       op->name, out->requested, dev->cls->type_name, why);
 }

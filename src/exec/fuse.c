@@ -85,7 +85,9 @@ void mf_fused_free(mf_fused *f) { mf_free(f); }
 bool mf_step_element_loop(const mf_step *st, mf_element_loop *loop) {
   const mf_op *op = st->op;
   const mf_op_def *def = op->def;
-  if (!def->element_loop || st->copy_from || st->kernel != def->kernel[MF_CPU] || op->num_outputs != 1 ||
+  /* A GPU's steps run its own kernels: fused loops run on the host. */
+  if (!def->element_loop || st->copy_from || st->device->type != MF_CPU || st->kernel != def->kernel[MF_CPU] ||
+      op->num_outputs != 1 ||
       op->num_inputs < 1 || op->num_inputs > 2 || st->has_fed_output || st->num_locks || st->ref_states ||
       st->var_id >= 0 || def->value_inputs || def->host_inputs || (def->flags & MF_OP_STATEFUL))
     return false;

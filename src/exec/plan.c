@@ -127,12 +127,13 @@ static mf_code place_op(placer *pl, const mf_op *op, mf_status *s) {
     const mf_op *var = op->inputs[ref].op;  /* created before op: placed by now when the plan runs it */
     if (place_op(pl, var, s)) return s->code;
     where.device = pl->dev[var->id];
-    if (!mf_device_kernel(where.device, op->def)) {
+    char why[160];
+    if (!mf_device_fits(where.device, op, why, sizeof why)) {
       snprintf(where.requested, sizeof where.requested, "%s", where.device->short_name);
       if (!soft) {
         mf_status_set(s, MF_INVALID_ARGUMENT, "Cannot assign a device for operation '%s': it is colocated with "
-                      "variable '%s' on %s, which has no %s kernel for it", op->name, var->name,
-                      where.device->short_name, op->def->name);
+                      "variable '%s' on %s, which cannot run it: %s", op->name, var->name,
+                      where.device->short_name, why);
         mf_status_append_origin(s, op);
         return s->code;
       }

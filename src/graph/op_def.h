@@ -180,6 +180,11 @@ struct mf_op_def {
   unsigned host_inputs;
   mf_infer_fn infer;
   mf_kernel_fn kernel[MF_NUM_DEVICE_TYPES];
+  /* The dtypes kernel[MF_CUDA] runs for (bit 1u << dtype): placement puts
+   * the op on a GPU only when every input and output dtype (host-memory
+   * inputs excepted) is in it. 0 with a GPU kernel: no dtype restriction
+   * (ops that never read their data, such as Identity). */
+  unsigned cuda_dtypes;
   mf_grad_fn grad;
   mf_build_value build_value; /* optional: ops that shape vectors are computed with */
   /* Optional: an elementwise op's loop. Its kernel must compute exactly what

@@ -452,12 +452,25 @@ MF_API mf_code mf_graphdef_import(mf_graph *g, const void *data, size_t n, const
 
 /* --- devices --- */
 /* Devices of this process of a type: 1 for MF_CPU (a session may split it
- * into several, mf_session_config.device_count); for MF_CUDA the GPUs a
- * compiled-in CUDA backend reports (0 in a build without one, like this). */
+ * into several, mf_session_config.device_count); for MF_CUDA the GPUs the
+ * CUDA backend (libmoonflow_cuda.so, loaded on the first call) reports, as
+ * CUDA_VISIBLE_DEVICES limits them: 0 without a backend, a driver or a GPU
+ * (mf_gpu_status says why). */
 MF_API int mf_num_devices(mf_device_type type);
-/* Memory of device `index` of `type` in bytes (the CPU: physical RAM); -1
- * when there is no such device. */
+/* Memory of device `index` of `type` in bytes (the CPU: physical RAM; a GPU:
+ * its total memory); -1 when there is no such device. */
 MF_API int64_t mf_device_memory_limit(mf_device_type type, int index);
+/* The model of device `index` of `type` ("NVIDIA H100 80GB HBM3"; "" for the
+ * CPU), NULL when there is no such device. Static: owned by the library. */
+MF_API const char *mf_device_description(mf_device_type type, int index);
+/* Whether the CUDA backend is loaded: built (make found nvcc), found beside
+ * the library (or at MOONFLOW_CUDA_LIB) and not disabled by MOONFLOW_CUDA=0.
+ * It may still see no GPU. */
+MF_API bool mf_cuda_backend_loaded(void);
+/* Why this process has no GPU ("no CUDA backend (...): moonflow was built
+ * without nvcc", "no usable GPU (cudaGetDeviceCount: ...)"), "" when it has
+ * one. Static: owned by the library. */
+MF_API const char *mf_gpu_status(void);
 /* Parses TensorFlow device string `spec` ("/cpu:0", "/gpu:1", "CPU:0",
  * "/device:GPU:0", "/job:localhost/replica:0/task:0/device:CPU:0") and merges
  * it over `outer` (a device string, NULL or "" for none) as tf.device nests:
