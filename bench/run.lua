@@ -554,19 +554,15 @@ end
 -- cudaDeviceSynchronize (cuda_peer_sync; the backend shares the device's
 -- primary context with the peers' library), so a batch counts all the work
 -- its runs queued even if a run returned before its kernels finished.
-local gpu_name  -- what the GPU rows' notes call the device: CUDA's name for it, else moonflow's
+local gpu_name  -- what the GPU rows' notes call the device: CUDA's name for it
 
 -- Why the GPU sections cannot run, or nil: moonflow lists a GPU when its CUDA
--- backend (build/libmoonflow_cuda.so) is built and finds a device.
+-- backend (build/libmoonflow_cuda.so, made where nvcc is found) loads and
+-- finds a device; tf.config.gpu_status() says why not.
 local function gpu_missing()
-  for _, d in ipairs(tf.list_devices()) do
-    if d.device_type == "GPU" then
-      gpu_name = gpu_name or d.name
-      return nil
-    end
-  end
-  return "no GPU: tf.list_devices() lists none (it needs build/libmoonflow_cuda.so, made by make when nvcc is " ..
-         "found, and a CUDA device)"
+  if #tf.config.list_physical_devices("GPU") > 0 then return nil end
+  local why = tf.config.gpu_status()
+  return why ~= "" and why or "no GPU"
 end
 
 local cuda_lib, cuda_lib_why  -- bench/cuda_peers.cu, built on the first GPU section's demand
