@@ -256,15 +256,14 @@ void peer_tanh_chain(const float *x, float *y, int64_t n, float a, float b, floa
 void peer_tanh_chain_omp(const float *x, float *y, int64_t n, float a, float b, float c, int threads);
 ]]
 
--- A C file of bench/ compiled now into build/<name>.so with the library's
--- compiler and flags, plus extra (link flags); returns the loaded library or
--- nil and why.
-local function compiled(source, name, cc, cflags, build, extra)
+-- A C (or CUDA) file of bench/ compiled now into build/<name>.so with the
+-- given compiler and flags (those that make a shared library included), plus
+-- extra (link flags); returns the loaded library or nil and why.
+local function compiled(source, name, cc, flags, build, extra)
   local so = build .. "/" .. name .. ".so"
   os.remove(so)
   -- LuaJIT's popen close does not report the exit status: the echo does.
-  local p = io.popen(string.format("%s %s -shared -fPIC -o %s %s %s 2>&1 && echo BENCH_CC_OK",
-                                   cc, cflags, so, source, extra))
+  local p = io.popen(string.format("%s %s -o %s %s %s 2>&1 && echo BENCH_CC_OK", cc, flags, so, source, extra))
   local out = p:read("*a")
   p:close()
   if not out:find("BENCH_CC_OK") then return nil, "cannot compile " .. source .. ": " .. out:gsub("\n", " ") end
@@ -275,13 +274,13 @@ end
 
 -- bench/peers.c, with OpenMP.
 function M.c_peers(cc, cflags, build)
-  return compiled("bench/peers.c", "bench_peers", cc, cflags .. " -fopenmp", build, "-lm")
+  return compiled("bench/peers.c", "bench_peers", cc, cflags .. " -shared -fPIC -fopenmp", build, "-lm")
 end
 
 -- bench/frames.c, linked to the build's libmoonflow.so (found again at run
 -- time through its rpath) and OpenBLAS.
 function M.c_frames(cc, cflags, build)
-  return compiled("bench/frames.c", "bench_frames", cc, cflags .. " -Isrc/include", build,
+  return compiled("bench/frames.c", "bench_frames", cc, cflags .. " -shared -fPIC -Isrc/include", build,
                   string.format("-L%s -Wl,-rpath,\"$(cd %s && pwd)\" -lmoonflow -lopenblas", build, build))
 end
 
@@ -291,6 +290,78 @@ function M.blas()
     if ok then return lib end
   end
   return nil, "libopenblas not found"
+end
+
+-- CUDA peers ------------------------------------------------------------------
+ffi.cdef[[
+typedef struct cuda_peer cuda_peer;
+cuda_peer *cuda_peer_sgemm_new(int n, char *why, size_t why_size);
+cuda_peer *cuda_peer_copy_new(int64_t n, char *why, size_t why_size);
+cuda_peer *cuda_peer_axpb_new(int64_t n, char *why, size_t why_size);
+double cuda_peer_run(cuda_peer *p, int calls, char *why, size_t why_size);
+int cuda_peer_output(cuda_peer *p, int64_t first, int64_t count, float *host, char *why, size_t why_size);
+void cuda_peer_free(cuda_peer *p);
+int cuda_peer_sync(char *why, size_t why_size);
+int cuda_peer_device_name(char *name, size_t name_size, char *why, size_t why_size);
+]]
+
+local function executable(path)
+  return os.execute(string.format("test -x '%s'", path)) == 0
+end
+
+-- nvcc and the CUDA folder it belongs to: $CUDA_HOME/bin/nvcc, else the first
+-- nvcc on $PATH (as the Makefile looks for it); nil and why when neither.
+-- cuda_home and path default to the environment's CUDA_HOME and PATH.
+function M.find_nvcc(cuda_home, path)
+  cuda_home, path = cuda_home or os.getenv("CUDA_HOME") or "", path or os.getenv("PATH") or ""
+  if cuda_home ~= "" and executable(cuda_home .. "/bin/nvcc") then return cuda_home .. "/bin/nvcc", cuda_home end
+  for dir in path:gmatch("[^:]+") do
+    if executable(dir .. "/nvcc") then return dir .. "/nvcc", (dir:gsub("/bin/?$", "")) end
+  end
+  return nil, "nvcc not found (neither $CUDA_HOME/bin/nvcc nor on $PATH)"
+end
+
+-- The nvcc targets: the library's (Makefile's CUDA_ARCHS) unless overridden.
+M.cuda_archs = os.getenv("CUDA_ARCHS") or
+               "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]"
+
+-- bench/cuda_peers.cu compiled with find_nvcc(cuda_home, path)'s nvcc
+-- (warnings are errors) and linked to cuBLAS, found again at run time through
+-- an rpath into the CUDA folder; returns the loaded library, or nil and why
+-- (nvcc missing, a compile error).
+function M.cuda_peers(build, cuda_home, path)
+  local nvcc, home_or_why = M.find_nvcc(cuda_home, path)
+  if not nvcc then return nil, home_or_why end
+  cuda_home = home_or_why
+  local archs = {}
+  for word in M.cuda_archs:gmatch("%S+") do archs[#archs + 1] = "'" .. word:gsub("'", "") .. "'" end  -- [..] unglobbed
+  return compiled("bench/cuda_peers.cu", "bench_cuda_peers", nvcc,
+                  "-O2 -shared -Xcompiler -fPIC -Werror all-warnings " .. table.concat(archs, " "), build,
+                  string.format("-lcublas -Xlinker -rpath,%s/lib64", cuda_home))
+end
+
+-- A contender of bench/cuda_peers.cu: peer is what a cuda_peer_*_new made
+-- (NULL with why written into `why`, a char[WHY_SIZE]). Its calls time
+-- themselves with CUDA events. c.output(first, count, host) copies its output
+-- out; c.close() frees its device memory now rather than at collection.
+M.WHY_SIZE = 512
+function M.cuda_contender(lib, label, peer, why, options)
+  if peer == nil then return {label = label, why = ffi.string(why)} end
+  peer = ffi.gc(peer, lib.cuda_peer_free)
+  local c = contender(label, options, function(calls)
+    local seconds = lib.cuda_peer_run(peer, calls, why, M.WHY_SIZE)
+    if seconds < 0 then return nil, ffi.string(why) end
+    return seconds * calls
+  end)
+  c.output = function(first, count, host)
+    assert(lib.cuda_peer_output(peer, first, count, host, why, M.WHY_SIZE) == 0, ffi.string(why))
+  end
+  c.close = function()
+    if peer then lib.cuda_peer_free(ffi.gc(peer, nil)) end
+    peer, c.run = nil, nil
+    c.why = c.why or "closed"
+  end
+  return c
 end
 
 -- Python peers ----------------------------------------------------------------

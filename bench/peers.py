@@ -14,7 +14,9 @@ goes to stderr.
 A workload builds its data and graph once and returns the function one call
 of which is the unit of work timed, or (function, prepare) where prepare runs
 before each timed batch (PyTorch's thread count is per process, so each
-workload sets its own), or a Timed.
+workload sets its own), or (function, prepare, finish) where finish runs at
+the end of each batch, timed (a GPU workload waits there for the work its
+calls queued), or a Timed.
 """
 import ast
 import atexit
@@ -134,16 +136,17 @@ def torch_chain(chain, n, threads):
     return (lambda: chain_in_place(torch, chain, x, y)), torch_threads(threads)
 
 
-@workload
-def torch_mlp(sizes, adam, lr, batch, threads):
-    import torch
+def torch_mlp_step(torch, sizes, adam, lr, batch, device):
+    """A training step of an MLP on device ("cpu", "cuda") whose batch, made
+    in host memory, is copied to the device each step (a no-op on the CPU),
+    as a TF1 feed is."""
     torch.manual_seed(0)
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
             layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    model = torch.nn.Sequential(*layers).to(device)
     opt = (torch.optim.Adam if adam else torch.optim.SGD)(model.parameters(), lr)
     x = torch.rand(batch, sizes[0])
     y = torch.randint(0, sizes[-1], (batch,))
@@ -151,9 +154,49 @@ def torch_mlp(sizes, adam, lr, batch, threads):
 
     def step():
         opt.zero_grad()
-        loss_fn(model(x), y).backward()
+        loss_fn(model(x.to(device)), y.to(device)).backward()
         opt.step()
-    return step, torch_threads(threads)
+    return step
+
+
+@workload
+def torch_mlp(sizes, adam, lr, batch, threads):
+    import torch
+    return torch_mlp_step(torch, sizes, adam, lr, batch, "cpu"), torch_threads(threads)
+
+
+def torch_cuda():
+    """PyTorch, when it sees a CUDA device."""
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError("PyTorch %s sees no CUDA device" % torch.__version__)
+    return torch
+
+
+@workload
+def torch_cuda_mlp(sizes, adam, lr, batch):
+    torch = torch_cuda()
+    return torch_mlp_step(torch, sizes, adam, lr, batch, "cuda"), None, torch.cuda.synchronize
+
+
+@workload
+def torch_cuda_mm(n):
+    """torch.mm of two n x n float32 matrices on the GPU into a third (PyTorch's
+    defaults: no TF32), the bench's data: (i % 7) * 0.25 and (i % 5) * 0.5."""
+    torch = torch_cuda()
+    a = (torch.arange(n * n, device="cuda") % 7 * 0.25).float().reshape(n, n)
+    b = (torch.arange(n * n, device="cuda") % 5 * 0.5).float().reshape(n, n)
+    c = torch.empty_like(a)
+    return (lambda: torch.mm(a, b, out=c)), None, torch.cuda.synchronize
+
+
+@workload
+def torch_cuda_axpb(n):
+    """x * 2 + 1 over n float32 on the GPU, x[i] = i % 1000, a fresh result
+    each call (from PyTorch's caching allocator)."""
+    torch = torch_cuda()
+    x = (torch.arange(n, device="cuda") % 1000).float()
+    return (lambda: x * 2 + 1), None, torch.cuda.synchronize
 
 
 @workload
@@ -466,7 +509,7 @@ def tf1_import(n):
 
 
 def serve(lines, reply):
-    calls, prepares = {}, {}
+    calls, prepares, finishes = {}, {}, {}
     for line in lines:
         words = line.split()
         if not words:
@@ -480,7 +523,8 @@ def serve(lines, reply):
                 if words[2] not in WORKLOADS:
                     raise KeyError("no workload named " + words[2])
                 made = WORKLOADS[words[2]](*[ast.literal_eval(w) for w in words[3:]])
-                calls[words[1]], prepares[words[1]] = made if isinstance(made, tuple) else (made, None)
+                parts = made if isinstance(made, tuple) else (made,)
+                calls[words[1]], prepares[words[1]], finishes[words[1]] = (parts + (None, None))[:3]
                 reply("ok")
             elif words[0] == "run":
                 fn, prepare, n = calls[words[1]], prepares[words[1]], int(words[2])
@@ -492,6 +536,8 @@ def serve(lines, reply):
                     t0 = time.perf_counter()
                     for _ in range(n):
                         fn()
+                    if finishes[words[1]]:
+                        finishes[words[1]]()
                     seconds = time.perf_counter() - t0
                 reply("ok %.9g" % seconds)
             elif words[0] == "figure":

@@ -77,18 +77,22 @@ local function torch_best(label, workload, args, options)
 end
 
 -- A training step (forward, cross-entropy, backward, update) of an MLP with
--- layer sizes `sizes`: returns the step function and a check that it learned.
-local function mlp_step(sizes, optimizer, batch)
+-- layer sizes `sizes`, built under tf.device(device) (nil: TensorFlow's
+-- default placement): returns the step function and a check that it learned.
+local function mlp_step(sizes, optimizer, batch, device)
   tf.reset_default_graph()
   tf.set_random_seed(1)
-  local x = tf.placeholder(tf.float32, {batch, sizes[1]})
-  local y = tf.placeholder(tf.int32, {batch})
-  local h = x
-  for i = 2, #sizes do
-    h = i < #sizes and tf.layers.dense(h, sizes[i], {activation = tf.nn.relu}) or tf.layers.dense(h, sizes[i])
-  end
-  local loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = h}))
-  local train_op = optimizer:minimize(loss)
+  local x, y, loss, train_op
+  tf.device(device, function()
+    x = tf.placeholder(tf.float32, {batch, sizes[1]})
+    y = tf.placeholder(tf.int32, {batch})
+    local h = x
+    for i = 2, #sizes do
+      h = i < #sizes and tf.layers.dense(h, sizes[i], {activation = tf.nn.relu}) or tf.layers.dense(h, sizes[i])
+    end
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits({labels = y, logits = h}))
+    train_op = optimizer:minimize(loss)
+  end)
   local sess = tf.Session()
   sess:run(tf.global_variables_initializer())
   local xs, ys = tf.Array.new(tf.float32, {batch, sizes[1]}), tf.Array.new(tf.int32, {batch})
@@ -553,6 +557,185 @@ for _, m in ipairs(MLPS) do
             peers = {torch_best("PyTorch, best thread count", "torch_mlp", args, {target = m.target}),
                      py("tensorflow", "TF1 graph mode", "tf1_mlp", args)}}
     check()
+  end)
+end
+
+-- GPU sections (issue 14) -------------------------------------------------------
+-- moonflow on /gpu:0 against the bare CUDA peers (bench/cuda_peers.cu, built
+-- with nvcc on first use: cuBLAS, a device-to-device copy, a hand-written
+-- kernel) and PyTorch on cuda, all on device 0 of this process's machine.
+-- Without a GPU each is a row saying why. The GPU runs asynchronously, so
+-- every GPU contender's batch ends waiting for it: the CUDA peers record CUDA
+-- events, PyTorch calls torch.cuda.synchronize, and moonflow's batches end with
+-- cudaDeviceSynchronize (cuda_peer_sync; the backend shares the device's
+-- primary context with the peers' library), so a batch counts all the work
+-- its runs queued even if a run returned before its kernels finished.
+local gpu_name  -- what the GPU rows' notes call the device: CUDA's name for it
+
+-- Why the GPU sections cannot run, or nil: moonflow lists a GPU when its CUDA
+-- backend (build/libmoonflow_cuda.so, made where nvcc is found) loads and
+-- finds a device; tf.config.gpu_status() says why not.
+local function gpu_missing()
+  if #tf.config.list_physical_devices("GPU") > 0 then return nil end
+  local why = tf.config.gpu_status()
+  return why ~= "" and why or "no GPU"
+end
+
+local cuda_lib, cuda_lib_why  -- bench/cuda_peers.cu, built on the first GPU section's demand
+local cuda_why = ffi.new("char[?]", H.WHY_SIZE)
+local function cuda_peers()
+  if not cuda_lib and not cuda_lib_why then
+    cuda_lib, cuda_lib_why = H.cuda_peers(build)
+    local name = ffi.new("char[256]")
+    if cuda_lib and cuda_lib.cuda_peer_device_name(name, 256, cuda_why, H.WHY_SIZE) == 0 then
+      gpu_name = ffi.string(name)
+    end
+  end
+  return cuda_lib, cuda_lib_why
+end
+
+-- A bare CUDA contender: make(lib, why, why_size) returns a cuda_peer.
+local function cuda_contender(label, make, options)
+  local lib, why = cuda_peers()
+  if not lib then return {label = label, why = why} end
+  return H.cuda_contender(lib, label, make(lib, cuda_why, H.WHY_SIZE), cuda_why, options)
+end
+
+-- moonflow's side of a GPU row: `calls` calls of fn, then a wait for the GPU
+-- (untimed before the batch too, so no earlier work is counted).
+local function gpu_contender(label, fn)
+  local lib = cuda_peers()
+  local function waited()
+    return not lib or lib.cuda_peer_sync(cuda_why, H.WHY_SIZE) == 0
+  end
+  return H.contender(label, nil, function(calls)
+    if not waited() then return nil, ffi.string(cuda_why) end
+    local t0 = H.now()
+    for _ = 1, calls do fn() end
+    if not waited() then return nil, ffi.string(cuda_why) end
+    return H.now() - t0
+  end)
+end
+
+local function gpu_note(text)
+  return string.format("%s; on %s%s", text, gpu_name or "GPU:0",
+                       cuda_peers() and "" or " (no CUDA peers to wait with: moonflow's own end-of-run sync is trusted)")
+end
+
+-- n float32 values (i % period) * scale in a host array of `shape`: the data
+-- the CUDA and PyTorch peers make on the GPU, exact in float32.
+local function pattern(shape, period, scale)
+  local a = tf.Array.new(tf.float32, shape)
+  for i = 0, a:size() - 1 do a._data[i] = (i % period) * scale end
+  return a
+end
+
+-- A float32 variable on /gpu:0 and a function(sess) setting it to a host
+-- array's values (fed once).
+local function gpu_variable(values)
+  local v, set
+  local fed = tf.placeholder(tf.float32, values:shape())
+  tf.device("/gpu:0", function()
+    v = tf.Variable(tf.zeros(values:shape()))
+    set = tf.assign(v, fed)
+  end)
+  return v, function(sess) sess:run(set.op, {[fed] = values}) end
+end
+
+local GPU_N = 4096
+section("GPU matmul 4096x4096 float32", function()
+  local name = string.format("GPU matmul %dx%d float32", GPU_N, GPU_N)
+  local missing = gpu_missing()
+  if missing then H.row{name = name, value = "n/a", note = missing} return end
+  local N = GPU_N
+  tf.reset_default_graph()
+  local a, set_a = gpu_variable(pattern({N, N}, 7, 0.25))
+  local b, set_b = gpu_variable(pattern({N, N}, 5, 0.5))
+  local product
+  tf.device("/gpu:0", function() product = tf.matmul(a, b) end)
+  local sess = tf.Session()
+  sess:run(tf.global_variables_initializer())
+  set_a(sess)
+  set_b(sess)
+  -- What a TF1 user times: the product run as a target, its result left on the GPU.
+  local run_product = sess:make_callable(product.op)
+  local cublas = cuda_contender("cuBLAS cublasSgemm, bare (bench/cuda_peers.cu)",
+                                function(lib, why, size) return lib.cuda_peer_sgemm_new(N, why, size) end,
+                                {target = 0.9})
+  if cublas.output then  -- the same product as cuBLAS's, every value (both exact: multiples of 1/8)
+    local ours, theirs = sess:run(product), ffi.new("float[?]", N * N)
+    cublas.output(0, N * N, theirs)
+    for i = 0, N * N - 1 do
+      assert(ours._data[i] == theirs[i], string.format("the product differs from cuBLAS's at %d: %.9g, cuBLAS %.9g",
+                                                       i, ours._data[i], theirs[i]))
+    end
+  end
+  local flops = 2 * N * N * N
+  compare{name = name, unit = "TFLOP/s", figure = function(t) return string.format("%.1f", flops / t * 1e-12) end,
+          note = gpu_note("both operands variables on /gpu:0, the product run as a target"),
+          ours = gpu_contender("moonflow", run_product),
+          peers = {cublas, py("torch", "PyTorch torch.mm on cuda (out=)", "torch_cuda_mm", {N})}}
+  if cublas.close then cublas.close() end
+  sess:close()
+end)
+
+local GPU_AXPB_N = 100000000
+section("GPU y = x*2+1, 100M float32", function()
+  local name = "GPU y = x*2+1, 100M float32"
+  local missing = gpu_missing()
+  if missing then H.row{name = name, value = "n/a", note = missing} return end
+  local N = GPU_AXPB_N
+  tf.reset_default_graph()
+  local x, set_x = gpu_variable(pattern({N}, 1000, 1))
+  local y
+  tf.device("/gpu:0", function() y = x * 2 + 1 end)
+  local sess = tf.Session()
+  sess:run(tf.global_variables_initializer())
+  set_x(sess)
+  do  -- every value checked; the 400 MB fetched go with the block
+    local values = sess:run(y)._data
+    for i = 0, N - 1 do
+      assert(values[i] == (i % 1000) * 2 + 1, string.format("y = x*2+1 gave %.9g at %d", values[i], i))
+    end
+  end
+  -- The result stays on the GPU: y's op is a target.
+  local run_y = sess:make_callable(y.op)
+  local peers = {
+    cuda_contender("device copy bandwidth: cudaMemcpy device to device, 400 MB",
+                   function(lib, why, size) return lib.cuda_peer_copy_new(N, why, size) end, {target = 0.8}),
+    cuda_contender("hand-written CUDA kernel, one pass (bench/cuda_peers.cu)",
+                   function(lib, why, size) return lib.cuda_peer_axpb_new(N, why, size) end),
+    py("torch", "PyTorch x * 2 + 1 on cuda", "torch_cuda_axpb", {N})}
+  compare{name = name, unit = "GB/s", figure = function(t) return string.format("%.0f", N * 8 / t * 1e-9) end,
+          note = gpu_note("x a variable on /gpu:0, y's op a target; 8 bytes per element (read x, write y), " ..
+                          "as the copy's bytes read and written"),
+          ours = gpu_contender("moonflow", run_y), peers = peers}
+  for _, p in ipairs(peers) do
+    if p.close then p.close() end
+  end
+  sess:close()
+end)
+
+-- The MLP of the CPU rows with its model on /gpu:0, each step's batch fed
+-- from host arrays as a TF1 user feeds it, against the same model on
+-- /cpu:0 in this process and PyTorch on cuda (batch copied to the GPU each step).
+for _, batch in ipairs({128, 1024}) do
+  local name = "GPU MLP 784-512-512-10, SGD, batch " .. batch
+  section(name, function()
+    local missing = gpu_missing()
+    if missing then H.row{name = name, value = "n/a", note = missing} return end
+    local sizes, lr = {784, 512, 512, 10}, 0.1
+    local gpu_step, gpu_check = mlp_step(sizes, tf.train.GradientDescentOptimizer(lr), batch, "/gpu:0")
+    local cpu_step, cpu_check = mlp_step(sizes, tf.train.GradientDescentOptimizer(lr), batch, "/cpu:0")
+    compare{name = name, unit = "steps/s", figure = per_second,
+            note_of = function(t) return gpu_note(string.format("%.1f us/step; model on /gpu:0, batch fed from host " ..
+                                                                "arrays", t * 1e6)) end,
+            ours = gpu_contender("moonflow", gpu_step),
+            peers = {lua_contender("moonflow on /cpu:0, same process", cpu_step),
+                     py("torch", "PyTorch on cuda (batch copied from the host each step)", "torch_cuda_mlp",
+                        {H.py_list(sizes), "False", lr, batch})}}
+    gpu_check()
+    cpu_check()
   end)
 end
 
@@ -1028,6 +1211,10 @@ local cpu = output_of("grep -m1 'model name' /proc/cpuinfo"):match(":%s*([^\n]+)
 local peers = {string.format("C peers (bench/peers.c, %s %s -fopenmp): %s", cc, cflags,
                              c_peers and "built" or "not run: " .. c_peers_why),
                "OpenBLAS cblas_sgemm: " .. (blas and "loaded" or "not run: " .. blas_why)}
+if cuda_lib or cuda_lib_why then
+  peers[#peers + 1] = string.format("CUDA peers (bench/cuda_peers.cu, nvcc %s): %s", H.cuda_archs,
+                                    cuda_lib and "built, on " .. (gpu_name or "GPU:0") or "not run: " .. cuda_lib_why)
+end
 for _, p in ipairs(H.python_peers_status()) do
   peers[#peers + 1] = string.format("%s (%s): %s", p.module, H.python,
                                     p.version and p.version or "not run: " .. p.why)
@@ -1040,7 +1227,7 @@ local intro = {
   "",
   string.format("Each figure is the median of %d batches of about %.2f s, every contender of a row timed in turn " ..
                 "in each round (ours, peer, ours, peer, ...). peer/moonflow is the peer's time over moonflow's " ..
-                "(memory for the memory row): above 1, moonflow is faster. Targets are issues 13's, 15's and 16's.",
+                "(memory for the memory row): above 1, moonflow is faster. Targets are issues 13's, 14's, 15's and 16's.",
                 H.reps, H.batch_seconds),
   "",
   "Peers:",

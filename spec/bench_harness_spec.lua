@@ -206,6 +206,20 @@ describe("bench report", function()
   end)
 end)
 
+-- What python3 prints running `source` (peers.py's serve loop on workloads
+-- the source registers).
+local function python_output(source)
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write(source)
+  f:close()
+  local p = io.popen("python3 " .. script .. " 2>&1")
+  local out = p:read("*a")
+  p:close()
+  os.remove(script)
+  return out
+end
+
 describe("bench Python peers", function()
   local saved_python, saved_log
   before_each(function()
@@ -234,9 +248,7 @@ describe("bench Python peers", function()
 
   it("sums a self-timed workload's seconds and reads the figures it measured", function()
     -- peers.py's serve loop on a workload registered here, through python3
-    local script = os.tmpname()
-    local f = assert(io.open(script, "w"))
-    f:write([[
+    local out = python_output([[
 import sys
 sys.path.insert(0, "bench")
 import peers
@@ -252,12 +264,23 @@ def fake_build(seconds):
 lines = ["setup a fake_build 0.25", "run a 4", "figure a calls", "figure a bytes", "quit"]
 peers.serve(lines, print)
 ]])
-    f:close()
-    local p = io.popen("python3 " .. script .. " 2>&1")
-    local out = p:read("*a")
-    p:close()
-    os.remove(script)
     assert.are.equal("ok\nok 1\nok 4\nerr KeyError: 'workload a has measured no bytes'\n", out)
+  end)
+
+  it("runs a workload's finish at the end of each batch, inside its time", function()
+    local out = python_output([==[
+import sys, time
+sys.path.insert(0, "bench")
+import peers
+calls, finishes = [], []
+@peers.workload
+def fake_gpu():
+    return (lambda: calls.append(1)), None, (lambda: (finishes.append(1), time.sleep(0.05)))
+replies = []
+peers.serve(["setup a fake_gpu", "run a 3", "run a 2", "quit"], replies.append)
+print(replies[0], [float(r.split()[1]) >= 0.05 for r in replies[1:]], len(calls), len(finishes))
+]==])
+    assert.are.equal("ok [True, True] 5 2\n", out)
   end)
 
   it("says when the Python interpreter is missing", function()
@@ -265,5 +288,52 @@ peers.serve(lines, print)
     local proc, why = H.python_peer("peer_in_a_missing_python")
     assert.is_nil(proc)
     assert.are.equal("/nonexistent/python3 not found", why)
+  end)
+end)
+
+describe("bench CUDA peers", function()
+  it("finds nvcc under CUDA_HOME, else on PATH, and says when there is none", function()
+    local home = os.tmpname()
+    os.remove(home)
+    assert.is_true(os.execute("mkdir -p " .. home .. "/bin && printf '#!/bin/sh\\n' > " .. home .. "/bin/nvcc && " ..
+                              "chmod +x " .. home .. "/bin/nvcc") == 0)
+    assert.are.same({home .. "/bin/nvcc", home}, {H.find_nvcc(home, "/nonexistent")})
+    assert.are.same({home .. "/bin/nvcc", home}, {H.find_nvcc("", "/nonexistent:" .. home .. "/bin")})
+    os.execute("rm -rf " .. home)
+    local nvcc, why = H.find_nvcc(home, "/nonexistent:/usr/share")
+    assert.is_nil(nvcc)
+    assert.are.equal("nvcc not found (neither $CUDA_HOME/bin/nvcc nor on $PATH)", why)
+  end)
+
+  it("skips the CUDA peers' build cleanly when nvcc is missing", function()
+    local lib, why = H.cuda_peers(os.getenv("BENCH_BUILD") or "build", "/nonexistent", "/nonexistent")
+    assert.is_nil(lib)
+    assert.are.equal("nvcc not found (neither $CUDA_HOME/bin/nvcc nor on $PATH)", why)
+  end)
+
+  it("builds bench/cuda_peers.cu without warnings and makes peers or says why not", function()
+    if not H.find_nvcc() then
+      pending("no nvcc: bench/cuda_peers.cu is built only where nvcc is")
+      return
+    end
+    local build = os.tmpname()
+    os.remove(build)
+    assert.is_true(os.execute("mkdir -p " .. build) == 0)
+    local lib, why = H.cuda_peers(build)
+    os.execute("rm -rf " .. build)  -- the loaded library stays mapped
+    assert.is_not_nil(lib, why)
+    local ffi = require("ffi")
+    local err = ffi.new("char[?]", H.WHY_SIZE)
+    local peer = H.cuda_contender(lib, "axpb", lib.cuda_peer_axpb_new(1000, err, H.WHY_SIZE), err)
+    if peer.why then  -- no GPU here: a CUDA error, not a crash
+      assert.matches("^cuda%a+", peer.why)
+      assert.is_nil(peer.run)
+      return
+    end
+    assert.is_true(peer.run(4) > 0)
+    local out = ffi.new("float[1000]")
+    peer.output(0, 1000, out)
+    for i = 0, 999 do assert.are.equal(i * 2 + 1, out[i]) end
+    peer.close()
   end)
 end)
