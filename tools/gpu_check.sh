@@ -6,7 +6,8 @@
 #   tools/gpu_check.sh                 the GPU specs (spec/gpu_*_spec.lua) and spec/cuda_spec.lua with busted
 #   tools/gpu_check.sh specs FILE...   those spec files instead
 #   tools/gpu_check.sh smoke [FILE.c]  compiles a C smoke test (spec/gpu_smoke.c) against build/ and runs it
-# BUILD names another build folder; BUSTED_ARGS go to busted (e.g. -o TAP).
+# BUILD names another build folder; BUSTED_ARGS go to busted (e.g. -o TAP). On a lent
+# machine without LuaJIT and busted, tools/device_kit.sh packs them (and sets BUILD).
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -20,7 +21,7 @@ case "$mode" in
   specs)
     [ $# -gt 0 ] || set -- spec/cuda_spec.lua spec/gpu_*_spec.lua
     # shellcheck disable=SC2086
-    LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB="$lib" busted ${BUSTED_ARGS:-} "$@"
+    LUA_PATH="lua/?.lua;lua/?/init.lua;${LUA_PATH:-;}" MOONFLOW_LIB="$lib" busted ${BUSTED_ARGS:-} "$@"
     ;;
   smoke)
     [ $# -le 1 ] || { echo "usage: tools/gpu_check.sh smoke [FILE.c]" >&2; exit 2; }
