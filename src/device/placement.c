@@ -10,6 +10,7 @@
  * An op asking for a device the session lacks (a GPU in this build, CPU:1 in
  * a session with one CPU) is an error unless the session allows soft
  * placement. */
+#include "core/dtype.h"
 #include "core/status.h"
 #include "graph/graph.h"
 #include "device/device.h"
@@ -202,6 +203,20 @@ bool mf_device_fits(const mf_device *d, const mf_op *op, char *why, size_t cap) 
   return true;
 }
 
+/* Whether every value op makes and every input it reads from device memory
+ * is floating point. Only such ops go to a GPU unasked: integers and bools
+ * are shapes, counters, indices, predicates and handles (a TensorArray's),
+ * which host code reads, so they stay in host memory as TensorFlow keeps
+ * int32 there. */
+static bool float_values_only(const mf_op *op) {
+  if (op->num_outputs == 0) return false;
+  for (int k = 0; k < op->num_inputs; k++)
+    if (!mf_def_host_input(op->def, k) && !mf_dtype_is_float(mf_port_dtype(op->inputs[k]))) return false;
+  for (int i = 0; i < op->num_outputs; i++)
+    if (!mf_dtype_is_float(op->out_dtypes[i])) return false;
+  return true;
+}
+
 /* The session's GPU:0, NULL when it has none. */
 static mf_device *first_gpu(mf_device *const *devices, int n) {
   for (int i = 0; i < n; i++)
@@ -216,9 +231,9 @@ mf_code mf_device_place(mf_device *const *devices, int n, const mf_op *op, bool 
   out->device = devices[0];
   out->soft = false;
   out->requested[0] = '\0';
-  if (!op->device[0]) {  /* TensorFlow's default: GPU:0 when the op runs there */
+  if (!op->device[0]) {  /* TensorFlow's default: GPU:0 when the op runs there, host values on the host */
     mf_device *gpu = first_gpu(devices, n);
-    if (gpu && mf_device_fits(gpu, op, why, sizeof why)) out->device = gpu;
+    if (gpu && float_values_only(op) && mf_device_fits(gpu, op, why, sizeof why)) out->device = gpu;
     return MF_OK;
   }
   if (mf_device_spec_parse(op->device, &d, s)) {
