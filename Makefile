@@ -127,7 +127,9 @@ $(BUILD)/libmoonflow_mpi.so: $(MPI_OBJ) $(BUILD)/libmoonflow.so
 # The CUDA backend links no part of the core (it knows none of its structs):
 # the core dlopens it (src/device/cuda.c) and checks its version. cudart is
 # static; the CUDA libraries are found through LD_LIBRARY_PATH or the rpath to
-# this machine's CUDA_DIR. Warnings are errors, as for the core.
+# this machine's CUDA_DIR. Only the libraries its code calls are linked: one
+# missing where it runs makes the load fail and the GPUs disappear. Warnings
+# are errors, as for the core.
 NVCCFLAGS ?= -O2 -g
 $(BUILD)/cuda/%.o: src/cuda/%.cu $(CUDA_HDR)
 	@mkdir -p $(@D)
@@ -135,7 +137,7 @@ $(BUILD)/cuda/%.o: src/cuda/%.cu $(CUDA_HDR)
 	  -DMF_BACKEND_VERSION='"$(VERSION)"' $(INCLUDES) -c $< -o $@
 $(BUILD)/libmoonflow_cuda.so: $(CUDA_OBJ)
 	$(NVCC) $(CUDA_ARCHS) -shared -cudart static -Xlinker --no-undefined -Xlinker -rpath,$(CUDA_DIR)/lib64 \
-	  -o $@ $(CUDA_OBJ) -L$(CUDA_DIR)/lib64 -lcublas -lcudnn -lcurand -lnvrtc -lnccl -lpthread
+	  -o $@ $(CUDA_OBJ) -L$(CUDA_DIR)/lib64 -lcublas -lcudnn -lpthread
 
 $(BUILD)/libmoonflow.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)
