@@ -28,16 +28,18 @@ static mf_code check_device_count(const mf_session_config *config, mf_status *s)
   if (cpus < 0 || cpus > MF_MAX_CPU_DEVICES)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "device_count: CPU must be 0 (the default: 1) to %d, got %d",
                          MF_MAX_CPU_DEVICES, cpus);
-  if (gpus < -1 || gpus > mf_num_devices(MF_CUDA))
+  if (gpus < -1)
     return mf_status_set(s, MF_INVALID_ARGUMENT, "device_count: GPU must be -1 (none), 0 (the default: all) or "
-                         "at most the %d GPUs present, got %d", mf_num_devices(MF_CUDA), gpus);
+                         "the most GPUs to use, got %d", gpus);
   return MF_OK;
 }
 
 /* The session's devices: CPU:0 .. CPU:n-1, then the GPUs it asked for. */
 static mf_code make_devices(mf_session *sess, const mf_session_config *config, mf_status *s) {
   int cpus = config && config->device_count[MF_CPU] > 0 ? config->device_count[MF_CPU] : 1;
-  int gpus = config && config->device_count[MF_CUDA] ? config->device_count[MF_CUDA] : mf_num_devices(MF_CUDA);
+  /* As TensorFlow's, a GPU count is a most: a script asking for one runs on a machine without. */
+  int gpus = mf_num_devices(MF_CUDA), asked = config ? config->device_count[MF_CUDA] : 0;
+  if (asked < 0 || (asked > 0 && asked < gpus)) gpus = asked < 0 ? 0 : asked;
   if (gpus > MF_MAX_DEVICES - cpus) gpus = MF_MAX_DEVICES - cpus;  /* a machine with more GPUs uses the first ones */
   for (int i = 0; i < cpus; i++)
     if (!(sess->devices[sess->num_devices++] = mf_device_new(MF_CPU, i, s))) return s->code;

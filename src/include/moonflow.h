@@ -687,7 +687,8 @@ typedef struct mf_session_config {
    * each further CPU device has an allocator and buffers of its own that
    * the host does not read directly: values reach it and leave it by copies,
    * as with a GPU, so placement and copies can be tested on any machine.
-   * GPU: -1 for none, else at most mf_num_devices(MF_CUDA). */
+   * GPU: -1 for none, else the most GPUs to use (more than are present
+   * takes those present, as TensorFlow's). */
   int device_count[MF_NUM_DEVICE_TYPES];
 } mf_session_config;
 enum { MF_MAX_CPU_DEVICES = 8 };
