@@ -68,6 +68,9 @@ CUDA_SRC := $(wildcard src/cuda/*.cu)
 CUDA_HDR := $(wildcard src/cuda/*.cuh src/device/cuda/*.h) src/kernels/philox.h
 CUDA_OBJ := $(CUDA_SRC:src/%.cu=$(BUILD)/%.o)
 CUDA_LIB := $(if $(NVCC),$(BUILD)/libmoonflow_cuda.so)
+# nvcc's own programs crash with the sanitizer runtimes preloaded (make
+# test-asan's specs build through make install-c), so they run without.
+NVCC_RUN := env -u LD_PRELOAD $(NVCC)
 LUA_ENV := LUA_PATH="lua/?.lua;lua/?/init.lua;;" MOONFLOW_LIB=$(CURDIR)/$(BUILD)/libmoonflow.so
 
 .PHONY: all lib proto deps test-deps test asan test-asan test-threads valgrind fuzz bench bench-peers tensorboard-venv demo install install-lua install-c install-bin clean
@@ -133,10 +136,10 @@ $(BUILD)/libmoonflow_mpi.so: $(MPI_OBJ) $(BUILD)/libmoonflow.so
 NVCCFLAGS ?= -O2 -g
 $(BUILD)/cuda/%.o: src/cuda/%.cu $(CUDA_HDR)
 	@mkdir -p $(@D)
-	$(NVCC) $(CUDA_ARCHS) $(NVCCFLAGS) -std=c++17 -Werror all-warnings -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
+	$(NVCC_RUN) $(CUDA_ARCHS) $(NVCCFLAGS) -std=c++17 -Werror all-warnings -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
 	  -DMF_BACKEND_VERSION='"$(VERSION)"' $(INCLUDES) -c $< -o $@
 $(BUILD)/libmoonflow_cuda.so: $(CUDA_OBJ)
-	$(NVCC) $(CUDA_ARCHS) -shared -cudart static -Xlinker --no-undefined -Xlinker -rpath,$(CUDA_DIR)/lib64 \
+	$(NVCC_RUN) $(CUDA_ARCHS) -shared -cudart static -Xlinker --no-undefined -Xlinker -rpath,$(CUDA_DIR)/lib64 \
 	  -o $@ $(CUDA_OBJ) -L$(CUDA_DIR)/lib64 -lcublas -lcudnn -lpthread
 
 $(BUILD)/libmoonflow.a: $(OBJ)

@@ -335,7 +335,8 @@ function M.cuda_peers(build, cuda_home, path)
   cuda_home = home_or_why
   local archs = {}
   for word in M.cuda_archs:gmatch("%S+") do archs[#archs + 1] = "'" .. word:gsub("'", "") .. "'" end  -- [..] unglobbed
-  return compiled("bench/cuda_peers.cu", "bench_cuda_peers", nvcc,
+  -- nvcc's own programs crash with sanitizer runtimes preloaded (the ASan suite's).
+  return compiled("bench/cuda_peers.cu", "bench_cuda_peers", "env -u LD_PRELOAD " .. nvcc,
                   "-O2 -shared -Xcompiler -fPIC -Werror all-warnings " .. table.concat(archs, " "), build,
                   string.format("-lcublas -Xlinker -rpath,%s/lib64", cuda_home))
 end
