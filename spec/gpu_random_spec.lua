@@ -7,8 +7,11 @@
 -- on the GPU), whose results differ in the last bit for some arguments
 -- (glibc's logf itself is not correctly rounded), so they agree to 1e-6
 -- (float32; 1e-14 float64) of the largest value rather than to the bit; a
--- truncated normal within an ulp of +-2 could even be kept on one side and
--- drawn again on the other (odds about 1e-8 per value).
+-- truncated normal within an ulp of +-2 can even be kept on one side and
+-- drawn again on the other (odds about 2.6e-8 per value), which shifts the
+-- rest of its group of 4 (float32; 2 float64): TruncatedNormal may differ in
+-- a few elements (1e-5 of them, at least 4), each still within two standard
+-- deviations of the mean on both sides.
 -- Without a GPU every case is pending (skipped), never passed.
 local tf = require("moonflow")
 local H = require("spec.helpers")
@@ -20,13 +23,14 @@ teardown(H.growth_restore)
 local sizes = {{0}, {1}, {3}, {5, 7}, {2, 3, 5}, {1000003}}
 
 -- The op made by make(shape) with the same seeds on the CPU and on the GPU,
--- three runs each (each run draws new numbers), compared with tol.
-local function compare(make, tol, op_type)
+-- three runs each (each run draws new numbers), compared with tol (and
+-- spare, GH.assert_close's).
+local function compare(make, tol, op_type, spare)
   local results = {}
   for _, dev in ipairs({"/cpu:0", "/gpu:0"}) do
     results[dev] = GH.run_on(dev, function() return {make()}, {} end, nil, 3)
   end
-  GH.assert_close(results["/cpu:0"], results["/gpu:0"], tol)
+  GH.assert_close(results["/cpu:0"], results["/gpu:0"], tol, spare)
   GH.assert_placed(results["/gpu:0"], {op_type})
 end
 
@@ -64,10 +68,16 @@ describe("GPU random ops", function()
         compare(function() return tf.random_normal(shape, {dtype = dtype, seed = 8, name = "r"}) end,
                 dtype == tf.float32 and 1e-6 or 1e-14, "RandomNormal")
       end)
-      it(string.format("TruncatedNormal %s %s: the CPU's numbers", dtype.name, shown), function()
+      it(string.format("TruncatedNormal %s %s: the CPU's numbers but a few near the cut", dtype.name, shown),
+         function()
         if GH.no_gpu() then return pending(GH.no_gpu()) end
-        compare(function() return tf.truncated_normal(shape, {dtype = dtype, seed = 9, name = "r"}) end,
-                dtype == tf.float32 and 1e-6 or 1e-14, "TruncatedNormal")
+        local mean, stddev = 0, 1
+        local function within(v) return v >= mean - 2 * stddev and v <= mean + 2 * stddev end
+        local spare = {most = function(n) return math.max(4, math.floor(1e-5 * n)) end,
+                       fits = function(cpu, gpu) return within(cpu) and within(gpu) end}
+        compare(function()
+          return tf.truncated_normal(shape, {mean = mean, stddev = stddev, dtype = dtype, seed = 9, name = "r"})
+        end, dtype == tf.float32 and 1e-6 or 1e-14, "TruncatedNormal", spare)
       end)
     end
     for _, dtype in ipairs({tf.int32, tf.int64}) do

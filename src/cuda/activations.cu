@@ -85,6 +85,7 @@ int unsupported(int op, int dtype, mf_cuda_error *e) {
 }
 
 int map(mf_cuda_device *d, int op, int dtype, const void *x, void *y, int64_t n, double alpha, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (n == 0) return 0;
   bool queued = dtype == MF_FLOAT32   ? map_typed<float>(d, op, x, y, n, alpha)
                 : dtype == MF_FLOAT64 ? map_typed<double>(d, op, x, y, n, alpha)
@@ -98,6 +99,7 @@ int map(mf_cuda_device *d, int op, int dtype, const void *x, void *y, int64_t n,
 
 int grad(mf_cuda_device *d, int op, int dtype, const void *g, const void *v, void *y, int64_t n, double alpha,
          mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (n == 0) return 0;
   bool queued = dtype == MF_FLOAT32   ? grad_typed<float>(d, op, g, v, y, n, alpha)
                 : dtype == MF_FLOAT64 ? grad_typed<double>(d, op, g, v, y, n, alpha)

@@ -159,6 +159,7 @@ int pool_typed(mf_cuda_device *d, int kind, const mf_cuda_window *gp, const void
 
 int pool(mf_cuda_device *d, int kind, int f64, const mf_cuda_window *g, const void *a, const void *b, void *out,
          mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   return f64 ? pool_typed<double>(d, kind, g, a, b, out, e) : pool_typed<float>(d, kind, g, a, b, out, e);
 }
 
@@ -214,15 +215,19 @@ struct conv_plan {
   size_t total() const { return aligned(filter_bytes) + aligned(padded_bytes) + cudnn_bytes; }
 };
 
-// The first of cuDNN's ranked algorithms that works without tensor-core math.
+// The first of cuDNN's ranked algorithms that works without tensor-core math,
+// preferring a deterministic one (the same result on every run) when there
+// is one.
 template <typename Perf>
 int pick(const Perf *perf, int returned, int *algo, mf_cuda_error *e) {
-  for (int i = 0; i < returned; i++)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
-        perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
-      *algo = (int)perf[i].algo;
-      return 0;
-    }
+  for (int deterministic_only = 1; deterministic_only >= 0; deterministic_only--)
+    for (int i = 0; i < returned; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
+          perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+          (!deterministic_only || perf[i].determinism == CUDNN_DETERMINISTIC)) {
+        *algo = (int)perf[i].algo;
+        return 0;
+      }
   snprintf(e->msg, sizeof e->msg, "cuDNN offers no float32 algorithm without tensor-core math for this convolution");
   return 1;
 }
@@ -312,6 +317,7 @@ bool trivial(int kind, const mf_cuda_window &g, int64_t *out_elems) {
 }
 
 int conv2d_workspace(mf_cuda_device *d, int kind, const mf_cuda_window *g, size_t *bytes, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   int64_t out_elems;
   *bytes = 0;
   if (trivial(kind, *g, &out_elems)) return 0;
@@ -340,6 +346,7 @@ int launch_resize(mf_cuda_device *d, const float *in, int64_t ih, int64_t iw, fl
 
 int conv2d(mf_cuda_device *d, int kind, const mf_cuda_window *gp, const void *a, const void *b, void *out,
            void *workspace, size_t workspace_bytes, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   const mf_cuda_window &g = *gp;
   int64_t out_elems;
   if (trivial(kind, g, &out_elems)) {

@@ -201,7 +201,6 @@ static int no_kernel(mf_cuda_error *e, const char *op, int dtype) {
 template <typename F, typename T, typename R>
 static int launch_map(mf_cuda_device *d, const void *x, void *y, int64_t n, mf_cuda_error *e) {
   if (n == 0) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   map_kernel<F, T, R><<<mf_cuda_grid(n), MF_CUDA_BLOCK, 0, d->stream>>>((const T *)x, (R *)y, n);
   MF_CUDA_LAUNCHED(e, F::label);
   return 0;
@@ -214,7 +213,6 @@ static int launch_zip(mf_cuda_device *d, const void *a, const void *b, void *z, 
                       int *failed, mf_cuda_error *e) {
   if (failed) *failed = 0;
   if (n == 0) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   if (!failed) {
     zip_kernel<F, T, R><<<mf_cuda_grid(n), MF_CUDA_BLOCK, 0, d->stream>>>((const T *)a, (const T *)b, (R *)z, n,
                                                                           *nest, NULL);
@@ -293,12 +291,14 @@ typedef int (*binary_fn)(mf_cuda_device *, int, const void *, const void *, void
 static const binary_fn binary_ops[MF_NUM_BINARY_OPS] = {MF_BINARY_OPS(MF_BINARY_ENTRY)};
 
 static int unary(mf_cuda_device *d, int op, int dtype, const void *x, void *y, int64_t n, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (op < 0 || op >= MF_NUM_UNARY_OPS || !unary_ops[op]) return no_kernel(e, "a unary op", dtype);
   return unary_ops[op](d, dtype, x, y, n, e);
 }
 
 static int binary(mf_cuda_device *d, int op, int dtype, const void *a, const void *b, void *z, int64_t n,
                   const mf_cuda_bcast *nest, int *failed, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (op < 0 || op >= MF_NUM_BINARY_OPS || !binary_ops[op]) return no_kernel(e, "a binary op", dtype);
   return binary_ops[op](d, dtype, a, b, z, n, nest, failed, e);
 }
@@ -308,7 +308,6 @@ static int binary(mf_cuda_device *d, int op, int dtype, const void *a, const voi
 template <typename S, typename D>
 static int launch_cast(mf_cuda_device *d, const void *x, void *y, int64_t n, mf_cuda_error *e) {
   if (n == 0) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   cast_kernel<S, D><<<mf_cuda_grid(n), MF_CUDA_BLOCK, 0, d->stream>>>((const S *)x, (D *)y, n);
   MF_CUDA_LAUNCHED(e, "Cast_kernel");
   return 0;
@@ -322,6 +321,7 @@ static int launch_cast(mf_cuda_device *d, const void *x, void *y, int64_t n, mf_
       default: return no_kernel(e, "Cast", dst);             \
     })
 static int cast(mf_cuda_device *d, int src, int dst, const void *x, void *y, int64_t n, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   switch (src) {
     MF_FOR_ALL_TYPES(MF_CAST_CASE_FROM)
     default: return no_kernel(e, "Cast", src);

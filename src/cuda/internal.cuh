@@ -12,6 +12,7 @@
 #include <cudnn.h>
 
 #include <mutex>
+#include <type_traits>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,10 +40,13 @@ static inline bool mf_cuda_failed(cublasStatus_t r) { return r != CUBLAS_STATUS_
 static inline bool mf_cuda_failed(cudnnStatus_t r) { return r != CUDNN_STATUS_SUCCESS; }
 
 // Whether r is an error; if so, e->msg = "<function>: <error text>", the
-// function being the name of the call's text up to its '('.
+// function being the name of the call's text up to its '('. A CUDA runtime
+// error is also cleared from the thread's last error, which MF_CUDA_LAUNCHED
+// reads: left there, it would be blamed on the next kernel launched.
 template <typename R>
 static inline bool mf_cuda_check(mf_cuda_error *e, R r, const char *call) {
   if (!mf_cuda_failed(r)) return false;
+  if constexpr (std::is_same<R, cudaError_t>::value) (void)cudaGetLastError();
   const char *paren = strchr(call, '(');
   int name_len = paren ? (int)(paren - call) : (int)strlen(call);
   snprintf(e->msg, sizeof e->msg, "%.*s: %s", name_len, call, mf_cuda_error_text(r));
@@ -65,6 +69,14 @@ static inline bool mf_cuda_check(mf_cuda_error *e, R r, const char *call) {
     }                                                                                              \
   } while (0)
 
+// Makes d's GPU the calling thread's current one, so that launches and
+// allocations go to it: every table function that works on a device starts
+// with it, as the thread may have used another GPU last. 0 on success.
+static inline int mf_cuda_use(mf_cuda_device *d, mf_cuda_error *e) {
+  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
+  return 0;
+}
+
 // Threads per block and the grid for n elements with a grid-stride loop
 // (kernels loop `for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)`).
 enum { MF_CUDA_BLOCK = 256 };
@@ -75,7 +87,8 @@ static inline unsigned mf_cuda_grid(int64_t n) {
 }
 
 // The device's cuBLAS / cuDNN handle, made on first use and bound to its
-// stream (runtime.cu); 0 on success.
+// stream (runtime.cu), for a table function that has made d current
+// (mf_cuda_use); 0 on success.
 int mf_cuda_blas_handle(mf_cuda_device *d, cublasHandle_t *out, mf_cuda_error *e);
 int mf_cuda_dnn_handle(mf_cuda_device *d, cudnnHandle_t *out, mf_cuda_error *e);
 

@@ -13,6 +13,7 @@
 static int gemm(mf_cuda_device *d, int dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
                 int64_t stride_a, const void *b, int64_t stride_b, void *c, int64_t stride_c, int64_t batch,
                 mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX) {
     snprintf(e->msg, sizeof e->msg, "cuBLAS gemm: a size of %lld x %lld x %lld (batch %lld) exceeds INT_MAX",
              (long long)m, (long long)n, (long long)k, (long long)batch);

@@ -118,6 +118,7 @@ int bad_dtype(const char *what, int dtype, mf_cuda_error *e) {
 }
 
 int softmax(mf_cuda_device *d, int dtype, const void *x, void *y, int64_t rows, int64_t c, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (rows == 0 || c == 0) return 0;
   if (dtype == MF_FLOAT32)
     softmax_rows<float>
@@ -142,6 +143,7 @@ void xent_typed(mf_cuda_device *d, const void *x, const void *labels, void *loss
 
 int xent(mf_cuda_device *d, int dtype, const void *x, const void *labels, void *loss, void *bp, int64_t rows, int64_t c,
          mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (rows == 0) return 0;
   if (dtype == MF_FLOAT32)
     xent_typed<float>(d, x, labels, loss, bp, rows, c);
@@ -166,6 +168,7 @@ void sparse_typed(mf_cuda_device *d, const void *x, const void *labels, int wide
 
 int sparse_xent(mf_cuda_device *d, int dtype, const void *x, const void *labels, int wide, void *loss, void *bp,
                 int64_t rows, int64_t c, uint64_t *first_bad, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (dtype != MF_FLOAT32 && dtype != MF_FLOAT64) return bad_dtype("sparse_softmax_cross_entropy", dtype, e);
   MF_CUDA_TRY(e, cudaMemsetAsync(first_bad, 0xff, sizeof *first_bad, d->stream));
   if (rows == 0) return 0;
@@ -180,6 +183,7 @@ int sparse_xent(mf_cuda_device *d, int dtype, const void *x, const void *labels,
 
 int bias_add(mf_cuda_device *d, int dtype, const void *v, const void *bias, void *y, int64_t n, int64_t c,
              mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (n == 0) return 0;
   const unsigned grid = mf_cuda_grid(n);
   if (dtype == MF_FLOAT32)

@@ -53,6 +53,7 @@ int launch(mf_cuda_device *d, void (*kernel)(P...), const char *name, int64_t it
 
 int fill(mf_cuda_device *d, int kind, int f64, void *out, int64_t n, uint32_t key0, uint32_t key1, uint64_t run,
          mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   const int64_t f32_blocks = (n + MF_PER_BLOCK_F32 - 1) / MF_PER_BLOCK_F32;
   const int64_t f64_blocks = (n + MF_PER_BLOCK_F64 - 1) / MF_PER_BLOCK_F64;
   float *o32 = (float *)out;
@@ -80,6 +81,7 @@ int fill(mf_cuda_device *d, int kind, int f64, void *out, int64_t n, uint32_t ke
 
 int uniform_int(mf_cuda_device *d, int i64, void *out, int64_t n, int64_t lo, uint64_t range, uint64_t reject_below,
                 uint32_t key0, uint32_t key1, uint64_t run, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   return i64 ? launch(d, uniform_ints<int64_t>, "uniform_int64", n, e, (int64_t *)out, n, lo, range, reject_below,
                       key0, key1, run)
              : launch(d, uniform_ints<int32_t>, "uniform_int32", n, e, (int32_t *)out, n, lo, range, reject_below,

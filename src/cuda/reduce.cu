@@ -231,6 +231,7 @@ size_t scratch_bytes(mf_cuda_device *, const mf_cuda_reduce_geom *g) {
 
 int reduce(mf_cuda_device *d, mf_cuda_reduce_op op, int dtype, const mf_cuda_reduce_geom *g, const void *in, void *out,
            void *scratch, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   switch (dtype) {
     case MF_FLOAT32:
       return run_op<float>(d, op, g, in, out, scratch, e);
@@ -282,6 +283,7 @@ int arg_typed(mf_cuda_device *d, int max, const void *x, int64_t outer, int64_t 
 
 int arg(mf_cuda_device *d, int max, int dtype, const void *x, int64_t outer, int64_t n, int64_t inner, void *out,
         int wide, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (outer * inner == 0) return 0;
   switch (dtype) {
     case MF_FLOAT32:

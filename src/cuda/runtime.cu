@@ -33,6 +33,7 @@ static void close_device(mf_cuda_device *d) {
   if (d->staging) cudaFreeHost(d->staging);
   if (d->fail_flag) cudaFree(d->fail_flag);
   if (d->stream) cudaStreamDestroy(d->stream);
+  (void)cudaGetLastError();  // failures above are not reported, and must not be blamed on a later launch
   delete d;
 }
 
@@ -44,7 +45,7 @@ static int open_device(int ordinal, mf_cuda_device **out, mf_cuda_error *e) {
     return 1;
   }
   d->ordinal = ordinal;
-  if (mf_cuda_check(e, cudaSetDevice(ordinal), "cudaSetDevice") ||
+  if (mf_cuda_use(d, e) ||
       mf_cuda_check(e, cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
       mf_cuda_check(e, cudaEventCreateWithFlags(&d->staged, cudaEventDisableTiming), "cudaEventCreateWithFlags")) {
     close_device(d);
@@ -56,8 +57,8 @@ static int open_device(int ordinal, mf_cuda_device **out, mf_cuda_error *e) {
 
 static int alloc(mf_cuda_device *d, size_t bytes, void **out, mf_cuda_error *e) {
   *out = NULL;
+  if (mf_cuda_use(d, e)) return 1;
   if (!bytes) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   MF_CUDA_TRY(e, cudaMalloc(out, bytes));
   return 0;
 }
@@ -66,6 +67,7 @@ static void free_memory(mf_cuda_device *d, void *p) {
   if (!p) return;
   cudaSetDevice(d->ordinal);
   cudaFree(p);  // waits for the device's work that may still use p
+  (void)cudaGetLastError();  // a failure is not reported, and must not be blamed on a later launch
 }
 
 // Copies through the pinned staging buffer, piece by piece: each piece waits
@@ -87,36 +89,36 @@ static int copy_staged(mf_cuda_device *d, void *dst, const void *src, size_t byt
 }
 
 static int copy_from_host(mf_cuda_device *d, void *dst, const void *src, size_t bytes, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (!bytes) return 0;
   std::lock_guard<std::mutex> hold(d->lock);
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   return copy_staged(d, dst, src, bytes, e);
 }
 
 static int copy_to_host(mf_cuda_device *d, void *dst, const void *src, size_t bytes, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (!bytes) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   MF_CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, d->stream));
   MF_CUDA_TRY(e, cudaStreamSynchronize(d->stream));
   return 0;
 }
 
 static int copy_device(mf_cuda_device *d, void *dst, const void *src, size_t bytes, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (!bytes) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   MF_CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream));
   return 0;
 }
 
 static int memset_device(mf_cuda_device *d, void *dst, int value, size_t bytes, mf_cuda_error *e) {
+  if (mf_cuda_use(d, e)) return 1;
   if (!bytes) return 0;
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
   MF_CUDA_TRY(e, cudaMemsetAsync(dst, value, bytes, d->stream));
   return 0;
 }
 
 static int sync_device(mf_cuda_device *d, mf_cuda_error *e) {
-  MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
+  if (mf_cuda_use(d, e)) return 1;
   MF_CUDA_TRY(e, cudaStreamSynchronize(d->stream));
   return 0;
 }
@@ -124,7 +126,6 @@ static int sync_device(mf_cuda_device *d, mf_cuda_error *e) {
 int mf_cuda_blas_handle(mf_cuda_device *d, cublasHandle_t *out, mf_cuda_error *e) {
   std::lock_guard<std::mutex> hold(d->lock);
   if (!d->blas) {
-    MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
     cublasHandle_t h;
     MF_CUDA_TRY(e, cublasCreate(&h));
     if (mf_cuda_check(e, cublasSetStream(h, d->stream), "cublasSetStream")) {
@@ -140,7 +141,6 @@ int mf_cuda_blas_handle(mf_cuda_device *d, cublasHandle_t *out, mf_cuda_error *e
 int mf_cuda_dnn_handle(mf_cuda_device *d, cudnnHandle_t *out, mf_cuda_error *e) {
   std::lock_guard<std::mutex> hold(d->lock);
   if (!d->dnn) {
-    MF_CUDA_TRY(e, cudaSetDevice(d->ordinal));
     cudnnHandle_t h;
     MF_CUDA_TRY(e, cudnnCreate(&h));
     if (mf_cuda_check(e, cudnnSetStream(h, d->stream), "cudnnSetStream")) {
